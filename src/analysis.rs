@@ -1,0 +1,479 @@
+//! Analysis: from an opened wheel to plain facts about its members, its host binaries and the
+//! libraries they need — everything the verdict and the reports are computed from.
+//!
+//! One pass over the archive, parallel across members: each member is read at most once
+//! (its first bytes when that is enough to classify it, else inflated whole), hashed against
+//! RECORD when asked, and parsed if it is an ELF file.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+
+use rayon::prelude::*;
+
+use crate::elf::{ELF_MAGIC, ElfFacts};
+use crate::exclude::ExcludeList;
+use crate::libsearch::{ElfKind, LibrarySearch, ObjectPaths, expand_origin};
+use crate::platform::{Arch, Libc, machine_name};
+use crate::policy::verdict::{Binary, ExternalLib, Verdict, VerdictInput};
+use crate::policy::{Policies, PolicySet};
+use crate::progress::Progress;
+use crate::wheel::{Member, Wheel, WheelError};
+
+/// Settings of an analysis, shared by every wheel of a run.
+#[derive(Debug, Clone)]
+pub struct AnalyzeOptions {
+    pub policies: Policies,
+    pub exclude: ExcludeList,
+    pub search: LibrarySearch,
+    /// Check every member's sha256 against RECORD while reading.
+    pub verify_hashes: bool,
+    pub disable_isa_check: bool,
+}
+
+impl AnalyzeOptions {
+    pub fn new(policies: Policies, exclude: ExcludeList, search: LibrarySearch) -> Self {
+        AnalyzeOptions { policies, exclude, search, verify_hashes: false, disable_isa_check: false }
+    }
+}
+
+/// A note about one file: why it was skipped or what is odd about it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct Note {
+    pub file: String,
+    pub message: String,
+}
+
+/// A host binary of the wheel's platform.
+#[derive(Debug, Clone)]
+pub struct HostBinary {
+    pub path: String,
+    pub facts: ElfFacts,
+    pub is_extension: bool,
+}
+
+/// Every fact the verdict and the reports need about one wheel.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// Architecture of the wheel (from its tags, else from its first host binary).
+    pub arch: Option<Arch>,
+    pub libc: Libc,
+    pub binaries: Vec<HostBinary>,
+    /// Every ELF file parsed (host and device code), by member path.
+    pub elf_members: Vec<(String, ElfFacts)>,
+    pub notes: Vec<Note>,
+    pub external: BTreeMap<String, ExternalLib>,
+    pub policy_set: Option<PolicySet>,
+    pub verdict: Option<Verdict>,
+    pub disable_isa_check: bool,
+}
+
+impl Analysis {
+    /// No host binary at all: a pure wheel as far as platform tags go.
+    pub fn is_pure(&self) -> bool {
+        self.binaries.is_empty()
+    }
+
+    pub fn verdict_input(&self) -> VerdictInput<'_> {
+        VerdictInput {
+            binaries: self
+                .binaries
+                .iter()
+                .map(|b| Binary { path: &b.path, facts: &b.facts, is_extension: b.is_extension })
+                .collect(),
+            external: &self.external,
+            disable_isa_check: self.disable_isa_check,
+        }
+    }
+}
+
+/// The first bytes of a member, enough to recognise what it is.
+const HEAD: usize = 64;
+
+/// Read, verify and parse every member, then derive the wheel's facts.
+pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) -> Result<Analysis, WheelError> {
+    let scans: Vec<Option<ScannedElf>> = wheel
+        .archive
+        .members
+        .par_iter()
+        .map(|member| {
+            let result = scan_member(wheel, member, options.verify_hashes);
+            progress.advance(member.compressed_size);
+            result
+        })
+        .collect::<Result<_, WheelError>>()?;
+
+    let mut notes = Vec::new();
+    let mut elf_members = Vec::new();
+    for ScannedElf { path, parsed } in scans.into_iter().flatten() {
+        match parsed {
+            Ok(facts) => elf_members.push((path, facts)),
+            Err(message) => notes.push(Note { file: path, message: format!("skipped: {message}") }),
+        }
+    }
+
+    let claimed: Vec<String> = wheel.filename.platform_tags.clone();
+    let host: Vec<&(String, ElfFacts)> = elf_members.iter().filter(|(_, f)| !f.is_gpu_code()).collect();
+    let arch =
+        claimed.iter().find_map(|t| Arch::from_platform_tag(t)).or_else(|| host.iter().find_map(|(_, f)| f.arch()));
+    let libc = claimed
+        .iter()
+        .find_map(|t| Libc::from_platform_tag(t))
+        .or_else(|| host.iter().find_map(|(_, f)| f.libc()))
+        .or_else(|| host.iter().find_map(|(path, _)| libc_from_file_name(path)))
+        .unwrap_or(Libc::Glibc);
+
+    let mut binaries = Vec::new();
+    for (path, facts) in host {
+        let elf_arch = facts.arch();
+        let elf_libc = facts.libc().or_else(|| libc_from_file_name(path));
+        if elf_arch.is_none() {
+            notes.push(Note {
+                file: path.clone(),
+                message: format!("ignored: {} is an architecture no policy covers", machine_name(facts.machine)),
+            });
+        } else if elf_arch != arch {
+            let want = arch.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into());
+            notes.push(Note {
+                file: path.clone(),
+                message: format!(
+                    "ignored: built for {}, the wheel is for {want}",
+                    elf_arch.map(|a| a.to_string()).unwrap_or_default()
+                ),
+            });
+        } else if elf_libc.is_some_and(|l| l != libc) {
+            notes.push(Note {
+                file: path.clone(),
+                message: format!("ignored: linked against {:?}, the wheel is for {libc:?}", elf_libc.unwrap()),
+            });
+        } else {
+            let is_extension = is_python_extension(path, facts);
+            binaries.push(HostBinary { path: path.clone(), facts: facts.clone(), is_extension });
+        }
+    }
+
+    let mut analysis = Analysis {
+        arch,
+        libc,
+        binaries,
+        elf_members,
+        notes,
+        external: BTreeMap::new(),
+        policy_set: None,
+        verdict: None,
+        disable_isa_check: options.disable_isa_check,
+    };
+    if let (Some(arch), false) = (arch, analysis.binaries.is_empty()) {
+        let set = options.policies.for_platform(arch, libc);
+        analysis.external = find_external_libs(wheel, &analysis, &set, options);
+        let verdict = Verdict::compute(&set, &analysis.verdict_input());
+        analysis.verdict = Some(verdict);
+        analysis.policy_set = Some(set);
+    }
+    analysis.notes.sort();
+    Ok(analysis)
+}
+
+/// An ELF member and what parsing it gave (an error message for a malformed file).
+struct ScannedElf {
+    path: String,
+    parsed: Result<ElfFacts, String>,
+}
+
+/// Read one member as far as needed: `None` for a member that is not ELF.
+fn scan_member(wheel: &Wheel, member: &Member, verify: bool) -> Result<Option<ScannedElf>, WheelError> {
+    if member.is_dir {
+        return Ok(None);
+    }
+    let archive = &wheel.archive;
+    let data = if verify {
+        let data = archive.read(member)?;
+        wheel.verify_hash(member, &data)?;
+        data
+    } else {
+        let head = archive.peek(member, HEAD)?;
+        if !head.starts_with(ELF_MAGIC) {
+            return Ok(None);
+        }
+        archive.read(member)?
+    };
+    if !data.starts_with(ELF_MAGIC) {
+        return Ok(None);
+    }
+    Ok(Some(ScannedElf { path: member.name.clone(), parsed: ElfFacts::parse(&data).map_err(|e| e.to_string()) }))
+}
+
+/// The libc an extension's platform suffix names. Ex) `_x.cpython-312-x86_64-linux-musl.so` → musl
+fn libc_from_file_name(path: &str) -> Option<Libc> {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    if file.contains("-linux-musl") {
+        Some(Libc::Musl)
+    } else if file.contains("-linux-gnu") {
+        Some(Libc::Glibc)
+    } else {
+        None
+    }
+}
+
+/// auditwheel's test: a defined function `PyInit_<module>` (or `init<module>` for Python 2,
+/// `_cffi_pypyinit_<module>` for PyPy), where the module is the file name up to its first dot.
+fn is_python_extension(path: &str, facts: &ElfFacts) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let module = file.split('.').next().unwrap_or(file);
+    facts.init_functions.iter().any(|f| {
+        f.strip_prefix("PyInit_").or_else(|| f.strip_prefix("_cffi_pypyinit_")).or_else(|| f.strip_prefix("init"))
+            == Some(module)
+    })
+}
+
+/// Where a member lands relative to site-packages: `.data/platlib` and `.data/purelib` are
+/// installed at the root; other `.data` categories land elsewhere (`None`).
+fn install_path(wheel: &Wheel, member: &str) -> Option<String> {
+    let data_dir = format!("{}.data/", wheel.dist_info.trim_end_matches(".dist-info"));
+    match member.strip_prefix(&data_dir) {
+        None => Some(member.to_string()),
+        Some(rest) => rest.strip_prefix("platlib/").or_else(|| rest.strip_prefix("purelib/")).map(str::to_string),
+    }
+}
+
+/// Normalise `a/b/../c` → `a/c`; `None` when the path climbs above the root.
+fn normalize(path: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+fn is_loader(soname: &str) -> bool {
+    soname.starts_with("ld-linux")
+        || soname.starts_with("ld64.so.")
+        || soname.starts_with("ld-musl-")
+        || soname == "ld.so.1"
+}
+
+/// `libpython3.12.so.1.0`, `libpython2.7m.so`
+pub fn is_libpython(soname: &str) -> bool {
+    let Some(rest) = soname.strip_prefix("libpython") else {
+        return false;
+    };
+    let Some((version, tail)) = rest.split_once(".so") else {
+        return false;
+    };
+    let version = version.strip_suffix('m').unwrap_or(version);
+    let numeric = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    version.split_once('.').is_some_and(|(a, b)| numeric(a) && numeric(b))
+        && (tail.is_empty() || tail.strip_prefix('.').is_some_and(|t| t.split('.').all(numeric)))
+}
+
+/// Resolve each binary's DT_NEEDED entries inside the wheel, as the loader would through its
+/// `$ORIGIN` RPATH/RUNPATH (inheriting the loaders' RPATH), and describe everything that is not
+/// found there: resolved on this machine, excluded, or missing — with the closure of what those
+/// libraries need in turn.
+fn find_external_libs(
+    wheel: &Wheel,
+    analysis: &Analysis,
+    set: &PolicySet,
+    options: &AnalyzeOptions,
+) -> BTreeMap<String, ExternalLib> {
+    // Host binaries by install path.
+    let installed: HashMap<String, usize> = analysis
+        .binaries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| install_path(wheel, &b.path).map(|p| (p, i)))
+        .collect();
+    let kind_of = |f: &ElfFacts| ElfKind { is_64: f.is_64, little_endian: f.little_endian, machine: f.machine };
+
+    // Each binary's $ORIGIN-relative search directories inside the wheel.
+    struct Paths {
+        rpath: Vec<String>,
+        runpath: Vec<String>,
+    }
+    let wheel_dirs = |entries: &[String], origin: &str| -> Vec<String> {
+        entries
+            .iter()
+            .filter(|e| e.contains("$ORIGIN") || e.contains("${ORIGIN}"))
+            .filter_map(|e| normalize(&expand_origin(e, origin)))
+            .collect()
+    };
+    let paths: Vec<Paths> = analysis
+        .binaries
+        .iter()
+        .map(|b| {
+            let origin = install_path(wheel, &b.path)
+                .map(|p| p.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default());
+            match origin {
+                Some(o) => Paths { rpath: wheel_dirs(&b.facts.rpath, &o), runpath: wheel_dirs(&b.facts.runpath, &o) },
+                None => Paths { rpath: Vec::new(), runpath: Vec::new() },
+            }
+        })
+        .collect();
+
+    // Fixpoint: resolving a dependency inside the wheel makes its loader's RPATH available to it.
+    let n = analysis.binaries.len();
+    let mut loaders: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    let mut resolved: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(); n];
+    loop {
+        let mut changed = false;
+        for i in 0..n {
+            let facts = &analysis.binaries[i].facts;
+            let mut dirs: Vec<&String> = Vec::new();
+            if paths[i].runpath.is_empty() {
+                dirs.extend(&paths[i].rpath);
+                let mut stack: Vec<usize> = loaders[i].iter().copied().collect();
+                let mut seen = BTreeSet::new();
+                while let Some(l) = stack.pop() {
+                    if !seen.insert(l) {
+                        continue;
+                    }
+                    if paths[l].runpath.is_empty() {
+                        dirs.extend(&paths[l].rpath);
+                    }
+                    stack.extend(loaders[l].iter().copied());
+                }
+            }
+            dirs.extend(&paths[i].runpath);
+            for soname in &facts.needed {
+                if resolved[i].contains_key(soname) {
+                    continue;
+                }
+                let hit = dirs.iter().find_map(|d| {
+                    let candidate = if d.is_empty() { soname.clone() } else { format!("{d}/{soname}") };
+                    installed
+                        .get(&candidate)
+                        .copied()
+                        .filter(|&j| kind_of(&analysis.binaries[j].facts) == kind_of(facts))
+                });
+                if let Some(j) = hit {
+                    resolved[i].insert(soname.clone(), j);
+                    changed |= loaders[j].insert(i);
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+
+    // Everything not resolved inside the wheel is external.
+    let mut external: BTreeMap<String, ExternalLib> = BTreeMap::new();
+    let mut queue: Vec<(String, ObjectPaths)> = Vec::new();
+    let always_whitelisted = &set.policies[0].lib_whitelist;
+    for (i, binary) in analysis.binaries.iter().enumerate() {
+        for soname in binary.facts.needed.iter().filter(|s| !resolved[i].contains_key(*s) && !is_loader(s)) {
+            let lib = external
+                .entry(soname.clone())
+                .or_insert_with(|| ExternalLib { soname: soname.clone(), ..Default::default() });
+            lib.direct = true;
+            lib.needed_by.insert(binary.path.clone());
+            if lib.path.is_some() || lib.excluded.is_some() || lib.libpython {
+                continue;
+            }
+            // System search: absolute RPATH/RUNPATH entries of the binary and its loaders.
+            let absolute = |entries: &[String]| -> Vec<PathBuf> {
+                entries.iter().filter(|e| e.starts_with('/')).map(PathBuf::from).collect()
+            };
+            let object = ObjectPaths { rpath: absolute(&binary.facts.rpath), runpath: absolute(&binary.facts.runpath) };
+            let loader_paths: Vec<ObjectPaths> = loaders[i]
+                .iter()
+                .map(|&l| ObjectPaths {
+                    rpath: absolute(&analysis.binaries[l].facts.rpath),
+                    runpath: absolute(&analysis.binaries[l].facts.runpath),
+                })
+                .collect();
+            let dirs = options.search.directories(&object, &loader_paths.iter().collect::<Vec<_>>());
+            describe_external(lib, &dirs, kind_of(&binary.facts), options, always_whitelisted, &mut queue);
+        }
+    }
+
+    // The closure: what vendored libraries need in turn (not through whitelisted ones).
+    let want = analysis.binaries.first().map(|b| kind_of(&b.facts));
+    while let Some((parent, parent_paths)) = queue.pop() {
+        let Some(want) = want else { break };
+        let needs = external.get(&parent).map(|l| l.needs.clone()).unwrap_or_default();
+        for soname in needs.iter().filter(|s| !is_loader(s)) {
+            if let Some(lib) = external.get_mut(soname) {
+                lib.needed_by.insert(parent.clone());
+                continue;
+            }
+            let mut lib = ExternalLib { soname: soname.clone(), ..Default::default() };
+            lib.needed_by.insert(parent.clone());
+            let dirs = options.search.directories(&parent_paths, &[]);
+            describe_external(&mut lib, &dirs, want, options, always_whitelisted, &mut queue);
+            external.insert(soname.clone(), lib);
+        }
+    }
+    external
+}
+
+/// Fill in where an external library comes from; queue it for the closure walk when its own
+/// needs matter.
+fn describe_external(
+    lib: &mut ExternalLib,
+    dirs: &[PathBuf],
+    want: ElfKind,
+    options: &AnalyzeOptions,
+    always_whitelisted: &BTreeSet<String>,
+    queue: &mut Vec<(String, ObjectPaths)>,
+) {
+    if is_libpython(&lib.soname) {
+        lib.libpython = true;
+        return;
+    }
+    if let Some(reason) = options.exclude.reason(&lib.soname, None) {
+        lib.excluded = Some(reason);
+        return;
+    }
+    let Some(path) = options.search.find(&lib.soname, dirs, &want) else {
+        return;
+    };
+    let display = path.display().to_string();
+    if let Some(reason) = options.exclude.reason(&lib.soname, Some(&display)) {
+        lib.excluded = Some(reason);
+        lib.path = Some(display);
+        return;
+    }
+    lib.path = Some(display);
+    if always_whitelisted.contains(&lib.soname) {
+        return;
+    }
+    // Read the library's own facts: its needs, symbol versions and ISA level.
+    let Ok(data) = std::fs::read(&path) else {
+        return;
+    };
+    let Ok(facts) = ElfFacts::parse(&data) else {
+        return;
+    };
+    lib.needs = facts.needed.clone();
+    lib.version_needs = facts.version_needs.clone();
+    lib.x86_isa_needed = facts.x86_isa_needed;
+    let origin = path.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let expand = |entries: &[String]| entries.iter().map(|e| PathBuf::from(expand_origin(e, &origin))).collect();
+    let own = ObjectPaths { rpath: expand(&facts.rpath), runpath: expand(&facts.runpath) };
+    queue.push((lib.soname.clone(), own));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_libpython() {
+        assert!(is_libpython("libpython3.12.so.1.0"));
+        assert!(is_libpython("libpython2.7m.so"));
+        assert!(!is_libpython("libpython3.so"));
+        assert!(!is_libpython("libpythonx.so"));
+    }
+
+    #[test]
+    fn normalizes_relative_paths() {
+        assert_eq!(normalize("torch/lib/../_C").as_deref(), Some("torch/_C"));
+        assert_eq!(normalize("a/../../b"), None);
+    }
+}

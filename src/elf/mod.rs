@@ -1,0 +1,339 @@
+//! What a binary says: the facts wheelfix reads from an ELF file, parsed once.
+//!
+//! Parsing is lazy on purpose: goblin's eager `Elf::parse` walks every relocation of a library,
+//! which costs seconds on a PyTorch wheel; we read only the headers, the dynamic section, the
+//! dynamic symbols with their versions, and the notes.
+
+use goblin::container::{Container, Ctx, Endian};
+use goblin::elf::dynamic::{DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, Dynamic};
+use goblin::elf::program_header::{PT_INTERP, ProgramHeader};
+use goblin::elf::section_header::{SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SectionHeader};
+use goblin::elf::sym::{STB_WEAK, STT_FUNC, Symtab};
+use goblin::elf::symver::{VerneedSection, VersymSection};
+use serde::Serialize;
+
+use crate::platform::{Arch, EM_AMDGPU, EM_CUDA};
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ElfError {
+    #[error("not an ELF file")]
+    NotElf,
+    #[error("malformed ELF: {0}")]
+    Malformed(String),
+}
+
+impl From<goblin::error::Error> for ElfError {
+    fn from(e: goblin::error::Error) -> Self {
+        ElfError::Malformed(e.to_string())
+    }
+}
+
+/// `\x7fELF`
+pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+
+/// One symbol a binary needs from elsewhere. Ex) `memcpy@GLIBC_2.14` (weak: false)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UndefinedSymbol {
+    pub name: String,
+    /// The version it is bound to, when it has one. Ex) `GLIBC_2.14`
+    pub version: Option<String>,
+    /// The library file that version comes from (`.gnu.version_r`). Ex) `libc.so.6`
+    pub library: Option<String>,
+    pub weak: bool,
+}
+
+/// One `.gnu.version_r` entry: the library file and the versions required from it.
+/// Ex) `libc.so.6`: `GLIBC_2.2.5`, `GLIBC_2.14`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionNeed {
+    pub file: String,
+    pub versions: Vec<String>,
+}
+
+/// A section header, kept for GPU container detection and reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SectionInfo {
+    pub name: String,
+    pub kind: u32,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// Everything wheelfix needs to know about one ELF file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ElfFacts {
+    pub is_64: bool,
+    pub little_endian: bool,
+    pub machine: u16,
+    pub flags: u32,
+    pub os_abi: u8,
+    pub abi_version: u8,
+    pub elf_type: u16,
+    pub interpreter: Option<String>,
+    pub soname: Option<String>,
+    pub needed: Vec<String>,
+    /// DT_RPATH entries split on `:`, unexpanded. Ex) `$ORIGIN/../lib`
+    pub rpath: Vec<String>,
+    /// DT_RUNPATH entries split on `:`, unexpanded.
+    pub runpath: Vec<String>,
+    pub version_needs: Vec<VersionNeed>,
+    pub undefined: Vec<UndefinedSymbol>,
+    /// Defined functions that make a file a Python extension (`PyInit_*`, `init*`, `_cffi_pypyinit_*`).
+    pub init_functions: Vec<String>,
+    /// `GNU_PROPERTY_X86_ISA_1_NEEDED` bits, when the file carries the property note.
+    pub x86_isa_needed: Option<u32>,
+    pub sections: Vec<SectionInfo>,
+}
+
+impl ElfFacts {
+    /// Parse the facts of a whole ELF file held in memory.
+    pub fn parse(bytes: &[u8]) -> Result<ElfFacts, ElfError> {
+        if bytes.len() < 16 || &bytes[..4] != ELF_MAGIC {
+            return Err(ElfError::NotElf);
+        }
+        // goblin is careful, but a hostile file must never take the process down.
+        match std::panic::catch_unwind(|| parse_facts(bytes)) {
+            Ok(result) => result,
+            Err(_) => Err(ElfError::Malformed("the ELF parser failed on this file".into())),
+        }
+    }
+
+    /// The policy architecture of this file, if any policy covers it.
+    pub fn arch(&self) -> Option<Arch> {
+        Arch::from_elf(self.machine, self.is_64, self.little_endian, self.flags)
+    }
+
+    /// Device code (AMDGPU or NVIDIA), never a host binary.
+    pub fn is_gpu_code(&self) -> bool {
+        matches!(self.machine, EM_AMDGPU | EM_CUDA)
+    }
+
+    /// The libc the file was linked against, from its interpreter or its DT_NEEDED entries.
+    pub fn libc(&self) -> Option<crate::platform::Libc> {
+        use crate::platform::Libc;
+        if let Some(interp) = &self.interpreter {
+            let base = interp.rsplit('/').next().unwrap_or(interp);
+            return Some(if base.starts_with("ld-musl-") { Libc::Musl } else { Libc::Glibc });
+        }
+        for lib in &self.needed {
+            if lib.starts_with("libc.musl-") || lib.starts_with("ld-musl-") || lib == "libc.so" {
+                return Some(Libc::Musl);
+            }
+            if lib == "libc.so.6" || lib.starts_with("ld-linux") || lib.starts_with("ld64.so.") {
+                return Some(Libc::Glibc);
+            }
+        }
+        None
+    }
+
+    pub fn section(&self, name: &str) -> Option<&SectionInfo> {
+        self.sections.iter().find(|s| s.name == name)
+    }
+}
+
+fn parse_facts(bytes: &[u8]) -> Result<ElfFacts, ElfError> {
+    let header = goblin::elf::Elf::parse_header(bytes)?;
+    let container = if header.e_ident[goblin::elf::header::EI_CLASS] == goblin::elf::header::ELFCLASS64 {
+        Container::Big
+    } else {
+        Container::Little
+    };
+    let little_endian = header.e_ident[goblin::elf::header::EI_DATA] != goblin::elf::header::ELFDATA2MSB;
+    let ctx = Ctx::new(container, if little_endian { Endian::Little } else { Endian::Big });
+
+    let program_headers = ProgramHeader::parse(bytes, header.e_phoff as usize, header.e_phnum as usize, ctx)?;
+    let section_headers = if header.e_shoff == 0 || header.e_shoff as usize >= bytes.len() {
+        Vec::new()
+    } else {
+        SectionHeader::parse(bytes, header.e_shoff as usize, header.e_shnum as usize, ctx)?
+    };
+
+    let mut facts = ElfFacts {
+        is_64: container.is_big(),
+        little_endian,
+        machine: header.e_machine,
+        flags: header.e_flags,
+        os_abi: header.e_ident[goblin::elf::header::EI_OSABI],
+        abi_version: header.e_ident[goblin::elf::header::EI_ABIVERSION],
+        elf_type: header.e_type,
+        interpreter: None,
+        soname: None,
+        needed: Vec::new(),
+        rpath: Vec::new(),
+        runpath: Vec::new(),
+        version_needs: Vec::new(),
+        undefined: Vec::new(),
+        init_functions: Vec::new(),
+        x86_isa_needed: None,
+        sections: Vec::new(),
+    };
+
+    for ph in &program_headers {
+        if ph.p_type == PT_INTERP && ph.p_filesz > 1 {
+            let range = checked_range(bytes, ph.p_offset, ph.p_filesz - 1, "PT_INTERP")?;
+            facts.interpreter = Some(String::from_utf8_lossy(&bytes[range]).trim_end_matches('\0').to_string());
+        }
+    }
+
+    let shstrtab = section_headers
+        .get(header.e_shstrndx as usize)
+        .filter(|sh| sh.sh_type != SHT_NOBITS)
+        .map(|sh| -> Result<&[u8], ElfError> {
+            let range = checked_range(bytes, sh.sh_offset, sh.sh_size, "section name table")?;
+            Ok(&bytes[range])
+        })
+        .transpose()?;
+    for sh in &section_headers {
+        let name = shstrtab.and_then(|t| string_at(t, sh.sh_name as u64)).unwrap_or_default();
+        facts.sections.push(SectionInfo { name, kind: sh.sh_type, offset: sh.sh_offset, size: sh.sh_size });
+    }
+
+    if let Some(dynamic) = Dynamic::parse(bytes, &program_headers, ctx)? {
+        read_dynamic(bytes, ctx, &dynamic, &section_headers, &mut facts)?;
+    }
+    facts.x86_isa_needed = read_x86_isa_needed(bytes, &section_headers, little_endian, container.is_big());
+    Ok(facts)
+}
+
+fn read_dynamic(
+    bytes: &[u8],
+    ctx: Ctx,
+    dynamic: &Dynamic,
+    section_headers: &[SectionHeader],
+    facts: &mut ElfFacts,
+) -> Result<(), ElfError> {
+    let info = &dynamic.info;
+    let range = checked_range(bytes, info.strtab as u64, info.strsz as u64, "dynamic string table")?;
+    let dynstr = &bytes[range];
+    let string = |offset: u64| -> Result<String, ElfError> {
+        string_at(dynstr, offset)
+            .ok_or_else(|| ElfError::Malformed(format!("dynamic string offset {offset} is out of range")))
+    };
+    let split = |s: String| -> Vec<String> { s.split(':').filter(|p| !p.is_empty()).map(str::to_string).collect() };
+    for d in &dynamic.dyns {
+        match d.d_tag {
+            DT_NEEDED => facts.needed.push(string(d.d_val)?),
+            DT_SONAME => facts.soname = Some(string(d.d_val)?),
+            DT_RPATH => facts.rpath.extend(split(string(d.d_val)?)),
+            DT_RUNPATH => facts.runpath.extend(split(string(d.d_val)?)),
+            _ => {}
+        }
+    }
+
+    // Version index → (file, version name) from `.gnu.version_r`.
+    let mut version_names: Vec<(u16, String, String)> = Vec::new();
+    if let Some(verneed) = VerneedSection::parse(bytes, section_headers, ctx)? {
+        for need in verneed.iter() {
+            let file = string(need.vn_file as u64)?;
+            let mut versions = Vec::new();
+            for aux in need.iter() {
+                let name = string(aux.vna_name as u64)?;
+                version_names.push((aux.vna_other, file.clone(), name.clone()));
+                versions.push(name);
+            }
+            facts.version_needs.push(VersionNeed { file, versions });
+        }
+    }
+
+    let Some(dynsym_header) = section_headers.iter().find(|sh| sh.sh_type == SHT_DYNSYM) else {
+        return Ok(());
+    };
+    let entry_size = if facts.is_64 { 24 } else { 16 };
+    let count = (dynsym_header.sh_size / entry_size) as usize;
+    checked_range(bytes, dynsym_header.sh_offset, dynsym_header.sh_size, "dynamic symbol table")?;
+    let symbols = Symtab::parse(bytes, dynsym_header.sh_offset as usize, count, ctx)?;
+    let versym = VersymSection::parse(bytes, section_headers, ctx)?;
+    for (index, sym) in symbols.iter().enumerate() {
+        if index == 0 || sym.st_name == 0 {
+            continue;
+        }
+        let defined = sym.st_shndx != 0;
+        let name = string_at(dynstr, sym.st_name as u64).unwrap_or_default();
+        let name = name.as_str();
+        if defined {
+            if sym.st_type() == STT_FUNC
+                && (name.starts_with("PyInit_") || name.starts_with("init") || name.starts_with("_cffi_pypyinit_"))
+            {
+                facts.init_functions.push(name.to_string());
+            }
+            continue;
+        }
+        let bound = versym.as_ref().and_then(|v| v.get_at(index)).and_then(|v| {
+            let idx = v.version();
+            version_names.iter().find(|(other, _, _)| *other == idx)
+        });
+        facts.undefined.push(UndefinedSymbol {
+            name: name.to_string(),
+            version: bound.map(|(_, _, n)| n.clone()),
+            library: bound.map(|(_, f, _)| f.clone()),
+            weak: sym.st_bind() == STB_WEAK,
+        });
+    }
+    Ok(())
+}
+
+/// The x86 ISA level a file declares it needs, from `.note.gnu.property`
+/// (`NT_GNU_PROPERTY_TYPE_0`, property `GNU_PROPERTY_X86_ISA_1_NEEDED`).
+fn read_x86_isa_needed(bytes: &[u8], sections: &[SectionHeader], little_endian: bool, is_64: bool) -> Option<u32> {
+    const NT_GNU_PROPERTY_TYPE_0: u32 = 5;
+    const GNU_PROPERTY_X86_ISA_1_NEEDED: u32 = 0xc000_8002;
+    let u32_at = |data: &[u8], at: usize| -> Option<u32> {
+        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
+        Some(if little_endian { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) })
+    };
+    let align = |n: usize, a: usize| n.div_ceil(a) * a;
+    for sh in sections.iter().filter(|sh| sh.sh_type == SHT_NOTE) {
+        let Ok(range) = checked_range(bytes, sh.sh_offset, sh.sh_size, "note") else {
+            continue;
+        };
+        let notes = &bytes[range];
+        // ELF64 property notes are 8-byte aligned, other notes 4-byte aligned.
+        let note_align = if sh.sh_addralign == 8 { 8 } else { 4 };
+        let prop_align = if is_64 { 8 } else { 4 };
+        let mut at = 0;
+        while at + 12 <= notes.len() {
+            let namesz = u32_at(notes, at)? as usize;
+            let descsz = u32_at(notes, at + 4)? as usize;
+            let kind = u32_at(notes, at + 8)?;
+            let name_at = at + 12;
+            let desc_at = at + align(12 + namesz, note_align);
+            let desc_end = desc_at.checked_add(descsz)?;
+            if desc_end > notes.len() {
+                break;
+            }
+            if kind == NT_GNU_PROPERTY_TYPE_0 && notes.get(name_at..name_at + namesz) == Some(b"GNU\0") {
+                let desc = &notes[desc_at..desc_end];
+                let mut p = 0;
+                while p + 8 <= desc.len() {
+                    let (pr_type, pr_size) = (u32_at(desc, p)?, u32_at(desc, p + 4)? as usize);
+                    if pr_type == GNU_PROPERTY_X86_ISA_1_NEEDED && pr_size >= 4 {
+                        return u32_at(desc, p + 8);
+                    }
+                    p += 8 + align(pr_size, prop_align);
+                }
+            }
+            at = at + align(desc_end - at, note_align);
+        }
+    }
+    None
+}
+
+/// The NUL-terminated string at `offset` of a string table (lossy UTF-8).
+fn string_at(table: &[u8], offset: u64) -> Option<String> {
+    let rest = table.get(offset as usize..)?;
+    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+}
+
+fn checked_range(bytes: &[u8], offset: u64, size: u64, what: &str) -> Result<std::ops::Range<usize>, ElfError> {
+    let end = offset.checked_add(size).filter(|end| *end <= bytes.len() as u64).ok_or_else(|| {
+        ElfError::Malformed(format!("the {what} (offset {offset:#x}, size {size:#x}) lies past the end of the file"))
+    })?;
+    Ok(offset as usize..end as usize)
+}
+
+/// The x86-64 micro-architecture level an ISA bit set asks for, 1 for the baseline.
+/// Bits: 0 baseline, 1 v2, 2 v3, 3 v4 (`GNU_PROPERTY_X86_ISA_1_V2` and so on).
+pub fn x86_isa_level(bits: u32) -> u32 {
+    (1..=3).rev().find(|b| bits & (1 << b) != 0).map(|b| b + 1).unwrap_or(1)
+}

@@ -1,0 +1,113 @@
+//! Libraries the environment provides: the built-in ROCm list and `--exclude` globs.
+//!
+//! A library that matches is never vendored and never blocks a manylinux tag; its DT_NEEDED entry
+//! stays as it is.
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+pub const ROCM_LIBRARIES: &str = include_str!("../policies/rocm-libraries.txt");
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid --exclude pattern `{pattern}`: {message}")]
+pub struct ExcludeError {
+    pub pattern: String,
+    pub message: String,
+}
+
+/// Compiled exclusion patterns.
+#[derive(Debug, Clone)]
+pub struct ExcludeList {
+    rocm: Option<GlobSet>,
+    user: Vec<(String, GlobSet)>,
+}
+
+impl ExcludeList {
+    /// `rocm`: use the built-in ROCm list; `user`: `--exclude` globs, matched against the soname
+    /// and, once resolved, the library's path.
+    pub fn new(rocm: bool, user: &[String]) -> Result<Self, ExcludeError> {
+        let rocm = rocm.then(|| {
+            let mut builder = GlobSetBuilder::new();
+            for line in rocm_patterns() {
+                builder.add(Glob::new(line).expect("built-in ROCm patterns are valid globs"));
+            }
+            builder.build().expect("built-in ROCm patterns are valid globs")
+        });
+        let mut compiled = Vec::new();
+        for pattern in user {
+            let glob = Glob::new(pattern)
+                .map_err(|e| ExcludeError { pattern: pattern.clone(), message: e.kind().to_string() })?;
+            let set = GlobSetBuilder::new()
+                .add(glob)
+                .build()
+                .map_err(|e| ExcludeError { pattern: pattern.clone(), message: e.to_string() })?;
+            compiled.push((pattern.clone(), set));
+        }
+        Ok(ExcludeList { rocm, user: compiled })
+    }
+
+    /// Why the environment provides this library, or `None` when it does not.
+    pub fn reason(&self, soname: &str, path: Option<&str>) -> Option<String> {
+        if let Some(set) = &self.rocm {
+            if set.is_match(soname) {
+                return Some("ROCm library, provided by the environment (built-in list)".into());
+            }
+            if let Some(path) = path
+                && is_rocm_path(path)
+            {
+                return Some(format!("resolved inside a ROCm installation ({path})"));
+            }
+        }
+        for (pattern, set) in &self.user {
+            if set.is_match(soname) || path.is_some_and(|p| set.is_match(p)) {
+                return Some(format!("excluded by --exclude '{pattern}'"));
+            }
+        }
+        None
+    }
+}
+
+/// The glob lines of the built-in ROCm list.
+pub fn rocm_patterns() -> impl Iterator<Item = &'static str> {
+    ROCM_LIBRARIES.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// `/opt/rocm*`, `$ROCM_PATH`, `$HIP_PATH` or a ROCm Python package (`_rocm_sdk_*`).
+fn is_rocm_path(path: &str) -> bool {
+    let env_prefix = |var: &str| {
+        std::env::var(var).ok().filter(|v| !v.is_empty()).is_some_and(|v| path.starts_with(v.trim_end_matches('/')))
+    };
+    path.starts_with("/opt/rocm") || path.contains("/_rocm_sdk_") || env_prefix("ROCM_PATH") || env_prefix("HIP_PATH")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rocm_list_matches_rocm_and_not_system_libraries() {
+        let list = ExcludeList::new(true, &[]).unwrap();
+        for rocm in [
+            "libamdhip64.so.7",
+            "libhsa-runtime64.so.1",
+            "librocblas.so.5",
+            "libMIOpen.so.1",
+            "librccl.so.1",
+            "librocm_sysdeps_drm.so.2",
+        ] {
+            assert!(list.reason(rocm, None).is_some(), "{rocm}");
+        }
+        for system in ["libdrm.so.2", "libnuma.so.1", "libstdc++.so.6", "libgomp.so.1"] {
+            assert!(list.reason(system, None).is_none(), "{system}");
+        }
+        assert!(list.reason("libfoo.so", Some("/opt/rocm-7.0/lib/libfoo.so")).is_some());
+        assert!(ExcludeList::new(false, &[]).unwrap().reason("libamdhip64.so.7", None).is_none());
+    }
+
+    #[test]
+    fn user_globs_match_soname_or_path() {
+        let list = ExcludeList::new(false, &["libcuda.so.*".into(), "/usr/lib/special/*".into()]).unwrap();
+        assert!(list.reason("libcuda.so.1", None).unwrap().contains("libcuda.so.*"));
+        assert!(list.reason("libx.so", Some("/usr/lib/special/libx.so")).is_some());
+        assert!(ExcludeList::new(false, &["[".into()]).is_err());
+    }
+}

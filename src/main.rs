@@ -1,0 +1,253 @@
+//! The `wheelfix` command: parse arguments, call the library, render, exit with the truth.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use rayon::prelude::*;
+
+use wheelfix::analysis::AnalyzeOptions;
+use wheelfix::exclude::ExcludeList;
+use wheelfix::libsearch::LibrarySearch;
+use wheelfix::policy::Policies;
+use wheelfix::progress::{NoProgress, Progress};
+use wheelfix::report::ShowReport;
+use wheelfix::tags::TagRequest;
+use wheelfix::{Destination, RetagOutcome};
+
+#[derive(Parser)]
+#[command(name = "wheelfix", version, about = "Audit Python wheels and make their platform tags true", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Explain the platform tag each wheel honestly meets, and why.
+    #[command(
+        after_help = "Examples:\n  wheelfix show dist/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl\n  wheelfix show --json dist/*.whl"
+    )]
+    Show(ShowArgs),
+    /// Write wheels with their true platform tags (file name and WHEEL).
+    #[command(
+        after_help = "Examples:\n  wheelfix retag dist/*.whl -w wheelhouse/\n  wheelfix retag --in-place dist/*.whl"
+    )]
+    Retag(RetagArgs),
+}
+
+#[derive(Args)]
+struct CommonArgs {
+    /// Replace the embedded manylinux or musllinux policy file (auditwheel's JSON schema).
+    #[arg(long = "policy-file", value_name = "FILE")]
+    policy_files: Vec<PathBuf>,
+    /// A library the environment provides (glob on the soname or the resolved path); repeatable.
+    #[arg(long, value_name = "GLOB")]
+    exclude: Vec<String>,
+    /// Do not treat the libraries ROCm ships as provided by the environment.
+    #[arg(long)]
+    no_rocm_exclude: bool,
+    /// Search these directories (colon-separated) instead of the system's library path.
+    #[arg(long, value_name = "PATHS")]
+    ldpaths: Option<String>,
+    /// Do not lower the tag for x86-64 ISA extensions (x86-64-v2 and above).
+    #[arg(long)]
+    disable_isa_ext_check: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct ShowArgs {
+    #[arg(required = true, value_name = "WHEEL")]
+    wheels: Vec<PathBuf>,
+    /// Also check every member's sha256 against RECORD.
+    #[arg(long)]
+    verify: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct RetagArgs {
+    #[arg(required = true, value_name = "WHEEL")]
+    wheels: Vec<PathBuf>,
+    /// Directory for the output wheels.
+    #[arg(short = 'w', long = "wheel-dir", value_name = "DIR", conflicts_with = "in_place")]
+    wheel_dir: Option<PathBuf>,
+    /// Replace each input wheel (atomically) instead of writing a copy.
+    #[arg(long)]
+    in_place: bool,
+    /// The tag to write (`auto`: the derived one); fails if the wheel does not meet it.
+    #[arg(long, value_name = "TAG")]
+    plat: Option<String>,
+    /// Write only the --plat tag, not the derived one nor the honoured claimed ones.
+    #[arg(long, requires = "plat")]
+    only_plat: bool,
+    /// Skip the sha256 check of every member against RECORD.
+    #[arg(long)]
+    no_verify: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Show(args) => run_show(args),
+        Command::Retag(args) => run_retag(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("wheelfix: error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn analyze_options(common: &CommonArgs) -> Result<AnalyzeOptions, String> {
+    let policies = Policies::with_files(&common.policy_files).map_err(|e| e.to_string())?;
+    let exclude = ExcludeList::new(!common.no_rocm_exclude, &common.exclude).map_err(|e| e.to_string())?;
+    let search = LibrarySearch::from_environment(common.ldpaths.as_deref());
+    let mut options = AnalyzeOptions::new(policies, exclude, search);
+    options.disable_isa_check = common.disable_isa_ext_check;
+    Ok(options)
+}
+
+/// A byte progress bar on stderr, only when stderr is a terminal.
+struct Bar(indicatif::ProgressBar);
+
+impl Progress for Bar {
+    fn advance(&self, bytes: u64) {
+        self.0.inc(bytes);
+    }
+}
+
+fn progress_bar(wheels: &[PathBuf], quiet: bool) -> Box<dyn Progress> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return Box::new(NoProgress);
+    }
+    let total: u64 = wheels.iter().filter_map(|w| std::fs::metadata(w).ok()).map(|m| m.len()).sum();
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {wide_bar} {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Box::new(Bar(bar))
+}
+
+fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
+    let mut options = analyze_options(&args.common)?;
+    options.verify_hashes = args.verify;
+    let progress = progress_bar(&args.wheels, args.common.quiet);
+    let reports: Vec<ShowReport> = args
+        .wheels
+        .par_iter()
+        .map(|path| {
+            wheelfix::show(path, &options, progress.as_ref())
+                .unwrap_or_else(|e| ShowReport::failed(&display_name(path), format!("{}: {e}", path.display())))
+        })
+        .collect();
+    drop(progress);
+    let failed = reports.iter().filter(|r| r.error.is_some()).count();
+    let text = if args.common.json {
+        serde_json::to_string_pretty(&reports).expect("reports serialise") + "\n"
+    } else {
+        reports.iter().map(ShowReport::to_text).collect::<Vec<_>>().join("\n")
+    };
+    print_out(&text);
+    if !args.common.json {
+        for r in reports.iter().filter(|r| r.error.is_some()) {
+            eprintln!("wheelfix: error: {}", r.error.as_deref().unwrap_or_default());
+        }
+    }
+    Ok(finish(failed, reports.len()))
+}
+
+fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
+    let mut options = analyze_options(&args.common)?;
+    options.verify_hashes = !args.no_verify;
+    let request = TagRequest { plat: args.plat.clone(), only_plat: args.only_plat };
+    let destination = if args.in_place {
+        Destination::InPlace
+    } else {
+        Destination::Directory(args.wheel_dir.clone().unwrap_or_else(|| PathBuf::from("wheelhouse")))
+    };
+    let progress = progress_bar(&args.wheels, args.common.quiet);
+    let results: Vec<(PathBuf, Result<RetagOutcome, String>)> = args
+        .wheels
+        .par_iter()
+        .map(|path| {
+            let outcome = wheelfix::retag(path, &options, &request, &destination, progress.as_ref())
+                .map_err(|e| format!("{}: {e}", path.display()));
+            (path.clone(), outcome)
+        })
+        .collect();
+    drop(progress);
+    let failed = results.iter().filter(|(_, r)| r.is_err()).count();
+    if args.common.json {
+        let values: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(path, r)| match r {
+                Ok(outcome) => serde_json::json!({
+                    "version": wheelfix::report::JSON_VERSION,
+                    "wheel": outcome.wheel,
+                    "output": outcome.output,
+                    "tags": outcome.tags,
+                    "changed": outcome.changed,
+                    "platform_tag": outcome.report.platform_tag,
+                    "symbol_tag": outcome.report.symbol_tag,
+                }),
+                Err(e) => serde_json::json!({"version": wheelfix::report::JSON_VERSION, "wheel": display_name(path), "error": e}),
+            })
+            .collect();
+        print_out(&(serde_json::to_string_pretty(&values).expect("serialises") + "\n"));
+    } else {
+        let mut text = String::new();
+        for (_, r) in &results {
+            if let Ok(outcome) = r {
+                match &outcome.output {
+                    Some(out) if outcome.changed => text.push_str(&format!("{} -> {out}\n", outcome.wheel)),
+                    Some(out) => text.push_str(&format!("{} -> {out} (tags already true)\n", outcome.wheel)),
+                    None => text.push_str(&format!("{}: tags already true, left as it is\n", outcome.wheel)),
+                }
+            }
+        }
+        print_out(&text);
+    }
+    for (_, r) in &results {
+        if let Err(e) = r {
+            eprintln!("wheelfix: error: {e}");
+        }
+    }
+    Ok(finish(failed, results.len()))
+}
+
+fn display_name(path: &std::path::Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+}
+
+/// Print to stdout; a closed pipe (`| head`) is not an error.
+fn print_out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("wheelfix: error: cannot write output: {e}");
+    }
+}
+
+fn finish(failed: usize, total: usize) -> ExitCode {
+    if failed > 0 {
+        eprintln!("wheelfix: {failed} of {total} wheel(s) failed");
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

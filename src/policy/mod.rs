@@ -1,0 +1,280 @@
+//! manylinux and musllinux policies, in auditwheel's JSON schema
+//! ([PEP 600](https://peps.python.org/pep-0600/), [PEP 656](https://peps.python.org/pep-0656/)).
+//!
+//! A policy names the symbol versions and libraries a wheel may take from the system. The policy
+//! files are auditwheel's, embedded at build time (see `policies/README.md`).
+
+pub mod verdict;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::platform::{Arch, Libc};
+
+pub const MANYLINUX_JSON: &str = include_str!("../../policies/manylinux-policy.json");
+pub const MUSLLINUX_JSON: &str = include_str!("../../policies/musllinux-policy.json");
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("invalid policy file {origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+/// One entry of a policy file, as written there.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyEntry {
+    name: String,
+    aliases: Vec<String>,
+    priority: u32,
+    symbol_versions: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    lib_whitelist: Vec<String>,
+    blacklist: BTreeMap<String, Vec<String>>,
+}
+
+/// A policy for one architecture. Ex) `manylinux_2_17` for `x86_64`, alias `manylinux2014`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Without the architecture. Ex) `manylinux_2_17`; `linux` for the fallback.
+    pub name: String,
+    pub aliases: Vec<String>,
+    /// Higher is more compatible; `linux` is 0.
+    pub priority: u32,
+    /// Prefix → full version names. Ex) `GLIBC` → {`GLIBC_2.2.5`, `GLIBC_2.3`, ...}
+    pub symbol_versions: BTreeMap<String, BTreeSet<String>>,
+    pub lib_whitelist: BTreeSet<String>,
+    pub blacklist: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Policy {
+    pub fn is_linux(&self) -> bool {
+        self.priority == 0
+    }
+
+    /// The platform tag. Ex) `manylinux_2_17_x86_64`
+    pub fn tag(&self, arch: Arch) -> String {
+        format!("{}_{}", self.name, arch)
+    }
+
+    /// The tag and its aliases. Ex) [`manylinux_2_17_x86_64`, `manylinux2014_x86_64`]
+    pub fn tags(&self, arch: Arch) -> Vec<String> {
+        std::iter::once(self.tag(arch)).chain(self.aliases.iter().map(|a| format!("{a}_{arch}"))).collect()
+    }
+
+    /// Whether a versioned dependency (`GLIBC_2.28`) is allowed: its prefix is unknown to the
+    /// policy (then it is not checked), or the version is in the policy's set for that prefix.
+    pub fn allows_version(&self, version: &str) -> bool {
+        let prefix = version_prefix(version);
+        self.symbol_versions.get(prefix).is_none_or(|set| set.contains(version))
+    }
+}
+
+/// The part of a version name before the first `_`. Ex) `GLIBCXX_3.4.21` → `GLIBCXX`
+pub fn version_prefix(version: &str) -> &str {
+    version.split_once('_').map_or(version, |(p, _)| p)
+}
+
+/// The policies for one architecture and libc, most compatible first, `linux` last.
+#[derive(Debug, Clone)]
+pub struct PolicySet {
+    pub arch: Arch,
+    pub libc: Libc,
+    pub policies: Vec<Policy>,
+}
+
+impl PolicySet {
+    /// The non-`linux` policies, most compatible first.
+    pub fn tagged(&self) -> impl Iterator<Item = &Policy> {
+        self.policies.iter().filter(|p| !p.is_linux())
+    }
+
+    pub fn linux(&self) -> &Policy {
+        self.policies.last().expect("a policy set always ends with linux")
+    }
+
+    /// The policy a platform tag names, through its name or an alias. Ex) `manylinux2014_x86_64`
+    pub fn by_tag(&self, tag: &str) -> Option<&Policy> {
+        let base = tag.strip_suffix(self.arch.as_str())?.strip_suffix('_')?;
+        self.policies.iter().find(|p| p.name == base || p.aliases.iter().any(|a| a == base))
+    }
+}
+
+/// Both policy files, parsed: the source of every [`PolicySet`].
+#[derive(Debug, Clone)]
+pub struct Policies {
+    manylinux: Vec<PolicyEntry>,
+    musllinux: Vec<PolicyEntry>,
+}
+
+impl Policies {
+    /// The policies embedded in the binary.
+    pub fn embedded() -> Self {
+        Policies {
+            manylinux: parse_file(MANYLINUX_JSON, "manylinux-policy.json (embedded)")
+                .expect("embedded policy is valid"),
+            musllinux: parse_file(MUSLLINUX_JSON, "musllinux-policy.json (embedded)")
+                .expect("embedded policy is valid"),
+        }
+    }
+
+    /// The embedded policies with some files replaced: each file replaces the embedded file of
+    /// its family (decided by its policy names).
+    pub fn with_files(files: &[impl AsRef<Path>]) -> Result<Self, PolicyError> {
+        let mut policies = Self::embedded();
+        for path in files {
+            let path = path.as_ref();
+            let origin = path.display().to_string();
+            let text =
+                std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: origin.clone(), source })?;
+            let entries = parse_file(&text, &origin)?;
+            if entries.iter().any(|e| e.name.starts_with("musllinux")) {
+                policies.musllinux = entries;
+            } else {
+                policies.manylinux = entries;
+            }
+        }
+        Ok(policies)
+    }
+
+    /// The policies that exist for an architecture (a policy exists for an arch when its
+    /// `symbol_versions` names the arch, or it is `linux`), most compatible first.
+    pub fn for_platform(&self, arch: Arch, libc: Libc) -> PolicySet {
+        let entries = match libc {
+            Libc::Glibc => &self.manylinux,
+            Libc::Musl => &self.musllinux,
+        };
+        let mut policies: Vec<Policy> = entries
+            .iter()
+            .filter(|e| e.name == "linux" || e.symbol_versions.contains_key(arch.as_str()))
+            .map(|e| to_policy(e, arch, libc))
+            .collect();
+        if libc == Libc::Musl {
+            // Like auditwheel on a host whose musl version it cannot read: only the newest
+            // musllinux policy is offered (musl has no symbol versions to tell them apart).
+            let newest = policies.iter().filter(|p| !p.is_linux()).map(|p| p.priority).min();
+            policies.retain(|p| p.is_linux() || Some(p.priority) == newest);
+        }
+        policies.sort_by_key(|p| std::cmp::Reverse(p.priority));
+        PolicySet { arch, libc, policies }
+    }
+}
+
+fn to_policy(entry: &PolicyEntry, arch: Arch, libc: Libc) -> Policy {
+    let symbol_versions = entry
+        .symbol_versions
+        .get(arch.as_str())
+        .map(|prefixes| {
+            prefixes
+                .iter()
+                .map(|(prefix, versions)| (prefix.clone(), versions.iter().map(|v| format!("{prefix}_{v}")).collect()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let lib_whitelist = entry
+        .lib_whitelist
+        .iter()
+        .map(|lib| if libc == Libc::Musl && lib == "libc.so" { musl_libc_soname(arch) } else { lib.clone() })
+        .collect();
+    Policy {
+        name: entry.name.clone(),
+        aliases: entry.aliases.clone(),
+        priority: entry.priority,
+        symbol_versions,
+        lib_whitelist,
+        blacklist: entry.blacklist.iter().map(|(k, v)| (k.clone(), v.iter().cloned().collect())).collect(),
+    }
+}
+
+/// musl's libc soname per architecture. Ex) i686 → `libc.musl-x86.so.1`
+fn musl_libc_soname(arch: Arch) -> String {
+    let name = match arch {
+        Arch::I686 => "x86",
+        Arch::Armv7l => "armv7",
+        other => other.as_str(),
+    };
+    format!("libc.musl-{name}.so.1")
+}
+
+fn parse_file(text: &str, origin: &str) -> Result<Vec<PolicyEntry>, PolicyError> {
+    let invalid = |message: String| PolicyError::Invalid { origin: origin.to_string(), message };
+    let mut entries: Vec<PolicyEntry> = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    if !entries.iter().any(|e| e.name == "linux" && e.priority == 0) {
+        return Err(invalid("it has no `linux` policy with priority 0".into()));
+    }
+    entries.sort_by_key(|e| std::cmp::Reverse(e.priority));
+    validate_supersets(&entries).map_err(invalid)?;
+    Ok(entries)
+}
+
+/// PEP 600 consistency, as auditwheel checks it: going from more to less compatible, every
+/// whitelist and every per-arch, per-prefix version set must contain the previous one.
+fn validate_supersets(entries: &[PolicyEntry]) -> Result<(), String> {
+    let tagged: Vec<&PolicyEntry> = entries.iter().filter(|e| e.priority != 0).collect();
+    for pair in tagged.windows(2) {
+        let (older, newer) = (pair[0], pair[1]);
+        if !older.lib_whitelist.iter().all(|l| newer.lib_whitelist.contains(l)) {
+            return Err(format!("the whitelist of {} is not a superset of {}'s", newer.name, older.name));
+        }
+        for (arch, prefixes) in &older.symbol_versions {
+            let Some(newer_prefixes) = newer.symbol_versions.get(arch) else {
+                continue;
+            };
+            for (prefix, versions) in prefixes {
+                let newer_set =
+                    newer_prefixes.get(prefix).map(|v| v.iter().collect::<BTreeSet<_>>()).unwrap_or_default();
+                if let Some(missing) = versions.iter().find(|v| !newer_set.contains(v)) {
+                    return Err(format!(
+                        "{} {arch} {prefix} lacks {missing}, which the more compatible {} has",
+                        newer.name, older.name
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_policies_load_for_every_arch() {
+        let policies = Policies::embedded();
+        let x86 = policies.for_platform(Arch::X86_64, Libc::Glibc);
+        assert_eq!(x86.policies.first().unwrap().name, "manylinux_2_5");
+        assert_eq!(x86.tagged().last().unwrap().name, "manylinux_2_41");
+        assert!(x86.linux().is_linux());
+        let riscv = policies.for_platform(Arch::Riscv64, Libc::Glibc);
+        assert_eq!(riscv.policies.first().unwrap().name, "manylinux_2_31");
+        let ppc64 = policies.for_platform(Arch::Ppc64, Libc::Glibc);
+        assert_eq!(ppc64.tagged().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["manylinux_2_17"]);
+        let musl = policies.for_platform(Arch::I686, Libc::Musl);
+        assert_eq!(musl.policies.first().unwrap().name, "musllinux_1_2");
+        assert!(musl.policies[0].lib_whitelist.contains("libc.musl-x86.so.1"));
+    }
+
+    #[test]
+    fn version_sets_have_gaps() {
+        let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc);
+        let p = set.by_tag("manylinux_2_37_x86_64").unwrap();
+        assert!(!p.allows_version("GLIBC_2.37"));
+        assert!(p.allows_version("GLIBC_2.36"));
+        assert!(p.allows_version("OPENSSL_3.0.0"), "unknown prefixes are not checked");
+        assert!(!p.allows_version("GLIBC_PRIVATE"));
+        assert_eq!(set.by_tag("manylinux2014_x86_64").unwrap().name, "manylinux_2_17");
+    }
+
+    #[test]
+    fn rejects_a_file_that_breaks_pep_600_supersets() {
+        let text = r#"[{"name":"linux","aliases":[],"priority":0,"symbol_versions":{},"lib_whitelist":[],"blacklist":{}},
+          {"name":"manylinux_2_5","aliases":[],"priority":100,"symbol_versions":{"x86_64":{"GLIBC":["2.5"]}},"lib_whitelist":["libc.so.6"],"blacklist":{}},
+          {"name":"manylinux_2_12","aliases":[],"priority":90,"symbol_versions":{"x86_64":{"GLIBC":["2.12"]}},"lib_whitelist":["libc.so.6"],"blacklist":{}}]"#;
+        let err = parse_file(text, "test.json").unwrap_err().to_string();
+        assert!(err.contains("manylinux_2_12 x86_64 GLIBC lacks 2.5"), "{err}");
+    }
+}

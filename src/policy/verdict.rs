@@ -1,0 +1,399 @@
+//! The verdict: which policy a wheel meets, and why — a pure function of the facts about its
+//! binaries and of the policies.
+//!
+//! The combination follows auditwheel (`wheel_abi.py`): each check yields the most compatible
+//! policy it allows, and the wheel gets the least compatible of those. Policies are addressed by
+//! their index in [`PolicySet::policies`]: 0 is the most compatible, the last is `linux`, so
+//! "less compatible" means "larger index".
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::{Policy, PolicySet};
+use crate::elf::{ElfFacts, VersionNeed, x86_isa_level};
+
+/// A host binary of the wheel, as the verdict sees it.
+#[derive(Debug, Clone)]
+pub struct Binary<'a> {
+    /// Path inside the wheel. Ex) `torch/lib/libtorch_cpu.so`
+    pub path: &'a str,
+    pub facts: &'a ElfFacts,
+    pub is_extension: bool,
+}
+
+/// A library some binary needs that the wheel does not contain.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ExternalLib {
+    pub soname: String,
+    /// Where it resolved on this machine, if it did.
+    pub path: Option<String>,
+    /// Why the environment provides it (a ROCm library, `--exclude`), if it does.
+    pub excluded: Option<String>,
+    /// Wheel members (or other external libraries) that need it.
+    pub needed_by: BTreeSet<String>,
+    /// Needed directly by a binary of the wheel (not only by another external library).
+    pub direct: bool,
+    /// The resolved file's own DT_NEEDED entries.
+    pub needs: Vec<String>,
+    /// The resolved file's `.gnu.version_r`.
+    #[serde(skip)]
+    pub version_needs: Vec<VersionNeed>,
+    #[serde(skip)]
+    pub x86_isa_needed: Option<u32>,
+    /// `libpythonX.Y.so`: never vendored, `repair` removes the dependency.
+    pub libpython: bool,
+}
+
+/// Everything the verdict is computed from.
+#[derive(Debug, Clone)]
+pub struct VerdictInput<'a> {
+    pub binaries: Vec<Binary<'a>>,
+    /// Every external library reachable from the binaries, by soname.
+    pub external: &'a BTreeMap<String, ExternalLib>,
+    pub disable_isa_check: bool,
+}
+
+/// One versioned dependency and the symbols that use it.
+/// Ex) `cupy/cuda/cub.so` needs `GLIBCXX_3.4.21` from `libstdc++.so.6` for 3 symbols.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Requirement {
+    pub file: String,
+    pub library: String,
+    pub version: String,
+    pub symbols: Vec<String>,
+    /// True when `file` is an external library that would be vendored, not a wheel member.
+    pub external: bool,
+}
+
+/// Why a wheel does not meet one policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Blockers {
+    pub policy: String,
+    /// Versioned dependencies the policy does not allow.
+    pub versions: Vec<Requirement>,
+    /// External libraries the policy does not whitelist (they would have to be vendored).
+    pub libs_to_eliminate: Vec<String>,
+    /// Library → blacklisted symbols referenced.
+    pub blacklisted_symbols: BTreeMap<String, Vec<String>>,
+    /// Files that need an x86-64 micro-architecture level above the baseline.
+    pub isa: Vec<String>,
+    pub pyfpe: bool,
+    pub ucs2: bool,
+}
+
+impl Blockers {
+    pub fn is_empty(&self) -> bool {
+        self.versions.is_empty()
+            && self.libs_to_eliminate.is_empty()
+            && self.blacklisted_symbols.is_empty()
+            && self.isa.is_empty()
+            && !self.pyfpe
+            && !self.ucs2
+    }
+}
+
+/// The outcome, as policy indices into the set, plus the reasons.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// From symbol versions alone (auditwheel's `sym_tag`).
+    pub symbol: usize,
+    /// As the wheel is: symbols, external libraries, blacklist, ISA, PyFPE, UCS2.
+    pub overall: usize,
+    /// Ignoring external libraries that `repair` would vendor.
+    pub repairable: usize,
+    pub reference: usize,
+    pub blacklist: usize,
+    pub machine: usize,
+    pub pyfpe: bool,
+    pub ucs2: bool,
+    /// Every versioned dependency of the wheel's binaries.
+    pub requirements: Vec<Requirement>,
+    /// External libraries that would be vendored for each policy, by policy index.
+    pub grafted: Vec<BTreeSet<String>>,
+}
+
+/// Undefined symbols that make a Python extension incompatible with every tag (PEP 513).
+const PYFPE_SYMBOLS: [&str; 3] = ["PyFPE_jbuf", "PyFPE_dummy", "PyFPE_counter"];
+
+impl Verdict {
+    pub fn compute(set: &PolicySet, input: &VerdictInput<'_>) -> Verdict {
+        let linux = set.policies.len() - 1;
+        let grafted: Vec<BTreeSet<String>> = set.policies.iter().map(|p| grafted_libs(p, input)).collect();
+        let requirements = wheel_requirements(input);
+
+        // Symbols: per policy, the wheel's needs plus those of the libraries it would graft.
+        let mut symbol = linux;
+        let mut any_tagged = false;
+        for (index, policy) in set.policies.iter().enumerate() {
+            if policy.is_linux() {
+                continue;
+            }
+            any_tagged = true;
+            let needs = requirements_with_grafts(&requirements, &grafted[index], input);
+            symbol = symbol.min(index.max(best_symbol_match(set, &needs)));
+        }
+        if !any_tagged {
+            symbol = best_symbol_match(set, &requirements);
+        }
+
+        let reference = (0..linux).find(|&i| grafted[i].is_empty()).unwrap_or(linux);
+        let blacklist = (0..linux).find(|&i| blacklist_hits(&set.policies[i], input).is_empty()).unwrap_or(linux);
+        let machine = if input.disable_isa_check { 0 } else { machine_policy(set, input, &grafted) };
+        let pyfpe = input.binaries.iter().any(|b| b.is_extension && uses(b.facts, |n| PYFPE_SYMBOLS.contains(&n)));
+        let ucs2 = input.binaries.iter().any(|b| b.is_extension && uses(b.facts, |n| n.starts_with("PyUnicodeUCS2_")));
+        let flags = if pyfpe || ucs2 { linux } else { 0 };
+        let repairable = symbol.max(blacklist).max(machine).max(flags);
+        Verdict {
+            symbol,
+            overall: repairable.max(reference),
+            repairable,
+            reference,
+            blacklist,
+            machine,
+            pyfpe,
+            ucs2,
+            requirements,
+            grafted,
+        }
+    }
+
+    /// The dependencies that set the symbol verdict: those the next more compatible policy
+    /// does not allow, newest first. Empty when the symbol verdict is the most compatible policy.
+    pub fn constraints(&self, set: &PolicySet, input: &VerdictInput<'_>) -> Vec<Requirement> {
+        if self.symbol == 0 {
+            return Vec::new();
+        }
+        let next = self.symbol - 1;
+        let needs = requirements_with_grafts(&self.requirements, &self.grafted[next], input);
+        disallowed(set, next, &needs)
+    }
+
+    /// Everything that keeps the wheel from meeting the policy at `index`.
+    pub fn blockers(&self, set: &PolicySet, input: &VerdictInput<'_>, index: usize) -> Blockers {
+        let policy = &set.policies[index];
+        let mut blockers = Blockers { policy: policy.name.clone(), ..Blockers::default() };
+        if policy.is_linux() {
+            return blockers;
+        }
+        let needs = requirements_with_grafts(&self.requirements, &self.grafted[index], input);
+        blockers.versions = disallowed(set, index, &needs);
+        blockers.libs_to_eliminate = self.grafted[index].iter().cloned().collect();
+        blockers.blacklisted_symbols = blacklist_hits(policy, input);
+        if index < self.machine {
+            blockers.isa = isa_offenders(input, &self.grafted);
+        }
+        blockers.pyfpe = self.pyfpe;
+        blockers.ucs2 = self.ucs2;
+        blockers
+    }
+}
+
+fn uses(facts: &ElfFacts, pred: impl Fn(&str) -> bool) -> bool {
+    facts.undefined.iter().any(|s| pred(&s.name))
+}
+
+/// The external libraries a policy would have vendored: the closure of the binaries' external
+/// needs through libraries that are neither whitelisted by the policy nor excluded.
+fn grafted_libs(policy: &Policy, input: &VerdictInput<'_>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    if policy.is_linux() {
+        return out;
+    }
+    let mut queue: Vec<&str> = input.external.values().filter(|l| l.direct).map(|l| l.soname.as_str()).collect();
+    while let Some(soname) = queue.pop() {
+        let Some(lib) = input.external.get(soname) else {
+            continue;
+        };
+        if lib.excluded.is_some() || policy.lib_whitelist.contains(soname) || !out.insert(soname.to_string()) {
+            continue;
+        }
+        queue.extend(lib.needs.iter().map(String::as_str));
+    }
+    out
+}
+
+/// Every `(file, library, version)` the binaries need, with the symbols bound to it.
+fn wheel_requirements(input: &VerdictInput<'_>) -> Vec<Requirement> {
+    let mut out = Vec::new();
+    for binary in &input.binaries {
+        for need in &binary.facts.version_needs {
+            for version in &need.versions {
+                let mut symbols: Vec<String> = binary
+                    .facts
+                    .undefined
+                    .iter()
+                    .filter(|s| s.version.as_deref() == Some(version) && s.library.as_deref() == Some(&need.file))
+                    .map(|s| s.name.clone())
+                    .collect();
+                symbols.sort();
+                symbols.dedup();
+                out.push(Requirement {
+                    file: binary.path.to_string(),
+                    library: need.file.clone(),
+                    version: version.clone(),
+                    symbols,
+                    external: false,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn requirements_with_grafts(
+    wheel: &[Requirement],
+    grafted: &BTreeSet<String>,
+    input: &VerdictInput<'_>,
+) -> Vec<Requirement> {
+    let mut all = wheel.to_vec();
+    for soname in grafted {
+        let Some(lib) = input.external.get(soname) else {
+            continue;
+        };
+        let file = lib.path.clone().unwrap_or_else(|| soname.clone());
+        for need in &lib.version_needs {
+            for version in &need.versions {
+                all.push(Requirement {
+                    file: file.clone(),
+                    library: need.file.clone(),
+                    version: version.clone(),
+                    symbols: Vec::new(),
+                    external: true,
+                });
+            }
+        }
+    }
+    all
+}
+
+/// The most compatible policy whose version sets allow every requirement (auditwheel's
+/// `versioned_symbols_policy`); `linux` always matches.
+fn best_symbol_match(set: &PolicySet, needs: &[Requirement]) -> usize {
+    set.policies
+        .iter()
+        .position(|p| needs.iter().all(|r| p.allows_version(&r.version)))
+        .unwrap_or(set.policies.len() - 1)
+}
+
+/// Requirements the policy at `index` does not allow, most constraining first: those no policy
+/// allows, then by the first policy that allows them (newest first), then by version and file.
+fn disallowed(set: &PolicySet, index: usize, needs: &[Requirement]) -> Vec<Requirement> {
+    let policy = &set.policies[index];
+    let first_allowing = |v: &str| set.tagged().position(|p| p.allows_version(v)).unwrap_or(usize::MAX);
+    let mut out: Vec<(usize, Requirement)> = needs
+        .iter()
+        .filter(|r| !policy.allows_version(&r.version))
+        .map(|r| (first_allowing(&r.version), r.clone()))
+        .collect();
+    out.sort_by(|(ia, a), (ib, b)| {
+        ib.cmp(ia)
+            .then_with(|| compare_versions(&b.version, &a.version))
+            .then_with(|| a.file.cmp(&b.file))
+            .then_with(|| a.library.cmp(&b.library))
+    });
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Symbol-version order: prefix, then numeric components. Ex) `GLIBC_2.9` < `GLIBC_2.17`
+pub fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {
+    let split = |v: &str| -> (String, Vec<Result<u64, String>>) {
+        let (prefix, rest) = v.split_once('_').unwrap_or((v, ""));
+        (prefix.to_string(), rest.split('.').map(|p| p.parse::<u64>().map_err(|_| p.to_string())).collect())
+    };
+    let (pa, na) = split(a);
+    let (pb, nb) = split(b);
+    pa.cmp(&pb).then_with(|| {
+        for (x, y) in na.iter().zip(nb.iter()) {
+            let ord = match (x, y) {
+                (Ok(x), Ok(y)) => x.cmp(y),
+                (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+                (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+                (Err(x), Err(y)) => x.cmp(y),
+            };
+            if ord.is_ne() {
+                return ord;
+            }
+        }
+        na.len().cmp(&nb.len())
+    })
+}
+
+/// Library → blacklisted symbols the wheel's binaries reference (undefined, not weak).
+fn blacklist_hits(policy: &Policy, input: &VerdictInput<'_>) -> BTreeMap<String, Vec<String>> {
+    let mut hits: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for binary in &input.binaries {
+        for (lib, symbols) in &policy.blacklist {
+            if !binary.facts.needed.contains(lib) {
+                continue;
+            }
+            for sym in binary.facts.undefined.iter().filter(|s| !s.weak) {
+                if symbols.contains("*") || symbols.contains(&sym.name) {
+                    hits.entry(lib.clone()).or_default().insert(sym.name.clone());
+                }
+            }
+        }
+    }
+    hits.into_iter().map(|(k, v)| (k, v.into_iter().collect())).collect()
+}
+
+fn needs_isa_extension(bits: Option<u32>) -> bool {
+    bits.is_some_and(|b| x86_isa_level(b) > 1)
+}
+
+/// auditwheel's machine check (x86-64 only): a binary of the wheel that needs more than the
+/// baseline ISA makes it `linux`; a library that would be grafted does too, unless some policy
+/// whitelists it (then the most compatible such policy).
+fn machine_policy(set: &PolicySet, input: &VerdictInput<'_>, grafted: &[BTreeSet<String>]) -> usize {
+    let linux = set.policies.len() - 1;
+    if set.arch != crate::platform::Arch::X86_64 {
+        return 0;
+    }
+    if input.binaries.iter().any(|b| needs_isa_extension(b.facts.x86_isa_needed)) {
+        return linux;
+    }
+    let mut result = 0;
+    let candidates: BTreeSet<&String> = grafted.iter().flatten().collect();
+    for soname in candidates {
+        let Some(lib) = input.external.get(soname) else {
+            continue;
+        };
+        if lib.path.is_none() || !needs_isa_extension(lib.x86_isa_needed) {
+            continue;
+        }
+        let whitelisted_by = set.tagged().position(|p| p.lib_whitelist.contains(soname));
+        result = result.max(whitelisted_by.unwrap_or(linux));
+    }
+    result
+}
+
+fn isa_offenders(input: &VerdictInput<'_>, grafted: &[BTreeSet<String>]) -> Vec<String> {
+    let mut out: Vec<String> = input
+        .binaries
+        .iter()
+        .filter(|b| needs_isa_extension(b.facts.x86_isa_needed))
+        .map(|b| format!("{} (x86-64-v{})", b.path, x86_isa_level(b.facts.x86_isa_needed.unwrap_or(0))))
+        .collect();
+    let candidates: BTreeSet<&String> = grafted.iter().flatten().collect();
+    for soname in candidates {
+        if let Some(lib) = input.external.get(soname)
+            && needs_isa_extension(lib.x86_isa_needed)
+        {
+            out.push(format!("{soname} (x86-64-v{})", x86_isa_level(lib.x86_isa_needed.unwrap_or(0))));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compares_versions_numerically() {
+        use std::cmp::Ordering::*;
+        assert_eq!(compare_versions("GLIBC_2.9", "GLIBC_2.17"), Less);
+        assert_eq!(compare_versions("GLIBCXX_3.4.21", "GLIBCXX_3.4"), Greater);
+        assert_eq!(compare_versions("GLIBC_2.17", "GLIBC_PRIVATE"), Less);
+    }
+}

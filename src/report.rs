@@ -1,0 +1,333 @@
+//! What `show` reports: a plain data structure (serialised as JSON) and its text rendering.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::analysis::{Analysis, Note};
+use crate::policy::verdict::{Blockers, Requirement, compare_versions};
+use crate::tags::{ClaimCheck, TagRequest, check_claims, first_blocker, true_tags};
+use crate::wheel::Wheel;
+
+/// Version of the JSON documents wheelfix writes.
+pub const JSON_VERSION: u32 = 1;
+
+/// One external library and what happens to it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ExternalReport {
+    /// `whitelisted` | `excluded` | `vendor` | `not-found`
+    pub disposition: &'static str,
+    pub path: Option<String>,
+    pub needed_by: Vec<String>,
+    pub reason: String,
+}
+
+/// One versioned dependency in the JSON.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ConstraintReport {
+    pub file: String,
+    pub library: String,
+    pub version: String,
+    pub symbols: Vec<String>,
+}
+
+impl From<&Requirement> for ConstraintReport {
+    fn from(r: &Requirement) -> Self {
+        ConstraintReport {
+            file: r.file.clone(),
+            library: r.library.clone(),
+            version: r.version.clone(),
+            symbols: r.symbols.clone(),
+        }
+    }
+}
+
+/// What keeps the wheel from one more compatible policy.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct BlockerReport {
+    pub tag: String,
+    pub summary: String,
+    /// Distinct symbol versions the policy lacks, most constraining first.
+    pub missing_versions: Vec<String>,
+    /// Each dependency behind them (only for `next_policy`; empty in `policy_upgrades`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<ConstraintReport>,
+    pub libs_to_eliminate: Vec<String>,
+    pub blacklisted_symbols: BTreeMap<String, Vec<String>>,
+    pub isa: Vec<String>,
+    pub pyfpe: bool,
+    pub ucs2: bool,
+}
+
+impl BlockerReport {
+    fn new(tag: String, b: &Blockers, detailed: bool) -> Self {
+        let mut missing_versions: Vec<String> = Vec::new();
+        for r in &b.versions {
+            if !missing_versions.contains(&r.version) {
+                missing_versions.push(r.version.clone());
+            }
+        }
+        BlockerReport {
+            tag,
+            summary: first_blocker(b),
+            missing_versions,
+            versions: if detailed { b.versions.iter().map(ConstraintReport::from).collect() } else { Vec::new() },
+            libs_to_eliminate: b.libs_to_eliminate.clone(),
+            blacklisted_symbols: b.blacklisted_symbols.clone(),
+            isa: b.isa.clone(),
+            pyfpe: b.pyfpe,
+            ucs2: b.ucs2,
+        }
+    }
+}
+
+/// The `show --json` object for one wheel. See the README for the contract.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct ShowReport {
+    pub version: u32,
+    pub wheel: String,
+    /// Platform tags the file name claims.
+    pub tags: Vec<String>,
+    /// Platform tags the WHEEL file's `Tag:` lines claim.
+    pub wheel_tags: Vec<String>,
+    pub arch: Option<String>,
+    pub libc: Option<String>,
+    pub pure: bool,
+    /// The most compatible tag the symbol versions allow (auditwheel's `sym_tag`).
+    pub symbol_tag: Option<String>,
+    /// The tag the wheel honestly meets as it is.
+    pub platform_tag: Option<String>,
+    /// The tag after `repair` vendored the external libraries.
+    pub repaired_tag: Option<String>,
+    /// The platform tags `retag` would write.
+    pub retag_tags: Vec<String>,
+    pub claims: Vec<ClaimCheck>,
+    pub constraints: Vec<ConstraintReport>,
+    /// What blocks the next more compatible policy.
+    pub next_policy: Option<BlockerReport>,
+    /// Every more compatible policy and what blocks it, most compatible first.
+    pub policy_upgrades: Vec<BlockerReport>,
+    pub external_libs: BTreeMap<String, ExternalReport>,
+    /// Library → every version the binaries need from it.
+    pub versioned_symbols: BTreeMap<String, Vec<String>>,
+    pub host_binaries: usize,
+    pub notes: Vec<Note>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ShowReport {
+    /// The report for a wheel that could not be analysed.
+    pub fn failed(wheel: &str, error: String) -> Self {
+        ShowReport { version: JSON_VERSION, wheel: wheel.to_string(), error: Some(error), ..Default::default() }
+    }
+
+    pub fn new(wheel: &Wheel, analysis: &Analysis) -> Self {
+        let filename_tags = wheel.filename.platform_tags.clone();
+        let wheel_tags = wheel.wheel_info.platform_tags();
+        let mut report = ShowReport {
+            version: JSON_VERSION,
+            wheel: wheel.filename.to_string(),
+            tags: filename_tags.clone(),
+            wheel_tags: wheel_tags.clone(),
+            arch: analysis.arch.map(|a| a.to_string()),
+            libc: analysis.policy_set.as_ref().map(|s| format!("{:?}", s.libc).to_lowercase()),
+            pure: analysis.is_pure(),
+            claims: check_claims(analysis, &filename_tags, &wheel_tags),
+            retag_tags: true_tags(analysis, &filename_tags, &TagRequest::default()).unwrap_or_default(),
+            host_binaries: analysis.binaries.len(),
+            notes: analysis.notes.clone(),
+            ..Default::default()
+        };
+        let (Some(set), Some(verdict)) = (&analysis.policy_set, &analysis.verdict) else {
+            return report;
+        };
+        let input = analysis.verdict_input();
+        let tag_of = |index: usize| {
+            let p = &set.policies[index];
+            if p.is_linux() { crate::tags::linux_tag(set.arch) } else { p.tag(set.arch) }
+        };
+        report.symbol_tag = Some(tag_of(verdict.symbol));
+        report.platform_tag = Some(tag_of(verdict.overall));
+        report.repaired_tag = Some(tag_of(verdict.repairable));
+        report.constraints = verdict.constraints(set, &input).iter().map(ConstraintReport::from).collect();
+        report.policy_upgrades = (0..verdict.overall)
+            .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, &input, i), false))
+            .collect();
+        report.next_policy = verdict
+            .overall
+            .checked_sub(1)
+            .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, &input, i), true));
+        for r in &verdict.requirements {
+            report.versioned_symbols.entry(r.library.clone()).or_default().push(r.version.clone());
+        }
+        for versions in report.versioned_symbols.values_mut() {
+            versions.sort_by(|a, b| compare_versions(a, b));
+            versions.dedup();
+        }
+
+        // Dispositions relative to the policy the wheel would get once repaired (the newest
+        // tagged policy when that is `linux`).
+        let linux = set.policies.len() - 1;
+        let target = verdict.repairable.min(linux.saturating_sub(1));
+        let whitelist = &set.policies[target].lib_whitelist;
+        let grafted = &verdict.grafted[target];
+        for (soname, lib) in &analysis.external {
+            if !lib.direct && !grafted.contains(soname) {
+                continue;
+            }
+            let target_name = &set.policies[target].name;
+            let (disposition, reason) = if let Some(why) = &lib.excluded {
+                ("excluded", why.clone())
+            } else if lib.libpython {
+                ("not-found", "libpython: manylinux wheels must not link it; repair removes the dependency".to_string())
+            } else if whitelist.contains(soname) {
+                ("whitelisted", format!("{target_name} allows it from the system"))
+            } else if lib.path.is_some() {
+                ("vendor", format!("not allowed by {target_name}; repair would copy it into the wheel"))
+            } else {
+                let hint = in_wheel_elsewhere(analysis, soname)
+                    .map(|p| {
+                        format!("; the wheel has `{p}`, but it is not on the search path of the files that need it")
+                    })
+                    .unwrap_or_default();
+                ("not-found", format!("not in the wheel and not found on this machine{hint}"))
+            };
+            report.external_libs.insert(
+                soname.clone(),
+                ExternalReport {
+                    disposition,
+                    path: lib.path.clone(),
+                    needed_by: lib.needed_by.iter().cloned().collect(),
+                    reason,
+                },
+            );
+        }
+        report
+    }
+
+    /// The human rendering, deterministic.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", self.wheel);
+        if let Some(error) = &self.error {
+            let _ = writeln!(out, "  error: {error}");
+            return out;
+        }
+        if self.pure {
+            let _ = writeln!(
+                out,
+                "  pure: no host binaries for any platform; the tags stay as they are ({})",
+                self.tags.join(".")
+            );
+            self.write_notes(&mut out);
+            return out;
+        }
+        let platform = self.platform_tag.as_deref().unwrap_or("?");
+        let _ = writeln!(out, "  platform tag:  {platform}");
+        let _ = writeln!(out, "  symbol tag:    {}", self.symbol_tag.as_deref().unwrap_or("?"));
+        if self.repaired_tag.as_deref() != Some(platform) {
+            let _ = writeln!(out, "  after repair:  {}", self.repaired_tag.as_deref().unwrap_or("?"));
+        }
+        for claim in &self.claims {
+            let place = claim.claimed_in.join(" and ");
+            match &claim.reason {
+                None => {
+                    let _ = writeln!(out, "  claims {} ({place}): honoured", claim.tag);
+                }
+                Some(reason) => {
+                    let _ = writeln!(out, "  claims {} ({place}): not honoured, {reason}", claim.tag);
+                }
+            }
+        }
+        let _ = writeln!(out, "  retag writes:  {}", self.retag_tags.join("."));
+
+        if !self.constraints.is_empty() {
+            let _ = writeln!(out, "\n  Set by these symbol versions (newest first):");
+            write_requirements(&mut out, &self.constraints);
+        }
+        if let Some(next) = &self.next_policy {
+            let _ = writeln!(out, "\n  What blocks {}, the next more compatible tag:", next.tag);
+            if !next.missing_versions.is_empty() {
+                let _ = writeln!(out, "    symbol versions it lacks: {}", next.missing_versions.join(", "));
+            }
+            if !next.libs_to_eliminate.is_empty() {
+                let _ =
+                    writeln!(out, "    external libraries it does not allow: {}", next.libs_to_eliminate.join(", "));
+            }
+            for (lib, syms) in &next.blacklisted_symbols {
+                let _ = writeln!(out, "    blacklisted symbols from {lib}: {}", syms.join(", "));
+            }
+            for file in &next.isa {
+                let _ = writeln!(out, "    ISA extension: {file}");
+            }
+            if next.pyfpe {
+                let _ = writeln!(out, "    uses PyFPE_jbuf (PEP 513): no manylinux tag is possible");
+            }
+            if next.ucs2 {
+                let _ =
+                    writeln!(out, "    compiled against a UCS2 (narrow unicode) Python: no manylinux tag is possible");
+            }
+        }
+        if !self.external_libs.is_empty() {
+            let _ = writeln!(out, "\n  External libraries:");
+            let width = self.external_libs.keys().map(String::len).max().unwrap_or(0);
+            for (soname, lib) in &self.external_libs {
+                let path = match (lib.disposition, lib.path.as_deref()) {
+                    ("vendor" | "excluded", Some(p)) => format!(" [{p}]"),
+                    _ => String::new(),
+                };
+                let _ = writeln!(out, "    {soname:width$}  {:<11}  {}{path}", lib.disposition, lib.reason);
+            }
+        }
+        self.write_notes(&mut out);
+        out
+    }
+
+    fn write_notes(&self, out: &mut String) {
+        if self.notes.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "\n  Notes:");
+        for note in self.notes.iter().take(20) {
+            let _ = writeln!(out, "    {}: {}", note.file, note.message);
+        }
+        if self.notes.len() > 20 {
+            let _ = writeln!(out, "    ... and {} more", self.notes.len() - 20);
+        }
+    }
+}
+
+/// Requirements grouped by version, newest first: each with its file count and the top files.
+fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
+    let mut by_version: Vec<(&str, Vec<&ConstraintReport>)> = Vec::new();
+    for r in requirements {
+        match by_version.iter_mut().find(|(v, _)| *v == r.version) {
+            Some((_, list)) => list.push(r),
+            None => by_version.push((&r.version, vec![r])),
+        }
+    }
+    for (version, list) in by_version.iter().take(5) {
+        let symbols: usize = list.iter().map(|r| r.symbols.len()).sum();
+        let library = list[0].library.as_str();
+        let _ = writeln!(out, "    {version} from {library}: {} file(s), {symbols} symbol(s)", list.len());
+        for r in list.iter().take(3) {
+            let shown: Vec<&str> = r.symbols.iter().take(3).map(String::as_str).collect();
+            let more = if r.symbols.len() > 3 { format!(", +{} more", r.symbols.len() - 3) } else { String::new() };
+            let syms = if shown.is_empty() { String::new() } else { format!(": {}{more}", shown.join(", ")) };
+            let _ = writeln!(out, "      {}{syms}", r.file);
+        }
+        if list.len() > 3 {
+            let _ = writeln!(out, "      ... and {} more file(s)", list.len() - 3);
+        }
+    }
+    if by_version.len() > 5 {
+        let _ = writeln!(out, "    ... and {} more version(s)", by_version.len() - 5);
+    }
+}
+
+/// A member of the wheel whose file name is `soname`, if any.
+fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a str> {
+    analysis.binaries.iter().map(|b| b.path.as_str()).find(|p| p.rsplit('/').next() == Some(soname))
+}

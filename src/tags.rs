@@ -1,0 +1,178 @@
+//! Which platform tags a wheel should carry, given its verdict.
+//!
+//! The derived tag (with its aliases), plus every tag the input already claimed that the
+//! binaries honour; a claimed tag they do not honour is dropped. Sorted lexicographically, as
+//! auditwheel sorts them (`manylinux2014_x86_64.manylinux_2_17_x86_64`).
+
+use crate::analysis::Analysis;
+use crate::platform::Arch;
+use crate::policy::PolicySet;
+use crate::policy::verdict::{Blockers, Verdict};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TagError {
+    #[error("--plat {0}: not a tag of the {1} policies (try `wheelfix show` to see the tag the wheel meets)")]
+    UnknownPlat(String, String),
+    #[error("does not meet {tag}: {reason}")]
+    NotMet { tag: String, reason: String },
+    #[error("--plat {0}: the wheel has no host binaries, so no platform tag applies to it")]
+    PurePlat(String),
+}
+
+/// A user's request for a tag (`--plat`, `--only-plat`).
+#[derive(Debug, Clone, Default)]
+pub struct TagRequest {
+    /// `None` or `auto`: the derived tag.
+    pub plat: Option<String>,
+    pub only_plat: bool,
+}
+
+/// What a claimed tag is worth.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClaimCheck {
+    pub tag: String,
+    /// Where the claim is made: `filename`, `WHEEL`, or both.
+    pub claimed_in: Vec<&'static str>,
+    pub honoured: bool,
+    /// Why not, when it is not honoured.
+    pub reason: Option<String>,
+}
+
+/// The index of the policy the wheel meets as it is, and the tag strings for it.
+pub fn derived_tags(set: &PolicySet, verdict: &Verdict) -> Vec<String> {
+    let policy = &set.policies[verdict.overall];
+    if policy.is_linux() { vec![linux_tag(set.arch)] } else { policy.tags(set.arch) }
+}
+
+pub fn linux_tag(arch: Arch) -> String {
+    format!("linux_{arch}")
+}
+
+/// Check each claimed tag against the verdict.
+pub fn check_claims(analysis: &Analysis, filename_tags: &[String], wheel_tags: &[String]) -> Vec<ClaimCheck> {
+    let mut all: Vec<String> = filename_tags.to_vec();
+    for t in wheel_tags {
+        if !all.contains(t) {
+            all.push(t.clone());
+        }
+    }
+    all.into_iter()
+        .map(|tag| {
+            let mut claimed_in = Vec::new();
+            if filename_tags.contains(&tag) {
+                claimed_in.push("filename");
+            }
+            if wheel_tags.contains(&tag) {
+                claimed_in.push("WHEEL");
+            }
+            let reason = claim_problem(analysis, &tag);
+            ClaimCheck { honoured: reason.is_none(), reason, tag, claimed_in }
+        })
+        .collect()
+}
+
+/// `None` when the binaries honour `tag`, else why not.
+fn claim_problem(analysis: &Analysis, tag: &str) -> Option<String> {
+    let (Some(set), Some(verdict)) = (&analysis.policy_set, &analysis.verdict) else {
+        // No host binary: any tag is as true as the wheel's own choice.
+        return None;
+    };
+    if tag == linux_tag(set.arch) {
+        return (verdict.overall != set.policies.len() - 1)
+            .then(|| format!("the wheel meets {}", derived_tags(set, verdict)[0]));
+    }
+    let Some(index) = set.by_tag(tag).map(|p| set.policies.iter().position(|q| q == p).unwrap_or(0)) else {
+        return Some(
+            format!("not a tag for {} {:?} binaries", set.arch, set.libc)
+                .replace("Glibc", "glibc")
+                .replace("Musl", "musl"),
+        );
+    };
+    if index >= verdict.overall {
+        return None;
+    }
+    let blockers = verdict.blockers(set, &analysis.verdict_input(), index);
+    Some(first_blocker(&blockers))
+}
+
+/// One line that says the most important reason a policy is not met.
+pub fn first_blocker(blockers: &Blockers) -> String {
+    if let Some(r) = blockers.versions.first() {
+        let count = blockers.versions.iter().filter(|x| x.version == r.version).count();
+        let more = if count > 1 { format!(" (and {} more files)", count - 1) } else { String::new() };
+        let symbol = r.symbols.first().map(|s| format!(" for `{s}`")).unwrap_or_default();
+        return format!("`{}` needs {}{symbol}{more}", r.file, r.version);
+    }
+    if let Some(lib) = blockers.libs_to_eliminate.first() {
+        return format!(
+            "it needs the external library {lib}, which the policy does not allow (repair would vendor it)"
+        );
+    }
+    if let Some((lib, syms)) = blockers.blacklisted_symbols.iter().next() {
+        return format!("it references blacklisted symbols of {lib}: {}", syms.join(", "));
+    }
+    if let Some(file) = blockers.isa.first() {
+        return format!("{file} needs an ISA extension beyond the baseline");
+    }
+    if blockers.pyfpe {
+        return "it uses the PyFPE_jbuf function (PEP 513)".into();
+    }
+    if blockers.ucs2 {
+        return "it is compiled against a narrow unicode (UCS2) Python".into();
+    }
+    "the policy is not met".into()
+}
+
+/// The platform tags the wheel should carry. `claimed` are the input's platform tags.
+pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) -> Result<Vec<String>, TagError> {
+    let plat = request.plat.as_deref().filter(|p| *p != "auto");
+    let (Some(set), Some(verdict)) = (&analysis.policy_set, &analysis.verdict) else {
+        if let Some(p) = plat {
+            return Err(TagError::PurePlat(p.to_string()));
+        }
+        return Ok(claimed.to_vec());
+    };
+    let linux = set.policies.len() - 1;
+    let mut tags: Vec<String> = Vec::new();
+    if let Some(p) = plat {
+        let index = if p == linux_tag(set.arch) {
+            linux
+        } else {
+            let policy = set.by_tag(p).ok_or_else(|| {
+                TagError::UnknownPlat(
+                    p.to_string(),
+                    format!(
+                        "{} {}",
+                        set.arch,
+                        if set.libc == crate::platform::Libc::Musl { "musllinux" } else { "manylinux" }
+                    ),
+                )
+            })?;
+            set.policies.iter().position(|q| q == policy).unwrap_or(linux)
+        };
+        if index < verdict.overall {
+            let blockers = verdict.blockers(set, &analysis.verdict_input(), index);
+            return Err(TagError::NotMet { tag: p.to_string(), reason: first_blocker(&blockers) });
+        }
+        let requested = if index == linux { vec![linux_tag(set.arch)] } else { set.policies[index].tags(set.arch) };
+        if request.only_plat {
+            tags = requested;
+        } else {
+            tags.extend(derived_tags(set, verdict));
+            tags.extend(requested);
+        }
+    } else {
+        tags.extend(derived_tags(set, verdict));
+    }
+    if !request.only_plat {
+        for tag in claimed {
+            if tag.ends_with(set.arch.as_str()) && claim_problem(analysis, tag).is_none() && !tag.starts_with("linux_")
+            {
+                tags.push(tag.clone());
+            }
+        }
+    }
+    tags.sort();
+    tags.dedup();
+    Ok(tags)
+}

@@ -1,0 +1,154 @@
+//! Wheel file names ([PEP 427](https://peps.python.org/pep-0427/#file-name-convention)).
+//!
+//! Ex) `torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl`: distribution `torch`, version
+//! `2.15.0`, python tags `cp312`, ABI tags `cp312`, platform tags `manylinux_2_28_x86_64`.
+
+use std::fmt;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FilenameError {
+    #[error("`{0}` is not a wheel file name: it does not end in `.whl`")]
+    NotWhl(String),
+    #[error(
+        "`{0}` is not a valid wheel file name: expected `{{name}}-{{version}}(-{{build}})?-{{python}}-{{abi}}-{{platform}}.whl`"
+    )]
+    Shape(String),
+    #[error("`{0}` is not a valid wheel file name: the build tag `{1}` must start with a digit")]
+    BuildTag(String, String),
+    #[error("`{0}` is not a valid wheel file name: an empty tag in `{1}`")]
+    EmptyTag(String, String),
+}
+
+/// The parsed parts of a wheel file name. Compressed tag sets (`py2.py3`) are split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WheelFilename {
+    /// The distribution name as written in the file name (escaped, `-` replaced by `_`).
+    pub name: String,
+    pub version: String,
+    pub build: Option<String>,
+    pub python_tags: Vec<String>,
+    pub abi_tags: Vec<String>,
+    pub platform_tags: Vec<String>,
+}
+
+impl WheelFilename {
+    /// Parse a file name (not a path). Ex) `numpy-2.1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl`
+    pub fn parse(filename: &str) -> Result<Self, FilenameError> {
+        let stem = filename.strip_suffix(".whl").ok_or_else(|| FilenameError::NotWhl(filename.to_string()))?;
+        let parts: Vec<&str> = stem.split('-').collect();
+        let (name, version, build, py, abi, plat) = match parts.as_slice() {
+            [n, v, py, abi, plat] => (*n, *v, None, *py, *abi, *plat),
+            [n, v, b, py, abi, plat] => (*n, *v, Some(*b), *py, *abi, *plat),
+            _ => return Err(FilenameError::Shape(filename.to_string())),
+        };
+        if name.is_empty() || version.is_empty() {
+            return Err(FilenameError::Shape(filename.to_string()));
+        }
+        if let Some(b) = build
+            && !b.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(FilenameError::BuildTag(filename.to_string(), b.to_string()));
+        }
+        let split = |set: &str| -> Result<Vec<String>, FilenameError> {
+            let tags: Vec<String> = set.split('.').map(str::to_string).collect();
+            if tags.iter().any(String::is_empty) {
+                return Err(FilenameError::EmptyTag(filename.to_string(), set.to_string()));
+            }
+            Ok(tags)
+        };
+        Ok(WheelFilename {
+            name: name.to_string(),
+            version: version.to_string(),
+            build: build.map(str::to_string),
+            python_tags: split(py)?,
+            abi_tags: split(abi)?,
+            platform_tags: split(plat)?,
+        })
+    }
+
+    /// The `{python}-{abi}` pairs this file name claims, in file-name order.
+    pub fn python_abi_pairs(&self) -> Vec<String> {
+        let mut pairs = Vec::new();
+        for py in &self.python_tags {
+            for abi in &self.abi_tags {
+                pairs.push(format!("{py}-{abi}"));
+            }
+        }
+        pairs
+    }
+
+    /// The same name with other platform tags (kept in the given order).
+    pub fn with_platform_tags(&self, platform_tags: Vec<String>) -> Self {
+        WheelFilename { platform_tags, ..self.clone() }
+    }
+
+    /// The same name with another version.
+    pub fn with_version(&self, version: &str) -> Self {
+        WheelFilename { version: version.to_string(), ..self.clone() }
+    }
+
+    /// `{name}-{version}`, the stem of the `.dist-info` directory.
+    pub fn dist_info_stem(&self) -> String {
+        format!("{}-{}", self.name, self.version)
+    }
+}
+
+impl fmt::Display for WheelFilename {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.name, self.version)?;
+        if let Some(b) = &self.build {
+            write!(f, "-{b}")?;
+        }
+        write!(f, "-{}-{}-{}.whl", self.python_tags.join("."), self.abi_tags.join("."), self.platform_tags.join("."))
+    }
+}
+
+/// [PEP 503](https://peps.python.org/pep-0503/#normalized-names) name normalisation.
+/// Ex) `Amd_Aiter` → `amd-aiter`
+pub fn normalize_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_sep = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !in_sep {
+                out.push('-');
+            }
+            in_sep = true;
+        } else {
+            out.push(c.to_ascii_lowercase());
+            in_sep = false;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_compressed_tag_sets_and_build_tag() {
+        let f =
+            WheelFilename::parse("foo_bar-1.0-1a-py2.py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl").unwrap();
+        assert_eq!(f.name, "foo_bar");
+        assert_eq!(f.build.as_deref(), Some("1a"));
+        assert_eq!(f.python_tags, ["py2", "py3"]);
+        assert_eq!(f.platform_tags, ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]);
+        assert_eq!(f.python_abi_pairs(), ["py2-none", "py3-none"]);
+        assert_eq!(f.to_string(), "foo_bar-1.0-1a-py2.py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl");
+    }
+
+    #[test]
+    fn rejects_bad_names() {
+        assert!(matches!(WheelFilename::parse("foo-1.0.tar.gz"), Err(FilenameError::NotWhl(_))));
+        assert!(matches!(WheelFilename::parse("foo-1.0-py3-none.whl"), Err(FilenameError::Shape(_))));
+        assert!(matches!(WheelFilename::parse("foo-1.0-x1-py3-none-any.whl"), Err(FilenameError::BuildTag(..))));
+        assert!(matches!(WheelFilename::parse("foo-1.0-py3.-none-any.whl"), Err(FilenameError::EmptyTag(..))));
+    }
+
+    #[test]
+    fn normalizes_names_like_pep_503() {
+        assert_eq!(normalize_name("Amd_Aiter"), "amd-aiter");
+        assert_eq!(normalize_name("a.-_b"), "a-b");
+    }
+}
