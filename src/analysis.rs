@@ -199,7 +199,26 @@ fn scan_member(wheel: &Wheel, member: &Member, verify: bool) -> Result<Option<Sc
     if !data.starts_with(ELF_MAGIC) {
         return Ok(None);
     }
-    Ok(Some(ScannedElf { path: member.name.clone(), parsed: ElfFacts::parse(&data).map_err(|e| e.to_string()) }))
+    match ElfFacts::parse(&data) {
+        Ok(facts) => Ok(Some(ScannedElf { path: member.name.clone(), parsed: Ok(facts) })),
+        // A broken host binary leaves the tag unknowable: the wheel fails. Broken device code
+        // does not affect the tag: it gets a note.
+        Err(e) if !is_gpu_machine(&data) => {
+            Err(WheelError::BadElf { path: member.name.clone(), message: e.to_string() })
+        }
+        Err(e) => Ok(Some(ScannedElf { path: member.name.clone(), parsed: Err(e.to_string()) })),
+    }
+}
+
+/// `e_machine` of an ELF header names a GPU (AMDGPU or CUDA).
+fn is_gpu_machine(data: &[u8]) -> bool {
+    let Some(bytes) = data.get(18..20) else { return false };
+    let machine = if data.get(5) == Some(&2) {
+        u16::from_be_bytes([bytes[0], bytes[1]])
+    } else {
+        u16::from_le_bytes([bytes[0], bytes[1]])
+    };
+    matches!(machine, crate::platform::EM_AMDGPU | crate::platform::EM_CUDA)
 }
 
 /// The libc an extension's platform suffix names. Ex) `_x.cpython-312-x86_64-linux-musl.so` → musl

@@ -142,9 +142,11 @@ fn parse_facts(bytes: &[u8]) -> Result<ElfFacts, ElfError> {
     let ctx = Ctx::new(container, if little_endian { Endian::Little } else { Endian::Big });
 
     let program_headers = ProgramHeader::parse(bytes, header.e_phoff as usize, header.e_phnum as usize, ctx)?;
-    let section_headers = if header.e_shoff == 0 || header.e_shoff as usize >= bytes.len() {
+    let section_headers = if header.e_shoff == 0 {
         Vec::new()
     } else {
+        let size = u64::from(header.e_shentsize) * u64::from(header.e_shnum.max(1));
+        checked_range(bytes, header.e_shoff, size, "section header table")?;
         SectionHeader::parse(bytes, header.e_shoff as usize, header.e_shnum as usize, ctx)?
     };
 

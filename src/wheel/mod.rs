@@ -35,6 +35,8 @@ pub enum WheelError {
     NotInArchive(String),
     #[error("member `{path}`: RECORD says {recorded} bytes, the archive holds {actual}")]
     SizeMismatch { path: String, recorded: u64, actual: u64 },
+    #[error("member `{path}`: {message}")]
+    BadElf { path: String, message: String },
     #[error("member `{path}`: sha256 does not match RECORD ({recorded} recorded, {actual} computed)")]
     HashMismatch { path: String, recorded: String, actual: String },
 }

