@@ -231,7 +231,7 @@ fn pure_wheels_keep_their_tags() {
     assert!(out.status.success(), "{}", stderr(&out));
     let written = only_wheel(&dir.path().join("out"));
     assert_eq!(written.file_name().unwrap(), "purely-1.0-py3-none-any.whl");
-    assert_eq!(std::fs::read(&written).unwrap().len() > 0, true);
+    assert_eq!(std::fs::read(&written).unwrap(), std::fs::read(&wheel).unwrap(), "a pure wheel is copied as it is");
     python_verify(&written);
 }
 
