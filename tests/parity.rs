@@ -1,0 +1,147 @@
+//! Parity with auditwheel (installed from PyPI in the test setup): `symbol_tag` must equal
+//! auditwheel's `sym_tag` on the same wheels.
+//!
+//! Wheels compared: fixtures built here (generated ELF files and real `cc` builds), auditwheel's
+//! own test wheels from `../shared/testwheels/auditwheel` when that directory exists, and every
+//! wheel in the directory named by `WHEELFIX_REAL_WHEELS` (opt-in: large downloads stay out of git).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::elfgen::{ElfSpec, Import};
+use support::python::{cc_extension, python_tag, tools_venv};
+use support::show_json;
+use support::wheelgen::WheelSpec;
+
+/// auditwheel's `sym_tag`, or `None` when it refuses the wheel (not a platform wheel, crash).
+fn auditwheel_sym_tag(wheel: &Path) -> Option<String> {
+    let out = Command::new(tools_venv().join("bin/auditwheel"))
+        .args(["show", "--json"])
+        .arg(wheel)
+        .env("LD_LIBRARY_PATH", "")
+        .output()
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    value.get("sym_tag").and_then(|t| t.as_str()).map(str::to_string)
+}
+
+/// Compare every wheel; returns (agreements, disagreements as text, wheels auditwheel refused).
+fn compare(dir: &Path, wheels: &[PathBuf]) -> (usize, Vec<String>, Vec<String>) {
+    let mut agree = 0;
+    let mut differ = Vec::new();
+    let mut refused = Vec::new();
+    for wheel in wheels {
+        let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(theirs) = auditwheel_sym_tag(wheel) else {
+            refused.push(name);
+            continue;
+        };
+        let ours = show_json(dir, wheel, &[]);
+        let ours = ours["symbol_tag"].as_str().unwrap_or("(none)").to_string();
+        if ours == theirs {
+            agree += 1;
+        } else {
+            differ.push(format!("{name}: wheelfix {ours}, auditwheel {theirs}"));
+        }
+    }
+    (agree, differ, refused)
+}
+
+fn fixture_wheels(dir: &Path) -> Vec<PathBuf> {
+    let mut wheels = Vec::new();
+    let versioned = [
+        ("g217", vec![("f", "libc.so.6", "GLIBC_2.17")]),
+        ("g228", vec![("f", "libc.so.6", "GLIBC_2.28"), ("g", "libm.so.6", "GLIBC_2.27")]),
+        ("g243", vec![("f", "libc.so.6", "GLIBC_2.43")]),
+        ("gap", vec![("f", "libc.so.6", "GLIBC_2.37")]),
+        ("cxx", vec![("f", "libstdc++.so.6", "GLIBCXX_3.4.21"), ("g", "libstdc++.so.6", "CXXABI_1.3.9")]),
+        ("gcc", vec![("f", "libgcc_s.so.1", "GCC_7.0.0")]),
+        ("zlib", vec![("f", "libz.so.1", "ZLIB_1.2.9")]),
+        ("priv", vec![("f", "libc.so.6", "GLIBC_PRIVATE")]),
+        ("ssl", vec![("f", "libssl.so.3", "OPENSSL_3.0.0"), ("g", "libc.so.6", "GLIBC_2.14")]),
+    ];
+    for (name, needs) in versioned {
+        let mut spec = ElfSpec { imports: vec![], needed: vec!["libc.so.6".into()], ..ElfSpec::extension(name) };
+        for (sym, lib, ver) in needs {
+            spec = spec.needs_version(sym, lib, ver);
+        }
+        let spec = ElfSpec { imports: [spec.imports.clone(), vec![Import::plain("PyLong_FromLong")]].concat(), ..spec };
+        let wheel = WheelSpec::new(name, "1.0", "cp312-cp312-linux_x86_64").file(&format!("{name}.so"), spec.build());
+        wheels.push(wheel.write(dir));
+    }
+    // Real builds with the machine's compiler.
+    let py = python_tag();
+    for (name, code) in [
+        ("plainc", ""),
+        ("usesmath", "#include <math.h>\n#define ANSWER ((long)(pow(2.0, 5.0) + 10))"),
+        ("usesrandom", "#include <sys/random.h>\n#define ANSWER ((long)getrandom(NULL, 0, 0) + 42)"),
+    ] {
+        let (so, file) = cc_extension(dir, name, code, &["-lm"]);
+        let wheel =
+            WheelSpec::new(name, "1.0", &format!("{py}-{py}-linux_x86_64")).file(&file, std::fs::read(so).unwrap());
+        wheels.push(wheel.write(dir));
+    }
+    wheels
+}
+
+fn wheels_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(wheels_in(&path));
+        } else if path.extension().is_some_and(|e| e == "whl") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn symbol_tag_agrees_with_auditwheel_on_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    let wheels = fixture_wheels(dir.path());
+    let (agree, differ, refused) = compare(dir.path(), &wheels);
+    assert!(differ.is_empty(), "disagreements:\n{}", differ.join("\n"));
+    assert!(refused.is_empty(), "auditwheel refused: {refused:?}");
+    assert_eq!(agree, wheels.len());
+}
+
+#[test]
+fn symbol_tag_agrees_with_auditwheel_on_its_own_test_wheels() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testwheels/auditwheel");
+    if !shared.exists() {
+        eprintln!("skipped: {} does not exist", shared.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let wheels = wheels_in(&shared);
+    let (agree, differ, refused) = compare(dir.path(), &wheels);
+    eprintln!(
+        "auditwheel test wheels: {agree} agree, {} differ, {} refused by auditwheel",
+        differ.len(),
+        refused.len()
+    );
+    // auditwheel reads android wheels with its android policy, which wheelfix does not carry.
+    let differ: Vec<&String> = differ.iter().filter(|d| !d.contains("android")).collect();
+    assert!(differ.is_empty(), "disagreements:\n{}", differ.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"));
+    assert!(agree >= 20, "only {agree} comparable wheels");
+}
+
+/// Opt-in: `WHEELFIX_REAL_WHEELS=/path/to/wheels cargo test --test parity real_wheels`.
+#[test]
+fn symbol_tag_agrees_with_auditwheel_on_real_wheels() {
+    let Ok(dir) = std::env::var("WHEELFIX_REAL_WHEELS") else {
+        eprintln!("skipped: set WHEELFIX_REAL_WHEELS to a directory of wheels to compare");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let wheels = wheels_in(Path::new(&dir));
+    let (agree, differ, refused) = compare(tmp.path(), &wheels);
+    eprintln!("real wheels: {agree} agree; auditwheel refused {}: {refused:?}", refused.len());
+    assert!(differ.is_empty(), "disagreements:\n{}", differ.join("\n"));
+}
