@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use rayon::prelude::*;
 
+use crate::elf::gpu::{self, GpuCode};
 use crate::elf::{ELF_MAGIC, ElfFacts};
 use crate::exclude::ExcludeList;
 use crate::libsearch::{ElfKind, LibrarySearch, ObjectPaths, expand_origin};
@@ -58,19 +59,24 @@ pub struct Analysis {
     pub arch: Option<Arch>,
     pub libc: Libc,
     pub binaries: Vec<HostBinary>,
-    /// Every ELF file parsed (host and device code), by member path.
+    /// Every host ELF file parsed, by member path.
     pub elf_members: Vec<(String, ElfFacts)>,
+    /// Device code, per member that carries some, in archive order.
+    pub gpu: Vec<GpuCode>,
     pub notes: Vec<Note>,
     pub external: BTreeMap<String, ExternalLib>,
     pub policy_set: Option<PolicySet>,
     pub verdict: Option<Verdict>,
     pub disable_isa_check: bool,
+    /// Why no policy was applied although the wheel has host binaries (an Android wheel, or
+    /// binaries only for architectures no policy covers).
+    pub unaudited: Option<String>,
 }
 
 impl Analysis {
     /// No host binary at all: a pure wheel as far as platform tags go.
     pub fn is_pure(&self) -> bool {
-        self.binaries.is_empty()
+        self.binaries.is_empty() && self.unaudited.is_none()
     }
 
     pub fn verdict_input(&self) -> VerdictInput<'_> {
@@ -91,23 +97,34 @@ const HEAD: usize = 64;
 
 /// Read, verify and parse every member, then derive the wheel's facts.
 pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) -> Result<Analysis, WheelError> {
-    let scans: Vec<Option<ScannedElf>> = wheel
-        .archive
-        .members
+    // Largest members first: on a wheel dominated by one huge library the other cores work
+    // through the rest meanwhile, instead of waiting for it at the end.
+    let mut order: Vec<&Member> = wheel.archive.members.iter().collect();
+    order.sort_by_key(|m| std::cmp::Reverse(m.compressed_size));
+    let mut scans: Vec<Option<Scanned>> = order
         .par_iter()
+        .with_max_len(1)
         .map(|member| {
             let result = scan_member(wheel, member, options.verify_hashes);
             progress.advance(member.compressed_size);
             result
         })
         .collect::<Result<_, WheelError>>()?;
+    // Back to archive order, so everything downstream is deterministic.
+    scans.sort_by(|a, b| a.as_ref().map(|s| s.index).cmp(&b.as_ref().map(|s| s.index)));
 
     let mut notes = Vec::new();
     let mut elf_members = Vec::new();
-    for ScannedElf { path, parsed } in scans.into_iter().flatten() {
-        match parsed {
-            Ok(facts) => elf_members.push((path, facts)),
-            Err(message) => notes.push(Note { file: path, message: format!("skipped: {message}") }),
+    let mut gpu_code = Vec::new();
+    for scanned in scans.into_iter().flatten() {
+        if let Some(facts) = scanned.elf {
+            elf_members.push((scanned.path.clone(), facts));
+        }
+        if let Some(code) = scanned.gpu {
+            gpu_code.push(code);
+        }
+        if let Some(message) = scanned.note {
+            notes.push(Note { file: scanned.path, message });
         }
     }
 
@@ -156,12 +173,25 @@ pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress)
         libc,
         binaries,
         elf_members,
+        gpu: gpu_code,
         notes,
         external: BTreeMap::new(),
         policy_set: None,
         verdict: None,
         disable_isa_check: options.disable_isa_check,
+        unaudited: None,
     };
+    let foreign = analysis.elf_members.iter().any(|(_, f)| !f.is_gpu_code());
+    if claimed.iter().any(|t| t.starts_with("android_")) {
+        // Android wheels need auditwheel's android policy, which wheelfix does not carry; their
+        // libc is bionic, so no manylinux/musllinux verdict would be true.
+        analysis.unaudited = Some("an Android wheel (wheelfix has no android policy)".into());
+        analysis.binaries.clear();
+    } else if analysis.binaries.is_empty() && foreign {
+        let tag = claimed.iter().find(|t| *t != "any").cloned().unwrap_or_else(|| "any".into());
+        analysis.unaudited =
+            Some(format!("no manylinux or musllinux policy covers the binaries of this `{tag}` wheel"));
+    }
     if let (Some(arch), false) = (arch, analysis.binaries.is_empty()) {
         let set = options.policies.for_platform(arch, libc);
         analysis.external = find_external_libs(wheel, &analysis, &set, options);
@@ -173,41 +203,62 @@ pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress)
     Ok(analysis)
 }
 
-/// An ELF member and what parsing it gave (an error message for a malformed file).
-struct ScannedElf {
+/// What one member turned out to be.
+struct Scanned {
+    index: usize,
     path: String,
-    parsed: Result<ElfFacts, String>,
+    /// A host binary's facts.
+    elf: Option<ElfFacts>,
+    /// Device code it carries.
+    gpu: Option<GpuCode>,
+    /// Something odd about it, for the report.
+    note: Option<String>,
 }
 
-/// Read one member as far as needed: `None` for a member that is not ELF.
-fn scan_member(wheel: &Wheel, member: &Member, verify: bool) -> Result<Option<ScannedElf>, WheelError> {
+/// Read one member as far as needed: its first bytes tell whether it is ELF or a device-code
+/// container; only those are inflated whole (all members are, when hashes are verified).
+fn scan_member(wheel: &Wheel, member: &Member, verify: bool) -> Result<Option<Scanned>, WheelError> {
     if member.is_dir {
         return Ok(None);
     }
     let archive = &wheel.archive;
-    let data = if verify {
-        let data = archive.read(member)?;
-        wheel.verify_hash(member, &data)?;
-        data
-    } else {
-        let head = archive.peek(member, HEAD)?;
-        if !head.starts_with(ELF_MAGIC) {
-            return Ok(None);
-        }
-        archive.read(member)?
+    let mut data = None;
+    if verify {
+        let bytes = archive.read(member)?;
+        wheel.verify_hash(member, &bytes)?;
+        data = Some(bytes);
+    }
+    let head = match &data {
+        Some(bytes) => bytes[..bytes.len().min(HEAD)].to_vec(),
+        None => archive.peek(member, HEAD)?,
     };
-    if !data.starts_with(ELF_MAGIC) {
-        return Ok(None);
-    }
-    match ElfFacts::parse(&data) {
-        Ok(facts) => Ok(Some(ScannedElf { path: member.name.clone(), parsed: Ok(facts) })),
-        // A broken host binary leaves the tag unknowable: the wheel fails. Broken device code
-        // does not affect the tag: it gets a note.
-        Err(e) if !is_gpu_machine(&data) => {
-            Err(WheelError::BadElf { path: member.name.clone(), message: e.to_string() })
+    let scanned = |elf, gpu, note| Some(Scanned { index: member.index, path: member.name.clone(), elf, gpu, note });
+    if head.starts_with(ELF_MAGIC) {
+        if is_gpu_machine(&head) {
+            // Device code: the header says everything we report; never a host binary.
+            return Ok(match gpu::code_object_from_header(&member.name, &head) {
+                Some(code) => scanned(None, Some(code), None),
+                None => scanned(None, None, Some("skipped: a GPU ELF file too short to read its header".into())),
+            });
         }
-        Err(e) => Ok(Some(ScannedElf { path: member.name.clone(), parsed: Err(e.to_string()) })),
+        let data = match data {
+            Some(d) => d,
+            None => archive.read(member)?,
+        };
+        // A broken host binary leaves the tag unknowable: the wheel fails.
+        let facts = ElfFacts::parse(&data)
+            .map_err(|e| WheelError::BadElf { path: member.name.clone(), message: e.to_string() })?;
+        let code = gpu::host_binary(&member.name, &facts, &data);
+        return Ok(scanned(Some(facts), code, None));
     }
+    if gpu::is_container_magic(&head) {
+        let data = match data {
+            Some(d) => d,
+            None => archive.read(member)?,
+        };
+        return Ok(gpu::container_file(&member.name, &data).and_then(|code| scanned(None, Some(code), None)));
+    }
+    Ok(None)
 }
 
 /// `e_machine` of an ELF header names a GPU (AMDGPU or CUDA).

@@ -69,6 +69,9 @@ struct ShowArgs {
     /// Also check every member's sha256 against RECORD.
     #[arg(long)]
     verify: bool,
+    /// Fail (exit 1) for each wheel that has device code but none for this GPU target; repeatable.
+    #[arg(long = "expect-gpu-target", value_name = "TARGET")]
+    expect_gpu_targets: Vec<String>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -146,7 +149,7 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
     let mut options = analyze_options(&args.common)?;
     options.verify_hashes = args.verify;
     let progress = progress_bar(&args.wheels, args.common.quiet);
-    let reports: Vec<ShowReport> = args
+    let mut reports: Vec<ShowReport> = args
         .wheels
         .par_iter()
         .map(|path| {
@@ -155,7 +158,10 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
         })
         .collect();
     drop(progress);
-    let failed = reports.iter().filter(|r| r.error.is_some()).count();
+    for report in &mut reports {
+        report.check_gpu_targets(&args.expect_gpu_targets);
+    }
+    let failed = reports.iter().filter(|r| r.error.is_some() || !r.missing_gpu_targets.is_empty()).count();
     let text = if args.common.json {
         serde_json::to_string_pretty(&reports).expect("reports serialise") + "\n"
     } else {
@@ -166,6 +172,14 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
         for r in reports.iter().filter(|r| r.error.is_some()) {
             eprintln!("wheelfix: error: {}", r.error.as_deref().unwrap_or_default());
         }
+    }
+    for r in reports.iter().filter(|r| !r.missing_gpu_targets.is_empty()) {
+        eprintln!(
+            "wheelfix: error: {} has device code for {} but none for {}",
+            r.wheel,
+            r.gpu_targets.join(", "),
+            r.missing_gpu_targets.join(", ")
+        );
     }
     Ok(finish(failed, reports.len()))
 }

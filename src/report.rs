@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::analysis::{Analysis, Note};
+use crate::elf::gpu::GpuCode;
 use crate::policy::verdict::{Blockers, Requirement, compare_versions};
 use crate::tags::{ClaimCheck, TagRequest, check_claims, first_blocker, true_tags};
 use crate::wheel::Wheel;
@@ -112,6 +113,18 @@ pub struct ShowReport {
     /// Library → every version the binaries need from it.
     pub versioned_symbols: BTreeMap<String, Vec<String>>,
     pub host_binaries: usize,
+    /// GPU architectures the wheel carries device code for, base names sorted. Ex) [`gfx942`, `gfx950`]
+    pub gpu_targets: Vec<String>,
+    /// Device code per file.
+    pub gpu: Vec<GpuCode>,
+    /// Device code and no host binary: no platform tag can say what it is for.
+    pub gpu_only: bool,
+    /// `--expect-gpu-target` names that the device code lacks (only when checked).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_gpu_targets: Vec<String>,
+    /// Why no policy was applied to a wheel that has host binaries, if none was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unaudited: Option<String>,
     pub notes: Vec<Note>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -137,6 +150,10 @@ impl ShowReport {
             claims: check_claims(analysis, &filename_tags, &wheel_tags),
             retag_tags: true_tags(analysis, &filename_tags, &TagRequest::default()).unwrap_or_default(),
             host_binaries: analysis.binaries.len(),
+            unaudited: analysis.unaudited.clone(),
+            gpu_targets: gpu_targets(&analysis.gpu),
+            gpu: analysis.gpu.clone(),
+            gpu_only: analysis.is_pure() && analysis.gpu.iter().any(|g| !g.targets.is_empty()),
             notes: analysis.notes.clone(),
             ..Default::default()
         };
@@ -207,6 +224,15 @@ impl ShowReport {
         report
     }
 
+    /// Record which of `expected` GPU targets the wheel's device code lacks. A wheel without
+    /// embedded device code (pure Python, or kpack-split) lacks nothing.
+    pub fn check_gpu_targets(&mut self, expected: &[String]) {
+        if self.gpu_targets.is_empty() {
+            return;
+        }
+        self.missing_gpu_targets = expected.iter().filter(|t| !self.gpu_targets.contains(t)).cloned().collect();
+    }
+
     /// The human rendering, deterministic.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
@@ -215,12 +241,29 @@ impl ShowReport {
             let _ = writeln!(out, "  error: {error}");
             return out;
         }
+        if self.gpu_only {
+            let _ = writeln!(
+                out,
+                "  GPU-only: device code for {} and no host binary; no platform tag can express a GPU architecture, so the tags stay as they are ({})",
+                self.gpu_targets.join(", "),
+                self.tags.join(".")
+            );
+            self.write_gpu(&mut out);
+            self.write_notes(&mut out);
+            return out;
+        }
         if self.pure {
             let _ = writeln!(
                 out,
                 "  pure: no host binaries for any platform; the tags stay as they are ({})",
                 self.tags.join(".")
             );
+            self.write_notes(&mut out);
+            return out;
+        }
+        if self.platform_tag.is_none() {
+            let why = self.unaudited.as_deref().unwrap_or("?");
+            let _ = writeln!(out, "  no policy applies: {why}; the tags stay as they are ({})", self.tags.join("."));
             self.write_notes(&mut out);
             return out;
         }
@@ -281,8 +324,34 @@ impl ShowReport {
                 let _ = writeln!(out, "    {soname:width$}  {:<11}  {}{path}", lib.disposition, lib.reason);
             }
         }
+        self.write_gpu(&mut out);
         self.write_notes(&mut out);
         out
+    }
+
+    fn write_gpu(&self, out: &mut String) {
+        if self.gpu.is_empty() {
+            return;
+        }
+        let objects: usize = self.gpu.iter().map(|g| g.objects).sum();
+        let targets =
+            if self.gpu_targets.is_empty() { "no embedded targets".to_string() } else { self.gpu_targets.join(", ") };
+        let _ = writeln!(out, "\n  GPU code: {targets} ({objects} code object(s) in {} file(s))", self.gpu.len());
+        for code in self.gpu.iter().take(10) {
+            let covs: Vec<String> = code.code_object_versions.iter().map(|v| format!("v{v}")).collect();
+            let cov = if covs.is_empty() { String::new() } else { format!(", code object {}", covs.join("/")) };
+            let targets = if code.targets.is_empty() { "-".to_string() } else { code.targets.join(" ") };
+            let _ = writeln!(out, "    {}  {}: {targets}{cov}", code.file, container_name(code));
+            for note in &code.notes {
+                let _ = writeln!(out, "      {note}");
+            }
+        }
+        if self.gpu.len() > 10 {
+            let _ = writeln!(out, "    ... and {} more file(s)", self.gpu.len() - 10);
+        }
+        for missing in &self.missing_gpu_targets {
+            let _ = writeln!(out, "  missing: no device code for {missing}");
+        }
     }
 
     fn write_notes(&self, out: &mut String) {
@@ -310,8 +379,13 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
     }
     for (version, list) in by_version.iter().take(5) {
         let symbols: usize = list.iter().map(|r| r.symbols.len()).sum();
-        let library = list[0].library.as_str();
-        let _ = writeln!(out, "    {version} from {library}: {} file(s), {symbols} symbol(s)", list.len());
+        let mut libraries: Vec<&str> = list.iter().map(|r| r.library.as_str()).collect();
+        libraries.dedup();
+        let mut files: Vec<&str> = list.iter().map(|r| r.file.as_str()).collect();
+        files.sort();
+        files.dedup();
+        let _ =
+            writeln!(out, "    {version} from {}: {} file(s), {symbols} symbol(s)", libraries.join(", "), files.len());
         for r in list.iter().take(3) {
             let shown: Vec<&str> = r.symbols.iter().take(3).map(String::as_str).collect();
             let more = if r.symbols.len() > 3 { format!(", +{} more", r.symbols.len() - 3) } else { String::new() };
@@ -330,4 +404,16 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
 /// A member of the wheel whose file name is `soname`, if any.
 fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a str> {
     analysis.binaries.iter().map(|b| b.path.as_str()).find(|p| p.rsplit('/').next() == Some(soname))
+}
+
+fn container_name(code: &GpuCode) -> String {
+    serde_json::to_value(code.container).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// Base target names across files, sorted and unique.
+fn gpu_targets(gpu: &[GpuCode]) -> Vec<String> {
+    let mut targets: Vec<String> = gpu.iter().flat_map(|g| g.base_targets().map(str::to_string)).collect();
+    targets.sort();
+    targets.dedup();
+    targets
 }

@@ -4,6 +4,8 @@
 //! which costs seconds on a PyTorch wheel; we read only the headers, the dynamic section, the
 //! dynamic symbols with their versions, and the notes.
 
+pub mod gpu;
+
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::dynamic::{DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, Dynamic};
 use goblin::elf::program_header::{PT_INTERP, ProgramHeader};

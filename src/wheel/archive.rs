@@ -68,6 +68,7 @@ pub struct Archive {
     map: Arc<Mmap>,
     zip: ZipArchive<Cursor<MapBytes>>,
     pub members: Vec<Member>,
+    by_name: std::collections::HashMap<String, usize>,
 }
 
 /// A deflate stream expands at most about 1032:1; a central directory that claims more is lying.
@@ -149,7 +150,8 @@ impl Archive {
             }
             members.push(member);
         }
-        Ok(Archive { path: path.to_path_buf(), map, zip, members })
+        let by_name = members.iter().map(|m| (m.name.clone(), m.index)).collect();
+        Ok(Archive { path: path.to_path_buf(), map, zip, members, by_name })
     }
 
     /// Size of the wheel file.
@@ -158,7 +160,7 @@ impl Archive {
     }
 
     pub fn member(&self, name: &str) -> Option<&Member> {
-        self.members.iter().find(|m| m.name == name)
+        self.by_name.get(name).map(|&i| &self.members[i])
     }
 
     /// The member's bytes as stored in the archive.

@@ -50,6 +50,8 @@ pub struct Wheel {
     pub wheel_info: WheelInfo,
     pub metadata: CoreMetadata,
     pub record: Record,
+    /// RECORD row index by path.
+    record_rows: std::collections::HashMap<String, usize>,
 }
 
 impl Wheel {
@@ -70,7 +72,8 @@ impl Wheel {
         let record_path = format!("{dist_info}/RECORD");
         let record = Record::parse(read_text("RECORD")?.as_bytes())
             .map_err(|source| WheelError::Record { path: record_path.clone(), source })?;
-        let wheel = Wheel { archive, filename, dist_info, wheel_info, metadata, record };
+        let record_rows = record.entries.iter().enumerate().map(|(i, e)| (e.path.clone(), i)).collect();
+        let wheel = Wheel { archive, filename, dist_info, wheel_info, metadata, record, record_rows };
         wheel.check_record()?;
         Ok(wheel)
     }
@@ -79,16 +82,19 @@ impl Wheel {
         format!("{}/RECORD", self.dist_info)
     }
 
+    /// The RECORD row of a member path.
+    pub fn record_entry(&self, path: &str) -> Option<&RecordEntry> {
+        self.record_rows.get(path).map(|&i| &self.record.entries[i])
+    }
+
     /// RECORD may leave out itself and its signatures; everything else must match.
     fn check_record(&self) -> Result<(), WheelError> {
         let unlisted_ok = |name: &str| {
             name.strip_prefix(&self.dist_info)
                 .is_some_and(|rest| matches!(rest, "/RECORD" | "/RECORD.jws" | "/RECORD.p7s"))
         };
-        let recorded: std::collections::HashMap<&str, &RecordEntry> =
-            self.record.entries.iter().map(|e| (e.path.as_str(), e)).collect();
         for member in self.archive.members.iter().filter(|m| !m.is_dir) {
-            match recorded.get(member.name.as_str()) {
+            match self.record_entry(&member.name) {
                 None if unlisted_ok(&member.name) => {}
                 None => return Err(WheelError::NotInRecord(member.name.clone())),
                 Some(entry) => {

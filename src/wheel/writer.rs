@@ -155,12 +155,14 @@ pub fn write_wheel(wheel: &mut Wheel, plan: &Plan, dest: &Path) -> Result<PathBu
             *entry = RecordEntry::for_bytes(&entry.path, &new.data);
         }
     }
+    let by_path: std::collections::HashMap<&str, &RecordEntry> =
+        record.entries.iter().map(|e| (e.path.as_str(), e)).collect();
     let mut record_entries: Vec<RecordEntry> = Vec::new();
     for (name, _) in &names {
         if let Some(new) = plan.add.get(name) {
             record_entries.push(RecordEntry::for_bytes(name, &new.data));
-        } else if let Some(entry) = record.entries.iter().find(|e| &e.path == name) {
-            record_entries.push(entry.clone());
+        } else if let Some(entry) = by_path.get(name.as_str()) {
+            record_entries.push((*entry).clone());
         }
     }
     // Rows for members that are not in the archive order above (none in a valid wheel) are kept.

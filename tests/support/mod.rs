@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod elfgen;
+pub mod gpugen;
 pub mod python;
 pub mod wheelgen;
 

@@ -1,0 +1,764 @@
+//! GPU code in wheels: AMDGPU and NVIDIA code objects, clang offload bundles (plain and
+//! compressed), HIP fat binaries inside host libraries, and kpack-split device code.
+//!
+//! Layouts: `../shared/reference/gpu-code-formats.md` (LLVM's `OffloadBundler.cpp`,
+//! `AMDGPUUsage.rst`, ROCm's rocm-kpack). Every reader here is bounded: a lying header yields a
+//! note, never a panic or an unbounded allocation.
+
+use std::io::Read;
+
+use serde::Serialize;
+
+use crate::elf::{ELF_MAGIC, ElfFacts};
+use crate::platform::{EM_AMDGPU, EM_CUDA};
+
+/// `__CLANG_OFFLOAD_BUNDLE__`
+pub const BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
+/// Compressed offload bundle.
+pub const CCOB_MAGIC: &[u8] = b"CCOB";
+/// kpack archive of split device code.
+pub const KPAK_MAGIC: &[u8] = b"KPAK";
+/// LLVM OffloadBinary (new offload driver).
+pub const OFFLOAD_BINARY_MAGIC: &[u8] = &[0x10, 0xff, 0x10, 0xad];
+/// NVIDIA fatbin container, little-endian `0xBA55ED50`.
+pub const NV_FATBIN_MAGIC: &[u8] = &[0x50, 0xed, 0x55, 0xba];
+
+/// The most a compressed bundle may decode to while we read it.
+pub const MAX_DECODED: usize = 64 << 20;
+
+/// What kind of device-code container a file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Container {
+    /// A standalone AMDGPU ELF code object (`.co`, `.hsaco`).
+    AmdgpuElf,
+    /// An uncompressed clang offload bundle file.
+    OffloadBundle,
+    /// A compressed offload bundle file (`CCOB`).
+    CompressedOffloadBundle,
+    /// A host binary whose `.hip_fatbin` section holds bundles.
+    HipFatbin,
+    /// A host binary whose device code was moved out by kpack (`.rocm_kpack_ref`).
+    KpackSplit,
+    /// A kpack archive (`KPAK`) of device code.
+    KpackArchive,
+    /// An LLVM OffloadBinary.
+    OffloadBinary,
+    /// An NVIDIA cubin.
+    Cubin,
+    /// A host binary with an NVIDIA `.nv_fatbin` section.
+    NvFatbin,
+}
+
+/// The device code found in one member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuCode {
+    pub file: String,
+    pub container: Container,
+    /// Full target ids, sorted. Ex) `gfx942:sramecc+:xnack-`, `sm_90`
+    pub targets: Vec<String>,
+    /// AMDGPU code object versions seen (`4` = code object V4), sorted.
+    pub code_object_versions: Vec<u32>,
+    /// Code objects counted (bundle entries without the host entry).
+    pub objects: usize,
+    /// Human details: container versions and compression, kpack references, problems.
+    pub notes: Vec<String>,
+}
+
+impl GpuCode {
+    fn new(file: &str, container: Container) -> Self {
+        GpuCode {
+            file: file.to_string(),
+            container,
+            targets: Vec::new(),
+            code_object_versions: Vec::new(),
+            objects: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    fn finish(mut self) -> Self {
+        self.targets.sort();
+        self.targets.dedup();
+        self.code_object_versions.sort();
+        self.code_object_versions.dedup();
+        self.notes.dedup();
+        self
+    }
+
+    /// Target base names without feature suffixes. Ex) `gfx90a:xnack+` → `gfx90a`
+    pub fn base_targets(&self) -> impl Iterator<Item = &str> {
+        self.targets.iter().map(|t| t.split(':').next().unwrap_or(t))
+    }
+}
+
+/// Whether the first bytes of a member announce a device-code container that is not ELF.
+pub fn is_container_magic(head: &[u8]) -> bool {
+    [BUNDLE_MAGIC, CCOB_MAGIC, KPAK_MAGIC, OFFLOAD_BINARY_MAGIC, NV_FATBIN_MAGIC].iter().any(|m| head.starts_with(m))
+}
+
+/// `e_machine` of an ELF header, read from its first 20 bytes.
+pub fn elf_machine(head: &[u8]) -> Option<u16> {
+    let bytes = head.get(18..20)?;
+    Some(if head.get(5) == Some(&2) {
+        u16::from_be_bytes([bytes[0], bytes[1]])
+    } else {
+        u16::from_le_bytes([bytes[0], bytes[1]])
+    })
+}
+
+/// A GPU ELF (AMDGPU or CUDA) needs only its header: this decodes a standalone code object.
+pub fn code_object_from_header(file: &str, head: &[u8]) -> Option<GpuCode> {
+    let machine = elf_machine(head)?;
+    let flags = u32::from_le_bytes(head.get(48..52)?.try_into().ok()?);
+    let (os_abi, abi_version) = (head[7], head[8]);
+    let mut code = match machine {
+        EM_AMDGPU => {
+            let mut code = GpuCode::new(file, Container::AmdgpuElf);
+            let (target, cov) = amdgpu_target(flags, os_abi, abi_version);
+            code.targets.push(target);
+            code.code_object_versions.extend(cov);
+            code
+        }
+        EM_CUDA => {
+            let mut code = GpuCode::new(file, Container::Cubin);
+            code.targets.push(cuda_target(flags, abi_version));
+            code
+        }
+        _ => return None,
+    };
+    code.objects = 1;
+    Some(code.finish())
+}
+
+/// The target id and code object version of an AMDGPU ELF header.
+pub fn amdgpu_target(flags: u32, os_abi: u8, abi_version: u8) -> (String, Option<u32>) {
+    const ELFOSABI_AMDGPU_HSA: u8 = 64;
+    let mach = flags & 0xff;
+    let name = mach_name(mach).map(str::to_string).unwrap_or_else(|| format!("mach0x{mach:02x}"));
+    let cov = (os_abi == ELFOSABI_AMDGPU_HSA).then(|| u32::from(abi_version) + 2);
+    let mut features: Vec<String> = Vec::new();
+    match cov {
+        Some(2) if flags & 0x01 != 0 => features.push("xnack+".into()),
+        Some(2) => {}
+        Some(3) => {
+            if flags & 0x200 != 0 {
+                features.push("sramecc+".into());
+            }
+            if flags & 0x100 != 0 {
+                features.push("xnack+".into());
+            }
+        }
+        Some(_) => {
+            match flags & 0xc00 {
+                0x800 => features.push("sramecc-".into()),
+                0xc00 => features.push("sramecc+".into()),
+                _ => {}
+            }
+            match flags & 0x300 {
+                0x200 => features.push("xnack-".into()),
+                0x300 => features.push("xnack+".into()),
+                _ => {}
+            }
+        }
+        None => {}
+    }
+    let target = std::iter::once(name).chain(features).collect::<Vec<_>>().join(":");
+    (target, cov)
+}
+
+/// `EF_AMDGPU_MACH` → processor name (LLVM main; generic targets included).
+pub fn mach_name(mach: u32) -> Option<&'static str> {
+    const TABLE: &[(u32, &str)] = &[
+        (0x20, "gfx600"),
+        (0x21, "gfx601"),
+        (0x22, "gfx700"),
+        (0x23, "gfx701"),
+        (0x24, "gfx702"),
+        (0x25, "gfx703"),
+        (0x26, "gfx704"),
+        (0x28, "gfx801"),
+        (0x29, "gfx802"),
+        (0x2a, "gfx803"),
+        (0x2b, "gfx810"),
+        (0x2c, "gfx900"),
+        (0x2d, "gfx902"),
+        (0x2e, "gfx904"),
+        (0x2f, "gfx906"),
+        (0x30, "gfx908"),
+        (0x31, "gfx909"),
+        (0x32, "gfx90c"),
+        (0x33, "gfx1010"),
+        (0x34, "gfx1011"),
+        (0x35, "gfx1012"),
+        (0x36, "gfx1030"),
+        (0x37, "gfx1031"),
+        (0x38, "gfx1032"),
+        (0x39, "gfx1033"),
+        (0x3a, "gfx602"),
+        (0x3b, "gfx705"),
+        (0x3c, "gfx805"),
+        (0x3d, "gfx1035"),
+        (0x3e, "gfx1034"),
+        (0x3f, "gfx90a"),
+        (0x41, "gfx1100"),
+        (0x42, "gfx1013"),
+        (0x43, "gfx1150"),
+        (0x44, "gfx1103"),
+        (0x45, "gfx1036"),
+        (0x46, "gfx1101"),
+        (0x47, "gfx1102"),
+        (0x48, "gfx1200"),
+        (0x49, "gfx1250"),
+        (0x4a, "gfx1151"),
+        (0x4c, "gfx942"),
+        (0x4e, "gfx1201"),
+        (0x4f, "gfx950"),
+        (0x50, "gfx1310"),
+        (0x51, "gfx9-generic"),
+        (0x52, "gfx10-1-generic"),
+        (0x53, "gfx10-3-generic"),
+        (0x54, "gfx11-generic"),
+        (0x55, "gfx1152"),
+        (0x57, "gfx1154"),
+        (0x58, "gfx1153"),
+        (0x59, "gfx12-generic"),
+        (0x5a, "gfx1251"),
+        (0x5b, "gfx12-5-generic"),
+        (0x5c, "gfx1172"),
+        (0x5d, "gfx1170"),
+        (0x5e, "gfx1171"),
+        (0x5f, "gfx9-4-generic"),
+        (0x62, "gfx11-7-generic"),
+        (0x63, "gfx13-generic"),
+    ];
+    TABLE.iter().find(|(m, _)| *m == mach).map(|(_, n)| *n)
+}
+
+/// `sm_XX` of a cubin: the SM number sits in the low byte of `e_flags` for ABI version 7 and in
+/// the second byte for the newer ABI version 8.
+fn cuda_target(flags: u32, abi_version: u8) -> String {
+    let sm = if abi_version >= 8 { (flags & 0xff00) >> 8 } else { flags & 0xff };
+    format!("sm_{sm}")
+}
+
+/// Device code in a member that is not ELF (bundle, CCOB, kpack archive, OffloadBinary, fatbin).
+pub fn container_file(file: &str, data: &[u8]) -> Option<GpuCode> {
+    let mut code = if data.starts_with(BUNDLE_MAGIC) {
+        let mut code = GpuCode::new(file, Container::OffloadBundle);
+        scan_blob(data, &mut code);
+        code
+    } else if data.starts_with(CCOB_MAGIC) {
+        let mut code = GpuCode::new(file, Container::CompressedOffloadBundle);
+        scan_blob(data, &mut code);
+        code
+    } else if data.starts_with(KPAK_MAGIC) {
+        kpack_archive(file, data)
+    } else if data.starts_with(OFFLOAD_BINARY_MAGIC) {
+        let mut code = GpuCode::new(file, Container::OffloadBinary);
+        offload_binary(data, &mut code);
+        code
+    } else if data.starts_with(NV_FATBIN_MAGIC) {
+        let mut code = GpuCode::new(file, Container::NvFatbin);
+        nv_fatbin(data, &mut code);
+        code
+    } else {
+        return None;
+    };
+    code.notes.sort();
+    Some(code.finish())
+}
+
+/// Device code embedded in a host binary: `.hip_fatbin` (bundles or CCOBs), kpack references,
+/// `.nv_fatbin`.
+pub fn host_binary(file: &str, facts: &ElfFacts, data: &[u8]) -> Option<GpuCode> {
+    let section_data = |name: &str| -> Option<&[u8]> {
+        let s = facts.section(name)?;
+        if s.kind == 8 {
+            return None; // SHT_NOBITS: no bytes in the file
+        }
+        data.get(s.offset as usize..(s.offset.checked_add(s.size)?) as usize)
+    };
+    if let Some(reference) = facts.section(".rocm_kpack_ref") {
+        let mut code = GpuCode::new(file, Container::KpackSplit);
+        code.notes.push("device code was split out by kpack: it lives in .kpack archives, not in this file".into());
+        if let Some(bytes) = data.get(reference.offset as usize..(reference.offset + reference.size) as usize) {
+            match msgpack::parse(bytes) {
+                Ok(value) => {
+                    if let Some(name) = value.get("kernel_name").and_then(|v| v.as_str()) {
+                        code.notes.push(format!("kernel name: {name}"));
+                    }
+                    if let Some(paths) = value.get("kpack_search_paths").and_then(|v| v.as_array()) {
+                        let paths: Vec<&str> = paths.iter().filter_map(|p| p.as_str()).collect();
+                        code.notes.push(format!("kpack search paths: {}", paths.join(", ")));
+                    }
+                }
+                Err(e) => code.notes.push(format!("unreadable .rocm_kpack_ref: {e}")),
+            }
+        }
+        return Some(code.finish());
+    }
+    if let Some(bytes) = section_data(".hip_fatbin") {
+        let mut code = GpuCode::new(file, Container::HipFatbin);
+        scan_blob(bytes, &mut code);
+        if code.objects == 0 && code.notes.is_empty() {
+            code.notes.push("the .hip_fatbin section holds no offload bundle".into());
+        }
+        return Some(code.finish());
+    }
+    if let Some(bytes) = section_data(".nv_fatbin") {
+        let mut code = GpuCode::new(file, Container::NvFatbin);
+        nv_fatbin(bytes, &mut code);
+        return Some(code.finish());
+    }
+    None
+}
+
+/// Read every bundle and compressed bundle in a blob, in order. Bundles may be concatenated
+/// (`-fgpu-rdc`, several translation units) and compressed ones padded to pages.
+fn scan_blob(blob: &[u8], code: &mut GpuCode) {
+    let mut at = 0;
+    let mut bundles = 0;
+    let mut compressed: Vec<String> = Vec::new();
+    // The next position of each magic, searched again only once the scan has passed it, so a
+    // blob of many CCOBs and no plain bundle is not searched to its end once per CCOB.
+    let find_from = |magic: &[u8], from: usize| memchr::memmem::find(&blob[from..], magic).map(|i| from + i);
+    let mut next_bundle = find_from(BUNDLE_MAGIC, 0);
+    let mut next_ccob = find_from(CCOB_MAGIC, 0);
+    while at < blob.len() {
+        if next_bundle.is_some_and(|p| p < at) {
+            next_bundle = find_from(BUNDLE_MAGIC, at);
+        }
+        if next_ccob.is_some_and(|p| p < at) {
+            next_ccob = find_from(CCOB_MAGIC, at);
+        }
+        let (bundle, ccob) = (next_bundle, next_ccob);
+        let next = match (bundle, ccob) {
+            (Some(b), Some(c)) => b.min(c),
+            (Some(b), None) => b,
+            (None, Some(c)) => c,
+            (None, None) => break,
+        };
+        let rest = &blob[next..];
+        let consumed = if rest.starts_with(BUNDLE_MAGIC) {
+            bundles += 1;
+            match read_bundle(rest, code) {
+                Ok(len) => len,
+                Err(e) => {
+                    code.notes.push(format!("offload bundle at offset {next}: {e}"));
+                    BUNDLE_MAGIC.len()
+                }
+            }
+        } else {
+            match read_compressed_bundle(rest, code) {
+                Ok((len, what)) => {
+                    compressed.push(what);
+                    len
+                }
+                Err(e) => {
+                    code.notes.push(format!("compressed bundle at offset {next}: {e}"));
+                    CCOB_MAGIC.len()
+                }
+            }
+        };
+        at = next + consumed.max(1);
+    }
+    if bundles > 0 {
+        code.notes.push(format!("{bundles} offload bundle(s)"));
+    }
+    if !compressed.is_empty() {
+        let mut kinds = compressed.clone();
+        kinds.sort();
+        kinds.dedup();
+        code.notes.push(format!("{} compressed bundle(s): {}", compressed.len(), kinds.join(", ")));
+    }
+}
+
+/// One entry of a bundle's table.
+struct BundleEntry {
+    offset: u64,
+    size: u64,
+    id: String,
+}
+
+enum TableError {
+    /// The data ends inside the table (more may be decoded).
+    Truncated,
+    /// The header lies (a count or size no file could hold).
+    Lie(String),
+}
+
+/// The entry table of a bundle at the start of `data`.
+fn bundle_table(data: &[u8]) -> Result<Vec<BundleEntry>, TableError> {
+    let u64_at = |at: usize| -> Result<u64, TableError> {
+        data.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or(TableError::Truncated)
+    };
+    let count = u64_at(24)?;
+    // Each entry takes at least 24 bytes of table.
+    if count > (MAX_DECODED as u64) / 24 {
+        return Err(TableError::Lie(format!("claims {count} entries")));
+    }
+    let mut entries = Vec::new();
+    let mut at = 32;
+    for _ in 0..count {
+        let (offset, size, id_len) = (u64_at(at)?, u64_at(at + 8)?, u64_at(at + 16)?);
+        if id_len > 4096 {
+            return Err(TableError::Lie(format!("an entry id of {id_len} bytes")));
+        }
+        at += 24;
+        let id = data.get(at..at + id_len as usize).ok_or(TableError::Truncated)?;
+        entries.push(BundleEntry { offset, size, id: String::from_utf8_lossy(id).into_owned() });
+        at += id_len as usize;
+    }
+    Ok(entries)
+}
+
+/// Count the entries of a bundle table into `code`: targets, and the code object version of
+/// every entry whose payload header lies within `data`.
+fn record_entries(table: &[BundleEntry], data: &[u8], code: &mut GpuCode) {
+    for entry in table {
+        if entry.id.starts_with("host-") {
+            continue;
+        }
+        let Some((_, target)) = entry.id.split_once("--") else {
+            code.notes.push(format!("entry id `{}` has no target", entry.id));
+            continue;
+        };
+        code.objects += 1;
+        code.targets.push(target.to_string());
+        let header = data.get(entry.offset as usize..).and_then(|p| p.get(..64));
+        if let Some(payload) = header
+            && payload.starts_with(ELF_MAGIC)
+            && elf_machine(payload) == Some(EM_AMDGPU)
+        {
+            let flags = u32::from_le_bytes(payload[48..52].try_into().unwrap());
+            if let (_, Some(cov)) = amdgpu_target(flags, payload[7], payload[8]) {
+                code.code_object_versions.push(cov);
+            }
+        }
+    }
+}
+
+/// Parse one uncompressed bundle at the start of `data`; returns its length in bytes (the end of
+/// its last entry) so a scan can continue after it.
+fn read_bundle(data: &[u8], code: &mut GpuCode) -> Result<usize, String> {
+    let table = match bundle_table(data) {
+        Ok(t) => t,
+        Err(TableError::Truncated) => return Err("truncated entry table".into()),
+        Err(TableError::Lie(e)) => return Err(e),
+    };
+    let mut end = 32 + table.iter().map(|e| 24 + e.id.len()).sum::<usize>();
+    for entry in &table {
+        match entry.offset.checked_add(entry.size).filter(|e| *e <= data.len() as u64) {
+            Some(e) => end = end.max(e as usize),
+            None => code.notes.push(format!("entry `{}`: its code object lies past the end of the bundle", entry.id)),
+        }
+    }
+    record_entries(&table, data, code);
+    Ok(end)
+}
+
+/// Parse a compressed bundle at the start of `data`: decode only as far as the entry table and
+/// the code object headers need, never more than [`MAX_DECODED`] bytes. Returns its length and a
+/// description (`CCOB v3 zstd`).
+fn read_compressed_bundle(data: &[u8], code: &mut GpuCode) -> Result<(usize, String), String> {
+    let u16_at = |at: usize| data.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or("truncated header");
+    let u32_at =
+        |at: usize| data.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap())).ok_or("truncated header");
+    let u64_at =
+        |at: usize| data.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or("truncated header");
+    let version = u16_at(4)?;
+    let method = u16_at(6)?;
+    let (header, total, uncompressed) = match version {
+        1 => (20usize, None, u64::from(u32_at(8)?)),
+        2 => (24, Some(u64::from(u32_at(8)?)), u64::from(u32_at(12)?)),
+        3 => (32, Some(u64_at(8)?), u64_at(16)?),
+        v => return Err(format!("unknown CCOB version {v}")),
+    };
+    let end = match total {
+        Some(t) if t < header as u64 || t > data.len() as u64 => {
+            return Err(format!("claims {t} bytes, but only {} remain", data.len()));
+        }
+        Some(t) => t as usize,
+        None => data.len(), // v1 has no total size: it runs to the end of the buffer
+    };
+    let method_name = match method {
+        0 => "zlib",
+        1 => "zstd",
+        m => return Err(format!("unknown compression method {m}")),
+    };
+    let payload = &data[header..end];
+    let limit = (uncompressed as usize).min(MAX_DECODED);
+    let mut decoded =
+        PrefixDecoder::new(payload, method, limit).map_err(|e| format!("cannot decode ({method_name}): {e}"))?;
+    // The entry table first: grow the decoded prefix until it holds the whole table.
+    let mut want = 64 << 10;
+    let table = loop {
+        decoded.fill(want).map_err(|e| format!("cannot decode ({method_name}): {e}"))?;
+        if !decoded.data.starts_with(BUNDLE_MAGIC) {
+            return Err("does not decode to an offload bundle".into());
+        }
+        match bundle_table(&decoded.data) {
+            Ok(table) => break table,
+            Err(TableError::Truncated) if !decoded.done && decoded.data.len() < limit => want = decoded.data.len() * 2,
+            Err(TableError::Truncated) => return Err("the entry table is truncated".into()),
+            Err(TableError::Lie(e)) => return Err(e),
+        }
+    };
+    // Then only the header of the first code object: its version stands for the bundle's.
+    let first = table.iter().filter(|e| !e.id.starts_with("host-") && e.size >= 64).map(|e| e.offset).min();
+    if let Some(offset) = first.filter(|o| (*o as usize) < limit) {
+        let _ = decoded.fill(offset as usize + 64);
+    }
+    record_entries(&table, &decoded.data, code);
+    Ok((end, format!("CCOB v{version} {method_name}")))
+}
+
+/// A zlib or zstd stream decoded on demand, never past `limit` bytes.
+struct PrefixDecoder<'a> {
+    reader: Box<dyn Read + 'a>,
+    data: Vec<u8>,
+    limit: usize,
+    done: bool,
+}
+
+impl<'a> PrefixDecoder<'a> {
+    fn new(payload: &'a [u8], method: u16, limit: usize) -> Result<Self, String> {
+        let reader: Box<dyn Read + 'a> = match method {
+            0 => Box::new(flate2::read::ZlibDecoder::new(payload)),
+            _ => Box::new(zstd::stream::read::Decoder::with_buffer(payload).map_err(|e| e.to_string())?),
+        };
+        Ok(PrefixDecoder { reader, data: Vec::new(), limit, done: false })
+    }
+
+    /// Decode until at least `n` bytes (capped at the limit) are available or the stream ends.
+    fn fill(&mut self, n: usize) -> Result<(), String> {
+        let n = n.min(self.limit);
+        let mut chunk = vec![0u8; 64 << 10];
+        while self.data.len() < n && !self.done {
+            let want = chunk.len().min(n - self.data.len());
+            let got = self.reader.read(&mut chunk[..want]).map_err(|e| e.to_string())?;
+            if got == 0 {
+                self.done = true;
+            }
+            self.data.extend_from_slice(&chunk[..got]);
+        }
+        Ok(())
+    }
+}
+
+/// A kpack archive: `KPAK`, u32 version, u64 TOC offset; a MessagePack TOC naming the archs.
+fn kpack_archive(file: &str, data: &[u8]) -> GpuCode {
+    let mut code = GpuCode::new(file, Container::KpackArchive);
+    let version = data.get(4..8).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
+    let toc = data.get(8..16).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+    code.notes.push(format!("kpack archive version {}", version.map(|v| v.to_string()).unwrap_or_else(|| "?".into())));
+    let Some(toc) = toc.filter(|t| *t >= 16 && *t < data.len() as u64) else {
+        code.notes.push("the table of contents lies past the end of the file".into());
+        return code.finish();
+    };
+    match msgpack::parse(&data[toc as usize..]) {
+        Ok(value) => {
+            if let Some(arches) = value.get("gfx_arches").and_then(|v| v.as_array()) {
+                code.targets.extend(arches.iter().filter_map(|a| a.as_str()).map(str::to_string));
+            }
+            if let Some(toc) = value.get("toc").and_then(|v| v.as_map()) {
+                code.objects = toc.iter().map(|(_, per_arch)| per_arch.as_map().map_or(0, |m| m.len())).sum();
+            }
+            if let Some(scheme) = value.get("compression_scheme").and_then(|v| v.as_str()) {
+                code.notes.push(format!("compression: {scheme}"));
+            }
+        }
+        Err(e) => code.notes.push(format!("unreadable table of contents: {e}")),
+    }
+    code.finish()
+}
+
+/// An OffloadBinary: magic, u32 version, u64 size, u64 entry offset, u64 entry size; each entry
+/// carries a string table with `triple` and `arch`.
+fn offload_binary(data: &[u8], code: &mut GpuCode) {
+    // The string map is small; find the `arch` values without a full parse.
+    let mut at = 0;
+    while let Some(i) = memchr::memmem::find(&data[at..], b"arch\0") {
+        let start = at + i + 5;
+        let end = data[start..].iter().position(|&b| b == 0).map(|e| start + e).unwrap_or(data.len());
+        let value = String::from_utf8_lossy(&data[start..end.min(start + 64)]).into_owned();
+        if value.starts_with("gfx") || value.starts_with("sm_") {
+            code.targets.push(value);
+            code.objects += 1;
+        }
+        at = start;
+    }
+}
+
+/// An NVIDIA fatbin: u32 magic, u16 version, u16 header size, u64 payload size; entries of
+/// u16 kind (1 PTX, 2 cubin), u16 version, u32 header size, u64 payload size, SM arch at 0x1c.
+fn nv_fatbin(data: &[u8], code: &mut GpuCode) {
+    let mut at = 0;
+    while let Some(i) = memchr::memmem::find(&data[at..], NV_FATBIN_MAGIC) {
+        let base = at + i;
+        let header = data.get(base + 6..base + 8).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize).unwrap_or(16);
+        let payload = data.get(base + 8..base + 16).map(|b| u64::from_le_bytes(b.try_into().unwrap())).unwrap_or(0);
+        let end = (base + header).saturating_add(payload as usize).min(data.len());
+        let mut entry = base + header;
+        while entry + 0x20 <= end {
+            let kind = u16::from_le_bytes([data[entry], data[entry + 1]]);
+            let entry_header = u32::from_le_bytes(data[entry + 4..entry + 8].try_into().unwrap()) as usize;
+            let size = u64::from_le_bytes(data[entry + 8..entry + 16].try_into().unwrap()) as usize;
+            let sm = u32::from_le_bytes(data[entry + 0x1c..entry + 0x20].try_into().unwrap());
+            if entry_header == 0 {
+                break;
+            }
+            code.objects += 1;
+            code.targets.push(if kind == 1 { format!("compute_{sm}") } else { format!("sm_{sm}") });
+            entry = entry.saturating_add(entry_header).saturating_add(size);
+        }
+        at = end.max(base + 4);
+    }
+}
+
+/// Just enough MessagePack to read kpack tables of contents and references.
+pub mod msgpack {
+    /// A decoded value.
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum Value {
+        Nil,
+        Bool(bool),
+        Int(i64),
+        Float(f64),
+        Str(String),
+        Bin(Vec<u8>),
+        Array(Vec<Value>),
+        Map(Vec<(Value, Value)>),
+    }
+
+    impl Value {
+        pub fn get(&self, key: &str) -> Option<&Value> {
+            self.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+        }
+        pub fn as_str(&self) -> Option<&str> {
+            if let Value::Str(s) = self { Some(s) } else { None }
+        }
+        pub fn as_array(&self) -> Option<&[Value]> {
+            if let Value::Array(a) = self { Some(a) } else { None }
+        }
+        pub fn as_map(&self) -> Option<&[(Value, Value)]> {
+            if let Value::Map(m) = self { Some(m) } else { None }
+        }
+    }
+
+    /// Parse one value from the start of `data`.
+    pub fn parse(data: &[u8]) -> Result<Value, String> {
+        let mut at = 0;
+        value(data, &mut at, 0)
+    }
+
+    fn take<'a>(data: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8], String> {
+        let end = at.checked_add(n).filter(|e| *e <= data.len()).ok_or("truncated MessagePack")?;
+        let out = &data[*at..end];
+        *at = end;
+        Ok(out)
+    }
+
+    fn uint(data: &[u8], at: &mut usize, n: usize) -> Result<u64, String> {
+        Ok(take(data, at, n)?.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+    }
+
+    fn value(data: &[u8], at: &mut usize, depth: usize) -> Result<Value, String> {
+        if depth > 32 {
+            return Err("MessagePack nested too deeply".into());
+        }
+        let tag = take(data, at, 1)?[0];
+        let seq = |data: &[u8], at: &mut usize, n: usize, pairs: bool| -> Result<Value, String> {
+            // Each element takes at least one byte: a count beyond the data is a lie.
+            if n > data.len() - *at {
+                return Err("MessagePack length past the end".into());
+            }
+            if pairs {
+                let mut m = Vec::with_capacity(n);
+                for _ in 0..n {
+                    m.push((value(data, at, depth + 1)?, value(data, at, depth + 1)?));
+                }
+                Ok(Value::Map(m))
+            } else {
+                (0..n).map(|_| value(data, at, depth + 1)).collect::<Result<_, _>>().map(Value::Array)
+            }
+        };
+        let string = |data: &[u8], at: &mut usize, n: usize| -> Result<Value, String> {
+            Ok(Value::Str(String::from_utf8_lossy(take(data, at, n)?).into_owned()))
+        };
+        match tag {
+            0x00..=0x7f => Ok(Value::Int(i64::from(tag))),
+            0x80..=0x8f => seq(data, at, usize::from(tag & 0x0f), true),
+            0x90..=0x9f => seq(data, at, usize::from(tag & 0x0f), false),
+            0xa0..=0xbf => string(data, at, usize::from(tag & 0x1f)),
+            0xc0 => Ok(Value::Nil),
+            0xc2 => Ok(Value::Bool(false)),
+            0xc3 => Ok(Value::Bool(true)),
+            0xc4..=0xc6 => {
+                let n = uint(data, at, 1 << (tag - 0xc4))? as usize;
+                Ok(Value::Bin(take(data, at, n)?.to_vec()))
+            }
+            0xca => Ok(Value::Float(f64::from(f32::from_bits(uint(data, at, 4)? as u32)))),
+            0xcb => Ok(Value::Float(f64::from_bits(uint(data, at, 8)?))),
+            0xcc..=0xcf => Ok(Value::Int(uint(data, at, 1 << (tag - 0xcc))? as i64)),
+            0xd0 => Ok(Value::Int(i64::from(take(data, at, 1)?[0] as i8))),
+            0xd1 => Ok(Value::Int(i64::from(uint(data, at, 2)? as u16 as i16))),
+            0xd2 => Ok(Value::Int(i64::from(uint(data, at, 4)? as u32 as i32))),
+            0xd3 => Ok(Value::Int(uint(data, at, 8)? as i64)),
+            0xd9..=0xdb => {
+                let n = uint(data, at, 1 << (tag - 0xd9))? as usize;
+                string(data, at, n)
+            }
+            0xdc | 0xdd => {
+                let n = uint(data, at, if tag == 0xdc { 2 } else { 4 })? as usize;
+                seq(data, at, n, false)
+            }
+            0xde | 0xdf => {
+                let n = uint(data, at, if tag == 0xde { 2 } else { 4 })? as usize;
+                seq(data, at, n, true)
+            }
+            0xe0..=0xff => Ok(Value::Int(i64::from(tag as i8))),
+            other => Err(format!("unsupported MessagePack type 0x{other:02x}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_ids_from_e_flags() {
+        // V5 (abi version 3), gfx942, xnack any, sramecc any.
+        assert_eq!(amdgpu_target(0x54c, 64, 3), ("gfx942".to_string(), Some(5)));
+        assert_eq!(amdgpu_target(0x54f, 64, 4), ("gfx950".to_string(), Some(6)));
+        // V4: sramecc on, xnack off.
+        assert_eq!(amdgpu_target(0xc00 | 0x200 | 0x4c, 64, 2).0, "gfx942:sramecc+:xnack-");
+        assert_eq!(amdgpu_target(0x300 | 0x3f, 64, 2).0, "gfx90a:xnack+");
+        // V3: xnack on bit.
+        assert_eq!(amdgpu_target(0x100 | 0x2f, 64, 1), ("gfx906:xnack+".to_string(), Some(3)));
+        assert_eq!(amdgpu_target(0x51, 64, 4).0, "gfx9-generic");
+        assert_eq!(amdgpu_target(0x7e, 64, 4).0, "mach0x7e");
+        assert_eq!(cuda_target(0x5a, 7), "sm_90");
+        assert_eq!(cuda_target(0x5a00, 8), "sm_90");
+    }
+
+    #[test]
+    fn msgpack_reads_maps_strings_and_arrays() {
+        // {"gfx_arches": ["gfx942", "gfx950"], "n": 300}
+        let mut data = vec![0x82, 0xaa];
+        data.extend(b"gfx_arches");
+        data.extend([0x92, 0xa6]);
+        data.extend(b"gfx942");
+        data.push(0xa6);
+        data.extend(b"gfx950");
+        data.extend([0xa1, b'n', 0xcd, 0x01, 0x2c]);
+        let v = msgpack::parse(&data).unwrap();
+        let arches: Vec<&str> =
+            v.get("gfx_arches").unwrap().as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+        assert_eq!(arches, ["gfx942", "gfx950"]);
+        assert_eq!(v.get("n"), Some(&msgpack::Value::Int(300)));
+        assert!(msgpack::parse(&[0xdd, 0xff, 0xff, 0xff, 0xff]).is_err(), "huge counts are refused");
+    }
+}
