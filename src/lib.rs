@@ -16,15 +16,20 @@ pub mod progress;
 pub mod report;
 pub mod retag;
 pub mod tags;
+pub mod version;
 pub mod wheel;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use analysis::{AnalyzeOptions, analyze};
+use analysis::{Analysis, AnalyzeOptions, analyze};
 use progress::Progress;
+use rayon::prelude::*;
 use report::ShowReport;
 use tags::TagRequest;
+use version::{BatchMember, Content, MarkOptions, OrderingHazard, PinRewrite, VersionDecision};
 use wheel::Wheel;
+use wheel::normalize_name;
 
 /// Any failure of one wheel; the message names the wheel's member where there is one.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +44,8 @@ pub enum Error {
     WouldOverwriteInput(PathBuf),
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
+    #[error("{wheel}: {source}")]
+    Version { wheel: String, source: version::VersionError },
     #[error("cannot remove the old file {path}: {source}")]
     RemoveOld { path: String, source: std::io::Error },
 }
@@ -59,40 +66,199 @@ pub enum Destination {
     InPlace,
 }
 
+/// Local-version marking for a batch (`--rocm-version`, `--local-version`).
+#[derive(Debug, Clone)]
+pub struct Marking {
+    pub options: MarkOptions,
+    /// Wheels already published: their versions join the ordering-hazard check.
+    pub index_dir: Option<PathBuf>,
+}
+
+/// What happens to one wheel's version and pins.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct VersionChange {
+    pub local_version: Option<VersionDecision>,
+    pub pins: Vec<PinRewrite>,
+}
+
 /// What `retag` did with one wheel.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RetagOutcome {
     pub wheel: String,
     pub output: Option<String>,
     pub tags: Vec<String>,
-    /// False when the wheel already carried these tags (it may still have been copied).
+    /// False when the wheel already was what it should be (it may still have been copied).
     pub changed: bool,
+    #[serde(flatten)]
+    pub version_change: VersionChange,
+    #[serde(skip)]
     pub report: ShowReport,
 }
 
-/// Retag one wheel: analyse (verifying hashes unless `options.verify_hashes` is off), derive its
-/// true tags, and write the result.
-pub fn retag(
-    path: &Path,
+/// The outcome of a batch: one result per input, in order, and batch-wide warnings.
+#[derive(Debug)]
+pub struct Batch<T> {
+    pub results: Vec<Result<T, Error>>,
+    pub hazards: Vec<OrderingHazard>,
+}
+
+/// Open and analyse every wheel, in parallel.
+fn open_all(
+    paths: &[PathBuf],
+    options: &AnalyzeOptions,
+    progress: &dyn Progress,
+) -> Vec<Result<(Wheel, Analysis), Error>> {
+    paths
+        .par_iter()
+        .map(|path| {
+            let wheel = Wheel::open(path)?;
+            let analysis = analyze(&wheel, options, progress)?;
+            Ok((wheel, analysis))
+        })
+        .collect()
+}
+
+/// The version decisions and pin rewrites of a batch, and its ordering hazards.
+fn decide_versions(
+    opened: &[Result<(Wheel, Analysis), Error>],
+    marking: Option<&Marking>,
+) -> (Vec<Result<VersionChange, Error>>, Vec<OrderingHazard>) {
+    let Some(marking) = marking else {
+        return (opened.iter().map(|_| Ok(VersionChange::default())).collect(), Vec::new());
+    };
+    let ok: Vec<(usize, &Wheel, &Analysis)> =
+        opened.iter().enumerate().filter_map(|(i, r)| r.as_ref().ok().map(|(w, a)| (i, w, a))).collect();
+    let members: Vec<BatchMember> = ok
+        .iter()
+        .map(|(_, w, a)| BatchMember {
+            name: if w.metadata.name.is_empty() { w.filename.name.clone() } else { w.metadata.name.clone() },
+            version: if w.metadata.version.is_empty() {
+                w.filename.version.clone()
+            } else {
+                w.metadata.version.clone()
+            },
+            content: if a.elf_members.is_empty() && a.gpu.is_empty() { Content::Pure } else { Content::Compiled },
+            requires_dist: w.metadata.requires_dist.clone(),
+        })
+        .collect();
+    let decisions = version::decide_batch(&members, &marking.options);
+    let mut versions: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for (m, d) in members.iter().zip(&decisions) {
+        if let Ok(d) = d {
+            versions.insert(
+                normalize_name(&m.name),
+                (m.version.clone(), d.new_version.clone().unwrap_or(m.version.clone())),
+            );
+        }
+    }
+    let mut changes: Vec<Result<VersionChange, Error>> = opened.iter().map(|_| Ok(VersionChange::default())).collect();
+    for ((index, wheel, _), decision) in ok.iter().zip(decisions) {
+        changes[*index] = match decision {
+            Ok(d) => Ok(VersionChange {
+                local_version: Some(d),
+                pins: version::rewrite_pins(&wheel.metadata.requires_dist, &versions),
+            }),
+            Err(e) => Err(Error::Version { wheel: wheel.filename.to_string(), source: e }),
+        };
+    }
+    // The hazard: this batch's new versions plus what is already published.
+    let mut all: Vec<(String, String)> = versions.iter().map(|(n, (_, new))| (n.clone(), new.clone())).collect();
+    if let Some(dir) = &marking.index_dir {
+        all.extend(published_versions(dir));
+    }
+    (changes, version::ordering_hazards(&all))
+}
+
+/// `(name, version)` of every wheel file in a directory tree (from the file names).
+fn published_versions(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(published_versions(&path));
+        } else if let Some(f) =
+            path.file_name().and_then(|n| n.to_str()).and_then(|n| wheel::WheelFilename::parse(n).ok())
+        {
+            out.push((f.name.clone(), f.version.clone()));
+        }
+    }
+    out
+}
+
+/// `show` for a batch: every wheel's report, with version decisions when marking.
+pub fn show_batch(
+    paths: &[PathBuf],
+    options: &AnalyzeOptions,
+    marking: Option<&Marking>,
+    progress: &dyn Progress,
+) -> Batch<(ShowReport, VersionChange)> {
+    let opened = open_all(paths, options, progress);
+    let (changes, hazards) = decide_versions(&opened, marking);
+    let results = opened
+        .into_iter()
+        .zip(changes)
+        .map(|(opened, change)| {
+            let (wheel, analysis) = opened?;
+            Ok((ShowReport::new(&wheel, &analysis), change?))
+        })
+        .collect();
+    Batch { results, hazards }
+}
+
+/// Retag a batch: analyse every wheel (verifying hashes unless `options.verify_hashes` is
+/// off), derive its true tags and, when marking, its new version and pins; write each result.
+pub fn retag_batch(
+    paths: &[PathBuf],
     options: &AnalyzeOptions,
     request: &TagRequest,
+    marking: Option<&Marking>,
     destination: &Destination,
     progress: &dyn Progress,
+) -> Batch<RetagOutcome> {
+    let opened = open_all(paths, options, progress);
+    let (changes, hazards) = decide_versions(&opened, marking);
+    let results = opened
+        .into_par_iter()
+        .zip(changes)
+        .zip(paths)
+        .map(|((opened, change), path)| {
+            let (mut wheel, analysis) = opened?;
+            write_retagged(path, &mut wheel, &analysis, request, change?, destination)
+        })
+        .collect();
+    Batch { results, hazards }
+}
+
+fn write_retagged(
+    path: &Path,
+    wheel: &mut Wheel,
+    analysis: &Analysis,
+    request: &TagRequest,
+    change: VersionChange,
+    destination: &Destination,
 ) -> Result<RetagOutcome, Error> {
-    let mut wheel = Wheel::open(path)?;
-    let analysis = analyze(&wheel, options, progress)?;
-    let report = ShowReport::new(&wheel, &analysis);
-    let tags = retag::retag_tags(&wheel, &analysis, request)?;
-    let plan = retag::plan_tags(&wheel, &analysis, &tags);
+    let report = ShowReport::new(wheel, analysis);
+    let tags = tags::true_tags(analysis, &wheel.filename.platform_tags, request)?;
+    let new_version = change.local_version.as_ref().and_then(|d| d.new_version.as_deref());
+    let changes = retag::Changes { platform_tags: &tags, new_version, pins: &change.pins };
+    let plan = retag::plan_changes(wheel, analysis, &changes);
     let changed = plan.is_some();
     let file_name = plan.as_ref().map(|p| p.filename.to_string()).unwrap_or_else(|| wheel.filename.to_string());
+    let input_name = wheel.filename.to_string();
+    let outcome = |output: Option<PathBuf>| RetagOutcome {
+        wheel: input_name.clone(),
+        output: output.map(|o| o.display().to_string()),
+        tags: tags.clone(),
+        changed,
+        version_change: change.clone(),
+        report: report.clone(),
+    };
     let output = match destination {
         Destination::InPlace => {
-            let Some(plan) = plan else {
-                return Ok(RetagOutcome { wheel: wheel.filename.to_string(), output: None, tags, changed, report });
-            };
+            let Some(plan) = plan else { return Ok(outcome(None)) };
             let dest = retag::output_path(path, &file_name, None);
-            wheel::writer::write_wheel(&mut wheel, &plan, &dest)?;
+            wheel::writer::write_wheel(wheel, &plan, &dest)?;
             if dest.file_name() != path.file_name() {
                 std::fs::remove_file(path)
                     .map_err(|source| Error::RemoveOld { path: path.display().to_string(), source })?;
@@ -107,16 +273,10 @@ pub fn retag(
                 return Err(Error::WouldOverwriteInput(dest));
             }
             let plan = plan.unwrap_or_else(|| wheel::writer::Plan::new(wheel.filename.clone()));
-            wheel::writer::write_wheel(&mut wheel, &plan, &dest)?
+            wheel::writer::write_wheel(wheel, &plan, &dest)?
         }
     };
-    Ok(RetagOutcome {
-        wheel: wheel.filename.to_string(),
-        output: Some(output.display().to_string()),
-        tags,
-        changed,
-        report,
-    })
+    Ok(outcome(Some(output)))
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

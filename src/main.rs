@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use rayon::prelude::*;
 
 use wheelfix::analysis::AnalyzeOptions;
 use wheelfix::exclude::ExcludeList;
@@ -14,7 +13,8 @@ use wheelfix::policy::Policies;
 use wheelfix::progress::{NoProgress, Progress};
 use wheelfix::report::ShowReport;
 use wheelfix::tags::TagRequest;
-use wheelfix::{Destination, RetagOutcome};
+use wheelfix::version::{LocalLabel, MarkOptions, OrderingHazard};
+use wheelfix::{Destination, RetagOutcome, VersionChange};
 
 #[derive(Parser)]
 #[command(name = "wheelfix", version, about = "Audit Python wheels and make their platform tags true", long_about = None)]
@@ -63,6 +63,43 @@ struct CommonArgs {
 }
 
 #[derive(Args)]
+struct VersionArgs {
+    /// Append `+rocm<VERSION>` to the version of every wheel with ROCm code (keeping git hashes).
+    #[arg(long, value_name = "VERSION", conflicts_with = "local_version")]
+    rocm_version: Option<String>,
+    /// Append this local label instead (the general form of --rocm-version). Ex) `cu128`
+    #[arg(long, value_name = "LABEL")]
+    local_version: Option<String>,
+    /// Mark pure-Python wheels too.
+    #[arg(long)]
+    mark_pure: bool,
+    /// Leave this project's version alone; repeatable.
+    #[arg(long = "no-mark", value_name = "NAME")]
+    no_mark: Vec<String>,
+    /// Directory of wheels already published, checked for local labels that sort against their ROCm order.
+    #[arg(long, value_name = "DIR")]
+    index_dir: Option<PathBuf>,
+}
+
+impl VersionArgs {
+    fn marking(&self) -> Result<Option<wheelfix::Marking>, String> {
+        let label = match (&self.rocm_version, &self.local_version) {
+            (Some(v), _) => LocalLabel::rocm(v),
+            (None, Some(l)) => LocalLabel::new(l),
+            (None, None) => {
+                if self.mark_pure || !self.no_mark.is_empty() || self.index_dir.is_some() {
+                    return Err("--mark-pure, --no-mark and --index-dir need --rocm-version or --local-version".into());
+                }
+                return Ok(None);
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let options = MarkOptions { label, mark_pure: self.mark_pure, no_mark: self.no_mark.clone() };
+        Ok(Some(wheelfix::Marking { options, index_dir: self.index_dir.clone() }))
+    }
+}
+
+#[derive(Args)]
 struct ShowArgs {
     #[arg(required = true, value_name = "WHEEL")]
     wheels: Vec<PathBuf>,
@@ -72,6 +109,8 @@ struct ShowArgs {
     /// Fail (exit 1) for each wheel that has device code but none for this GPU target; repeatable.
     #[arg(long = "expect-gpu-target", value_name = "TARGET")]
     expect_gpu_targets: Vec<String>,
+    #[command(flatten)]
+    versions: VersionArgs,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -95,6 +134,8 @@ struct RetagArgs {
     /// Skip the sha256 check of every member against RECORD.
     #[arg(long)]
     no_verify: bool,
+    #[command(flatten)]
+    versions: VersionArgs,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -148,32 +189,56 @@ fn progress_bar(wheels: &[PathBuf], quiet: bool) -> Box<dyn Progress> {
 fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
     let mut options = analyze_options(&args.common)?;
     options.verify_hashes = args.verify;
+    let marking = args.versions.marking()?;
     let progress = progress_bar(&args.wheels, args.common.quiet);
-    let mut reports: Vec<ShowReport> = args
-        .wheels
-        .par_iter()
-        .map(|path| {
-            wheelfix::show(path, &options, progress.as_ref())
-                .unwrap_or_else(|e| ShowReport::failed(&display_name(path), format!("{}: {e}", path.display())))
+    let batch = wheelfix::show_batch(&args.wheels, &options, marking.as_ref(), progress.as_ref());
+    drop(progress);
+    let mut reports: Vec<(ShowReport, Option<VersionChange>)> = batch
+        .results
+        .into_iter()
+        .zip(&args.wheels)
+        .map(|(result, path)| match result {
+            Ok((report, change)) => (report, marking.as_ref().map(|_| change)),
+            Err(e) => (ShowReport::failed(&display_name(path), format!("{}: {e}", path.display())), None),
         })
         .collect();
-    drop(progress);
-    for report in &mut reports {
+    for (report, _) in &mut reports {
         report.check_gpu_targets(&args.expect_gpu_targets);
     }
-    let failed = reports.iter().filter(|r| r.error.is_some() || !r.missing_gpu_targets.is_empty()).count();
-    let text = if args.common.json {
-        serde_json::to_string_pretty(&reports).expect("reports serialise") + "\n"
+    let failed = reports.iter().filter(|(r, _)| r.error.is_some() || !r.missing_gpu_targets.is_empty()).count();
+    if args.common.json {
+        let values: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|(report, change)| {
+                let mut value = serde_json::to_value(report).expect("reports serialise");
+                if let (Some(change), Some(object)) = (change, value.as_object_mut()) {
+                    object.insert(
+                        "local_version".into(),
+                        serde_json::to_value(&change.local_version).expect("serialises"),
+                    );
+                    object.insert("pins".into(), serde_json::to_value(&change.pins).expect("serialises"));
+                }
+                value
+            })
+            .collect();
+        print_out(&(serde_json::to_string_pretty(&values).expect("reports serialise") + "\n"));
     } else {
-        reports.iter().map(ShowReport::to_text).collect::<Vec<_>>().join("\n")
-    };
-    print_out(&text);
-    if !args.common.json {
-        for r in reports.iter().filter(|r| r.error.is_some()) {
+        let text: Vec<String> = reports
+            .iter()
+            .map(|(report, change)| {
+                let mut text = report.to_text();
+                if let Some(change) = change {
+                    text.push_str(&version_text(change));
+                }
+                text
+            })
+            .collect();
+        print_out(&text.join("\n"));
+        for (r, _) in reports.iter().filter(|(r, _)| r.error.is_some()) {
             eprintln!("wheelfix: error: {}", r.error.as_deref().unwrap_or_default());
         }
     }
-    for r in reports.iter().filter(|r| !r.missing_gpu_targets.is_empty()) {
+    for (r, _) in reports.iter().filter(|(r, _)| !r.missing_gpu_targets.is_empty()) {
         eprintln!(
             "wheelfix: error: {} has device code for {} but none for {}",
             r.wheel,
@@ -181,12 +246,38 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
             r.missing_gpu_targets.join(", ")
         );
     }
+    print_hazards(&batch.hazards);
     Ok(finish(failed, reports.len()))
+}
+
+/// The version decision and pin rewrites of one wheel, as text lines.
+fn version_text(change: &VersionChange) -> String {
+    let mut out = String::new();
+    if let Some(d) = &change.local_version {
+        match &d.new_version {
+            Some(new) => out.push_str(&format!("  version: {} -> {new} ({})\n", d.version, d.reason)),
+            None => out.push_str(&format!("  version: {} unchanged ({})\n", d.version, d.reason)),
+        }
+    }
+    for pin in &change.pins {
+        match &pin.new_requirement {
+            Some(new) => out.push_str(&format!("  pin: {} -> {new}\n", pin.requirement)),
+            None => out.push_str(&format!("  warning: `{}`: {}\n", pin.requirement, pin.message)),
+        }
+    }
+    out
+}
+
+fn print_hazards(hazards: &[OrderingHazard]) {
+    for h in hazards {
+        eprintln!("wheelfix: warning: {} (ROCm/TheRock#7183)", h.message);
+    }
 }
 
 fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
     let mut options = analyze_options(&args.common)?;
     options.verify_hashes = !args.no_verify;
+    let marking = args.versions.marking()?;
     let request = TagRequest { plat: args.plat.clone(), only_plat: args.only_plat };
     let destination = if args.in_place {
         Destination::InPlace
@@ -194,30 +285,33 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
         Destination::Directory(args.wheel_dir.clone().unwrap_or_else(|| PathBuf::from("wheelhouse")))
     };
     let progress = progress_bar(&args.wheels, args.common.quiet);
-    let results: Vec<(PathBuf, Result<RetagOutcome, String>)> = args
-        .wheels
-        .par_iter()
-        .map(|path| {
-            let outcome = wheelfix::retag(path, &options, &request, &destination, progress.as_ref())
-                .map_err(|e| format!("{}: {e}", path.display()));
-            (path.clone(), outcome)
-        })
-        .collect();
+    let batch =
+        wheelfix::retag_batch(&args.wheels, &options, &request, marking.as_ref(), &destination, progress.as_ref());
     drop(progress);
+    let results: Vec<(&PathBuf, Result<RetagOutcome, String>)> = args
+        .wheels
+        .iter()
+        .zip(batch.results)
+        .map(|(path, r)| (path, r.map_err(|e| format!("{}: {e}", path.display()))))
+        .collect();
     let failed = results.iter().filter(|(_, r)| r.is_err()).count();
     if args.common.json {
         let values: Vec<serde_json::Value> = results
             .iter()
             .map(|(path, r)| match r {
-                Ok(outcome) => serde_json::json!({
-                    "version": wheelfix::report::JSON_VERSION,
-                    "wheel": outcome.wheel,
-                    "output": outcome.output,
-                    "tags": outcome.tags,
-                    "changed": outcome.changed,
-                    "platform_tag": outcome.report.platform_tag,
-                    "symbol_tag": outcome.report.symbol_tag,
-                }),
+                Ok(outcome) => {
+                    let mut value = serde_json::to_value(outcome).expect("serialises");
+                    if let Some(object) = value.as_object_mut() {
+                        object.insert("version".into(), wheelfix::report::JSON_VERSION.into());
+                        object.insert("platform_tag".into(), outcome.report.platform_tag.clone().into());
+                        object.insert("symbol_tag".into(), outcome.report.symbol_tag.clone().into());
+                        if marking.is_none() {
+                            object.remove("local_version");
+                            object.remove("pins");
+                        }
+                    }
+                    value
+                }
                 Err(e) => serde_json::json!({"version": wheelfix::report::JSON_VERSION, "wheel": display_name(path), "error": e}),
             })
             .collect();
@@ -228,8 +322,11 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
             if let Ok(outcome) = r {
                 match &outcome.output {
                     Some(out) if outcome.changed => text.push_str(&format!("{} -> {out}\n", outcome.wheel)),
-                    Some(out) => text.push_str(&format!("{} -> {out} (tags already true)\n", outcome.wheel)),
+                    Some(out) => text.push_str(&format!("{} -> {out} (already true)\n", outcome.wheel)),
                     None => text.push_str(&format!("{}: tags already true, left as it is\n", outcome.wheel)),
+                }
+                if marking.is_some() {
+                    text.push_str(&version_text(&outcome.version_change));
                 }
             }
         }
@@ -240,6 +337,7 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
             eprintln!("wheelfix: error: {e}");
         }
     }
+    print_hazards(&batch.hazards);
     Ok(finish(failed, results.len()))
 }
 

@@ -1,11 +1,21 @@
-//! `retag`: the plan that writes a wheel's true platform tags into its file name and WHEEL file.
+//! Plans for `retag`: the true platform tags in the file name and WHEEL, and, when asked, a new
+//! local version (file name, `.dist-info` and `.data` directories, METADATA) with the batch's
+//! exact pins rewritten.
 
 use std::path::{Path, PathBuf};
 
 use crate::analysis::Analysis;
-use crate::tags::{TagRequest, true_tags};
+use crate::version::{PinRewrite, rewrite_metadata};
 use crate::wheel::Wheel;
 use crate::wheel::writer::{NewMember, Plan};
+
+/// What to change in one wheel.
+#[derive(Debug, Clone, Default)]
+pub struct Changes<'a> {
+    pub platform_tags: &'a [String],
+    pub new_version: Option<&'a str>,
+    pub pins: &'a [PinRewrite],
+}
 
 /// The WHEEL `Tag:` lines for `platform_tags`: every `{python}-{abi}` pair the WHEEL file (or,
 /// failing that, the file name) names, times every platform tag in sorted order.
@@ -26,31 +36,42 @@ pub fn wheel_tag_lines(wheel: &Wheel, platform_tags: &[String]) -> Vec<String> {
     pairs.iter().flat_map(|pair| platform_tags.iter().map(move |plat| format!("{pair}-{plat}"))).collect()
 }
 
-/// The plan for a wheel with these platform tags; `None` when nothing would change.
+/// The plan that makes these changes; `None` when the wheel already is what they describe.
 /// `Root-Is-Purelib` is set to false when a platform-specific wheel claims to be purelib.
-pub fn plan_tags(wheel: &Wheel, analysis: &Analysis, platform_tags: &[String]) -> Option<Plan> {
-    let filename = wheel.filename.with_platform_tags(platform_tags.to_vec());
-    let lines = wheel_tag_lines(wheel, platform_tags);
-    let platform_specific = platform_tags.iter().any(|t| t != "any") && !analysis.binaries.is_empty();
-    let purelib = (platform_specific && wheel.wheel_info.root_is_purelib == Some(true)).then_some(false);
-    let text = wheel.wheel_info.with_tags(&lines, purelib);
-    if filename == wheel.filename && text == wheel.wheel_info.text {
-        return None;
-    }
-    let mut plan = Plan::new(filename);
-    if text != wheel.wheel_info.text {
-        plan.replace.insert(format!("{}/WHEEL", wheel.dist_info), NewMember { data: text.into_bytes(), mode: None });
-    }
-    Some(plan)
-}
+pub fn plan_changes(wheel: &Wheel, analysis: &Analysis, changes: &Changes<'_>) -> Option<Plan> {
+    let mut filename = wheel.filename.with_platform_tags(changes.platform_tags.to_vec());
+    let mut plan = Plan::new(filename.clone());
 
-/// The tags retag writes for a wheel.
-pub fn retag_tags(
-    wheel: &Wheel,
-    analysis: &Analysis,
-    request: &TagRequest,
-) -> Result<Vec<String>, crate::tags::TagError> {
-    true_tags(analysis, &wheel.filename.platform_tags, request)
+    // A new version renames the `.dist-info` and `.data` directories.
+    if let Some(version) = changes.new_version {
+        filename = filename.with_version(&version.replace('-', "_"));
+        let name = wheel.dist_info.trim_end_matches(".dist-info").rsplit_once('-').map_or("", |(n, _)| n);
+        let old_stem = wheel.dist_info.trim_end_matches(".dist-info").to_string();
+        let new_stem = format!("{name}-{}", version.replace('-', "_"));
+        for member in &wheel.archive.members {
+            for suffix in [".dist-info/", ".data/"] {
+                if let Some(rest) = member.name.strip_prefix(&format!("{old_stem}{suffix}")) {
+                    plan.renames.insert(member.name.clone(), format!("{new_stem}{suffix}{rest}"));
+                }
+            }
+        }
+        plan.filename = filename.clone();
+    }
+    let dist_info = plan.output_name(&format!("{}/WHEEL", wheel.dist_info)).trim_end_matches("/WHEEL").to_string();
+
+    let lines = wheel_tag_lines(wheel, changes.platform_tags);
+    let platform_specific = changes.platform_tags.iter().any(|t| t != "any") && !analysis.binaries.is_empty();
+    let purelib = (platform_specific && wheel.wheel_info.root_is_purelib == Some(true)).then_some(false);
+    let wheel_text = wheel.wheel_info.with_tags(&lines, purelib);
+    if wheel_text != wheel.wheel_info.text {
+        plan.replace.insert(format!("{dist_info}/WHEEL"), NewMember { data: wheel_text.into_bytes(), mode: None });
+    }
+    let metadata = rewrite_metadata(&wheel.metadata_text, changes.new_version, changes.pins);
+    if metadata != wheel.metadata_text {
+        plan.replace.insert(format!("{dist_info}/METADATA"), NewMember { data: metadata.into_bytes(), mode: None });
+    }
+    let unchanged = filename == wheel.filename && plan.replace.is_empty() && plan.renames.is_empty();
+    (!unchanged).then_some(plan)
 }
 
 /// Where the output of a wheel goes: `--in-place` beside the input, else into `wheel_dir`.

@@ -49,6 +49,8 @@ pub struct Wheel {
     pub dist_info: String,
     pub wheel_info: WheelInfo,
     pub metadata: CoreMetadata,
+    /// METADATA as written, so that a rewrite can keep every other byte.
+    pub metadata_text: String,
     pub record: Record,
     /// RECORD row index by path.
     record_rows: std::collections::HashMap<String, usize>,
@@ -68,12 +70,13 @@ impl Wheel {
             String::from_utf8(archive.read(member)?).map_err(|_| WheelError::Encoding(member_path))
         };
         let wheel_info = WheelInfo::parse(&read_text("WHEEL")?);
-        let metadata = CoreMetadata::parse(&read_text("METADATA")?);
+        let metadata_text = read_text("METADATA")?;
+        let metadata = CoreMetadata::parse(&metadata_text);
         let record_path = format!("{dist_info}/RECORD");
         let record = Record::parse(read_text("RECORD")?.as_bytes())
             .map_err(|source| WheelError::Record { path: record_path.clone(), source })?;
         let record_rows = record.entries.iter().enumerate().map(|(i, e)| (e.path.clone(), i)).collect();
-        let wheel = Wheel { archive, filename, dist_info, wheel_info, metadata, record, record_rows };
+        let wheel = Wheel { archive, filename, dist_info, wheel_info, metadata, metadata_text, record, record_rows };
         wheel.check_record()?;
         Ok(wheel)
     }

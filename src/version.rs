@@ -1,0 +1,517 @@
+//! Local version labels: append `+rocm<version>` (or any label) to a wheel's version, keep the
+//! batch's exact pins consistent, and warn where local labels sort against their ROCm order.
+//!
+//! Rules ([PEP 440 local versions](https://peps.python.org/pep-0440/#local-version-identifiers)):
+//! `14.2.0` → `14.2.0+rocm10.1.0`; `2.15.0a0+git31a77fc` → `2.15.0a0+git31a77fc.rocm10.1.0` (the
+//! git hash stays visible); `0.33.0+rocm101` (upstream's own marker) and a version that already
+//! ends in the label are left alone.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use pep440_rs::{LocalSegment, Version};
+use serde::Serialize;
+
+use crate::wheel::normalize_name;
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum VersionError {
+    #[error("`{0}` is not a valid PEP 440 version: {1}")]
+    Invalid(String, String),
+    #[error("the local label `{label}` is not in PEP 440 normal form (it would become `{normal}`); pass `{normal}`")]
+    LabelNotNormal { label: String, normal: String },
+    #[error("the local label `{0}` is empty or not a valid local version label")]
+    BadLabel(String),
+}
+
+/// The label to append. Ex) `rocm10.1.0` (`--rocm-version 10.1.0`), `cu128`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalLabel {
+    pub label: String,
+    /// The alphabetic start of the label (`rocm`, `cu`): a version whose local segment already
+    /// starts with it carries its own marker.
+    pub family: String,
+}
+
+impl LocalLabel {
+    /// Validate a label: it must be what PEP 440 normalisation would write.
+    pub fn new(label: &str) -> Result<Self, VersionError> {
+        let probe = format!("0+{label}");
+        let version = Version::from_str(&probe).map_err(|_| VersionError::BadLabel(label.to_string()))?;
+        let normal = local_text(version.local());
+        if normal != label {
+            return Err(VersionError::LabelNotNormal { label: label.to_string(), normal });
+        }
+        let family: String = label.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+        Ok(LocalLabel { label: label.to_string(), family })
+    }
+
+    /// `--rocm-version 10.1.0` → `rocm10.1.0`
+    pub fn rocm(version: &str) -> Result<Self, VersionError> {
+        Self::new(&format!("rocm{version}"))
+    }
+}
+
+/// What happens to one wheel's version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionDecision {
+    pub version: String,
+    /// The new version, `None` when it stays.
+    pub new_version: Option<String>,
+    pub reason: String,
+}
+
+/// Why a wheel may be marked: what it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    /// Host binaries or device code.
+    Compiled,
+    /// Pure Python (no host binary, no device code).
+    Pure,
+}
+
+/// Decide for one version, given that the wheel should be marked.
+pub fn mark(version: &str, label: &LocalLabel) -> Result<VersionDecision, VersionError> {
+    let parsed = Version::from_str(version).map_err(|e| VersionError::Invalid(version.to_string(), e.to_string()))?;
+    let local = local_text(parsed.local());
+    let keep = |reason: String| VersionDecision { version: version.to_string(), new_version: None, reason };
+    if !local.is_empty() {
+        if local == label.label || local.ends_with(&format!(".{}", label.label)) {
+            return Ok(keep(format!("already marked `+{local}`")));
+        }
+        if !label.family.is_empty() && local.split('.').any(|seg| seg.starts_with(&label.family)) {
+            return Ok(keep(format!("upstream's own {} marker `+{local}` is kept", label.family)));
+        }
+    }
+    let new =
+        if parsed.is_local() { format!("{version}.{}", label.label) } else { format!("{version}+{}", label.label) };
+    let mut reason = if parsed.is_local() {
+        format!("`+{}` appended to the existing local segment `+{local}`", label.label)
+    } else {
+        format!("`+{}` added", label.label)
+    };
+    let original_local = version.split_once('+').map(|(_, l)| l).unwrap_or("");
+    if original_local != local {
+        reason.push_str(&format!(" (note: `+{original_local}` is not in normal form, PEP 440 reads it as `+{local}`)"));
+    }
+    Ok(VersionDecision { version: version.to_string(), new_version: Some(new), reason })
+}
+
+/// PEP 440 text of local segments. Ex) [`git31a77fc`, 1] → `git31a77fc.1`
+fn local_text(local: &[LocalSegment]) -> String {
+    local.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(".")
+}
+
+/// One wheel of a batch, as the batch decisions see it.
+#[derive(Debug, Clone)]
+pub struct BatchMember {
+    pub name: String,
+    pub version: String,
+    pub content: Content,
+    pub requires_dist: Vec<String>,
+}
+
+/// Settings of a marking run.
+#[derive(Debug, Clone)]
+pub struct MarkOptions {
+    pub label: LocalLabel,
+    pub mark_pure: bool,
+    /// Projects left alone, by normalised name.
+    pub no_mark: Vec<String>,
+}
+
+/// Decide every member of a batch: compiled wheels are marked; pure wheels only with
+/// `--mark-pure` or when they require a project the batch marks (transitively).
+pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Result<VersionDecision, VersionError>> {
+    let skip: Vec<String> = options.no_mark.iter().map(|n| normalize_name(n)).collect();
+    let mut decisions: Vec<Option<Result<VersionDecision, VersionError>>> = vec![None; members.len()];
+    let keep = |m: &BatchMember, reason: &str| {
+        Ok(VersionDecision { version: m.version.clone(), new_version: None, reason: reason.into() })
+    };
+    for (i, m) in members.iter().enumerate() {
+        if skip.contains(&normalize_name(&m.name)) {
+            decisions[i] = Some(keep(m, "left alone by --no-mark"));
+        } else if m.content == Content::Compiled || options.mark_pure {
+            decisions[i] = Some(mark(&m.version, &options.label));
+        }
+    }
+    // Pure wheels that require a marked project follow it, to a fixed point.
+    loop {
+        let marked: Vec<String> = members
+            .iter()
+            .zip(&decisions)
+            .filter(
+                |(_, d)| matches!(d, Some(Ok(d)) if d.new_version.is_some() || d.reason.starts_with("already marked")),
+            )
+            .map(|(m, _)| normalize_name(&m.name))
+            .collect();
+        let mut changed = false;
+        for (i, m) in members.iter().enumerate() {
+            if decisions[i].is_some() {
+                continue;
+            }
+            if let Some(dep) =
+                m.requires_dist.iter().map(|r| normalize_name(requirement_name(r))).find(|n| marked.contains(n))
+            {
+                decisions[i] = Some(mark(&m.version, &options.label).map(|mut d| {
+                    d.reason = format!("pure Python requiring `{dep}`, which this batch marks: {}", d.reason);
+                    d
+                }));
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    members
+        .iter()
+        .zip(decisions)
+        .map(|(m, d)| {
+            d.unwrap_or_else(|| {
+                keep(m, "pure Python with no ROCm code and nothing marked to require: nothing to qualify")
+            })
+        })
+        .collect()
+}
+
+/// The project name at the start of a requirement. Ex) `triton[x]==3.9.0; python_version>"3"` → `triton`
+pub fn requirement_name(requirement: &str) -> &str {
+    let end = requirement
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .unwrap_or(requirement.len());
+    &requirement[..end]
+}
+
+/// The outcome of checking one `Requires-Dist` line against the batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PinRewrite {
+    pub requirement: String,
+    /// The rewritten requirement; `None` for a warning only.
+    pub new_requirement: Option<String>,
+    pub message: String,
+}
+
+/// Rewrite exact pins (`==` / `===`) that name a batch project at its old version to its new
+/// version, keeping extras and markers. `versions` maps normalised names to (old, new).
+pub fn rewrite_pins(requires_dist: &[String], versions: &BTreeMap<String, (String, String)>) -> Vec<PinRewrite> {
+    let mut out = Vec::new();
+    for requirement in requires_dist {
+        let name = normalize_name(requirement_name(requirement));
+        let Some((old, new)) = versions.get(&name) else { continue };
+        let (spec_part, marker) = match requirement.split_once(';') {
+            Some((s, m)) => (s, Some(m)),
+            None => (requirement.as_str(), None),
+        };
+        let Some((op, pinned, range)) = exact_pin(spec_part) else { continue };
+        if pinned == old.as_str() || Version::from_str(pinned).ok() == Version::from_str(old).ok() {
+            if old == new {
+                continue;
+            }
+            let mut rewritten = String::new();
+            rewritten.push_str(&spec_part[..range.start]);
+            rewritten.push_str(new);
+            rewritten.push_str(&spec_part[range.end..]);
+            if let Some(m) = marker {
+                rewritten.push(';');
+                rewritten.push_str(m);
+            }
+            out.push(PinRewrite {
+                requirement: requirement.clone(),
+                new_requirement: Some(rewritten),
+                message: format!("pin {op}{pinned} follows {name} to {new}"),
+            });
+        } else if pinned == new.as_str() {
+            continue;
+        } else {
+            let loose = Version::from_str(pinned)
+                .ok()
+                .zip(Version::from_str(old).ok())
+                .is_some_and(|(p, o)| !p.is_local() && p == o.clone().without_local());
+            let message = if loose {
+                format!(
+                    "pin {op}{pinned} matches this batch's {name} {new} but also any other {pinned} build (a same-named project could satisfy it): pin the full version"
+                )
+            } else {
+                format!("pin {op}{pinned} does not match this batch's {name} {old}")
+            };
+            out.push(PinRewrite { requirement: requirement.clone(), new_requirement: None, message });
+        }
+    }
+    out
+}
+
+/// An exact pin in a requirement's specifier part: the operator, the version and its byte range.
+fn exact_pin(spec: &str) -> Option<(&'static str, &str, std::ops::Range<usize>)> {
+    let (op, at) = if let Some(i) = spec.find("===") { ("===", i + 3) } else { ("==", spec.find("==")? + 2) };
+    // Only a single clause is an exact pin (`==1.0,<2` is a range).
+    if spec.contains(',') {
+        return None;
+    }
+    let rest = &spec[at..];
+    let start = at + (rest.len() - rest.trim_start().len());
+    let len = spec[start..].find(|c: char| c.is_whitespace() || c == ')').unwrap_or(spec.len() - start);
+    let pinned = &spec[start..start + len];
+    if pinned.is_empty() || pinned.contains('*') {
+        return None;
+    }
+    Some((op, pinned, start..start + len))
+}
+
+/// Replace the value of the first `Version:` header and whole `Requires-Dist:` values in a
+/// METADATA text, keeping every other byte (line endings and the description included).
+pub fn rewrite_metadata(text: &str, new_version: Option<&str>, pins: &[PinRewrite]) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut in_headers = true;
+    let mut version_done = false;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\r', '\n']);
+        let ending = &line[body.len()..];
+        if in_headers && body.is_empty() {
+            in_headers = false;
+        }
+        if in_headers && let Some((key, value)) = body.split_once(':') {
+            let value = value.trim();
+            if !version_done
+                && key.eq_ignore_ascii_case("Version")
+                && let Some(v) = new_version
+            {
+                out.push_str(&format!("{key}: {v}{ending}"));
+                version_done = true;
+                continue;
+            }
+            if key.eq_ignore_ascii_case("Requires-Dist")
+                && let Some(pin) = pins.iter().find(|p| p.requirement == value && p.new_requirement.is_some())
+            {
+                out.push_str(&format!("{key}: {}{ending}", pin.new_requirement.as_deref().unwrap_or(value)));
+                continue;
+            }
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// Two labels of one project and public version whose PEP 440 order contradicts their ROCm
+/// order (`+rocm10.1.0` sorts below `+rocm7.14.0`, ROCm/TheRock#7183).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OrderingHazard {
+    pub project: String,
+    pub higher_rocm: String,
+    pub lower_rocm: String,
+    pub message: String,
+}
+
+/// Check every pair of `(project, version)` for the ordering hazard.
+pub fn ordering_hazards(versions: &[(String, String)]) -> Vec<OrderingHazard> {
+    // (project, public version) → every local variant: parsed, its ROCm release, as written.
+    type Variant = (Version, Vec<u64>, String);
+    let mut groups: BTreeMap<(String, String), Vec<Variant>> = BTreeMap::new();
+    for (name, version) in versions {
+        let Ok(parsed) = Version::from_str(version) else { continue };
+        let Some(rocm) = rocm_release(parsed.local()) else { continue };
+        let public = parsed.clone().without_local().to_string();
+        let entry = groups.entry((normalize_name(name), public)).or_default();
+        if !entry.iter().any(|(_, _, v)| v == version) {
+            entry.push((parsed, rocm, version.clone()));
+        }
+    }
+    let mut out = Vec::new();
+    for ((project, _), list) in groups {
+        for (i, a) in list.iter().enumerate() {
+            for b in &list[i + 1..] {
+                let rocm_order = a.1.cmp(&b.1);
+                let pep_order = a.0.cmp(&b.0);
+                if rocm_order != Ordering::Equal && pep_order != rocm_order {
+                    let (hi, lo) = if rocm_order == Ordering::Greater { (a, b) } else { (b, a) };
+                    out.push(OrderingHazard {
+                        project: project.clone(),
+                        higher_rocm: hi.2.clone(),
+                        lower_rocm: lo.2.clone(),
+                        message: format!(
+                            "{project} {} sorts below {} under PEP 440 (local labels compare as strings), so pip prefers the older ROCm build",
+                            hi.2, lo.2
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The ROCm release a local label names. Ex) `git31a77fc.rocm10.1.0` → [10, 1, 0]
+fn rocm_release(local: &[LocalSegment]) -> Option<Vec<u64>> {
+    let start = local.iter().position(|s| matches!(s, LocalSegment::String(t) if t.starts_with("rocm")))?;
+    let LocalSegment::String(first) = &local[start] else { return None };
+    let digits: String = first["rocm".len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    let mut release = vec![digits.parse::<u64>().ok()?];
+    for seg in &local[start + 1..] {
+        match seg {
+            LocalSegment::Number(n) => release.push(*n),
+            LocalSegment::String(s) => {
+                // `0a20260519`: the leading digits still belong to the release.
+                let d: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
+                if let Ok(n) = d.parse() {
+                    release.push(n);
+                }
+                break;
+            }
+        }
+    }
+    Some(release)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rocm() -> LocalLabel {
+        LocalLabel::rocm("10.1.0").unwrap()
+    }
+
+    #[test]
+    fn the_version_table() {
+        let cases = [
+            ("14.2.0", Some("14.2.0+rocm10.1.0")),
+            ("2.15.0a0+git31a77fc", Some("2.15.0a0+git31a77fc.rocm10.1.0")),
+            ("0.1.29.dev0+g1a2b3c4.d20261109", Some("0.1.29.dev0+g1a2b3c4.d20261109.rocm10.1.0")),
+            ("0.33.0+rocm101", None),
+            ("3.9.0+gitaad2a60d.rocm10.1.0", None),
+            ("10.1.0+rocm10.1.0", None),
+            ("1.0.post1", Some("1.0.post1+rocm10.1.0")),
+        ];
+        for (input, expected) in cases {
+            let d = mark(input, &rocm()).unwrap();
+            assert_eq!(d.new_version.as_deref(), expected, "{input}: {}", d.reason);
+        }
+        assert!(mark("0.33.0+rocm101", &rocm()).unwrap().reason.contains("upstream's own rocm marker"));
+        assert!(mark("3.9.0+gitaad2a60d.rocm10.1.0", &rocm()).unwrap().reason.contains("already marked"));
+    }
+
+    #[test]
+    fn running_twice_changes_nothing() {
+        let once = mark("2.15.0a0+git31a77fc", &rocm()).unwrap().new_version.unwrap();
+        assert_eq!(mark(&once, &rocm()).unwrap().new_version, None);
+    }
+
+    #[test]
+    fn labels_that_normalisation_would_change_are_refused() {
+        for (label, normal) in
+            [("ROCm10.1", "rocm10.1"), ("rocm-10", "rocm.10"), ("rocm_10", "rocm.10"), ("rocm.010", "rocm.10")]
+        {
+            assert_eq!(
+                LocalLabel::new(label),
+                Err(VersionError::LabelNotNormal { label: label.into(), normal: normal.into() }),
+                "{label}"
+            );
+        }
+        assert!(LocalLabel::new("").is_err());
+        assert!(LocalLabel::new("a+b").is_err());
+        assert_eq!(LocalLabel::new("cu128").unwrap().family, "cu");
+        // A non-normal existing local is kept as written, with a note.
+        let d = mark("1.0+Ubuntu-1", &rocm()).unwrap();
+        assert_eq!(d.new_version.as_deref(), Some("1.0+Ubuntu-1.rocm10.1.0"));
+        assert!(d.reason.contains("ubuntu.1"), "{}", d.reason);
+    }
+
+    #[test]
+    fn pure_wheels_follow_what_they_require() {
+        let member = |name: &str, version: &str, content, requires: &[&str]| BatchMember {
+            name: name.into(),
+            version: version.into(),
+            content,
+            requires_dist: requires.iter().map(|s| s.to_string()).collect(),
+        };
+        let members = [
+            member("nixl_rocm", "1.5.2", Content::Compiled, &[]),
+            member("nixl", "1.5.2", Content::Pure, &["nixl-rocm==1.5.2"]),
+            member("nixl-meta", "1.0", Content::Pure, &["nixl"]),
+            member("triton_kernels", "1.0.0", Content::Pure, &["numpy"]),
+            member("vllm", "0.33.0+rocm101", Content::Compiled, &[]),
+            member("skipme", "1.0", Content::Compiled, &[]),
+        ];
+        let options = MarkOptions { label: rocm(), mark_pure: false, no_mark: vec!["SkipMe".into()] };
+        let d: Vec<Option<String>> =
+            decide_batch(&members, &options).into_iter().map(|d| d.unwrap().new_version).collect();
+        assert_eq!(
+            d,
+            [
+                Some("1.5.2+rocm10.1.0".into()),
+                Some("1.5.2+rocm10.1.0".into()),
+                Some("1.0+rocm10.1.0".into()),
+                None,
+                None,
+                None
+            ]
+        );
+        let options = MarkOptions { mark_pure: true, ..options };
+        assert_eq!(
+            decide_batch(&members, &options)[3].as_ref().unwrap().new_version.as_deref(),
+            Some("1.0.0+rocm10.1.0")
+        );
+    }
+
+    #[test]
+    fn exact_pins_follow_their_project() {
+        let versions: BTreeMap<String, (String, String)> = [
+            ("triton".to_string(), ("3.9.0+gitaad2a60d".to_string(), "3.9.0+gitaad2a60d.rocm10.1.0".to_string())),
+            ("amd-aiter".to_string(), ("0.1.29".to_string(), "0.1.29+rocm10.1.0".to_string())),
+        ]
+        .into();
+        let requires = [
+            "triton==3.9.0+gitaad2a60d".to_string(),
+            "triton[tests] === 3.9.0+gitaad2a60d ; python_version >= \"3.10\"".to_string(),
+            "amd_aiter (==0.1.29)".to_string(),
+            "triton>=3.0".to_string(),
+            "triton==3.8.0".to_string(),
+            "triton==3.9.0".to_string(),
+            "numpy==2.0".to_string(),
+        ];
+        let rewrites = rewrite_pins(&requires, &versions);
+        let new: Vec<Option<&str>> = rewrites.iter().map(|r| r.new_requirement.as_deref()).collect();
+        assert_eq!(
+            new,
+            [
+                Some("triton==3.9.0+gitaad2a60d.rocm10.1.0"),
+                Some("triton[tests] === 3.9.0+gitaad2a60d.rocm10.1.0 ; python_version >= \"3.10\""),
+                Some("amd_aiter (==0.1.29+rocm10.1.0)"),
+                None,
+                None
+            ]
+        );
+        assert!(rewrites[3].message.contains("does not match"), "{}", rewrites[3].message);
+        assert!(rewrites[4].message.contains("pin the full version"), "{}", rewrites[4].message);
+    }
+
+    #[test]
+    fn metadata_rewrite_keeps_every_other_byte() {
+        let text = "Metadata-Version: 2.1\r\nName: torch\r\nVersion: 2.15.0a0+git31a77fc\r\nRequires-Dist: triton==3.9.0+gitaad2a60d; platform_system == \"Linux\"\r\n\r\nVersion: in the description stays\r\n";
+        let pins = vec![PinRewrite {
+            requirement: "triton==3.9.0+gitaad2a60d; platform_system == \"Linux\"".into(),
+            new_requirement: Some("triton==3.9.0+gitaad2a60d.rocm10.1.0; platform_system == \"Linux\"".into()),
+            message: String::new(),
+        }];
+        let out = rewrite_metadata(text, Some("2.15.0a0+git31a77fc.rocm10.1.0"), &pins);
+        assert_eq!(
+            out,
+            "Metadata-Version: 2.1\r\nName: torch\r\nVersion: 2.15.0a0+git31a77fc.rocm10.1.0\r\nRequires-Dist: triton==3.9.0+gitaad2a60d.rocm10.1.0; platform_system == \"Linux\"\r\n\r\nVersion: in the description stays\r\n"
+        );
+    }
+
+    #[test]
+    fn rocm_10_below_rocm_7_is_a_hazard() {
+        let versions = vec![
+            ("torch".to_string(), "2.12.0+rocm10.1.0".to_string()),
+            ("torch".to_string(), "2.12.0+rocm7.14.0".to_string()),
+            ("torch".to_string(), "2.12.0+rocm7.2.0".to_string()),
+            ("triton".to_string(), "3.9.0+gitaad2a60d.rocm7.14.0".to_string()),
+        ];
+        let hazards = ordering_hazards(&versions);
+        assert_eq!(hazards.len(), 2, "{hazards:?}");
+        assert!(hazards.iter().all(|h| h.higher_rocm == "2.12.0+rocm10.1.0"));
+        // rocm7.14.0 vs rocm7.2.0: `rocm7` equal, then 14 > 2 numerically: no hazard.
+        assert!(ordering_hazards(&versions[1..]).is_empty());
+    }
+}
