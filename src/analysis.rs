@@ -500,6 +500,7 @@ fn describe_external(
         lib.excluded = Some(reason);
         return;
     }
+    lib.searched = dirs.iter().map(|d| d.display().to_string()).collect();
     let Some(path) = options.search.find(&lib.soname, dirs, &want) else {
         return;
     };

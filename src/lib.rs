@@ -13,6 +13,7 @@ pub mod libsearch;
 pub mod platform;
 pub mod policy;
 pub mod progress;
+pub mod repair;
 pub mod report;
 pub mod retag;
 pub mod tags;
@@ -46,6 +47,8 @@ pub enum Error {
     CreateDir { path: String, source: std::io::Error },
     #[error("{wheel}: {source}")]
     Version { wheel: String, source: version::VersionError },
+    #[error("{wheel}: {source}")]
+    Repair { wheel: String, source: repair::RepairError },
     #[error("cannot remove the old file {path}: {source}")]
     RemoveOld { path: String, source: std::io::Error },
 }
@@ -91,6 +94,8 @@ pub struct RetagOutcome {
     pub changed: bool,
     #[serde(flatten)]
     pub version_change: VersionChange,
+    /// Libraries `repair` vendored.
+    pub grafts: Vec<repair::Graft>,
     #[serde(skip)]
     pub report: ShowReport,
 }
@@ -224,7 +229,33 @@ pub fn retag_batch(
         .zip(paths)
         .map(|((opened, change), path)| {
             let (mut wheel, analysis) = opened?;
-            write_retagged(path, &mut wheel, &analysis, request, change?, destination)
+            write_retagged(path, &mut wheel, &analysis, request, change?, None, destination)
+        })
+        .collect();
+    Batch { results, hazards }
+}
+
+/// Repair a batch: vendor each wheel's external libraries, patch what needs them, write the
+/// tags the result meets (and, when marking, the new versions), as `retag` does.
+pub fn repair_batch(
+    paths: &[PathBuf],
+    options: &AnalyzeOptions,
+    request: &TagRequest,
+    settings: &repair::RepairSettings<'_>,
+    marking: Option<&Marking>,
+    destination: &Destination,
+    progress: &dyn Progress,
+) -> Batch<RetagOutcome> {
+    let opened = open_all(paths, options, progress);
+    let (changes, hazards) = decide_versions(&opened, marking);
+    let request = TagRequest { after_repair: true, ..request.clone() };
+    let results = opened
+        .into_par_iter()
+        .zip(changes)
+        .zip(paths)
+        .map(|((opened, change), path)| {
+            let (mut wheel, analysis) = opened?;
+            write_retagged(path, &mut wheel, &analysis, &request, change?, Some(settings), destination)
         })
         .collect();
     Batch { results, hazards }
@@ -236,13 +267,30 @@ fn write_retagged(
     analysis: &Analysis,
     request: &TagRequest,
     change: VersionChange,
+    repair: Option<&repair::RepairSettings<'_>>,
     destination: &Destination,
 ) -> Result<RetagOutcome, Error> {
     let report = ShowReport::new(wheel, analysis);
+    let repair_plan = match repair {
+        Some(settings) => repair::plan_repair(wheel, analysis, settings)
+            .map_err(|source| Error::Repair { wheel: wheel.filename.to_string(), source })?,
+        None => repair::RepairPlan::default(),
+    };
     let tags = tags::true_tags(analysis, &wheel.filename.platform_tags, request)?;
     let new_version = change.local_version.as_ref().and_then(|d| d.new_version.as_deref());
     let changes = retag::Changes { platform_tags: &tags, new_version, pins: &change.pins };
-    let plan = retag::plan_changes(wheel, analysis, &changes);
+    let mut plan = retag::plan_changes(wheel, analysis, &changes);
+    if !repair_plan.patched.is_empty() || !repair_plan.added.is_empty() {
+        let plan = plan.get_or_insert_with(|| wheel::writer::Plan::new(wheel.filename.clone()));
+        for (path, member) in repair_plan.patched {
+            plan.replace.insert(plan.output_name(&path).to_string(), member);
+        }
+        plan.add.extend(repair_plan.added);
+    }
+    if let (Some(plan), Some(settings)) = (plan.as_mut(), repair) {
+        plan.compression_level = settings.compression_level;
+    }
+    let grafts = repair_plan.grafts;
     let changed = plan.is_some();
     let file_name = plan.as_ref().map(|p| p.filename.to_string()).unwrap_or_else(|| wheel.filename.to_string());
     let input_name = wheel.filename.to_string();
@@ -252,6 +300,7 @@ fn write_retagged(
         tags: tags.clone(),
         changed,
         version_change: change.clone(),
+        grafts: grafts.clone(),
         report: report.clone(),
     };
     let output = match destination {

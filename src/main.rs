@@ -35,6 +35,42 @@ enum Command {
         after_help = "Examples:\n  wheelfix retag dist/*.whl -w wheelhouse/\n  wheelfix retag --in-place dist/*.whl"
     )]
     Retag(RetagArgs),
+    /// Vendor external (non-ROCm) shared libraries into each wheel and write its true tags.
+    #[command(
+        after_help = "Examples:\n  wheelfix repair -w wheelhouse/ dist/*.whl\n  wheelfix repair --exclude 'libcuda.so.*' --plat manylinux_2_28_x86_64 -w wheelhouse/ dist/mypkg.whl\n  # cibuildwheel: repair-wheel-command = \"wheelfix repair -w {dest_dir} {wheel}\""
+    )]
+    Repair(RepairArgs),
+}
+
+#[derive(Args)]
+struct RepairArgs {
+    #[arg(required = true, value_name = "WHEEL")]
+    wheels: Vec<PathBuf>,
+    /// Directory for the output wheels.
+    #[arg(short = 'w', long = "wheel-dir", value_name = "DIR", default_value = "wheelhouse")]
+    wheel_dir: PathBuf,
+    /// The policy to repair to (`auto`: the most compatible the wheel can meet); fails if it cannot.
+    #[arg(long, value_name = "TAG")]
+    plat: Option<String>,
+    /// Write only the --plat tag.
+    #[arg(long, requires = "plat")]
+    only_plat: bool,
+    /// Suffix of the directory (after the distribution name) that receives the libraries.
+    #[arg(short = 'L', long = "lib-sdir", value_name = "SUFFIX", default_value = ".libs")]
+    lib_sdir: String,
+    /// Strip symbols from vendored libraries (`strip -s`) before patching them.
+    #[arg(long)]
+    strip: bool,
+    /// Deflate level (0-9) for the members written anew.
+    #[arg(short = 'z', long = "zip-compression-level", value_name = "LEVEL", default_value_t = 6, value_parser = clap::value_parser!(i64).range(0..=9))]
+    zip_compression_level: i64,
+    /// Skip the sha256 check of every member against RECORD.
+    #[arg(long)]
+    no_verify: bool,
+    #[command(flatten)]
+    versions: VersionArgs,
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
 #[derive(Args)]
@@ -145,6 +181,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Show(args) => run_show(args),
         Command::Retag(args) => run_retag(args),
+        Command::Repair(args) => run_repair(args),
     };
     match result {
         Ok(code) => code,
@@ -278,7 +315,7 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
     let mut options = analyze_options(&args.common)?;
     options.verify_hashes = !args.no_verify;
     let marking = args.versions.marking()?;
-    let request = TagRequest { plat: args.plat.clone(), only_plat: args.only_plat };
+    let request = TagRequest { plat: args.plat.clone(), only_plat: args.only_plat, after_repair: false };
     let destination = if args.in_place {
         Destination::InPlace
     } else {
@@ -288,14 +325,45 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
     let batch =
         wheelfix::retag_batch(&args.wheels, &options, &request, marking.as_ref(), &destination, progress.as_ref());
     drop(progress);
-    let results: Vec<(&PathBuf, Result<RetagOutcome, String>)> = args
-        .wheels
+    Ok(report_outcomes(&args.wheels, batch, marking.is_some(), args.common.json))
+}
+
+fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
+    let mut options = analyze_options(&args.common)?;
+    options.verify_hashes = !args.no_verify;
+    let marking = args.versions.marking()?;
+    let request = TagRequest { plat: args.plat.clone(), only_plat: args.only_plat, after_repair: true };
+    let settings = wheelfix::repair::RepairSettings {
+        plat: args.plat.clone(),
+        lib_sdir: args.lib_sdir.clone(),
+        strip: args.strip,
+        patcher: &wheelfix::elf::patch::InProcessPatcher,
+        compression_level: args.zip_compression_level,
+    };
+    let destination = Destination::Directory(args.wheel_dir.clone());
+    let progress = progress_bar(&args.wheels, args.common.quiet);
+    let batch = wheelfix::repair_batch(
+        &args.wheels,
+        &options,
+        &request,
+        &settings,
+        marking.as_ref(),
+        &destination,
+        progress.as_ref(),
+    );
+    drop(progress);
+    Ok(report_outcomes(&args.wheels, batch, marking.is_some(), args.common.json))
+}
+
+/// Print what `retag`/`repair` did, errors on stderr, and the exit code.
+fn report_outcomes(wheels: &[PathBuf], batch: wheelfix::Batch<RetagOutcome>, marking: bool, json: bool) -> ExitCode {
+    let results: Vec<(&PathBuf, Result<RetagOutcome, String>)> = wheels
         .iter()
         .zip(batch.results)
         .map(|(path, r)| (path, r.map_err(|e| format!("{}: {e}", path.display()))))
         .collect();
     let failed = results.iter().filter(|(_, r)| r.is_err()).count();
-    if args.common.json {
+    if json {
         let values: Vec<serde_json::Value> = results
             .iter()
             .map(|(path, r)| match r {
@@ -305,7 +373,7 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
                         object.insert("version".into(), wheelfix::report::JSON_VERSION.into());
                         object.insert("platform_tag".into(), outcome.report.platform_tag.clone().into());
                         object.insert("symbol_tag".into(), outcome.report.symbol_tag.clone().into());
-                        if marking.is_none() {
+                        if !marking {
                             object.remove("local_version");
                             object.remove("pins");
                         }
@@ -325,7 +393,10 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
                     Some(out) => text.push_str(&format!("{} -> {out} (already true)\n", outcome.wheel)),
                     None => text.push_str(&format!("{}: tags already true, left as it is\n", outcome.wheel)),
                 }
-                if marking.is_some() {
+                for graft in &outcome.grafts {
+                    text.push_str(&format!("  vendored {} from {} as {}\n", graft.soname, graft.source, graft.member));
+                }
+                if marking {
                     text.push_str(&version_text(&outcome.version_change));
                 }
             }
@@ -338,7 +409,7 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
         }
     }
     print_hazards(&batch.hazards);
-    Ok(finish(failed, results.len()))
+    finish(failed, results.len())
 }
 
 fn display_name(path: &std::path::Path) -> String {

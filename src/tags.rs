@@ -25,6 +25,8 @@ pub struct TagRequest {
     /// `None` or `auto`: the derived tag.
     pub plat: Option<String>,
     pub only_plat: bool,
+    /// Tags for the wheel once `repair` vendored its external libraries.
+    pub after_repair: bool,
 }
 
 /// What a claimed tag is worth.
@@ -41,6 +43,12 @@ pub struct ClaimCheck {
 /// The index of the policy the wheel meets as it is, and the tag strings for it.
 pub fn derived_tags(set: &PolicySet, verdict: &Verdict) -> Vec<String> {
     let policy = &set.policies[verdict.overall];
+    if policy.is_linux() { vec![linux_tag(set.arch)] } else { policy.tags(set.arch) }
+}
+
+/// The tags of the policy at `index` (`linux_<arch>` for the fallback).
+pub fn tags_of(set: &PolicySet, index: usize) -> Vec<String> {
+    let policy = &set.policies[index];
     if policy.is_linux() { vec![linux_tag(set.arch)] } else { policy.tags(set.arch) }
 }
 
@@ -133,6 +141,7 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
         return Ok(claimed.to_vec());
     };
     let linux = set.policies.len() - 1;
+    let met = if request.after_repair { verdict.repairable } else { verdict.overall };
     let mut tags: Vec<String> = Vec::new();
     if let Some(p) = plat {
         let index = if p == linux_tag(set.arch) {
@@ -150,24 +159,28 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
             })?;
             set.policies.iter().position(|q| q == policy).unwrap_or(linux)
         };
-        if index < verdict.overall {
-            let blockers = verdict.blockers(set, &analysis.verdict_input(), index);
+        if index < met {
+            let mut blockers = verdict.blockers(set, &analysis.verdict_input(), index);
+            if request.after_repair {
+                blockers.libs_to_eliminate.clear();
+            }
             return Err(TagError::NotMet { tag: p.to_string(), reason: first_blocker(&blockers) });
         }
         let requested = if index == linux { vec![linux_tag(set.arch)] } else { set.policies[index].tags(set.arch) };
         if request.only_plat {
             tags = requested;
         } else {
-            tags.extend(derived_tags(set, verdict));
+            tags.extend(tags_of(set, met));
             tags.extend(requested);
         }
     } else {
-        tags.extend(derived_tags(set, verdict));
+        tags.extend(tags_of(set, met));
     }
     if !request.only_plat {
         for tag in claimed {
-            if tag.ends_with(set.arch.as_str()) && claim_problem(analysis, tag).is_none() && !tag.starts_with("linux_")
-            {
+            let honoured =
+                set.by_tag(tag).and_then(|p| set.policies.iter().position(|q| q == p)).is_some_and(|i| i >= met);
+            if tag.ends_with(set.arch.as_str()) && honoured && !tag.starts_with("linux_") {
                 tags.push(tag.clone());
             }
         }

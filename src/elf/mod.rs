@@ -5,6 +5,7 @@
 //! dynamic symbols with their versions, and the notes.
 
 pub mod gpu;
+pub mod patch;
 
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::dynamic::{DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, Dynamic};

@@ -43,6 +43,9 @@ pub struct ExternalLib {
     pub x86_isa_needed: Option<u32>,
     /// `libpythonX.Y.so`: never vendored, `repair` removes the dependency.
     pub libpython: bool,
+    /// The directories searched for it, in order (for the error when it is not found).
+    #[serde(skip)]
+    pub searched: Vec<String>,
 }
 
 /// Everything the verdict is computed from.

@@ -208,7 +208,8 @@ pub fn build(spec: &ElfSpec) -> Vec<u8> {
         + usize::from(rpath_id.is_some())
         + usize::from(runpath_id.is_some())
         + 6
-        + if libraries.is_empty() { 0 } else { 2 };
+        + if libraries.is_empty() { 0 } else { 2 }
+        + 2; // spare DT_NULL entries, as GNU ld leaves them
     let dynamic_offset = w.reserve_dynamic(dynamic_count);
     let file_end = w.reserved_len();
 
@@ -385,7 +386,9 @@ pub fn build(spec: &ElfSpec) -> Vec<u8> {
         w.write_dynamic(elf::DT_VERNEED, verneed_offset).expect("dyn");
         w.write_dynamic(elf::DT_VERNEEDNUM, libraries.len() as u64).expect("dyn");
     }
-    w.write_dynamic(elf::DT_NULL, 0).expect("dyn");
+    for _ in 0..3 {
+        w.write_dynamic(elf::DT_NULL, 0).expect("dyn");
+    }
 
     w.write_shstrtab();
     w.write_null_section_header();

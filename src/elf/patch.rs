@@ -1,0 +1,278 @@
+//! Patching ELF files in-process: DT_NEEDED (and the matching `.gnu.version_r` file names),
+//! SONAME and RPATH, with the `object` crate's ELF builder.
+//!
+//! Renaming a needed library without renaming its `.gnu.version_r` entry makes glibc abort in
+//! `dl-version.c`, so both change together. New names are longer than old ones; when the
+//! regenerated dynamic string table (or any table the builder rewrites) no longer fits where it
+//! was, the tables that grew — and whatever must make way for one more program header — move to
+//! a new read-only `PT_LOAD` segment at the end of the file. Everything else keeps its address.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use object::build::elf::{Builder, Dynamic, SectionData, SectionId};
+use object::elf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    #[error("cannot read the ELF file for patching: {0}")]
+    Read(String),
+    #[error("the ELF file has no dynamic section")]
+    NoDynamic,
+    #[error("no room to patch: {0}")]
+    NoRoom(String),
+    #[error("cannot write the patched ELF file: {0}")]
+    Write(String),
+    #[error("the patched file does not say what was asked: {0}")]
+    Verify(String),
+    #[error("{0}")]
+    External(String),
+}
+
+/// How RPATH/RUNPATH change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RpathEdit {
+    #[default]
+    Keep,
+    /// Remove DT_RPATH and DT_RUNPATH.
+    Remove,
+    /// Set DT_RPATH (removing DT_RUNPATH, as auditwheel's `--force-rpath` does).
+    Set(String),
+}
+
+/// Everything to change in one ELF file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ElfEdit {
+    pub soname: Option<String>,
+    /// Old DT_NEEDED name → new name.
+    pub replace_needed: BTreeMap<String, String>,
+    pub remove_needed: BTreeSet<String>,
+    pub rpath: RpathEdit,
+}
+
+impl ElfEdit {
+    pub fn is_empty(&self) -> bool {
+        *self == ElfEdit::default()
+    }
+}
+
+/// The one interface to patching, so tests can put `patchelf` behind it and compare.
+pub trait Patcher: Sync {
+    fn patch(&self, data: &[u8], edit: &ElfEdit) -> Result<Vec<u8>, PatchError>;
+}
+
+/// The in-process patcher (no `patchelf` binary needed).
+pub struct InProcessPatcher;
+
+impl Patcher for InProcessPatcher {
+    fn patch(&self, data: &[u8], edit: &ElfEdit) -> Result<Vec<u8>, PatchError> {
+        let out = patch_elf(data, edit)?;
+        verify(&out, edit)?;
+        Ok(out)
+    }
+}
+
+fn patch_elf(data: &[u8], edit: &ElfEdit) -> Result<Vec<u8>, PatchError> {
+    let mut builder = Builder::read(data).map_err(|e| PatchError::Read(e.to_string()))?;
+    let original: Vec<(SectionId, u64, u64)> = builder
+        .sections
+        .iter()
+        .filter(|s| s.is_alloc() && s.sh_type != elf::SHT_NOBITS)
+        .map(|s| (s.id(), s.sh_addr, s.sh_size))
+        .collect();
+    let dynamic_id = builder.dynamic_section().ok_or(PatchError::NoDynamic)?;
+    let dynamic_room = builder.sections.get(dynamic_id).sh_size;
+
+    let dynamic = builder.dynamic_data_mut().ok_or(PatchError::NoDynamic)?;
+    let string = |tag, val: &str| Dynamic::String { tag, val: val.as_bytes().to_vec().into() };
+    dynamic.retain(|d| match d {
+        Dynamic::String { tag, val } if *tag == elf::DT_NEEDED => {
+            !edit.remove_needed.contains(&*String::from_utf8_lossy(val))
+        }
+        Dynamic::String { tag, .. } if *tag == elf::DT_RPATH || *tag == elf::DT_RUNPATH => {
+            edit.rpath == RpathEdit::Keep
+        }
+        _ => true,
+    });
+    for d in dynamic.iter_mut() {
+        if let Dynamic::String { tag, val } = d {
+            let text = String::from_utf8_lossy(val).into_owned();
+            if *tag == elf::DT_NEEDED
+                && let Some(new) = edit.replace_needed.get(&text)
+            {
+                *val = new.as_bytes().to_vec().into();
+            }
+            if *tag == elf::DT_SONAME
+                && let Some(new) = &edit.soname
+            {
+                *val = new.as_bytes().to_vec().into();
+            }
+        }
+    }
+    // New entries go right after the DT_NEEDED entries, where linkers put them.
+    let after_needed = dynamic.iter().rposition(|d| d.tag() == elf::DT_NEEDED).map_or(0, |i| i + 1);
+    let mut insert = Vec::new();
+    if let Some(soname) = &edit.soname
+        && !dynamic.iter().any(|d| d.tag() == elf::DT_SONAME)
+    {
+        insert.push(string(elf::DT_SONAME, soname));
+    }
+    if let RpathEdit::Set(rpath) = &edit.rpath {
+        insert.push(string(elf::DT_RPATH, rpath));
+    }
+    for (i, entry) in insert.into_iter().enumerate() {
+        dynamic.insert(after_needed + i, entry);
+    }
+    for file in builder.version_files.iter_mut() {
+        let name = String::from_utf8_lossy(&file.name).into_owned();
+        if let Some(new) = edit.replace_needed.get(&name) {
+            file.name = new.as_bytes().to_vec().into();
+        }
+    }
+
+    builder.set_section_sizes();
+    if builder.sections.get(dynamic_id).sh_size > dynamic_room {
+        // Linkers leave spare DT_NULL entries; without them the dynamic table would have to move.
+        return Err(PatchError::NoRoom("the dynamic section has no spare entry for the new tags".into()));
+    }
+    builder.sections.get_mut(dynamic_id).sh_size = dynamic_room;
+    make_room(&mut builder, &original)?;
+    let mut out = Vec::with_capacity(data.len() + 8192);
+    builder.write(&mut out).map_err(|e| PatchError::Write(e.to_string()))?;
+    Ok(out)
+}
+
+/// Tables the builder regenerates and nothing refers to by address but the dynamic section
+/// (whose entries it rewrites): these may move.
+fn movable(data: &SectionData<'_>, name: &[u8]) -> bool {
+    matches!(
+        data,
+        SectionData::Note(_)
+            | SectionData::DynamicString
+            | SectionData::DynamicSymbol
+            | SectionData::Hash
+            | SectionData::GnuHash
+            | SectionData::GnuVersym
+            | SectionData::GnuVerdef
+            | SectionData::GnuVerneed
+    ) || (matches!(data, SectionData::Data(_)) && name == b".interp")
+}
+
+/// Move the sections that outgrew their place (and whatever a new program header displaces)
+/// into a new `PT_LOAD` segment.
+fn make_room(builder: &mut Builder<'_>, original: &[(SectionId, u64, u64)]) -> Result<(), PatchError> {
+    let mut by_addr: Vec<(SectionId, u64, u64)> = original.to_vec();
+    by_addr.sort_by_key(|(_, addr, _)| *addr);
+    let load_end = |addr: u64| {
+        builder
+            .segments
+            .iter()
+            .filter(|s| s.p_type == elf::PT_LOAD && s.p_vaddr <= addr && addr < s.p_vaddr + s.p_memsz.max(1))
+            .map(|s| s.p_vaddr + s.p_memsz)
+            .next()
+            .unwrap_or(u64::MAX)
+    };
+    let mut movers: Vec<SectionId> = Vec::new();
+    for (i, (id, addr, _)) in by_addr.iter().enumerate() {
+        let size = builder.sections.get(*id).sh_size;
+        let next = by_addr.get(i + 1).map_or(u64::MAX, |(_, a, _)| *a);
+        if addr + size > next.min(load_end(*addr)) {
+            movers.push(*id);
+        }
+    }
+    if movers.is_empty() {
+        return Ok(());
+    }
+    // One more program header: sections in the way of the grown table move too.
+    let phentsize = builder.encoder().program_header_size();
+    let phdr_start = builder.header.e_phoff;
+    let phdr_end = phdr_start + builder.program_headers_size() + phentsize;
+    let first_load = builder.segments.iter().find(|s| s.p_type == elf::PT_LOAD && s.p_offset <= phdr_start);
+    let phdr_addr_end = first_load.map_or(phdr_end, |s| s.p_vaddr + (phdr_end - s.p_offset));
+    for (id, addr, _) in &by_addr {
+        if *addr < phdr_addr_end && builder.sections.get(*id).sh_offset >= phdr_start && !movers.contains(id) {
+            movers.push(*id);
+        }
+    }
+    // Non-load segments (PT_NOTE, PT_INTERP, PT_GNU_PROPERTY) move whole.
+    loop {
+        let mut grew = false;
+        for segment in builder.segments.iter().filter(|s| s.p_type != elf::PT_LOAD) {
+            if segment.sections.iter().any(|id| movers.contains(id)) {
+                for id in &segment.sections {
+                    if !movers.contains(id) {
+                        movers.push(*id);
+                        grew = true;
+                    }
+                }
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    for id in &movers {
+        let section = builder.sections.get(*id);
+        if !movable(&section.data, &section.name) {
+            return Err(PatchError::NoRoom(format!(
+                "{} is in the way and cannot move",
+                String::from_utf8_lossy(&section.name)
+            )));
+        }
+    }
+    let mut order = movers.clone();
+    order.sort_by_key(|id| builder.sections.get(*id).sh_addr);
+    let align = builder.load_align.max(0x1000);
+    let segment_id = builder.segments.add_load_segment(elf::PF_R, align).id();
+    for id in &order {
+        let section = builder.sections.get_mut(*id);
+        section.sh_offset = 0;
+        let segment = builder.segments.get_mut(segment_id);
+        segment.append_section(builder.sections.get_mut(*id));
+    }
+    let sections = &builder.sections;
+    for segment in builder.segments.iter_mut() {
+        if segment.p_type != elf::PT_LOAD && segment.sections.iter().any(|id| movers.contains(id)) {
+            segment.recalculate_ranges(sections);
+        }
+    }
+    let size = builder.program_headers_size();
+    for segment in builder.segments.iter_mut().filter(|s| s.p_type == elf::PT_PHDR) {
+        segment.p_filesz = size;
+        segment.p_memsz = size;
+    }
+    Ok(())
+}
+
+/// Re-read the output and check that it says what was asked.
+pub fn verify(data: &[u8], edit: &ElfEdit) -> Result<(), PatchError> {
+    let facts = super::ElfFacts::parse(data).map_err(|e| PatchError::Verify(e.to_string()))?;
+    for (old, new) in &edit.replace_needed {
+        if facts.needed.contains(old) || !facts.needed.contains(new) {
+            return Err(PatchError::Verify(format!("DT_NEEDED still names {old} or lacks {new}")));
+        }
+        if facts.version_needs.iter().any(|v| &v.file == old) {
+            return Err(PatchError::Verify(format!(".gnu.version_r still names {old}")));
+        }
+    }
+    if let Some(removed) = edit.remove_needed.iter().find(|r| facts.needed.contains(r)) {
+        return Err(PatchError::Verify(format!("DT_NEEDED still names {removed}")));
+    }
+    if let Some(soname) = &edit.soname
+        && facts.soname.as_ref() != Some(soname)
+    {
+        return Err(PatchError::Verify(format!("SONAME is {:?}, not {soname}", facts.soname)));
+    }
+    match &edit.rpath {
+        RpathEdit::Keep => {}
+        RpathEdit::Remove if !facts.rpath.is_empty() || !facts.runpath.is_empty() => {
+            return Err(PatchError::Verify("RPATH/RUNPATH still present".into()));
+        }
+        RpathEdit::Remove => {}
+        RpathEdit::Set(r) => {
+            if facts.rpath.join(":") != *r || !facts.runpath.is_empty() {
+                return Err(PatchError::Verify(format!("RPATH is {:?}, not {r}", facts.rpath)));
+            }
+        }
+    }
+    Ok(())
+}
