@@ -13,6 +13,7 @@ pub mod libsearch;
 pub mod platform;
 pub mod policy;
 pub mod progress;
+pub mod release;
 pub mod repair;
 pub mod report;
 pub mod retag;
@@ -45,10 +46,12 @@ pub enum Error {
     WouldOverwriteInput(PathBuf),
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
-    #[error("{wheel}: {source}")]
+    #[error("{source}")]
     Version { wheel: String, source: version::VersionError },
-    #[error("{wheel}: {source}")]
+    #[error("{source}")]
     Repair { wheel: String, source: repair::RepairError },
+    #[error(transparent)]
+    Metapackage(#[from] Box<release::metapackage::MetapackageError>),
     #[error("cannot remove the old file {path}: {source}")]
     RemoveOld { path: String, source: std::io::Error },
 }
@@ -326,6 +329,30 @@ fn write_retagged(
         }
     };
     Ok(outcome(Some(output)))
+}
+
+/// Build a metapackage pinning every wheel in `paths` (see [`release::metapackage`]).
+pub fn metapackage(
+    paths: &[PathBuf],
+    options: &AnalyzeOptions,
+    settings: &release::metapackage::MetapackageOptions,
+    progress: &dyn Progress,
+) -> Result<release::metapackage::Metapackage, Error> {
+    let mut opened = Vec::new();
+    for result in open_all(paths, options, progress) {
+        let (wheel, analysis) = result?;
+        let report = ShowReport::new(&wheel, &analysis);
+        opened.push((wheel, report));
+    }
+    let pinned: Vec<release::metapackage::Pinned<'_>> = opened
+        .iter()
+        .map(|(wheel, report)| release::metapackage::Pinned {
+            name: if wheel.metadata.name.is_empty() { &wheel.filename.name } else { &wheel.metadata.name },
+            version: if wheel.metadata.version.is_empty() { &wheel.filename.version } else { &wheel.metadata.version },
+            report,
+        })
+        .collect();
+    release::metapackage::build(&pinned, settings).map_err(|e| Error::Metapackage(Box::new(e)))
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -40,6 +40,67 @@ enum Command {
         after_help = "Examples:\n  wheelfix repair -w wheelhouse/ dist/*.whl\n  wheelfix repair --exclude 'libcuda.so.*' --plat manylinux_2_28_x86_64 -w wheelhouse/ dist/mypkg.whl\n  # cibuildwheel: repair-wheel-command = \"wheelfix repair -w {dest_dir} {wheel}\""
     )]
     Repair(RepairArgs),
+    /// Write a metapackage wheel that pins every given wheel at its exact version.
+    #[command(
+        after_help = "Example:\n  wheelfix metapackage --name rocm-torch --rocm-version 10.1.0 --gpu-target gfx950 -o index-src/gfx950/ wheelhouse/gfx950/*.whl"
+    )]
+    Metapackage(MetapackageArgs),
+    /// Write a static pip index (PEP 503 HTML, PEP 691 JSON, PEP 658 metadata) for directories of wheels.
+    #[command(
+        after_help = "Example:\n  wheelfix index -o site/gfx950/ --base-url https://example.org/releases/download/v1/ --python 3.14 wheelhouse/gfx950/"
+    )]
+    Index(IndexArgs),
+    /// Lint a release set: conflicting uploads, selector extras, pins, labels, architectures, tags.
+    #[command(after_help = "Examples:\n  wheelfix check dist-linux/ dist-windows/\n  wheelfix check --json site/")]
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct MetapackageArgs {
+    #[arg(required = true, value_name = "WHEEL")]
+    wheels: Vec<PathBuf>,
+    /// The metapackage's project name. Ex) rocm-torch
+    #[arg(long)]
+    name: String,
+    /// The ROCm version, the public part of the metapackage's version. Ex) 10.1.0
+    #[arg(long, value_name = "VERSION")]
+    rocm_version: String,
+    /// The GPU architecture of this set. Ex) gfx950
+    #[arg(long, value_name = "TARGET")]
+    gpu_target: String,
+    /// Output directory.
+    #[arg(short = 'o', long = "output-dir", value_name = "DIR", default_value = ".")]
+    output_dir: PathBuf,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args)]
+struct IndexArgs {
+    /// Directories (or files) of wheels.
+    #[arg(required = true, value_name = "DIR")]
+    inputs: Vec<PathBuf>,
+    /// Output directory (replaced whole, atomically).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    output: PathBuf,
+    /// Prefix of every link (where the wheels are hosted); relative links when absent.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Name every wheel whose Requires-Python or tags exclude this interpreter. Ex) 3.14
+    #[arg(long, value_name = "X.Y")]
+    python: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// Directories of wheels and sdists.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
 #[derive(Args)]
@@ -182,6 +243,9 @@ fn main() -> ExitCode {
         Command::Show(args) => run_show(args),
         Command::Retag(args) => run_retag(args),
         Command::Repair(args) => run_repair(args),
+        Command::Metapackage(args) => run_metapackage(args),
+        Command::Index(args) => run_index(args),
+        Command::Check(args) => run_check(args),
     };
     match result {
         Ok(code) => code,
@@ -353,6 +417,87 @@ fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
     );
     drop(progress);
     Ok(report_outcomes(&args.wheels, batch, marking.is_some(), args.common.json))
+}
+
+fn run_metapackage(args: MetapackageArgs) -> Result<ExitCode, String> {
+    let options = analyze_options(&args.common)?;
+    let settings = wheelfix::release::metapackage::MetapackageOptions {
+        name: args.name.clone(),
+        rocm_version: args.rocm_version.clone(),
+        gpu_target: args.gpu_target.clone(),
+        output_dir: args.output_dir.clone(),
+    };
+    let progress = progress_bar(&args.wheels, args.common.quiet);
+    let result = wheelfix::metapackage(&args.wheels, &options, &settings, progress.as_ref());
+    drop(progress);
+    match result {
+        Ok(meta) => {
+            if args.common.json {
+                print_out(&(serde_json::to_string_pretty(&meta).expect("serialises") + "\n"));
+            } else {
+                let mut text = format!("wrote {} ({} pins)\n", meta.path, meta.pins.len());
+                for pin in &meta.pins {
+                    text.push_str(&format!("  {pin}\n"));
+                }
+                print_out(&text);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("wheelfix: error: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
+    let options = wheelfix::release::index::IndexOptions {
+        output: args.output.clone(),
+        base_url: args.base_url.clone(),
+        python: args.python.clone(),
+    };
+    match wheelfix::release::index::build(&args.inputs, &options) {
+        Ok(summary) => {
+            if args.json {
+                print_out(&(serde_json::to_string_pretty(&summary).expect("serialises") + "\n"));
+            } else {
+                print_out(&format!(
+                    "wrote {} ({} projects, {} files)\n",
+                    summary.output,
+                    summary.projects,
+                    summary.files.len()
+                ));
+            }
+            for note in &summary.notes {
+                eprintln!("wheelfix: note: {note}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("wheelfix: error: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
+    let options = analyze_options(&args.common)?;
+    let findings = wheelfix::release::check::check(&args.dirs, &options);
+    if args.common.json {
+        let value = serde_json::json!({"version": wheelfix::report::JSON_VERSION, "findings": findings});
+        print_out(&(serde_json::to_string_pretty(&value).expect("serialises") + "\n"));
+    } else {
+        let mut text = String::new();
+        for f in &findings {
+            text.push_str(&format!("{}: {}\n", f.kind, f.message));
+            for file in &f.files {
+                text.push_str(&format!("  {file}\n"));
+            }
+        }
+        text.push_str(&format!("{} finding(s)\n", findings.len()));
+        print_out(&text);
+    }
+    Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// Print what `retag`/`repair` did, errors on stderr, and the exit code.

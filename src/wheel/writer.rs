@@ -210,6 +210,35 @@ pub fn write_wheel(wheel: &mut Wheel, plan: &Plan, dest: &Path) -> Result<PathBu
     let record_prepared = prepared.remove(&record_path).expect("RECORD is always prepared");
     order.push((record_path, Source::Prepared(Box::new(record_prepared))));
 
+    emit(order, Some(&mut wheel.archive), dest)
+}
+
+/// Write a wheel that has no input (a metapackage): `members` in order, RECORD generated last.
+pub fn write_new_wheel(dist_info: &str, members: &[(String, NewMember)], dest: &Path) -> Result<PathBuf, WriteError> {
+    let record_path = format!("{dist_info}/RECORD");
+    let mut record = super::Record::default();
+    for (name, member) in members {
+        record.entries.push(RecordEntry::for_bytes(name, &member.data));
+    }
+    record.entries.push(RecordEntry { path: record_path.clone(), hash: String::new(), size: None });
+    let record_member = NewMember { data: record.to_bytes(), mode: Some(0o644) };
+    let time = new_member_time(None)?;
+    let order = members
+        .iter()
+        .chain(std::iter::once(&(record_path, record_member)))
+        .map(|(name, m)| {
+            Ok((name.clone(), Source::Prepared(Box::new(prepare(name, &m.data, m.mode.unwrap_or(0o644), time, 6)?))))
+        })
+        .collect::<Result<Vec<_>, WriteError>>()?;
+    emit(order, None, dest)
+}
+
+/// Write the members in order to a temporary file beside `dest`, then rename it into place.
+fn emit(
+    order: Vec<(String, Source)>,
+    mut archive: Option<&mut super::Archive>,
+    dest: &Path,
+) -> Result<PathBuf, WriteError> {
     let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let io_err = |source: std::io::Error| WriteError::Io { path: dest.display().to_string(), source };
     let temp = tempfile::Builder::new().prefix(".wheelfix-").suffix(".whl.part").tempfile_in(dir).map_err(io_err)?;
@@ -220,7 +249,8 @@ pub fn write_wheel(wheel: &mut Wheel, plan: &Plan, dest: &Path) -> Result<PathBu
         match source {
             Source::Prepared(p) => zip.add_prepared_file(*p).map_err(zip_err)?,
             Source::Copy(index) => {
-                let input = wheel.archive.zip_mut().by_index_raw(index).map_err(zip_err)?;
+                let archive = archive.as_deref_mut().expect("copies come from an input archive");
+                let input = archive.zip_mut().by_index_raw(index).map_err(zip_err)?;
                 if input.name().is_ok_and(|n| n == name) {
                     zip.raw_copy_file(input).map_err(zip_err)?;
                 } else {

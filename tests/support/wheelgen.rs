@@ -113,6 +113,7 @@ impl WheelSpec {
 
     /// Write the wheel into `dir`; returns its path.
     pub fn write(&self, dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
         let path = dir.join(self.file_name());
         write_zip(&path, &self.members());
         path

@@ -1,0 +1,289 @@
+//! `wheelfix index`: a static pip index (PEP 503 HTML and PEP 691 JSON) with `#sha256=` on every
+//! link, `data-requires-python` from each wheel's METADATA, and PEP 658/714 metadata sidecars, so
+//! installers resolve without downloading multi-GB wheels.
+//!
+//! Layout of the output directory: `index.html` and `index.json` (the project list), and per
+//! normalised project `<project>/index.html`, `<project>/index.json` and
+//! `<project>/<wheel>.metadata`. Without `--base-url` the wheels are linked (or copied) beside
+//! their page and the links are relative, so `pip install --index-url file:///…/site/` works;
+//! with it, links are `<base-url><file name>` and the sidecars must be uploaded beside the wheels.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use crate::wheel::{Archive, CoreMetadata, WheelFilename, normalize_name};
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("{path}: {message}")]
+    Wheel { path: String, message: String },
+    #[error("cannot write {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+    #[error("no wheels found in the inputs")]
+    Empty,
+}
+
+/// Settings of an index build.
+#[derive(Debug, Clone)]
+pub struct IndexOptions {
+    pub output: PathBuf,
+    pub base_url: Option<String>,
+    /// `--python 3.14`: name every wheel that excludes this interpreter.
+    pub python: Option<String>,
+}
+
+/// One file of the index.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexedFile {
+    pub project: String,
+    pub filename: String,
+    pub version: String,
+    pub sha256: String,
+    pub requires_python: Option<String>,
+    pub metadata_sha256: String,
+    #[serde(skip)]
+    path: PathBuf,
+    #[serde(skip)]
+    metadata: Vec<u8>,
+}
+
+/// What an index build did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexSummary {
+    pub output: String,
+    pub projects: usize,
+    pub files: Vec<IndexedFile>,
+    /// Wheels that exclude the `--python` interpreter, and why.
+    pub notes: Vec<String>,
+}
+
+pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary, IndexError> {
+    let wheels = super::collect_files(inputs, &[".whl"]);
+    if wheels.is_empty() {
+        return Err(IndexError::Empty);
+    }
+    let mut files: Vec<IndexedFile> = wheels.par_iter().map(|p| read_file(p)).collect::<Result<_, _>>()?;
+    files.sort_by(|a, b| (&a.project, &a.filename).cmp(&(&b.project, &b.filename)));
+    let notes = options.python.as_deref().map(|py| python_notes(&files, py)).unwrap_or_default();
+
+    let output = &options.output;
+    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let write_err = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| IndexError::Write { path: path.clone(), source }
+    };
+    std::fs::create_dir_all(parent).map_err(write_err(parent))?;
+    let temp = tempfile::Builder::new().prefix(".wheelfix-index-").tempdir_in(parent).map_err(write_err(parent))?;
+    let mut projects: BTreeMap<&str, Vec<&IndexedFile>> = BTreeMap::new();
+    for f in &files {
+        projects.entry(f.project.as_str()).or_default().push(f);
+    }
+    for (project, list) in &projects {
+        let dir = temp.path().join(project);
+        std::fs::create_dir_all(&dir).map_err(write_err(&dir))?;
+        for f in list {
+            let sidecar = dir.join(format!("{}.metadata", f.filename));
+            std::fs::write(&sidecar, &f.metadata).map_err(write_err(&sidecar))?;
+            if options.base_url.is_none() {
+                let target = dir.join(&f.filename);
+                if std::fs::hard_link(&f.path, &target).is_err() {
+                    std::fs::copy(&f.path, &target).map_err(write_err(&target))?;
+                }
+            }
+        }
+        let page = dir.join("index.html");
+        std::fs::write(&page, project_html(project, list, options.base_url.as_deref())).map_err(write_err(&page))?;
+        let json = dir.join("index.json");
+        std::fs::write(&json, project_json(project, list, options.base_url.as_deref())).map_err(write_err(&json))?;
+    }
+    let root = temp.path().join("index.html");
+    std::fs::write(&root, root_html(projects.keys().copied())).map_err(write_err(&root))?;
+    let root_json = temp.path().join("index.json");
+    let listing = serde_json::json!({
+        "meta": {"api-version": "1.1"},
+        "projects": projects.keys().map(|p| serde_json::json!({"name": p})).collect::<Vec<_>>(),
+    });
+    std::fs::write(&root_json, serde_json::to_string_pretty(&listing).expect("serialises") + "\n")
+        .map_err(write_err(&root_json))?;
+
+    // Swap the finished directory in: the old index stays whole until the new one is complete.
+    let staged = temp.keep();
+    let old = parent.join(format!(".wheelfix-index-old-{}", std::process::id()));
+    if output.exists() {
+        std::fs::rename(output, &old).map_err(write_err(output))?;
+    }
+    std::fs::rename(&staged, output).map_err(write_err(output))?;
+    if old.exists() {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(IndexSummary { output: output.display().to_string(), projects: projects.len(), files, notes })
+}
+
+fn read_file(path: &Path) -> Result<IndexedFile, IndexError> {
+    let fail = |message: String| IndexError::Wheel { path: path.display().to_string(), message };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    let filename = WheelFilename::parse(&name).map_err(|e| fail(e.to_string()))?;
+    let archive = Archive::open(path).map_err(|e| fail(e.to_string()))?;
+    let metadata_member = archive
+        .members
+        .iter()
+        .find(|m| m.name.ends_with(".dist-info/METADATA") && m.name.matches('/').count() == 1)
+        .ok_or_else(|| fail("no .dist-info/METADATA".into()))?;
+    let metadata = archive.read(metadata_member).map_err(|e| fail(e.to_string()))?;
+    let core = CoreMetadata::parse(&String::from_utf8_lossy(&metadata));
+    let sha256 = super::file_sha256(path).map_err(|e| fail(e.to_string()))?;
+    Ok(IndexedFile {
+        project: normalize_name(if core.name.is_empty() { &filename.name } else { &core.name }),
+        filename: name,
+        version: filename.version.clone(),
+        sha256,
+        requires_python: core.requires_python,
+        metadata_sha256: super::hex(&Sha256::digest(&metadata)),
+        path: path.to_path_buf(),
+        metadata,
+    })
+}
+
+/// Escape for HTML text and attribute values.
+pub fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Percent-encode a file name for a URL path (`+` → `%2B`).
+pub fn url_quote(name: &str) -> String {
+    let mut out = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn link(f: &IndexedFile, base_url: Option<&str>) -> String {
+    format!("{}{}", base_url.unwrap_or(""), url_quote(&f.filename))
+}
+
+fn project_html(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -> String {
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html>\n<head>\n<meta name=\"pypi:repository-version\" content=\"1.1\">\n<title>Links for {project}</title>\n</head>\n<body>\n<h1>Links for {project}</h1>\n"
+    );
+    for f in files {
+        let _ = write!(out, "<a href=\"{}#sha256={}\"", html_escape(&link(f, base_url)), f.sha256);
+        if let Some(rp) = &f.requires_python {
+            let _ = write!(out, " data-requires-python=\"{}\"", html_escape(rp));
+        }
+        let _ = writeln!(
+            out,
+            " data-dist-info-metadata=\"sha256={m}\" data-core-metadata=\"sha256={m}\">{}</a><br/>",
+            html_escape(&f.filename),
+            m = f.metadata_sha256
+        );
+    }
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+fn project_json(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -> String {
+    let mut versions: Vec<&str> = files.iter().map(|f| f.version.as_str()).collect();
+    versions.dedup();
+    let value = serde_json::json!({
+        "meta": {"api-version": "1.1"},
+        "name": project,
+        "versions": versions,
+        "files": files.iter().map(|f| serde_json::json!({
+            "filename": f.filename,
+            "url": link(f, base_url),
+            "hashes": {"sha256": f.sha256},
+            "requires-python": f.requires_python,
+            "core-metadata": {"sha256": f.metadata_sha256},
+            "dist-info-metadata": {"sha256": f.metadata_sha256},
+        })).collect::<Vec<_>>(),
+    });
+    serde_json::to_string_pretty(&value).expect("serialises") + "\n"
+}
+
+fn root_html<'a>(projects: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::from(
+        "<!DOCTYPE html>\n<html>\n<head>\n<meta name=\"pypi:repository-version\" content=\"1.1\">\n<title>Simple index</title>\n</head>\n<body>\n",
+    );
+    for p in projects {
+        let _ = writeln!(out, "<a href=\"{p}/\">{p}</a><br/>");
+    }
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+/// Wheels whose Requires-Python or Python tags exclude interpreter `python` (`3.14`).
+fn python_notes(files: &[IndexedFile], python: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    let Ok(version) = pep440_rs::Version::from_str(python) else {
+        return vec![format!("--python {python} is not a version")];
+    };
+    let (major, minor) = {
+        let r = version.release();
+        (r.first().copied().unwrap_or(3), r.get(1).copied().unwrap_or(0))
+    };
+    for f in files {
+        if let Some(rp) = &f.requires_python
+            && let Ok(spec) = pep440_rs::VersionSpecifiers::from_str(rp)
+            && !spec.contains(&version)
+        {
+            notes.push(format!("{}: Requires-Python `{rp}` excludes Python {python}", f.filename));
+            continue;
+        }
+        let Ok(name) = WheelFilename::parse(&f.filename) else { continue };
+        let fits = name.python_tags.iter().any(|t| python_tag_fits(t, &name.abi_tags, major, minor));
+        if !fits {
+            notes.push(format!("{}: its tags ({}) exclude Python {python}", f.filename, name.python_tags.join(".")));
+        }
+    }
+    notes
+}
+
+fn python_tag_fits(tag: &str, abis: &[String], major: u64, minor: u64) -> bool {
+    let digits = |s: &str| -> Option<(u64, Option<u64>)> {
+        let (m, rest) = s.split_at(1.min(s.len()));
+        Some((m.parse().ok()?, if rest.is_empty() { None } else { Some(rest.parse().ok()?) }))
+    };
+    if let Some(v) = tag.strip_prefix("py") {
+        return digits(v).is_some_and(|(m, n)| m == major && n.is_none_or(|n| n <= minor));
+    }
+    if let Some(v) = tag.strip_prefix("cp") {
+        return digits(v).is_some_and(|(m, n)| {
+            let n = n.unwrap_or(0);
+            m == major && (n == minor || (abis.iter().any(|a| a == "abi3") && n <= minor))
+        });
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_and_escaping() {
+        assert_eq!(
+            url_quote("torch-2.15.0a0+git31a77fc.rocm10.1.0-cp314-cp314-linux_x86_64.whl"),
+            "torch-2.15.0a0%2Bgit31a77fc.rocm10.1.0-cp314-cp314-linux_x86_64.whl"
+        );
+        assert_eq!(html_escape(">=3.10,<3.14"), "&gt;=3.10,&lt;3.14");
+    }
+
+    #[test]
+    fn python_tags_against_an_interpreter() {
+        assert!(python_tag_fits("cp314", &["cp314".into()], 3, 14));
+        assert!(!python_tag_fits("cp312", &["cp312".into()], 3, 14));
+        assert!(python_tag_fits("cp311", &["abi3".into()], 3, 14));
+        assert!(python_tag_fits("py3", &["none".into()], 3, 14));
+        assert!(!python_tag_fits("py2", &["none".into()], 3, 14));
+    }
+}

@@ -1,0 +1,134 @@
+//! `wheelfix metapackage`: a wheel with no code that pins every wheel of one architecture's set at
+//! its exact version, local label included (the defence against same-named projects on PyPI).
+//!
+//! Its version is `<rocm-version>+<gpu-target>.<8 hex of the sha256 of the sorted pins>`
+//! (`10.1.0+gfx950.424e84fe`): a rebuild with other pins is a new version, never the same
+//! version with other contents. Its platform tag is the common platform of the pinned wheels
+//! (`py3-none-linux_x86_64`), so Linux and Windows builds can never share a file name.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
+
+use crate::report::ShowReport;
+use crate::wheel::normalize_name;
+use crate::wheel::writer::{NewMember, write_new_wheel};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetapackageError {
+    #[error("two versions of {project}: {first} ({first_wheel}) and {second} ({second_wheel})")]
+    TwoVersions { project: String, first: String, first_wheel: String, second: String, second_wheel: String },
+    #[error("the wheels are for different platforms: {0}")]
+    MixedPlatforms(String),
+    #[error("{wheel} has device code for {found} but none for {target}")]
+    MissingTarget { wheel: String, found: String, target: String },
+    #[error("no wheels to pin")]
+    Empty,
+    #[error("invalid metapackage version `{0}`: {1}")]
+    Version(String, String),
+    #[error(transparent)]
+    Write(#[from] crate::wheel::writer::WriteError),
+    #[error("cannot create {path}: {source}")]
+    CreateDir { path: String, source: std::io::Error },
+}
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct MetapackageOptions {
+    /// Ex) `rocm-torch`
+    pub name: String,
+    /// Ex) `10.1.0`
+    pub rocm_version: String,
+    /// Ex) `gfx950`
+    pub gpu_target: String,
+    pub output_dir: PathBuf,
+}
+
+/// The metapackage written.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Metapackage {
+    pub path: String,
+    pub version: String,
+    pub pins: Vec<String>,
+}
+
+/// One wheel to pin: its project name and version (METADATA), platform tags and GPU targets.
+pub struct Pinned<'a> {
+    pub name: &'a str,
+    pub version: &'a str,
+    pub report: &'a ShowReport,
+}
+
+pub fn build(wheels: &[Pinned<'_>], options: &MetapackageOptions) -> Result<Metapackage, MetapackageError> {
+    let own = normalize_name(&options.name);
+    let mut pins: BTreeMap<String, (&str, &str, &str)> = BTreeMap::new();
+    let mut platforms: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for w in wheels {
+        let project = normalize_name(w.name);
+        if project == own {
+            continue; // an earlier build of this metapackage
+        }
+        if let Some((version, _, wheel)) = pins.get(&project)
+            && *version != w.version
+        {
+            return Err(MetapackageError::TwoVersions {
+                project,
+                first: version.to_string(),
+                first_wheel: wheel.to_string(),
+                second: w.version.to_string(),
+                second_wheel: w.report.wheel.clone(),
+            });
+        }
+        if !w.report.gpu_targets.is_empty() && !w.report.gpu_targets.contains(&options.gpu_target) {
+            return Err(MetapackageError::MissingTarget {
+                wheel: w.report.wheel.clone(),
+                found: w.report.gpu_targets.join(", "),
+                target: options.gpu_target.clone(),
+            });
+        }
+        if let Some(family) = super::platform_family(&w.report.tags) {
+            platforms.entry(family).or_default().push(w.report.wheel.clone());
+        }
+        pins.insert(project, (w.version, w.name, &w.report.wheel));
+    }
+    if pins.is_empty() {
+        return Err(MetapackageError::Empty);
+    }
+    if platforms.len() > 1 {
+        let list: Vec<String> = platforms.iter().map(|(p, w)| format!("{p} ({})", w.join(", "))).collect();
+        return Err(MetapackageError::MixedPlatforms(list.join("; ")));
+    }
+    let platform = platforms.keys().next().cloned().unwrap_or_else(|| "any".into());
+    let extra = format!("device-{}", options.gpu_target);
+    let requirements: Vec<String> =
+        pins.values().map(|(version, name, _)| format!("{name}=={version}; extra == \"{extra}\"")).collect();
+    let digest = Sha256::digest(requirements.join("\n").as_bytes());
+    let version = format!("{}+{}.{}", options.rocm_version, options.gpu_target, &super::hex(&digest)[..8]);
+    <pep440_rs::Version as std::str::FromStr>::from_str(&version)
+        .map_err(|e| MetapackageError::Version(version.clone(), e.to_string()))?;
+
+    let escaped = options.name.replace(['-', '.'], "_");
+    let dist_info = format!("{escaped}-{version}.dist-info");
+    let mut metadata = format!(
+        "Metadata-Version: 2.1\nName: {}\nVersion: {version}\nSummary: The wheels built together for {} against ROCm {}, pinned exactly\nProvides-Extra: {extra}\n",
+        options.name, options.gpu_target, options.rocm_version
+    );
+    for r in &requirements {
+        metadata.push_str(&format!("Requires-Dist: {r}\n"));
+    }
+    let wheel = format!(
+        "Wheel-Version: 1.0\nGenerator: wheelfix {}\nRoot-Is-Purelib: {}\nTag: py3-none-{platform}\n\n",
+        env!("CARGO_PKG_VERSION"),
+        platform == "any"
+    );
+    let members = vec![
+        (format!("{dist_info}/METADATA"), NewMember { data: metadata.into_bytes(), mode: Some(0o644) }),
+        (format!("{dist_info}/WHEEL"), NewMember { data: wheel.into_bytes(), mode: Some(0o644) }),
+    ];
+    std::fs::create_dir_all(&options.output_dir)
+        .map_err(|source| MetapackageError::CreateDir { path: options.output_dir.display().to_string(), source })?;
+    let path = options.output_dir.join(format!("{escaped}-{version}-py3-none-{platform}.whl"));
+    write_new_wheel(&dist_info, &members, &path)?;
+    Ok(Metapackage { path: path.display().to_string(), version, pins: requirements })
+}

@@ -1,0 +1,300 @@
+//! The release set: metapackage + index installed with pip from a local index, and `check`
+//! finding each failure the seeds describe (and nothing on a clean set).
+
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::elfgen::ElfSpec;
+use support::gpugen::{GFX942, GFX950, bundle_for, host_with_fatbin};
+use support::python::{run, system_python};
+use support::wheelgen::WheelSpec;
+use support::{stderr, stdout, wheelfix};
+
+fn gpu_wheel(name: &str, version: &str, targets: &[(&str, u32)], requires: &[&str]) -> WheelSpec {
+    let module = format!("_{name}");
+    let mut spec = WheelSpec::new(name, version, "cp312-cp312-manylinux_2_17_x86_64")
+        .file(&format!("{name}/__init__.py"), "")
+        .file(&format!("{name}/{module}.so"), host_with_fatbin(&module, bundle_for(targets, 6)));
+    spec.wheel_tags = Some(vec!["cp312-cp312-manylinux_2_17_x86_64".into()]);
+    spec.metadata = requires.iter().map(|r| format!("Requires-Dist: {r}")).collect();
+    spec
+}
+
+fn py3_wheel(name: &str, version: &str, requires: &[&str]) -> WheelSpec {
+    let mut spec = WheelSpec::new(name, version, "py3-none-any").file(&format!("{name}/__init__.py"), "");
+    spec.metadata = requires.iter().map(|r| format!("Requires-Dist: {r}")).collect();
+    spec.purelib = true;
+    spec
+}
+
+/// A gfx950 set, already marked `+rocm10.1.0`, in `dir`.
+fn gfx950_set(dir: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    vec![
+        gpu_wheel(
+            "torch",
+            "2.15.0a0+git31a77fc.rocm10.1.0",
+            &[("gfx950", GFX950)],
+            &["triton==3.9.0+gitaad2a60d.rocm10.1.0"],
+        )
+        .write(dir),
+        gpu_wheel("triton", "3.9.0+gitaad2a60d.rocm10.1.0", &[("gfx950", GFX950)], &[]).write(dir),
+        py3_wheel("nixl", "1.5.2+rocm10.1.0", &[]).write(dir),
+    ]
+}
+
+fn arg_list<'a>(base: &[&'a str], paths: &'a [PathBuf]) -> Vec<&'a str> {
+    let mut out = base.to_vec();
+    out.extend(paths.iter().map(|p| p.to_str().unwrap()));
+    out
+}
+
+fn only_file(dir: &Path) -> PathBuf {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.pop().unwrap()
+}
+
+#[test]
+fn metapackage_and_index_install_exactly_the_pinned_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheels = gfx950_set(&d.join("wheelhouse/gfx950"));
+    let meta = ["metapackage", "--name", "rocm-torch", "--rocm-version", "10.1.0", "--gpu-target", "gfx950", "-o"];
+    let out = wheelfix(d, &arg_list(&[&meta[..], &["meta/gfx950"]].concat(), &wheels));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let metapackage = only_file(&d.join("meta/gfx950"));
+    let name = metapackage.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(name.starts_with("rocm_torch-10.1.0+gfx950.") && name.ends_with("-py3-none-linux_x86_64.whl"), "{name}");
+    // Deterministic: the same inputs give the same bytes.
+    let again = wheelfix(d, &arg_list(&[&meta[..], &["meta2"]].concat(), &wheels));
+    assert!(again.status.success());
+    assert_eq!(std::fs::read(&metapackage).unwrap(), std::fs::read(only_file(&d.join("meta2"))).unwrap());
+    let text = stdout(&out);
+    assert!(text.contains("torch==2.15.0a0+git31a77fc.rocm10.1.0; extra == \"device-gfx950\""), "{text}");
+
+    let out = wheelfix(d, &["index", "-o", "site/gfx950", "--python", "3.14", "wheelhouse/gfx950", "meta/gfx950"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("torch-2.15.0a0+git31a77fc.rocm10.1.0-cp312-cp312-manylinux_2_17_x86_64.whl: its tags (cp312) exclude Python 3.14"), "{}", stderr(&out));
+    let page = std::fs::read_to_string(d.join("site/gfx950/torch/index.html")).unwrap();
+    assert!(
+        page.contains("torch-2.15.0a0%2Bgit31a77fc.rocm10.1.0-cp312-cp312-manylinux_2_17_x86_64.whl#sha256="),
+        "{page}"
+    );
+    assert!(page.contains("data-core-metadata=\"sha256=") && page.contains("data-dist-info-metadata=\"sha256="));
+    assert!(
+        d.join("site/gfx950/torch/torch-2.15.0a0+git31a77fc.rocm10.1.0-cp312-cp312-manylinux_2_17_x86_64.whl.metadata")
+            .exists()
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("site/gfx950/torch/index.json")).unwrap()).unwrap();
+    assert_eq!(json["meta"]["api-version"], "1.1");
+    assert_eq!(json["files"][0]["hashes"]["sha256"].as_str().unwrap().len(), 64);
+
+    // pip installs exactly the pinned set from the local index (the test's Python is not 3.12:
+    // the cp312 wheels install with --python-version into a target directory).
+    let site = d.join("installed");
+    let index_url = format!("file://{}", d.join("site/gfx950").display());
+    run(Command::new(system_python())
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check", "--index-url", &index_url])
+        .args([
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "--platform",
+            "linux_x86_64",
+            "--target",
+        ])
+        .arg(&site)
+        .arg("rocm-torch[device-gfx950]"));
+    let mut installed: Vec<String> = std::fs::read_dir(&site)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".dist-info"))
+        .collect();
+    installed.sort();
+    assert_eq!(
+        installed,
+        [
+            "nixl-1.5.2+rocm10.1.0.dist-info",
+            format!("{}.dist-info", name.trim_end_matches("-py3-none-linux_x86_64.whl")).as_str(),
+            "torch-2.15.0a0+git31a77fc.rocm10.1.0.dist-info",
+            "triton-3.9.0+gitaad2a60d.rocm10.1.0.dist-info",
+        ]
+    );
+
+    // pip download verifies the #sha256 of the link: a tampered file is refused.
+    let download = |dest: &str| {
+        Command::new(system_python())
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--index-url",
+                &index_url,
+                "-d",
+                dest,
+                "nixl",
+            ])
+            .current_dir(d)
+            .output()
+            .unwrap()
+    };
+    assert!(download("dl-ok").status.success());
+    let served = d.join("site/gfx950/nixl/nixl-1.5.2+rocm10.1.0-py3-none-any.whl");
+    let mut bytes = std::fs::read(&served).unwrap();
+    std::fs::remove_file(&served).unwrap();
+    bytes.extend(b"tampered");
+    std::fs::write(&served, bytes).unwrap();
+    let bad = download("dl-bad");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("HASHES"), "{}", String::from_utf8_lossy(&bad.stderr));
+}
+
+#[test]
+fn metapackage_refuses_inconsistent_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut wheels = gfx950_set(&d.join("set"));
+    let meta =
+        ["metapackage", "--name", "rocm-torch", "--rocm-version", "10.1.0", "--gpu-target", "gfx950", "-o", "out"];
+    let gfx942 = gpu_wheel("aiterish", "0.1+rocm10.1.0", &[("gfx942", GFX942)], &[]).write(d);
+    let out = wheelfix(d, &arg_list(&meta, &[wheels.clone(), vec![gfx942]].concat()));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("has device code for gfx942 but none for gfx950"), "{}", stderr(&out));
+
+    let windows =
+        WheelSpec::new("winpkg", "1.0+rocm10.1.0", "py3-none-win_amd64").file("winpkg/__init__.py", "").write(d);
+    let out = wheelfix(d, &arg_list(&meta, &[wheels.clone(), vec![windows]].concat()));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("different platforms: linux_x86_64") && stderr(&out).contains("win_amd64"),
+        "{}",
+        stderr(&out)
+    );
+
+    wheels.push(py3_wheel("nixl", "1.5.3+rocm10.1.0", &[]).write(&d.join("set")));
+    let out = wheelfix(d, &arg_list(&meta, &wheels));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("two versions of nixl"), "{}", stderr(&out));
+    assert!(!d.join("out").exists() || std::fs::read_dir(d.join("out")).unwrap().next().is_none());
+}
+
+/// An sdist `rocm-7.13.0.tar.gz` whose PKG-INFO offers `device-*` extras for `targets`.
+fn selector_sdist(dir: &Path, targets: &[(&str, Option<&str>)]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut pkg_info = String::from(
+        "Metadata-Version: 2.4\nName: rocm\nVersion: 7.13.0+rocm\nRequires-Dist: rocm-sdk-core==7.13.0+rocm\n",
+    );
+    for (t, marker) in targets {
+        let marker = marker.map(|m| format!(" and sys_platform == \"{m}\"")).unwrap_or_default();
+        pkg_info.push_str(&format!("Provides-Extra: device-{t}\nRequires-Dist: rocm-sdk-device-{t}==7.13.0+rocm; extra == \"device-{t}\"{marker}\n"));
+    }
+    pkg_info.push_str("Provides-Extra: device-all\n");
+    for (t, _) in targets {
+        pkg_info.push_str(&format!("Requires-Dist: rocm-sdk-device-{t}==7.13.0+rocm; extra == \"device-all\"\n"));
+    }
+    let path = dir.join("rocm-7.13.0.tar.gz");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(file, flate2::Compression::default()));
+    let mut header = tar::Header::new_gnu();
+    header.set_size(pkg_info.len() as u64);
+    header.set_mode(0o644);
+    header.set_mtime(0);
+    header.set_cksum();
+    tar.append_data(&mut header, "rocm-7.13.0/PKG-INFO", pkg_info.as_bytes()).unwrap();
+    tar.into_inner().unwrap().finish().unwrap().flush().unwrap();
+    path
+}
+
+fn device_wheel(dir: &Path, target: &str, platform: &str) -> PathBuf {
+    WheelSpec::new(&format!("rocm_sdk_device_{target}"), "7.13.0+rocm", &format!("py3-none-{platform}"))
+        .file(&format!("_rocm_sdk_devices/{target}.kpack"), b"KPAK\x01\0\0\0".to_vec())
+        .write(dir)
+}
+
+fn findings(d: &Path, dirs: &[&str]) -> (i32, Vec<(String, String)>) {
+    let mut args = vec!["check", "--json"];
+    args.extend_from_slice(dirs);
+    let out = wheelfix(d, &args);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
+    let list = value["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string()))
+        .collect();
+    (out.status.code().unwrap(), list)
+}
+
+#[test]
+fn a_clean_set_has_no_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheels = gfx950_set(&d.join("gfx950"));
+    let meta =
+        ["metapackage", "--name", "rocm-torch", "--rocm-version", "10.1.0", "--gpu-target", "gfx950", "-o", "gfx950"];
+    assert!(wheelfix(d, &arg_list(&meta, &wheels)).status.success());
+    let core =
+        WheelSpec::new("rocm_sdk_core", "7.13.0+rocm", "py3-none-linux_x86_64").file("_rocm_sdk_core/x.txt", "x");
+    core.write(&d.join("linux"));
+    device_wheel(&d.join("linux"), "gfx942", "linux_x86_64");
+    selector_sdist(&d.join("linux"), &[("gfx942", None)]);
+    let (code, list) = findings(d, &["gfx950", "linux"]);
+    assert!(list.is_empty(), "{list:?}");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn check_finds_each_failure_of_the_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The `rocm` sdist race: Linux and Windows builds under one file name, different extras.
+    let core = WheelSpec::new("rocm_sdk_core", "7.13.0+rocm", "py3-none-linux_x86_64").file("c/x.txt", "x");
+    core.write(&d.join("linux"));
+    device_wheel(&d.join("linux"), "gfx942", "linux_x86_64");
+    device_wheel(&d.join("linux"), "gfx950", "linux_x86_64");
+    device_wheel(&d.join("windows"), "gfx1201", "win_amd64");
+    selector_sdist(
+        &d.join("linux"),
+        &[("gfx942", Some("linux")), ("gfx950", Some("linux")), ("gfx1201", Some("win32"))],
+    );
+    selector_sdist(&d.join("windows"), &[("gfx1201", Some("linux"))]);
+    // Pins PyPI could satisfy, a missing label, labels out of ROCm order.
+    py3_wheel("nixl", "1.5.2", &["nixl-rocm==1.5.2"]).write(&d.join("linux"));
+    py3_wheel("nixl_rocm", "1.5.2+rocm10.1.0", &[]).write(&d.join("linux"));
+    py3_wheel("atom", "0.1.9+rocm10.1.0", &[]).write(&d.join("linux"));
+    py3_wheel("atom", "0.1.9+rocm7.14.0", &[]).write(&d.join("old"));
+    // A gfx942 wheel in the gfx950 index; a platform wheel marked purelib with a WHEEL tag mismatch.
+    gpu_wheel("aiterish", "0.1+rocm10.1.0", &[("gfx942", GFX942)], &[]).write(&d.join("site/gfx950"));
+    let mut odd = WheelSpec::new("oddtags", "1.0+rocm10.1.0", "cp312-cp312-manylinux_2_28_x86_64")
+        .file("o/_o.so", ElfSpec::extension("_o").build());
+    odd.purelib = true;
+    odd.wheel_tags = Some(vec!["cp312-cp312-linux_x86_64".into()]);
+    odd.write(&d.join("linux"));
+
+    let (code, list) = findings(d, &["linux", "windows", "old", "site"]);
+    assert_eq!(code, 1);
+    let has = |kind: &str, text: &str| list.iter().any(|(k, m)| k == kind && m.contains(text));
+    assert!(has("filename-conflict", "rocm-7.13.0.tar.gz exists with 2 different contents"), "{list:#?}");
+    assert!(has("missing-extra", "no extra `device-gfx942` for rocm-sdk-device-gfx942"), "{list:#?}");
+    assert!(has("device-all-incomplete", "`device-all` does not include rocm-sdk-device-gfx950"), "{list:#?}");
+    assert!(has("platform-marker", "rocm-sdk-device-gfx1201 is required on sys_platform == \"linux\""), "{list:#?}");
+    assert!(has("no-local-version", "nixl 1.5.2 has no local version label"), "{list:#?}");
+    assert!(has("loose-pin", "`nixl-rocm==1.5.2` is not an exact pin"), "{list:#?}");
+    assert!(has("local-label-order", "atom 0.1.9+rocm10.1.0 sorts below 0.1.9+rocm7.14.0"), "{list:#?}");
+    assert!(has("wrong-architecture", "is in the gfx950 index but its device code is for gfx942"), "{list:#?}");
+    assert!(has("purelib-platform-wheel", "oddtags-1.0+rocm10.1.0"), "{list:#?}");
+    assert!(has("tag-mismatch", "only in WHEEL: cp312-cp312-linux_x86_64"), "{list:#?}");
+    let text = wheelfix(d, &["check", "linux", "windows"]);
+    assert_eq!(text.status.code(), Some(1));
+    assert!(stdout(&text).contains("finding(s)"));
+}
