@@ -7,6 +7,7 @@
 //! [`wheel::writer`] (the one writer). `show` stops after the verdict; `retag` writes a plan.
 
 pub mod analysis;
+pub mod config;
 pub mod elf;
 pub mod exclude;
 pub mod libsearch;

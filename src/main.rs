@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use wheelfix::analysis::AnalyzeOptions;
+use wheelfix::config::{Config, LoadedConfig};
 use wheelfix::exclude::ExcludeList;
 use wheelfix::libsearch::LibrarySearch;
 use wheelfix::policy::Policies;
@@ -17,7 +18,13 @@ use wheelfix::version::{LocalLabel, MarkOptions, OrderingHazard};
 use wheelfix::{Destination, RetagOutcome, VersionChange};
 
 #[derive(Parser)]
-#[command(name = "wheelfix", version, about = "Audit Python wheels and make their platform tags true", long_about = None)]
+#[command(
+    name = "wheelfix",
+    version,
+    about = "Audit Python wheels and make their platform tags, versions and metadata true",
+    long_about = None,
+    after_help = "Examples:\n  wheelfix show dist/*.whl\n  wheelfix repair -w wheelhouse/ dist/*.whl\n  wheelfix retag --rocm-version 10.1.0 -w wheelhouse/ dist/*.whl\n\nSettings can live in pyproject.toml under [tool.wheelfix]; `wheelfix show --config` prints them."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,6 +60,14 @@ enum Command {
     /// Lint a release set: conflicting uploads, selector extras, pins, labels, architectures, tags.
     #[command(after_help = "Examples:\n  wheelfix check dist-linux/ dist-windows/\n  wheelfix check --json site/")]
     Check(CheckArgs),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  wheelfix completions bash > /etc/bash_completion.d/wheelfix\n  wheelfix completions zsh > \"${fpath[1]}/_wheelfix\"\n  wheelfix completions fish > ~/.config/fish/completions/wheelfix.fish"
+    )]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args)]
@@ -117,8 +132,8 @@ struct RepairArgs {
     #[arg(long, requires = "plat")]
     only_plat: bool,
     /// Suffix of the directory (after the distribution name) that receives the libraries.
-    #[arg(short = 'L', long = "lib-sdir", value_name = "SUFFIX", default_value = ".libs")]
-    lib_sdir: String,
+    #[arg(short = 'L', long = "lib-sdir", value_name = "SUFFIX")]
+    lib_sdir: Option<String>,
     /// Strip symbols from vendored libraries (`strip -s`) before patching them.
     #[arg(long)]
     strip: bool,
@@ -157,6 +172,17 @@ struct CommonArgs {
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
+    /// Read `[tool.wheelfix]` from this file instead of the closest pyproject.toml; `show --config`
+    /// without wheels prints the resolved settings and where each came from.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    config: Option<Option<PathBuf>>,
+}
+
+impl CommonArgs {
+    fn load_config(&self) -> Result<LoadedConfig, String> {
+        let explicit = self.config.clone().flatten();
+        wheelfix::config::resolve(explicit.as_deref()).map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Args)]
@@ -179,8 +205,15 @@ struct VersionArgs {
 }
 
 impl VersionArgs {
-    fn marking(&self) -> Result<Option<wheelfix::Marking>, String> {
-        let label = match (&self.rocm_version, &self.local_version) {
+    fn marking(&self, config: &Config) -> Result<Option<wheelfix::Marking>, String> {
+        let (rocm, local) = if self.rocm_version.is_none() && self.local_version.is_none() {
+            (config.rocm_version.clone(), config.local_version.clone())
+        } else {
+            (self.rocm_version.clone(), self.local_version.clone())
+        };
+        let no_mark =
+            if self.no_mark.is_empty() { config.no_mark.clone().unwrap_or_default() } else { self.no_mark.clone() };
+        let label = match (&rocm, &local) {
             (Some(v), _) => LocalLabel::rocm(v),
             (None, Some(l)) => LocalLabel::new(l),
             (None, None) => {
@@ -191,14 +224,14 @@ impl VersionArgs {
             }
         }
         .map_err(|e| e.to_string())?;
-        let options = MarkOptions { label, mark_pure: self.mark_pure, no_mark: self.no_mark.clone() };
+        let options = MarkOptions { label, mark_pure: self.mark_pure, no_mark };
         Ok(Some(wheelfix::Marking { options, index_dir: self.index_dir.clone() }))
     }
 }
 
 #[derive(Args)]
 struct ShowArgs {
-    #[arg(required = true, value_name = "WHEEL")]
+    #[arg(value_name = "WHEEL", required_unless_present = "config")]
     wheels: Vec<PathBuf>,
     /// Also check every member's sha256 against RECORD.
     #[arg(long)]
@@ -246,6 +279,14 @@ fn main() -> ExitCode {
         Command::Metapackage(args) => run_metapackage(args),
         Command::Index(args) => run_index(args),
         Command::Check(args) => run_check(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut command, "wheelfix", &mut out);
+            print_out(&String::from_utf8_lossy(&out));
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
@@ -256,9 +297,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn analyze_options(common: &CommonArgs) -> Result<AnalyzeOptions, String> {
+fn analyze_options(common: &CommonArgs, config: &Config) -> Result<AnalyzeOptions, String> {
     let policies = Policies::with_files(&common.policy_files).map_err(|e| e.to_string())?;
-    let exclude = ExcludeList::new(!common.no_rocm_exclude, &common.exclude).map_err(|e| e.to_string())?;
+    let globs =
+        if common.exclude.is_empty() { config.exclude.clone().unwrap_or_default() } else { common.exclude.clone() };
+    let exclude = ExcludeList::new(!common.no_rocm_exclude, &globs).map_err(|e| e.to_string())?;
     let search = LibrarySearch::from_environment(common.ldpaths.as_deref());
     let mut options = AnalyzeOptions::new(policies, exclude, search);
     options.disable_isa_check = common.disable_isa_ext_check;
@@ -288,9 +331,20 @@ fn progress_bar(wheels: &[PathBuf], quiet: bool) -> Box<dyn Progress> {
 }
 
 fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
-    let mut options = analyze_options(&args.common)?;
+    let loaded = args.common.load_config()?;
+    if args.wheels.is_empty() {
+        print_out(&config_text(&args, &loaded));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let config = &loaded.config;
+    let mut options = analyze_options(&args.common, config)?;
     options.verify_hashes = args.verify;
-    let marking = args.versions.marking()?;
+    let marking = args.versions.marking(config)?;
+    let expected = if args.expect_gpu_targets.is_empty() {
+        config.gpu_targets.clone().unwrap_or_default()
+    } else {
+        args.expect_gpu_targets.clone()
+    };
     let progress = progress_bar(&args.wheels, args.common.quiet);
     let batch = wheelfix::show_batch(&args.wheels, &options, marking.as_ref(), progress.as_ref());
     drop(progress);
@@ -304,7 +358,7 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
         })
         .collect();
     for (report, _) in &mut reports {
-        report.check_gpu_targets(&args.expect_gpu_targets);
+        report.check_gpu_targets(&expected);
     }
     let failed = reports.iter().filter(|(r, _)| r.error.is_some() || !r.missing_gpu_targets.is_empty()).count();
     if args.common.json {
@@ -351,6 +405,72 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
     Ok(finish(failed, reports.len()))
 }
 
+/// `show --config`: every setting, its value and where it came from.
+fn config_text(args: &ShowArgs, loaded: &LoadedConfig) -> String {
+    let file = loaded.path.as_ref().map(|p| p.display().to_string());
+    let origin = |cli: bool, from_file: bool| -> String {
+        if cli {
+            "command line".into()
+        } else if from_file {
+            file.clone().unwrap_or_default()
+        } else {
+            "default".into()
+        }
+    };
+    let c = &loaded.config;
+    let list = |v: &[String]| format!("[{}]", v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "));
+    let exclude = if args.common.exclude.is_empty() {
+        c.exclude.clone().unwrap_or_default()
+    } else {
+        args.common.exclude.clone()
+    };
+    let targets = if args.expect_gpu_targets.is_empty() {
+        c.gpu_targets.clone().unwrap_or_default()
+    } else {
+        args.expect_gpu_targets.clone()
+    };
+    let no_mark = if args.versions.no_mark.is_empty() {
+        c.no_mark.clone().unwrap_or_default()
+    } else {
+        args.versions.no_mark.clone()
+    };
+    let text_or = |cli: &Option<String>, file: &Option<String>| {
+        cli.clone().or(file.clone()).map(|v| format!("{v:?}")).unwrap_or_else(|| "(none)".into())
+    };
+    let rows = [
+        ("config file", file.clone().unwrap_or_else(|| "(none found)".into()), String::new()),
+        ("exclude", list(&exclude), origin(!args.common.exclude.is_empty(), c.exclude.is_some())),
+        ("plat", text_or(&None, &c.plat), origin(false, c.plat.is_some())),
+        (
+            "rocm-version",
+            text_or(&args.versions.rocm_version, &c.rocm_version),
+            origin(args.versions.rocm_version.is_some(), c.rocm_version.is_some()),
+        ),
+        (
+            "local-version",
+            text_or(&args.versions.local_version, &c.local_version),
+            origin(args.versions.local_version.is_some(), c.local_version.is_some()),
+        ),
+        (
+            "lib-sdir",
+            c.lib_sdir.clone().map(|v| format!("{v:?}")).unwrap_or_else(|| "\".libs\"".into()),
+            origin(false, c.lib_sdir.is_some()),
+        ),
+        ("gpu-targets", list(&targets), origin(!args.expect_gpu_targets.is_empty(), c.gpu_targets.is_some())),
+        ("no-mark", list(&no_mark), origin(!args.versions.no_mark.is_empty(), c.no_mark.is_some())),
+        ("rocm exclusion list", (!args.common.no_rocm_exclude).to_string(), origin(args.common.no_rocm_exclude, false)),
+    ];
+    let mut out = String::new();
+    for (key, value, from) in rows {
+        if from.is_empty() {
+            out.push_str(&format!("{key:<20} {value}\n"));
+        } else {
+            out.push_str(&format!("{key:<20} {value:<40} ({from})\n"));
+        }
+    }
+    out
+}
+
 /// The version decision and pin rewrites of one wheel, as text lines.
 fn version_text(change: &VersionChange) -> String {
     let mut out = String::new();
@@ -376,10 +496,12 @@ fn print_hazards(hazards: &[OrderingHazard]) {
 }
 
 fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
-    let mut options = analyze_options(&args.common)?;
+    let config = args.common.load_config()?.config;
+    let mut options = analyze_options(&args.common, &config)?;
     options.verify_hashes = !args.no_verify;
-    let marking = args.versions.marking()?;
-    let request = TagRequest { plat: args.plat.clone(), only_plat: args.only_plat, after_repair: false };
+    let marking = args.versions.marking(&config)?;
+    let plat = args.plat.clone().or(config.plat.clone());
+    let request = TagRequest { plat, only_plat: args.only_plat, after_repair: false };
     let destination = if args.in_place {
         Destination::InPlace
     } else {
@@ -393,13 +515,15 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
 }
 
 fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
-    let mut options = analyze_options(&args.common)?;
+    let config = args.common.load_config()?.config;
+    let mut options = analyze_options(&args.common, &config)?;
     options.verify_hashes = !args.no_verify;
-    let marking = args.versions.marking()?;
-    let request = TagRequest { plat: args.plat.clone(), only_plat: args.only_plat, after_repair: true };
+    let marking = args.versions.marking(&config)?;
+    let plat = args.plat.clone().or(config.plat.clone());
+    let request = TagRequest { plat: plat.clone(), only_plat: args.only_plat, after_repair: true };
     let settings = wheelfix::repair::RepairSettings {
-        plat: args.plat.clone(),
-        lib_sdir: args.lib_sdir.clone(),
+        plat,
+        lib_sdir: args.lib_sdir.clone().or(config.lib_sdir.clone()).unwrap_or_else(|| ".libs".into()),
         strip: args.strip,
         patcher: &wheelfix::elf::patch::InProcessPatcher,
         compression_level: args.zip_compression_level,
@@ -420,7 +544,8 @@ fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
 }
 
 fn run_metapackage(args: MetapackageArgs) -> Result<ExitCode, String> {
-    let options = analyze_options(&args.common)?;
+    let config = args.common.load_config()?.config;
+    let options = analyze_options(&args.common, &config)?;
     let settings = wheelfix::release::metapackage::MetapackageOptions {
         name: args.name.clone(),
         rocm_version: args.rocm_version.clone(),
@@ -433,7 +558,7 @@ fn run_metapackage(args: MetapackageArgs) -> Result<ExitCode, String> {
     match result {
         Ok(meta) => {
             if args.common.json {
-                print_out(&(serde_json::to_string_pretty(&meta).expect("serialises") + "\n"));
+                print_out(&(serde_json::to_string_pretty(&with_version(&meta)).expect("serialises") + "\n"));
             } else {
                 let mut text = format!("wrote {} ({} pins)\n", meta.path, meta.pins.len());
                 for pin in &meta.pins {
@@ -459,7 +584,7 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
     match wheelfix::release::index::build(&args.inputs, &options) {
         Ok(summary) => {
             if args.json {
-                print_out(&(serde_json::to_string_pretty(&summary).expect("serialises") + "\n"));
+                print_out(&(serde_json::to_string_pretty(&with_version(&summary)).expect("serialises") + "\n"));
             } else {
                 print_out(&format!(
                     "wrote {} ({} projects, {} files)\n",
@@ -481,7 +606,8 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
 }
 
 fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
-    let options = analyze_options(&args.common)?;
+    let config = args.common.load_config()?.config;
+    let options = analyze_options(&args.common, &config)?;
     let findings = wheelfix::release::check::check(&args.dirs, &options);
     if args.common.json {
         let value = serde_json::json!({"version": wheelfix::report::JSON_VERSION, "findings": findings});
@@ -555,6 +681,16 @@ fn report_outcomes(wheels: &[PathBuf], batch: wheelfix::Batch<RetagOutcome>, mar
     }
     print_hazards(&batch.hazards);
     finish(failed, results.len())
+}
+
+/// A JSON object with the document format's `version` first.
+fn with_version(value: &impl serde::Serialize) -> serde_json::Value {
+    let mut object = serde_json::Map::new();
+    object.insert("version".into(), wheelfix::report::JSON_VERSION.into());
+    if let serde_json::Value::Object(fields) = serde_json::to_value(value).expect("serialises") {
+        object.extend(fields);
+    }
+    serde_json::Value::Object(object)
 }
 
 fn display_name(path: &std::path::Path) -> String {

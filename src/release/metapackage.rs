@@ -49,6 +49,7 @@ pub struct MetapackageOptions {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Metapackage {
     pub path: String,
+    #[serde(rename = "package_version")]
     pub version: String,
     pub pins: Vec<String>,
 }

