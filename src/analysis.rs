@@ -224,7 +224,7 @@ fn scan_member(wheel: &Wheel, member: &Member, verify: bool) -> Result<Option<Sc
     let archive = &wheel.archive;
     let mut data = None;
     if verify {
-        let bytes = archive.read(member)?;
+        let bytes = archive.read_buffer(member)?;
         wheel.verify_hash(member, &bytes)?;
         data = Some(bytes);
     }
@@ -243,7 +243,7 @@ fn scan_member(wheel: &Wheel, member: &Member, verify: bool) -> Result<Option<Sc
         }
         let data = match data {
             Some(d) => d,
-            None => archive.read(member)?,
+            None => archive.read_buffer(member)?,
         };
         // A broken host binary leaves the tag unknowable: the wheel fails.
         let facts = ElfFacts::parse(&data)
@@ -254,7 +254,7 @@ fn scan_member(wheel: &Wheel, member: &Member, verify: bool) -> Result<Option<Sc
     if gpu::is_container_magic(&head) {
         let data = match data {
             Some(d) => d,
-            None => archive.read(member)?,
+            None => archive.read_buffer(member)?,
         };
         return Ok(gpu::container_file(&member.name, &data).and_then(|code| scanned(None, Some(code), None)));
     }

@@ -127,16 +127,17 @@ fn open_all(
         .collect()
 }
 
-/// The version decisions and pin rewrites of a batch, and its ordering hazards.
+/// The version decisions and pin rewrites of a batch (`None`: a wheel that failed to open), and
+/// its ordering hazards.
 fn decide_versions(
-    opened: &[Result<(Wheel, Analysis), Error>],
+    opened: &[Option<(&Wheel, &Analysis)>],
     marking: Option<&Marking>,
 ) -> (Vec<Result<VersionChange, Error>>, Vec<OrderingHazard>) {
     let Some(marking) = marking else {
         return (opened.iter().map(|_| Ok(VersionChange::default())).collect(), Vec::new());
     };
     let ok: Vec<(usize, &Wheel, &Analysis)> =
-        opened.iter().enumerate().filter_map(|(i, r)| r.as_ref().ok().map(|(w, a)| (i, w, a))).collect();
+        opened.iter().enumerate().filter_map(|(i, r)| r.map(|(w, a)| (i, w, a))).collect();
     let members: Vec<BatchMember> = ok
         .iter()
         .map(|(_, w, a)| BatchMember {
@@ -203,7 +204,8 @@ pub fn show_batch(
     progress: &dyn Progress,
 ) -> Batch<(ShowReport, VersionChange)> {
     let opened = open_all(paths, options, progress);
-    let (changes, hazards) = decide_versions(&opened, marking);
+    let refs: Vec<Option<(&Wheel, &Analysis)>> = opened.iter().map(|r| r.as_ref().ok().map(|(w, a)| (w, a))).collect();
+    let (changes, hazards) = decide_versions(&refs, marking);
     let results = opened
         .into_iter()
         .zip(changes)
@@ -225,18 +227,50 @@ pub fn retag_batch(
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
-    let opened = open_all(paths, options, progress);
-    let (changes, hazards) = decide_versions(&opened, marking);
+    // While each wheel is analysed, another thread already copies the members a retag cannot
+    // change into the output's temporary file.
+    type Opened = (Wheel, Analysis, Option<wheel::writer::Prestart>);
+    let opened: Vec<Result<Opened, Error>> = paths
+        .par_iter()
+        .map(|path| {
+            let wheel = Wheel::open(path)?;
+            let dir = output_dir(path, destination)?;
+            let (analysis, prestart) = std::thread::scope(|scope| {
+                let copier = scope.spawn(|| wheel::writer::Prestart::copy_prefix(&wheel, &dir).ok());
+                let analysis = analyze(&wheel, options, progress);
+                (analysis, copier.join().ok().flatten())
+            });
+            Ok((wheel, analysis?, prestart))
+        })
+        .collect();
+    let refs: Vec<Option<(&Wheel, &Analysis)>> =
+        opened.iter().map(|r| r.as_ref().ok().map(|(w, a, _)| (w, a))).collect();
+    let (changes, hazards) = decide_versions(&refs, marking);
     let results = opened
         .into_par_iter()
         .zip(changes)
         .zip(paths)
         .map(|((opened, change), path)| {
-            let (mut wheel, analysis) = opened?;
-            write_retagged(path, &mut wheel, &analysis, request, change?, None, destination)
+            let (mut wheel, analysis, prestart) = opened?;
+            let job = WriteJob { path, request, change: change?, repair: None, destination, prestart };
+            write_retagged(&mut wheel, &analysis, job)
         })
         .collect();
     Batch { results, hazards }
+}
+
+/// The directory a wheel's output goes to (created when needed).
+fn output_dir(path: &Path, destination: &Destination) -> Result<PathBuf, Error> {
+    match destination {
+        Destination::Directory(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| Error::CreateDir { path: dir.display().to_string(), source })?;
+            Ok(dir.clone())
+        }
+        Destination::InPlace => {
+            Ok(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
+        }
+    }
 }
 
 /// Repair a batch: vendor each wheel's external libraries, patch what needs them, write the
@@ -251,7 +285,8 @@ pub fn repair_batch(
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
     let opened = open_all(paths, options, progress);
-    let (changes, hazards) = decide_versions(&opened, marking);
+    let refs: Vec<Option<(&Wheel, &Analysis)>> = opened.iter().map(|r| r.as_ref().ok().map(|(w, a)| (w, a))).collect();
+    let (changes, hazards) = decide_versions(&refs, marking);
     let request = TagRequest { after_repair: true, ..request.clone() };
     let results = opened
         .into_par_iter()
@@ -259,21 +294,32 @@ pub fn repair_batch(
         .zip(paths)
         .map(|((opened, change), path)| {
             let (mut wheel, analysis) = opened?;
-            write_retagged(path, &mut wheel, &analysis, &request, change?, Some(settings), destination)
+            let job = WriteJob {
+                path,
+                request: &request,
+                change: change?,
+                repair: Some(settings),
+                destination,
+                prestart: None,
+            };
+            write_retagged(&mut wheel, &analysis, job)
         })
         .collect();
     Batch { results, hazards }
 }
 
-fn write_retagged(
-    path: &Path,
-    wheel: &mut Wheel,
-    analysis: &Analysis,
-    request: &TagRequest,
+/// Everything `write_retagged` needs besides the wheel and its analysis.
+struct WriteJob<'a> {
+    path: &'a Path,
+    request: &'a TagRequest,
     change: VersionChange,
-    repair: Option<&repair::RepairSettings<'_>>,
-    destination: &Destination,
-) -> Result<RetagOutcome, Error> {
+    repair: Option<&'a repair::RepairSettings<'a>>,
+    destination: &'a Destination,
+    prestart: Option<wheel::writer::Prestart>,
+}
+
+fn write_retagged(wheel: &mut Wheel, analysis: &Analysis, job: WriteJob<'_>) -> Result<RetagOutcome, Error> {
+    let WriteJob { path, request, change, repair, destination, prestart } = job;
     let report = ShowReport::new(wheel, analysis);
     let repair_plan = match repair {
         Some(settings) => repair::plan_repair(wheel, analysis, settings)
@@ -311,7 +357,7 @@ fn write_retagged(
         Destination::InPlace => {
             let Some(plan) = plan else { return Ok(outcome(None)) };
             let dest = retag::output_path(path, &file_name, None);
-            wheel::writer::write_wheel(wheel, &plan, &dest)?;
+            wheel::writer::write_wheel_after(wheel, &plan, &dest, prestart)?;
             if dest.file_name() != path.file_name() {
                 std::fs::remove_file(path)
                     .map_err(|source| Error::RemoveOld { path: path.display().to_string(), source })?;
@@ -326,7 +372,7 @@ fn write_retagged(
                 return Err(Error::WouldOverwriteInput(dest));
             }
             let plan = plan.unwrap_or_else(|| wheel::writer::Plan::new(wheel.filename.clone()));
-            wheel::writer::write_wheel(wheel, &plan, &dest)?
+            wheel::writer::write_wheel_after(wheel, &plan, &dest, prestart)?
         }
     };
     Ok(outcome(Some(output)))

@@ -122,6 +122,50 @@ enum Source {
 /// Apply `plan` to `wheel` and write the result to `dest` (a file path). Returns `dest`.
 /// Unchanged members keep their input RECORD rows (the caller verified them when asked to).
 pub fn write_wheel(wheel: &mut Wheel, plan: &Plan, dest: &Path) -> Result<PathBuf, WriteError> {
+    write_wheel_after(wheel, plan, dest, None)
+}
+
+/// Members copied into a temporary output before the plan was known, so that copying overlaps
+/// the analysis. Only members no `retag` plan touches are copied: those before the first
+/// `.dist-info`/`.data` member. [`write_wheel_after`] continues the file when the plan keeps them
+/// first and unchanged, and discards it otherwise.
+pub struct Prestart {
+    temp: tempfile::NamedTempFile,
+    zip: ZipWriter<std::io::BufWriter<std::fs::File>>,
+    copied: Vec<(usize, String)>,
+}
+
+impl Prestart {
+    /// Copy the leading members of `wheel` into a temporary file in `dir`.
+    pub fn copy_prefix(wheel: &Wheel, dir: &Path) -> Result<Prestart, WriteError> {
+        let io_err = |source: std::io::Error| WriteError::Io { path: dir.display().to_string(), source };
+        let stem = wheel.dist_info.trim_end_matches(".dist-info");
+        let (dist_info, data) = (format!("{stem}.dist-info/"), format!("{stem}.data/"));
+        let temp =
+            tempfile::Builder::new().prefix(".wheelfix-").suffix(".whl.part").tempfile_in(dir).map_err(io_err)?;
+        let file = temp.as_file().try_clone().map_err(io_err)?;
+        let mut zip = ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, file));
+        let mut reader = wheel.archive.zip_clone();
+        let mut copied = Vec::new();
+        for member in &wheel.archive.members {
+            if member.name.starts_with(&dist_info) || member.name.starts_with(&data) {
+                break;
+            }
+            let zip_err = |source| WriteError::Zip { name: member.name.clone(), source };
+            zip.raw_copy_file(reader.by_index_raw(member.index).map_err(zip_err)?).map_err(zip_err)?;
+            copied.push((member.index, member.name.clone()));
+        }
+        Ok(Prestart { temp, zip, copied })
+    }
+}
+
+/// [`write_wheel`], continuing a [`Prestart`] when it fits the plan.
+pub fn write_wheel_after(
+    wheel: &mut Wheel,
+    plan: &Plan,
+    dest: &Path,
+    prestart: Option<Prestart>,
+) -> Result<PathBuf, WriteError> {
     let record_path = format!("{}/RECORD", plan_dist_info(wheel, plan));
     let signature = |name: &str| name.ends_with("/RECORD.jws") || name.ends_with("/RECORD.p7s");
     let members_changed =
@@ -210,7 +254,24 @@ pub fn write_wheel(wheel: &mut Wheel, plan: &Plan, dest: &Path) -> Result<PathBu
     let record_prepared = prepared.remove(&record_path).expect("RECORD is always prepared");
     order.push((record_path, Source::Prepared(Box::new(record_prepared))));
 
-    emit(order, Some(&mut wheel.archive), dest)
+    // The prestarted file fits when the plan begins with exactly its members, copied as they are,
+    // and it lies in the destination's directory (the final rename must not cross file systems).
+    let dest_dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let prestart = prestart.filter(|p| {
+        p.temp.path().parent() == Some(dest_dir)
+            && p.copied.len() <= order.len()
+            && p.copied.iter().zip(&order).all(|((index, name), (out_name, source))| {
+                out_name == name && matches!(source, Source::Copy(i) if i == index)
+            })
+    });
+    match prestart {
+        Some(p) => {
+            let skip = p.copied.len();
+            let rest = order.into_iter().skip(skip).collect();
+            emit_into(p.temp, p.zip, rest, Some(&mut wheel.archive), dest)
+        }
+        None => emit(order, Some(&mut wheel.archive), dest),
+    }
 }
 
 /// Write a wheel that has no input (a metapackage): `members` in order, RECORD generated last.
@@ -236,14 +297,26 @@ pub fn write_new_wheel(dist_info: &str, members: &[(String, NewMember)], dest: &
 /// Write the members in order to a temporary file beside `dest`, then rename it into place.
 fn emit(
     order: Vec<(String, Source)>,
-    mut archive: Option<&mut super::Archive>,
+    archive: Option<&mut super::Archive>,
     dest: &Path,
 ) -> Result<PathBuf, WriteError> {
     let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let io_err = |source: std::io::Error| WriteError::Io { path: dest.display().to_string(), source };
     let temp = tempfile::Builder::new().prefix(".wheelfix-").suffix(".whl.part").tempfile_in(dir).map_err(io_err)?;
     let file = temp.as_file().try_clone().map_err(io_err)?;
-    let mut zip = ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, file));
+    let zip = ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, file));
+    emit_into(temp, zip, order, archive, dest)
+}
+
+/// Append the members to an open output, finish it, and rename it to `dest`.
+fn emit_into(
+    temp: tempfile::NamedTempFile,
+    mut zip: ZipWriter<std::io::BufWriter<std::fs::File>>,
+    order: Vec<(String, Source)>,
+    mut archive: Option<&mut super::Archive>,
+    dest: &Path,
+) -> Result<PathBuf, WriteError> {
+    let io_err = |source: std::io::Error| WriteError::Io { path: dest.display().to_string(), source };
     for (name, source) in order {
         let zip_err = |source| WriteError::Zip { name: name.clone(), source };
         match source {
