@@ -306,7 +306,7 @@ fn install_path(wheel: &Wheel, member: &str) -> Option<String> {
 }
 
 /// Normalise `a/b/../c` → `a/c`; `None` when the path climbs above the root.
-fn normalize(path: &str) -> Option<String> {
+pub(crate) fn normalize(path: &str) -> Option<String> {
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
         match part {

@@ -231,7 +231,7 @@ fn rpath_for(wheel: &Wheel, member: &str, facts: &crate::elf::ElfFacts, libs_dir
             continue;
         }
         let expanded = expand_origin(entry, &dir.display().to_string());
-        if normalize(&expanded).is_some() && !entries.contains(entry) {
+        if crate::analysis::normalize(&expanded).is_some() && !entries.contains(entry) {
             entries.push(entry.clone());
         }
     }
@@ -241,20 +241,6 @@ fn rpath_for(wheel: &Wheel, member: &str, facts: &crate::elf::ElfFacts, libs_dir
         entries.push(own);
     }
     entries.join(":")
-}
-
-fn normalize(path: &str) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    Some(parts.join("/"))
 }
 
 /// `from` → `to`, both relative to the wheel root. Ex) `pkg/sub` → `pkg.libs` = `../../pkg.libs`
