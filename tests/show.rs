@@ -222,3 +222,14 @@ fn text_output_explains_the_verdict() {
     assert!(out.status.success());
     insta::assert_snapshot!(stdout(&out));
 }
+
+#[test]
+fn json_output_of_the_demo_wheel() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl");
+    // --ldpaths to a directory that does not exist: no machine-specific paths in the snapshot.
+    let out = wheelfix(dir.path(), &["show", "--json", "--ldpaths", "/nonexistent", demo.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!(stdout(&out));
+}
