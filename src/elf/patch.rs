@@ -65,7 +65,9 @@ pub struct InProcessPatcher;
 
 impl Patcher for InProcessPatcher {
     fn patch(&self, data: &[u8], edit: &ElfEdit) -> Result<Vec<u8>, PatchError> {
-        let out = patch_elf(data, edit)?;
+        // The builder trusts the layout it read; a hostile file must not take the process down.
+        let out = std::panic::catch_unwind(|| patch_elf(data, edit))
+            .map_err(|_| PatchError::Write("the ELF writer failed on this file's layout".into()))??;
         verify(&out, edit)?;
         Ok(out)
     }
@@ -136,6 +138,18 @@ fn patch_elf(data: &[u8], edit: &ElfEdit) -> Result<Vec<u8>, PatchError> {
     }
     builder.sections.get_mut(dynamic_id).sh_size = dynamic_room;
     make_room(&mut builder, &original)?;
+    // Nothing of a sane file lies far past its end: refuse layouts that would make the writer
+    // allocate more than the input plus the moved tables.
+    let limit = data.len() as u64 + (64 << 20);
+    let beyond = builder
+        .sections
+        .iter()
+        .filter(|s| s.sh_type != elf::SHT_NOBITS)
+        .any(|s| s.sh_offset.saturating_add(s.sh_size) > limit)
+        || builder.segments.iter().any(|s| s.p_offset.saturating_add(s.p_filesz) > limit);
+    if beyond {
+        return Err(PatchError::Read("sections or segments lie past the end of the file".into()));
+    }
     let mut out = Vec::with_capacity(data.len() + 8192);
     builder.write(&mut out).map_err(|e| PatchError::Write(e.to_string()))?;
     Ok(out)

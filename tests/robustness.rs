@@ -1,0 +1,116 @@
+//! Hostile input: thousands of deterministic random corruptions of real-shaped ELF files, GPU
+//! containers and wheels. Every reader must return (an error or a note), never panic.
+
+mod support;
+
+use support::elfgen::ElfSpec;
+use support::gpugen::{GFX942, GFX950, bundle_for, ccob, host_with_fatbin, kpack_archive};
+use support::wheelgen::WheelSpec;
+use wheelfix::elf::ElfFacts;
+use wheelfix::elf::gpu;
+use wheelfix::elf::patch::{ElfEdit, InProcessPatcher, Patcher, RpathEdit};
+
+/// xorshift64*: a fixed sequence, so a failure reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A copy of `data` with a few bytes overwritten, often with extreme values, or truncated.
+    fn corrupt(&mut self, data: &[u8]) -> Vec<u8> {
+        let mut out = data.to_vec();
+        match self.next() % 4 {
+            0 => out.truncate((self.next() % data.len() as u64) as usize),
+            _ => {
+                for _ in 0..1 + self.next() % 8 {
+                    let at = (self.next() % out.len() as u64) as usize;
+                    let value: [u8; 8] = match self.next() % 3 {
+                        0 => [0xff; 8],
+                        1 => [0; 8],
+                        _ => self.next().to_le_bytes(),
+                    };
+                    let len = (1 + self.next() % 8) as usize;
+                    for (i, b) in value.iter().take(len).enumerate() {
+                        if let Some(slot) = out.get_mut(at + i) {
+                            *slot = *b;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn corrupted_elf_files_and_gpu_containers_never_panic() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let host = host_with_fatbin("_k", bundle_for(&[("gfx942", GFX942), ("gfx950", GFX950)], 6));
+    let compressed = host_with_fatbin("_c", ccob(&bundle_for(&[("gfx942", GFX942)], 5), 3, true));
+    let seeds: Vec<Vec<u8>> = vec![
+        ElfSpec::extension("m").needs_version("f", "libstdc++.so.6", "GLIBCXX_3.4.21").build(),
+        ElfSpec {
+            x86_isa_needed: Some(4),
+            interpreter: Some("/lib64/ld-linux-x86-64.so.2".into()),
+            ..ElfSpec::extension("n")
+        }
+        .build(),
+        host,
+        compressed,
+    ];
+    let containers: Vec<Vec<u8>> = vec![
+        bundle_for(&[("gfx942", GFX942), ("gfx950", GFX950)], 6),
+        ccob(&bundle_for(&[("gfx942", GFX942)], 6), 2, false),
+        ccob(&bundle_for(&[("gfx942", GFX942)], 6), 3, true),
+        kpack_archive(&["gfx942", "gfx950"]),
+    ];
+    let edit = ElfEdit {
+        replace_needed: [("libc.so.6".to_string(), "libc-0a1b2c3d.so.6".to_string())].into(),
+        rpath: RpathEdit::Set("$ORIGIN/../x.libs".into()),
+        ..Default::default()
+    };
+    for round in 0..1500 {
+        for seed in &seeds {
+            let bad = rng.corrupt(seed);
+            if let Ok(facts) = ElfFacts::parse(&bad) {
+                let _ = gpu::host_binary("x.so", &facts, &bad);
+            }
+            let _ = gpu::code_object_from_header("x.co", &bad[..bad.len().min(64)]);
+            if round % 10 == 0 {
+                let _ = InProcessPatcher.patch(&bad, &edit);
+            }
+        }
+        for seed in &containers {
+            let _ = gpu::container_file("x.bin", &rng.corrupt(seed));
+        }
+    }
+}
+
+#[test]
+fn corrupted_wheels_fail_cleanly() {
+    let mut rng = Rng(42);
+    let dir = tempfile::tempdir().unwrap();
+    let good = WheelSpec::new("fuzz", "1.0", "cp312-cp312-linux_x86_64")
+        .file("fuzz/_m.so", ElfSpec::extension("_m").build())
+        .file("fuzz/__init__.py", "x = 1\n")
+        .write(dir.path());
+    let bytes = std::fs::read(&good).unwrap();
+    let options = wheelfix::analysis::AnalyzeOptions::new(
+        wheelfix::policy::Policies::embedded(),
+        wheelfix::exclude::ExcludeList::new(true, &[]).unwrap(),
+        wheelfix::libsearch::LibrarySearch::default(),
+    );
+    let mut verify = options.clone();
+    verify.verify_hashes = true;
+    let path = dir.path().join("fuzz-1.0-cp312-cp312-linux_x86_64.whl");
+    for _ in 0..400 {
+        std::fs::write(&path, rng.corrupt(&bytes)).unwrap();
+        let _ = wheelfix::show(&path, &options, &wheelfix::progress::NoProgress);
+        let _ = wheelfix::show(&path, &verify, &wheelfix::progress::NoProgress);
+    }
+}
