@@ -25,7 +25,7 @@ pub enum RepairError {
         "cannot repair: {soname}, needed by {needed_by}, was not found; searched {searched} (use --ldpaths, LD_LIBRARY_PATH, or --exclude if the environment provides it)"
     )]
     NotFound { soname: String, needed_by: String, searched: String },
-    #[error("cannot repair to {tag}: {reason}")]
+    #[error("cannot repair to {tag}: {reason}; build on an older toolchain or ask for a newer --plat")]
     TooRecent { tag: String, reason: String },
     #[error("--plat {0}: not a tag of this wheel's policies")]
     UnknownPlat(String),

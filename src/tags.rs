@@ -13,7 +13,7 @@ use crate::policy::verdict::{Blockers, Verdict};
 pub enum TagError {
     #[error("--plat {0}: not a tag of the {1} policies (try `wheelfix show` to see the tag the wheel meets)")]
     UnknownPlat(String, String),
-    #[error("does not meet {tag}: {reason}")]
+    #[error("does not meet {tag}: {reason} (`wheelfix show` explains the tag it meets)")]
     NotMet { tag: String, reason: String },
     #[error("--plat {0}: the wheel has no host binaries, so no platform tag applies to it")]
     PurePlat(String),

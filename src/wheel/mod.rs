@@ -29,15 +29,17 @@ pub enum WheelError {
     Encoding(String),
     #[error("{path}: {source}")]
     Record { path: String, source: RecordError },
-    #[error("member `{0}` is not listed in RECORD")]
+    #[error("member `{0}` is not listed in RECORD (the wheel was changed after it was built: rebuild it)")]
     NotInRecord(String),
-    #[error("RECORD lists `{0}`, which is not in the archive")]
+    #[error("RECORD lists `{0}`, which is not in the archive (the wheel was changed after it was built: rebuild it)")]
     NotInArchive(String),
     #[error("member `{path}`: RECORD says {recorded} bytes, the archive holds {actual}")]
     SizeMismatch { path: String, recorded: u64, actual: u64 },
     #[error("member `{path}`: {message}")]
     BadElf { path: String, message: String },
-    #[error("member `{path}`: sha256 does not match RECORD ({recorded} recorded, {actual} computed)")]
+    #[error(
+        "member `{path}`: sha256 does not match RECORD ({recorded} recorded, {actual} computed); the wheel was changed after it was built: rebuild it, or pass --no-verify to write it anyway"
+    )]
     HashMismatch { path: String, recorded: String, actual: String },
 }
 
