@@ -68,6 +68,8 @@ pub struct RepairPlan {
     pub added: BTreeMap<String, NewMember>,
     /// libpython dependencies removed, by file.
     pub removed_libpython: Vec<String>,
+    /// Executables moved from `.data/scripts/` behind a shim.
+    pub moved_scripts: Vec<String>,
 }
 
 /// Decide and prepare everything `repair` changes in one wheel.
@@ -161,6 +163,14 @@ pub fn plan_repair(
         .collect();
     plan.added = vendored.into_iter().collect();
 
+    // Executables installed as scripts land outside site-packages, where no `$ORIGIN` path
+    // reaches the libs directory: like auditwheel (#340), they move to `<dist>.scripts/` in the
+    // wheel root and a Python shim that execs them takes their place.
+    let scripts_prefix = format!("{}.data/scripts/", wheel.dist_info.trim_end_matches(".dist-info"));
+    let scripts_dir = format!("{}.scripts", wheel.filename.name);
+    let moved =
+        |path: &str| -> Option<String> { path.strip_prefix(&scripts_prefix).map(|exe| format!("{scripts_dir}/{exe}")) };
+
     // Patch the wheel's own files that need a vendored library (or libpython).
     let edits: Vec<(&str, ElfEdit)> = analysis
         .binaries
@@ -178,10 +188,11 @@ pub fn plan_repair(
             if replace.is_empty() && remove.is_empty() {
                 return None;
             }
+            let location = moved(&b.path).filter(|_| !replace.is_empty()).unwrap_or_else(|| b.path.clone());
             let rpath = if replace.is_empty() {
                 RpathEdit::Keep
             } else {
-                RpathEdit::Set(rpath_for(wheel, &b.path, &b.facts, &libs_dir))
+                RpathEdit::Set(rpath_for(wheel, &location, &b.facts, &libs_dir))
             };
             Some((b.path.as_str(), ElfEdit { soname: None, replace_needed: replace, remove_needed: remove, rpath }))
         })
@@ -203,8 +214,31 @@ pub fn plan_repair(
             Ok((path.to_string(), NewMember { data: out, mode: None }))
         })
         .collect::<Result<_, RepairError>>()?;
-    plan.patched = patched.into_iter().collect();
+    for (path, member) in patched {
+        match moved(&path).filter(|_| edits.iter().any(|(p, e)| *p == path && !e.replace_needed.is_empty())) {
+            Some(new_path) => {
+                let exe = new_path.rsplit('/').next().unwrap_or_default().to_string();
+                plan.added.insert(new_path, NewMember { data: member.data, mode: Some(0o755) });
+                plan.patched.insert(
+                    path.clone(),
+                    NewMember { data: script_shim(&scripts_dir, &exe).into_bytes(), mode: Some(0o755) },
+                );
+                plan.moved_scripts.push(path);
+            }
+            None => {
+                plan.patched.insert(path, member);
+            }
+        }
+    }
     Ok(plan)
+}
+
+/// The script that replaces a moved executable: pip rewrites `#!python` to the environment's
+/// interpreter, which finds the real executable in its platlib directory.
+fn script_shim(scripts_dir: &str, exe: &str) -> String {
+    format!(
+        "#!python\nimport os\nimport sys\nimport sysconfig\n\nif __name__ == \"__main__\":\n    exe = os.path.join(sysconfig.get_path(\"platlib\"), \"{scripts_dir}\", \"{exe}\")\n    os.execv(exe, [exe] + sys.argv[1:])\n"
+    )
 }
 
 /// `libfoo.so.1.2` + `0a1b2c3d` → `libfoo-0a1b2c3d.so.1.2` (kept when already named so).

@@ -153,3 +153,45 @@ fn a_library_that_cannot_be_found_is_an_error_and_nothing_is_written() {
     let written: Vec<_> = std::fs::read_dir(d.join("out")).map(|r| r.collect::<Vec<_>>()).unwrap_or_default();
     assert!(written.is_empty(), "{written:?}");
 }
+
+#[test]
+fn executables_in_scripts_move_behind_a_shim_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_, dirs) = fixture(d, false);
+    // An executable installed as a script, needing libouter.so.1.
+    let src = d.join("tool.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\nint outer(int);\nint main(void) { printf(\"%d\\n\", outer(3)); return 0; }\n",
+    )
+    .unwrap();
+    let tool = d.join("demo-tool");
+    run(Command::new("cc")
+        .arg("-o")
+        .arg(&tool)
+        .arg(&src)
+        .arg(format!("-L{}", d.join("deps/outer").display()))
+        .arg("-l:libouter.so.1")
+        .arg(format!("-Wl,-rpath-link,{}", d.join("deps/inner").display())));
+    let py = python_tag();
+    let wheel = WheelSpec::new("demo", "1.0", &format!("{py}-{py}-linux_x86_64"))
+        .file("demo/__init__.py", "")
+        .file("demo-1.0.data/scripts/demo-tool", std::fs::read(&tool).unwrap())
+        .write(&d.join("in"));
+    let out = wheelfix(d, &["repair", "--ldpaths", &dirs, "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let repaired = only_wheel(&d.join("out"));
+    let names = members(&repaired);
+    assert!(names.contains(&"demo.scripts/demo-tool".to_string()), "{names:?}");
+    assert!(names.contains(&"demo-1.0.data/scripts/demo-tool".to_string()), "the shim takes its place: {names:?}");
+
+    std::fs::remove_dir_all(d.join("deps")).unwrap();
+    let venv = d.join("venv");
+    run(Command::new(support::python::system_python()).args(["-m", "venv"]).arg(&venv));
+    run(Command::new(venv.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .arg(&repaired));
+    let printed = run(&mut Command::new(venv.join("bin/demo-tool")));
+    assert_eq!(printed.trim(), "32");
+}
