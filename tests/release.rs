@@ -236,6 +236,25 @@ fn findings(d: &Path, dirs: &[&str]) -> (i32, Vec<(String, String)>) {
 }
 
 #[test]
+fn sdists_are_indexed_with_their_hash_but_no_metadata_sidecar() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sdist = selector_sdist(&d.join("set"), &[("gfx950", None)]);
+    device_wheel(&d.join("set"), "gfx950", "linux_x86_64");
+    let out = wheelfix(d, &["index", "-o", "site", "set"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(d.join("site/rocm/index.html")).unwrap();
+    let sha = support::python::run(
+        Command::new(system_python())
+            .args(["-c", "import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())"])
+            .arg(&sdist),
+    );
+    assert!(page.contains(&format!("href=\"rocm-7.13.0.tar.gz#sha256={}\">", sha.trim())), "{page}");
+    assert!(!d.join("site/rocm/rocm-7.13.0.tar.gz.metadata").exists());
+    assert!(d.join("site/rocm-sdk-device-gfx950/index.html").exists());
+}
+
+#[test]
 fn a_clean_set_has_no_findings() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -9,7 +9,6 @@
 //! - platform wheels that say `Root-Is-Purelib: true`, and file-name tags WHEEL does not list.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -89,49 +88,24 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
 fn read_dist(path: &Path) -> Result<Dist, Finding> {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let unreadable = |message: String| Finding { kind: "unreadable", message, files: vec![path.display().to_string()] };
-    if file_name.ends_with(".whl") {
+    let is_wheel = file_name.ends_with(".whl");
+    let platform = if is_wheel {
         let filename = WheelFilename::parse(&file_name).map_err(|e| unreadable(e.to_string()))?;
-        let archive = crate::wheel::Archive::open(path).map_err(|e| unreadable(e.to_string()))?;
-        let member = archive
-            .members
-            .iter()
-            .find(|m| m.name.ends_with(".dist-info/METADATA") && m.name.matches('/').count() == 1)
-            .ok_or_else(|| unreadable("no .dist-info/METADATA".into()))?;
-        let text = String::from_utf8_lossy(&archive.read(member).map_err(|e| unreadable(e.to_string()))?).into_owned();
-        let metadata = CoreMetadata::parse(&text);
-        return Ok(Dist {
-            path: path.to_path_buf(),
-            project: normalize_name(&metadata.name),
-            version: metadata.version.clone(),
-            platform: super::platform_family(&filename.platform_tags),
-            metadata,
-            file_name,
-            is_wheel: true,
-        });
-    }
-    // An sdist: `<name>-<version>/PKG-INFO` inside a gzipped tar.
-    let file = std::fs::File::open(path).map_err(|e| unreadable(e.to_string()))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    let entries = archive.entries().map_err(|e| unreadable(e.to_string()))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| unreadable(e.to_string()))?;
-        let is_pkg_info = entry.path().ok().is_some_and(|p| p.components().count() == 2 && p.ends_with("PKG-INFO"));
-        if is_pkg_info {
-            let mut text = String::new();
-            entry.take(16 << 20).read_to_string(&mut text).map_err(|e| unreadable(e.to_string()))?;
-            let metadata = CoreMetadata::parse(&text);
-            return Ok(Dist {
-                path: path.to_path_buf(),
-                project: normalize_name(&metadata.name),
-                version: metadata.version.clone(),
-                platform: None,
-                metadata,
-                file_name,
-                is_wheel: false,
-            });
-        }
-    }
-    Err(unreadable("an sdist without PKG-INFO".into()))
+        super::platform_family(&filename.platform_tags)
+    } else {
+        None
+    };
+    let text = super::read_core_metadata(path).map_err(|e| unreadable(format!("{file_name}: {e}")))?;
+    let metadata = CoreMetadata::parse(&String::from_utf8_lossy(&text));
+    Ok(Dist {
+        path: path.to_path_buf(),
+        project: normalize_name(&metadata.name),
+        version: metadata.version.clone(),
+        platform,
+        metadata,
+        file_name,
+        is_wheel,
+    })
 }
 
 /// A requirement split into name, the exact pinned version (if `==`/`===`), extra and platform.

@@ -16,7 +16,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::wheel::{Archive, CoreMetadata, WheelFilename, normalize_name};
+use crate::wheel::{CoreMetadata, WheelFilename, normalize_name};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -45,7 +45,8 @@ pub struct IndexedFile {
     pub version: String,
     pub sha256: String,
     pub requires_python: Option<String>,
-    pub metadata_sha256: String,
+    /// sha256 of the `.metadata` sidecar (wheels only).
+    pub metadata_sha256: Option<String>,
     #[serde(skip)]
     path: PathBuf,
     #[serde(skip)]
@@ -63,7 +64,7 @@ pub struct IndexSummary {
 }
 
 pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary, IndexError> {
-    let wheels = super::collect_files(inputs, &[".whl"]);
+    let wheels = super::collect_files(inputs, &[".whl", ".tar.gz"]);
     if wheels.is_empty() {
         return Err(IndexError::Empty);
     }
@@ -87,8 +88,10 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
         let dir = temp.path().join(project);
         std::fs::create_dir_all(&dir).map_err(write_err(&dir))?;
         for f in list {
-            let sidecar = dir.join(format!("{}.metadata", f.filename));
-            std::fs::write(&sidecar, &f.metadata).map_err(write_err(&sidecar))?;
+            if f.metadata_sha256.is_some() {
+                let sidecar = dir.join(format!("{}.metadata", f.filename));
+                std::fs::write(&sidecar, &f.metadata).map_err(write_err(&sidecar))?;
+            }
             if options.base_url.is_none() {
                 let target = dir.join(&f.filename);
                 if std::fs::hard_link(&f.path, &target).is_err() {
@@ -127,23 +130,27 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
 fn read_file(path: &Path) -> Result<IndexedFile, IndexError> {
     let fail = |message: String| IndexError::Wheel { path: path.display().to_string(), message };
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-    let filename = WheelFilename::parse(&name).map_err(|e| fail(e.to_string()))?;
-    let archive = Archive::open(path).map_err(|e| fail(e.to_string()))?;
-    let metadata_member = archive
-        .members
-        .iter()
-        .find(|m| m.name.ends_with(".dist-info/METADATA") && m.name.matches('/').count() == 1)
-        .ok_or_else(|| fail("no .dist-info/METADATA".into()))?;
-    let metadata = archive.read(metadata_member).map_err(|e| fail(e.to_string()))?;
+    let is_wheel = name.ends_with(".whl");
+    if is_wheel {
+        WheelFilename::parse(&name).map_err(|e| fail(e.to_string()))?;
+    }
+    let metadata = super::read_core_metadata(path).map_err(fail)?;
     let core = CoreMetadata::parse(&String::from_utf8_lossy(&metadata));
+    if core.name.is_empty() || core.version.is_empty() {
+        return Err(IndexError::Wheel {
+            path: path.display().to_string(),
+            message: "its metadata has no Name or Version".into(),
+        });
+    }
     let sha256 = super::file_sha256(path).map_err(|e| fail(e.to_string()))?;
     Ok(IndexedFile {
-        project: normalize_name(if core.name.is_empty() { &filename.name } else { &core.name }),
+        project: normalize_name(&core.name),
         filename: name,
-        version: filename.version.clone(),
+        version: core.version.clone(),
         sha256,
         requires_python: core.requires_python,
-        metadata_sha256: super::hex(&Sha256::digest(&metadata)),
+        // PEP 658 metadata is served for wheels; an sdist's PKG-INFO may be dynamic.
+        metadata_sha256: is_wheel.then(|| super::hex(&Sha256::digest(&metadata))),
         path: path.to_path_buf(),
         metadata,
     })
@@ -180,12 +187,10 @@ fn project_html(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -
         if let Some(rp) = &f.requires_python {
             let _ = write!(out, " data-requires-python=\"{}\"", html_escape(rp));
         }
-        let _ = writeln!(
-            out,
-            " data-dist-info-metadata=\"sha256={m}\" data-core-metadata=\"sha256={m}\">{}</a><br/>",
-            html_escape(&f.filename),
-            m = f.metadata_sha256
-        );
+        if let Some(m) = &f.metadata_sha256 {
+            let _ = write!(out, " data-dist-info-metadata=\"sha256={m}\" data-core-metadata=\"sha256={m}\"");
+        }
+        let _ = writeln!(out, ">{}</a><br/>", html_escape(&f.filename));
     }
     out.push_str("</body>\n</html>\n");
     out
@@ -203,8 +208,8 @@ fn project_json(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -
             "url": link(f, base_url),
             "hashes": {"sha256": f.sha256},
             "requires-python": f.requires_python,
-            "core-metadata": {"sha256": f.metadata_sha256},
-            "dist-info-metadata": {"sha256": f.metadata_sha256},
+            "core-metadata": f.metadata_sha256.as_ref().map_or(serde_json::json!(false), |m| serde_json::json!({"sha256": m})),
+            "dist-info-metadata": f.metadata_sha256.as_ref().map_or(serde_json::json!(false), |m| serde_json::json!({"sha256": m})),
         })).collect::<Vec<_>>(),
     });
     serde_json::to_string_pretty(&value).expect("serialises") + "\n"
@@ -239,7 +244,7 @@ fn python_notes(files: &[IndexedFile], python: &str) -> Vec<String> {
             notes.push(format!("{}: Requires-Python `{rp}` excludes Python {python}", f.filename));
             continue;
         }
-        let Ok(name) = WheelFilename::parse(&f.filename) else { continue };
+        let Ok(name) = WheelFilename::parse(&f.filename) else { continue }; // sdists have no tags
         let fits = name.python_tags.iter().any(|t| python_tag_fits(t, &name.abi_tags, major, minor));
         if !fits {
             notes.push(format!("{}: its tags ({}) exclude Python {python}", f.filename, name.python_tags.join(".")));

@@ -29,6 +29,34 @@ pub fn collect_files(inputs: &[PathBuf], suffixes: &[&str]) -> Vec<PathBuf> {
     out
 }
 
+/// The core metadata of a distribution file, as stored: a wheel's `.dist-info/METADATA`, or an
+/// sdist's `<name>-<version>/PKG-INFO` (`.tar.gz`).
+pub fn read_core_metadata(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if name.ends_with(".whl") {
+        let archive = crate::wheel::Archive::open(path).map_err(|e| e.to_string())?;
+        let member = archive
+            .members
+            .iter()
+            .find(|m| m.name.ends_with(".dist-info/METADATA") && m.name.matches('/').count() == 1)
+            .ok_or("no .dist-info/METADATA")?;
+        return archive.read(member).map_err(|e| e.to_string());
+    }
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    for entry in archive.entries().map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let is_pkg_info = entry.path().ok().is_some_and(|p| p.components().count() == 2 && p.ends_with("PKG-INFO"));
+        if is_pkg_info {
+            let mut data = Vec::new();
+            entry.take(16 << 20).read_to_end(&mut data).map_err(|e| e.to_string())?;
+            return Ok(data);
+        }
+    }
+    Err("an sdist without PKG-INFO".into())
+}
+
 /// sha256 of a file, streamed. Ex) `e3b0c442…`
 pub fn file_sha256(path: &Path) -> std::io::Result<String> {
     use sha2::{Digest, Sha256};
