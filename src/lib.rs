@@ -2,9 +2,12 @@
 //! versions and metadata true.
 //!
 //! The data flows through five stages, one module each:
-//! [`wheel`] (the archive) → [`analysis`] (facts about members, via [`elf`]) →
+//! [`wheel`] (the archive) → [`analysis`] (facts about members, via [`elf`], GPU code included) →
 //! [`policy`] (the verdict and its reasons) → a [`wheel::writer::Plan`] (what to change) →
-//! [`wheel::writer`] (the one writer). `show` stops after the verdict; `retag` writes a plan.
+//! [`wheel::writer`] (the one writer). `show` stops after the verdict; `retag` plans tags and,
+//! with [`version`], local versions and pins; `repair` adds vendored libraries and patched ELF
+//! files ([`repair`], [`elf::patch`]). [`release`] works on sets of wheels: metapackages,
+//! indexes and `check`. The functions here run those stages over a batch, in parallel.
 
 pub mod analysis;
 pub mod config;
