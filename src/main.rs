@@ -143,6 +143,12 @@ struct RepairArgs {
     /// Skip the sha256 check of every member against RECORD.
     #[arg(long)]
     no_verify: bool,
+    /// Keep the wheel's tags as they are (vendor and patch only).
+    #[arg(long, conflicts_with_all = ["plat", "only_plat"])]
+    no_update_tags: bool,
+    /// Accepted for auditwheel compatibility: wheelfix never refuses a pure wheel (it is copied).
+    #[arg(long)]
+    allow_pure_python_wheel: bool,
     #[command(flatten)]
     versions: VersionArgs,
     #[command(flatten)]
@@ -236,6 +242,9 @@ struct ShowArgs {
     /// Also check every member's sha256 against RECORD.
     #[arg(long)]
     verify: bool,
+    /// Accepted for auditwheel compatibility: pure wheels are always reported (exit 0).
+    #[arg(long)]
+    allow_pure_python_wheel: bool,
     /// Fail (exit 1) for each wheel that has device code but none for this GPU target; repeatable.
     #[arg(long = "expect-gpu-target", value_name = "TARGET")]
     expect_gpu_targets: Vec<String>,
@@ -501,7 +510,7 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
     options.verify_hashes = !args.no_verify;
     let marking = args.versions.marking(&config)?;
     let plat = args.plat.clone().or(config.plat.clone());
-    let request = TagRequest { plat, only_plat: args.only_plat, after_repair: false };
+    let request = TagRequest { plat, only_plat: args.only_plat, after_repair: false, keep_tags: false };
     let destination = if args.in_place {
         Destination::InPlace
     } else {
@@ -520,7 +529,13 @@ fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
     options.verify_hashes = !args.no_verify;
     let marking = args.versions.marking(&config)?;
     let plat = args.plat.clone().or(config.plat.clone());
-    let request = TagRequest { plat: plat.clone(), only_plat: args.only_plat, after_repair: true };
+    let _ = args.allow_pure_python_wheel;
+    let request = TagRequest {
+        plat: plat.clone(),
+        only_plat: args.only_plat,
+        after_repair: true,
+        keep_tags: args.no_update_tags,
+    };
     let settings = wheelfix::repair::RepairSettings {
         plat,
         lib_sdir: args.lib_sdir.clone().or(config.lib_sdir.clone()).unwrap_or_else(|| ".libs".into()),

@@ -27,6 +27,8 @@ pub struct TagRequest {
     pub only_plat: bool,
     /// Tags for the wheel once `repair` vendored its external libraries.
     pub after_repair: bool,
+    /// Keep the claimed tags as they are (`repair --no-update-tags`).
+    pub keep_tags: bool,
 }
 
 /// What a claimed tag is worth.
@@ -133,6 +135,9 @@ pub fn first_blocker(blockers: &Blockers) -> String {
 
 /// The platform tags the wheel should carry. `claimed` are the input's platform tags.
 pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) -> Result<Vec<String>, TagError> {
+    if request.keep_tags {
+        return Ok(claimed.to_vec());
+    }
     let plat = request.plat.as_deref().filter(|p| *p != "auto");
     let (Some(set), Some(verdict)) = (&analysis.policy_set, &analysis.verdict) else {
         if let Some(p) = plat {

@@ -195,3 +195,27 @@ fn executables_in_scripts_move_behind_a_shim_and_run() {
     let printed = run(&mut Command::new(venv.join("bin/demo-tool")));
     assert_eq!(printed.trim(), "32");
 }
+
+#[test]
+fn auditwheel_flags_no_update_tags_and_allow_pure_python_wheel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (wheel, dirs) = fixture(d, false);
+    let args = [
+        "repair",
+        "--no-update-tags",
+        "--allow-pure-python-wheel",
+        "--ldpaths",
+        &dirs,
+        "-w",
+        "out",
+        wheel.to_str().unwrap(),
+    ];
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let repaired = only_wheel(&d.join("out"));
+    assert_eq!(repaired.file_name(), wheel.file_name(), "the tags stay");
+    assert_eq!(members(&repaired).iter().filter(|m| m.starts_with("demo.libs/")).count(), 2);
+    let pure = WheelSpec::new("purely", "1.0", "py3-none-any").file("purely/__init__.py", "").write(&d.join("pure"));
+    assert!(wheelfix(d, &["show", "--allow-pure-python-wheel", pure.to_str().unwrap()]).status.success());
+}
