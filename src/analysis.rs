@@ -157,7 +157,7 @@ pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress)
                     elf_arch.map(|a| a.to_string()).unwrap_or_default()
                 ),
             });
-        } else if elf_libc.is_some_and(|l| l != libc) {
+        } else if elf_libc.is_some_and(|l| l != libc && !(libc == Libc::Android && l == Libc::Musl)) {
             notes.push(Note {
                 file: path.clone(),
                 message: format!("ignored: linked against {:?}, the wheel is for {libc:?}", elf_libc.unwrap()),
@@ -182,18 +182,23 @@ pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress)
         unaudited: None,
     };
     let foreign = analysis.elf_members.iter().any(|(_, f)| !f.is_gpu_code());
-    if claimed.iter().any(|t| t.starts_with("android_")) {
-        // Android wheels need auditwheel's android policy, which wheelfix does not carry; their
-        // libc is bionic, so no manylinux/musllinux verdict would be true.
-        analysis.unaudited = Some("an Android wheel (wheelfix has no android policy)".into());
+    // Android wheels keep their own `android_<api>_<abi>` tag: its policy is the one with the
+    // highest API level not above the tag's (auditwheel's rule).
+    let android_tag = claimed.iter().find(|t| t.starts_with("android_"));
+    let set = match (arch, android_tag) {
+        (Some(arch), Some(tag)) => options.policies.for_android(arch, tag),
+        (Some(arch), None) => Some(options.policies.for_platform(arch, libc)),
+        (None, _) => None,
+    };
+    if android_tag.is_some() && set.is_none() && !analysis.binaries.is_empty() {
+        analysis.unaudited = Some("an Android wheel whose tag names no API level an android policy covers".into());
         analysis.binaries.clear();
     } else if analysis.binaries.is_empty() && foreign {
         let tag = claimed.iter().find(|t| *t != "any").cloned().unwrap_or_else(|| "any".into());
         analysis.unaudited =
             Some(format!("no manylinux or musllinux policy covers the binaries of this `{tag}` wheel"));
     }
-    if let (Some(arch), false) = (arch, analysis.binaries.is_empty()) {
-        let set = options.policies.for_platform(arch, libc);
+    if let (Some(set), false) = (set, analysis.binaries.is_empty()) {
         analysis.external = find_external_libs(wheel, &analysis, &set, options);
         let verdict = Verdict::compute(&set, &analysis.verdict_input());
         analysis.verdict = Some(verdict);
@@ -436,7 +441,9 @@ fn find_external_libs(
     let mut queue: Vec<(String, ObjectPaths)> = Vec::new();
     let always_whitelisted = &set.policies[0].lib_whitelist;
     for (i, binary) in analysis.binaries.iter().enumerate() {
-        for soname in binary.facts.needed.iter().filter(|s| !resolved[i].contains_key(*s) && !is_loader(s)) {
+        // On Android the interpreter provides libpython (auditwheel's android rule).
+        let provided = |s: &str| is_loader(s) || (set.libc == Libc::Android && is_libpython(s));
+        for soname in binary.facts.needed.iter().filter(|s| !resolved[i].contains_key(*s) && !provided(s)) {
             let lib = external
                 .entry(soname.clone())
                 .or_insert_with(|| ExternalLib { soname: soname.clone(), ..Default::default() });

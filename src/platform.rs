@@ -62,6 +62,10 @@ impl Arch {
     /// The architecture of a platform tag, from its `_<arch>` suffix.
     /// Ex) `manylinux_2_17_x86_64` → `x86_64`; `linux_armv6l` → `None` (no policy names it)
     pub fn from_platform_tag(tag: &str) -> Option<Arch> {
+        // Android names the 64-bit ARM ABI `arm64_v8a`.
+        if tag.ends_with("_arm64_v8a") {
+            return Some(Arch::Aarch64);
+        }
         // Longest names first so that `ppc64le` is not read as `ppc64`.
         let mut all = Arch::ALL;
         all.sort_by_key(|a| std::cmp::Reverse(a.as_str().len()));
@@ -117,6 +121,8 @@ pub fn machine_name(machine: u16) -> String {
 pub enum Libc {
     Glibc,
     Musl,
+    /// Android's bionic (`android_<api>_<abi>` tags).
+    Android,
 }
 
 impl Libc {
@@ -126,6 +132,8 @@ impl Libc {
             Some(Libc::Glibc)
         } else if tag.starts_with("musllinux") {
             Some(Libc::Musl)
+        } else if tag.starts_with("android_") {
+            Some(Libc::Android)
         } else {
             None
         }

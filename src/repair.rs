@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::analysis::Analysis;
 use crate::elf::patch::{ElfEdit, PatchError, Patcher, RpathEdit};
 use crate::libsearch::expand_origin;
-use crate::tags::{first_blocker, tags_of};
+use crate::tags::first_blocker;
 use crate::wheel::Wheel;
 use crate::wheel::writer::NewMember;
 
@@ -29,6 +29,10 @@ pub enum RepairError {
     TooRecent { tag: String, reason: String },
     #[error("--plat {0}: not a tag of this wheel's policies")]
     UnknownPlat(String),
+    #[error(
+        "vendoring into Android wheels is not supported (they need RUNPATH and the Android sysroot's libraries); build the wheel with its libraries, then use `wheelfix retag`"
+    )]
+    Android,
     #[error("cannot read {path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("cannot patch `{file}`: {source}")]
@@ -90,10 +94,7 @@ pub fn plan_repair(
             if index < verdict.repairable {
                 let mut blockers = verdict.blockers(set, &analysis.verdict_input(), index);
                 blockers.libs_to_eliminate.clear();
-                return Err(RepairError::TooRecent {
-                    tag: tags_of(set, index)[0].clone(),
-                    reason: first_blocker(&blockers),
-                });
+                return Err(RepairError::TooRecent { tag: set.tag(index), reason: first_blocker(&blockers) });
             }
             index
         }
@@ -101,6 +102,9 @@ pub fn plan_repair(
         // with the newest policy's whitelist.
         None => verdict.repairable.min(linux.saturating_sub(1)),
     };
+    if set.own_tag.is_some() && !verdict.grafted[target].is_empty() {
+        return Err(RepairError::Android);
+    }
     let grafted: BTreeSet<String> =
         verdict.grafted[target].iter().filter(|s| !analysis.external[*s].libpython).cloned().collect();
 

@@ -161,10 +161,7 @@ impl ShowReport {
             return report;
         };
         let input = analysis.verdict_input();
-        let tag_of = |index: usize| {
-            let p = &set.policies[index];
-            if p.is_linux() { crate::tags::linux_tag(set.arch) } else { p.tag(set.arch) }
-        };
+        let tag_of = |index: usize| set.tag(index);
         report.symbol_tag = Some(tag_of(verdict.symbol));
         report.platform_tag = Some(tag_of(verdict.overall));
         report.repaired_tag = Some(tag_of(verdict.repairable));

@@ -44,14 +44,7 @@ pub struct ClaimCheck {
 
 /// The index of the policy the wheel meets as it is, and the tag strings for it.
 pub fn derived_tags(set: &PolicySet, verdict: &Verdict) -> Vec<String> {
-    let policy = &set.policies[verdict.overall];
-    if policy.is_linux() { vec![linux_tag(set.arch)] } else { policy.tags(set.arch) }
-}
-
-/// The tags of the policy at `index` (`linux_<arch>` for the fallback).
-pub fn tags_of(set: &PolicySet, index: usize) -> Vec<String> {
-    let policy = &set.policies[index];
-    if policy.is_linux() { vec![linux_tag(set.arch)] } else { policy.tags(set.arch) }
+    set.tags(verdict.overall)
 }
 
 pub fn linux_tag(arch: Arch) -> String {
@@ -147,6 +140,11 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
     };
     let linux = set.policies.len() - 1;
     let met = if request.after_repair { verdict.repairable } else { verdict.overall };
+    if set.own_tag.is_some() && met == linux {
+        // An Android wheel is never a `linux_<arch>` wheel: it keeps its own tag, and `show`
+        // says what keeps it from meeting its policy.
+        return Ok(claimed.to_vec());
+    }
     let mut tags: Vec<String> = Vec::new();
     if let Some(p) = plat {
         let index = if p == linux_tag(set.arch) {
@@ -158,7 +156,11 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
                     format!(
                         "{} {}",
                         set.arch,
-                        if set.libc == crate::platform::Libc::Musl { "musllinux" } else { "manylinux" }
+                        match set.libc {
+                            crate::platform::Libc::Musl => "musllinux",
+                            crate::platform::Libc::Android => "android",
+                            crate::platform::Libc::Glibc => "manylinux",
+                        }
                     ),
                 )
             })?;
@@ -171,15 +173,15 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
             }
             return Err(TagError::NotMet { tag: p.to_string(), reason: first_blocker(&blockers) });
         }
-        let requested = if index == linux { vec![linux_tag(set.arch)] } else { set.policies[index].tags(set.arch) };
+        let requested = set.tags(index);
         if request.only_plat {
             tags = requested;
         } else {
-            tags.extend(tags_of(set, met));
+            tags.extend(set.tags(met));
             tags.extend(requested);
         }
     } else {
-        tags.extend(tags_of(set, met));
+        tags.extend(set.tags(met));
     }
     if !request.only_plat {
         for tag in claimed {

@@ -233,3 +233,40 @@ fn json_output_of_the_demo_wheel() {
     assert!(out.status.success(), "{}", stderr(&out));
     insta::assert_snapshot!(stdout(&out));
 }
+
+#[test]
+fn android_wheels_use_the_android_policy_and_keep_their_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = ElfSpec {
+        needed: vec!["libc.so".into(), "libpython3.13.so".into()],
+        imports: vec![Import::plain("malloc")],
+        ..ext("spam")
+    }
+    .for_arch(183, true, true, 0)
+    .build();
+    let wheel =
+        WheelSpec::new("spam", "0.1.0", "cp313-cp313-android_24_arm64_v8a").file("spam.so", so).write(dir.path());
+    let report = show_json(dir.path(), &wheel, &[]);
+    assert_eq!(report["symbol_tag"], "android_24_arm64_v8a");
+    assert_eq!(
+        report["platform_tag"], "android_24_arm64_v8a",
+        "libc.so is whitelisted, libpython is provided: {report}"
+    );
+    let with_cxx = ElfSpec {
+        needed: vec!["libc.so".into(), "libc++_shared.so".into()],
+        imports: vec![Import::plain("malloc")],
+        ..ext("spam")
+    }
+    .for_arch(183, true, true, 0)
+    .build();
+    let wheel = WheelSpec::new("spam2", "0.1.0", "cp313-cp313-android_26_arm64_v8a")
+        .file("spam.so", with_cxx)
+        .write(dir.path());
+    let report = show_json(dir.path(), &wheel, &["--ldpaths", "/nonexistent"]);
+    assert_eq!(report["symbol_tag"], "android_26_arm64_v8a");
+    assert_eq!(report["platform_tag"], "linux_aarch64", "as auditwheel says: libc++_shared.so is external");
+    assert_eq!(report["retag_tags"], serde_json::json!(["android_26_arm64_v8a"]), "never retagged to linux");
+    let out = wheelfix(dir.path(), &["repair", "--ldpaths", "/nonexistent", "-w", "out", wheel.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("Android wheels is not supported"), "{}", stderr(&out));
+}

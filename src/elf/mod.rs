@@ -116,7 +116,13 @@ impl ElfFacts {
         use crate::platform::Libc;
         if let Some(interp) = &self.interpreter {
             let base = interp.rsplit('/').next().unwrap_or(interp);
-            return Some(if base.starts_with("ld-musl-") { Libc::Musl } else { Libc::Glibc });
+            return Some(if base.starts_with("ld-musl-") {
+                Libc::Musl
+            } else if interp.starts_with("/system/bin/linker") {
+                Libc::Android
+            } else {
+                Libc::Glibc
+            });
         }
         for lib in &self.needed {
             if lib.starts_with("libc.musl-") || lib.starts_with("ld-musl-") || lib == "libc.so" {

@@ -15,6 +15,7 @@ use crate::platform::{Arch, Libc};
 
 pub const MANYLINUX_JSON: &str = include_str!("../../policies/manylinux-policy.json");
 pub const MUSLLINUX_JSON: &str = include_str!("../../policies/musllinux-policy.json");
+pub const ANDROID_JSON: &str = include_str!("../../policies/android-policy.json");
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -84,6 +85,9 @@ pub struct PolicySet {
     pub arch: Arch,
     pub libc: Libc,
     pub policies: Vec<Policy>,
+    /// Android: the wheel's own tag, which its policy is written as (auditwheel renames the
+    /// policy with the highest API level not above the wheel's to the wheel's tag).
+    pub own_tag: Option<String>,
 }
 
 impl PolicySet {
@@ -96,8 +100,29 @@ impl PolicySet {
         self.policies.last().expect("a policy set always ends with linux")
     }
 
+    /// The tags of the policy at `index`, its aliases included. Ex) [`manylinux_2_17_x86_64`,
+    /// `manylinux2014_x86_64`]; `linux_<arch>` for the fallback.
+    pub fn tags(&self, index: usize) -> Vec<String> {
+        let policy = &self.policies[index];
+        if policy.is_linux() {
+            vec![format!("linux_{}", self.arch)]
+        } else if let Some(own) = &self.own_tag {
+            vec![own.clone()]
+        } else {
+            policy.tags(self.arch)
+        }
+    }
+
+    /// The main tag of the policy at `index`.
+    pub fn tag(&self, index: usize) -> String {
+        self.tags(index).swap_remove(0)
+    }
+
     /// The policy a platform tag names, through its name or an alias. Ex) `manylinux2014_x86_64`
     pub fn by_tag(&self, tag: &str) -> Option<&Policy> {
+        if self.own_tag.as_deref() == Some(tag) {
+            return self.policies.first();
+        }
         let base = tag.strip_suffix(self.arch.as_str())?.strip_suffix('_')?;
         self.policies.iter().find(|p| p.name == base || p.aliases.iter().any(|a| a == base))
     }
@@ -108,6 +133,7 @@ impl PolicySet {
 pub struct Policies {
     manylinux: Vec<PolicyEntry>,
     musllinux: Vec<PolicyEntry>,
+    android: Vec<PolicyEntry>,
 }
 
 impl Policies {
@@ -118,6 +144,7 @@ impl Policies {
                 .expect("embedded policy is valid"),
             musllinux: parse_file(MUSLLINUX_JSON, "musllinux-policy.json (embedded)")
                 .expect("embedded policy is valid"),
+            android: parse_file(ANDROID_JSON, "android-policy.json (embedded)").expect("embedded policy is valid"),
         }
     }
 
@@ -133,6 +160,8 @@ impl Policies {
             let entries = parse_file(&text, &origin)?;
             if entries.iter().any(|e| e.name.starts_with("musllinux")) {
                 policies.musllinux = entries;
+            } else if entries.iter().any(|e| e.name.starts_with("android")) {
+                policies.android = entries;
             } else {
                 policies.manylinux = entries;
             }
@@ -146,6 +175,7 @@ impl Policies {
         let entries = match libc {
             Libc::Glibc => &self.manylinux,
             Libc::Musl => &self.musllinux,
+            Libc::Android => &self.android,
         };
         let mut policies: Vec<Policy> = entries
             .iter()
@@ -159,7 +189,20 @@ impl Policies {
             policies.retain(|p| p.is_linux() || Some(p.priority) == newest);
         }
         policies.sort_by_key(|p| std::cmp::Reverse(p.priority));
-        PolicySet { arch, libc, policies }
+        PolicySet { arch, libc, policies, own_tag: None }
+    }
+
+    /// The policies for an Android wheel tagged `android_<api>_<abi>`: the policy with the
+    /// highest API level not above the wheel's, written as the wheel's own tag, then `linux`.
+    pub fn for_android(&self, arch: Arch, wheel_tag: &str) -> Option<PolicySet> {
+        let api: u32 = wheel_tag.strip_prefix("android_")?.split('_').next()?.parse().ok()?;
+        let mut set = self.for_platform(arch, Libc::Android);
+        let level = |p: &Policy| p.name.strip_prefix("android_").and_then(|n| n.parse::<u32>().ok());
+        let best = set.policies.iter().filter(|p| level(p).is_some_and(|l| l <= api)).max_by_key(|p| level(p))?.clone();
+        let linux = set.linux().clone();
+        set.policies = vec![best, linux];
+        set.own_tag = Some(wheel_tag.to_string());
+        Some(set)
     }
 }
 
