@@ -184,19 +184,11 @@ fn decide_versions(
 
 /// `(name, version)` of every wheel file in a directory tree (from the file names).
 fn published_versions(dir: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return out };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(published_versions(&path));
-        } else if let Some(f) =
-            path.file_name().and_then(|n| n.to_str()).and_then(|n| wheel::WheelFilename::parse(n).ok())
-        {
-            out.push((f.name.clone(), f.version.clone()));
-        }
-    }
-    out
+    release::collect_files(&[dir.to_path_buf()], &[".whl"])
+        .iter()
+        .filter_map(|path| wheel::WheelFilename::parse(path.file_name()?.to_str()?).ok())
+        .map(|f| (f.name, f.version))
+        .collect()
 }
 
 /// `show` for a batch: every wheel's report, with version decisions when marking.
