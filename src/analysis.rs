@@ -302,7 +302,7 @@ fn is_python_extension(path: &str, facts: &ElfFacts) -> bool {
 
 /// Where a member lands relative to site-packages: `.data/platlib` and `.data/purelib` are
 /// installed at the root; other `.data` categories land elsewhere (`None`).
-fn install_path(wheel: &Wheel, member: &str) -> Option<String> {
+pub(crate) fn install_path(wheel: &Wheel, member: &str) -> Option<String> {
     let data_dir = format!("{}.data/", wheel.dist_info.trim_end_matches(".dist-info"));
     match member.strip_prefix(&data_dir) {
         None => Some(member.to_string()),

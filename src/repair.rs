@@ -259,10 +259,10 @@ fn hex8(digest: &[u8]) -> String {
 /// DT_RPATH for a wheel file that needs vendored libraries: its `$ORIGIN` entries that stay
 /// inside the wheel, then `$ORIGIN/<relative path to the libs dir>`. Absolute entries go.
 fn rpath_for(wheel: &Wheel, member: &str, facts: &crate::elf::ElfFacts, libs_dir: &str) -> String {
-    let data_prefix = format!("{}.data/", wheel.dist_info.trim_end_matches(".dist-info"));
-    let installed =
-        member.strip_prefix(&data_prefix).map(|rest| rest.split_once('/').map_or(rest, |(_, r)| r)).unwrap_or(member);
-    let dir = Path::new(installed).parent().unwrap_or(Path::new(""));
+    // Where the file lands in site-packages (the analysis' rule); a file installed elsewhere
+    // keeps its path in the wheel, relative to the root.
+    let installed = crate::analysis::install_path(wheel, member).unwrap_or_else(|| member.to_string());
+    let dir = Path::new(&installed).parent().unwrap_or(Path::new(""));
     let mut entries: Vec<String> = Vec::new();
     for entry in facts.rpath.iter().chain(&facts.runpath) {
         if !(entry.contains("$ORIGIN") || entry.contains("${ORIGIN}")) {
