@@ -18,7 +18,7 @@ use crate::platform::{Arch, Libc, machine_name};
 use crate::policy::verdict::{Binary, ExternalLib, Verdict, VerdictInput};
 use crate::policy::{Policies, PolicySet};
 use crate::progress::Progress;
-use crate::wheel::{Member, Wheel, WheelError};
+use crate::wheel::{MemberDigest, RecordFinding, RecordProblem, Wheel, WheelError};
 
 /// Settings of an analysis, shared by every wheel of a run.
 #[derive(Debug, Clone)]
@@ -26,14 +26,31 @@ pub struct AnalyzeOptions {
     pub policies: Policies,
     pub exclude: ExcludeList,
     pub search: LibrarySearch,
-    /// Check every member's sha256 against RECORD while reading.
+    /// Check every member's hash against RECORD while reading.
     pub verify_hashes: bool,
+    /// Hash the members whose RECORD row cannot be written again as it is (the writing
+    /// commands need a true RECORD).
+    pub hash_for_record: bool,
     pub disable_isa_check: bool,
+    /// A `--plat` the user asked for: a musllinux tag there counts as a claim (see
+    /// [`Policies::for_platform`]).
+    pub requested_plat: Option<String>,
+    /// Any difference between RECORD and the archive fails the wheel (`--strict-record`).
+    pub strict_record: bool,
 }
 
 impl AnalyzeOptions {
     pub fn new(policies: Policies, exclude: ExcludeList, search: LibrarySearch) -> Self {
-        AnalyzeOptions { policies, exclude, search, verify_hashes: false, disable_isa_check: false }
+        AnalyzeOptions {
+            policies,
+            exclude,
+            search,
+            verify_hashes: false,
+            hash_for_record: false,
+            disable_isa_check: false,
+            requested_plat: None,
+            strict_record: false,
+        }
     }
 }
 
@@ -68,15 +85,40 @@ pub struct Analysis {
     pub policy_set: Option<PolicySet>,
     pub verdict: Option<Verdict>,
     pub disable_isa_check: bool,
-    /// Why no policy was applied although the wheel has host binaries (an Android wheel, or
-    /// binaries only for architectures no policy covers).
+    /// Why no policy was applied although the wheel has host binaries (a Windows or macOS
+    /// wheel, an Android wheel, or binaries only for architectures no policy covers).
     pub unaudited: Option<String>,
+    /// Host binaries by format, GPU code objects not counted.
+    pub binary_formats: BinaryFormats,
+    /// The sha256 of every member that was hashed, by member index.
+    pub digests: Vec<Option<[u8; 32]>>,
+    /// Where RECORD and the archive disagree: the wheel's own findings, plus hash mismatches
+    /// found while reading.
+    pub record_findings: Vec<RecordFinding>,
+    /// Every member's hash was checked against RECORD (all rows checkable, all matched or
+    /// reported).
+    pub hashes_checked: bool,
+}
+
+/// How many host binaries of each executable format a wheel holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BinaryFormats {
+    pub elf: usize,
+    pub pe: usize,
+    #[serde(rename = "mach-o")]
+    pub mach_o: usize,
+}
+
+impl BinaryFormats {
+    pub fn total(&self) -> usize {
+        self.elf + self.pe + self.mach_o
+    }
 }
 
 impl Analysis {
-    /// No host binary at all: a pure wheel as far as platform tags go.
+    /// No host binary of any format: a pure wheel as far as platform tags go.
     pub fn is_pure(&self) -> bool {
-        self.binaries.is_empty() && self.unaudited.is_none()
+        self.binaries.is_empty() && self.unaudited.is_none() && self.binary_formats.total() == 0
     }
 
     pub fn verdict_input(&self) -> VerdictInput<'_> {
@@ -92,41 +134,60 @@ impl Analysis {
     }
 }
 
-/// The first bytes of a member, enough to recognise what it is.
-const HEAD: usize = 64;
+/// The first bytes of a member, enough to recognise what it is (a PE file's signature lies
+/// at the offset its DOS header gives, within the first few hundred bytes).
+const HEAD: usize = 512;
 
-/// Read, verify and parse every member, then derive the wheel's facts.
+/// Read, hash and parse every member, then derive the wheel's facts.
 pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) -> Result<Analysis, WheelError> {
     // Largest members first: on a wheel dominated by one huge library the other cores work
     // through the rest meanwhile, instead of waiting for it at the end.
-    let mut order: Vec<&Member> = wheel.archive.members.iter().collect();
-    order.sort_by_key(|m| std::cmp::Reverse(m.compressed_size));
-    let mut scans: Vec<Option<Scanned>> = order
+    let members = wheel.archive.members();
+    let mut order: Vec<usize> = (0..members.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(members[i].compressed_size));
+    let mut scans: Vec<Scanned> = order
         .par_iter()
         .with_max_len(1)
-        .map(|member| {
-            let result = scan_member(wheel, member, options.verify_hashes);
-            progress.advance(member.compressed_size);
+        .map(|&index| {
+            let result = scan_member(wheel, index, options);
+            progress.advance(members[index].compressed_size);
             result
         })
         .collect::<Result<_, WheelError>>()?;
     // Back to archive order, so everything downstream is deterministic.
-    scans.sort_by(|a, b| a.as_ref().map(|s| s.index).cmp(&b.as_ref().map(|s| s.index)));
+    scans.sort_by_key(|s| s.index);
 
     let mut notes = Vec::new();
     let mut elf_members = Vec::new();
     let mut gpu_code = Vec::new();
-    for scanned in scans.into_iter().flatten() {
+    let mut digests = vec![None; members.len()];
+    let mut record_findings = wheel.record_findings.clone();
+    let mut formats = BinaryFormats::default();
+    for scanned in scans {
+        let path = &members[scanned.index].name;
+        digests[scanned.index] = scanned.digest;
+        record_findings.extend(scanned.finding);
+        match scanned.format {
+            Some(Format::Pe) => formats.pe += 1,
+            Some(Format::MachO) => formats.mach_o += 1,
+            None => {}
+        }
         if let Some(facts) = scanned.elf {
-            elf_members.push((scanned.path.clone(), facts));
+            formats.elf += 1;
+            elf_members.push((path.to_string(), facts));
         }
         if let Some(code) = scanned.gpu {
             gpu_code.push(code);
         }
         if let Some(message) = scanned.note {
-            notes.push(Note { file: scanned.path, message });
+            notes.push(Note { file: path.to_string(), message });
         }
     }
+    record_findings.sort();
+    let hashes_checked = options.verify_hashes
+        && !record_findings.iter().any(|f| {
+            matches!(f.problem, RecordProblem::NoHash | RecordProblem::UnverifiableHash | RecordProblem::NotInRecord)
+        });
 
     let claimed: Vec<String> = wheel.filename.platform_tags.clone();
     let host: Vec<&(String, ElfFacts)> = elf_members.iter().filter(|(_, f)| !f.is_gpu_code()).collect();
@@ -180,23 +241,45 @@ pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress)
         verdict: None,
         disable_isa_check: options.disable_isa_check,
         unaudited: None,
+        binary_formats: formats,
+        digests,
+        record_findings,
+        hashes_checked,
     };
-    let foreign = analysis.elf_members.iter().any(|(_, f)| !f.is_gpu_code());
+    let foreign_elf = analysis.elf_members.iter().any(|(_, f)| !f.is_gpu_code());
     // Android wheels keep their own `android_<api>_<abi>` tag: its policy is the one with the
     // highest API level not above the tag's (auditwheel's rule).
     let android_tag = claimed.iter().find(|t| t.starts_with("android_"));
-    let set = match (arch, android_tag) {
-        (Some(arch), Some(tag)) => options.policies.for_android(arch, tag),
-        (Some(arch), None) => Some(options.policies.for_platform(arch, libc)),
-        (None, _) => None,
+    let os = claimed.iter().map(|t| crate::platform::Os::of_tag(t)).find(|o| *o != crate::platform::Os::Any);
+    let set = match (arch, android_tag, os) {
+        (_, _, Some(os)) if !os.has_policies() => None,
+        (Some(arch), Some(tag), _) => options.policies.for_android(arch, tag),
+        (Some(arch), None, _) => {
+            let wheel_tags = wheel.wheel_info.platform_tags();
+            let mut claims: Vec<&str> = claimed.iter().chain(&wheel_tags).map(String::as_str).collect();
+            claims.extend(options.requested_plat.as_deref());
+            Some(options.policies.for_platform(arch, libc, &claims))
+        }
+        (None, _, _) => None,
     };
-    if android_tag.is_some() && set.is_none() && !analysis.binaries.is_empty() {
+    if let Some(os) = os.filter(|o| !o.has_policies()) {
+        if analysis.binary_formats.total() > 0 {
+            analysis.unaudited = Some(format!("{} wheel: no manylinux/musllinux policy applies", os.name()));
+        }
+        analysis.binaries.clear();
+    } else if android_tag.is_some() && set.is_none() && !analysis.binaries.is_empty() {
         analysis.unaudited = Some("an Android wheel whose tag names no API level an android policy covers".into());
         analysis.binaries.clear();
-    } else if analysis.binaries.is_empty() && foreign {
+    } else if analysis.binaries.is_empty() && (foreign_elf || analysis.binary_formats.total() > 0) {
         let tag = claimed.iter().find(|t| *t != "any").cloned().unwrap_or_else(|| "any".into());
-        analysis.unaudited =
-            Some(format!("no manylinux or musllinux policy covers the binaries of this `{tag}` wheel"));
+        let formats = &analysis.binary_formats;
+        analysis.unaudited = Some(if formats.pe + formats.mach_o > 0 && !foreign_elf {
+            format!(
+                "the binaries of this `{tag}` wheel are PE or Mach-O files, which no manylinux or musllinux policy covers"
+            )
+        } else {
+            format!("no manylinux or musllinux policy covers the binaries of this `{tag}` wheel")
+        });
     }
     if let (Some(set), false) = (set, analysis.binaries.is_empty()) {
         analysis.external = find_external_libs(wheel, &analysis, &set, options);
@@ -211,59 +294,117 @@ pub fn analyze(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress)
 /// What one member turned out to be.
 struct Scanned {
     index: usize,
-    path: String,
     /// A host binary's facts.
     elf: Option<ElfFacts>,
+    /// A PE or Mach-O binary.
+    format: Option<Format>,
     /// Device code it carries.
     gpu: Option<GpuCode>,
     /// Something odd about it, for the report.
     note: Option<String>,
+    /// Its sha256, when it was hashed.
+    digest: Option<[u8; 32]>,
+    /// A hash that does not match RECORD.
+    finding: Option<RecordFinding>,
 }
 
-/// Read one member as far as needed: its first bytes tell whether it is ELF or a device-code
-/// container; only those are inflated whole (all members are, when hashes are verified).
-fn scan_member(wheel: &Wheel, member: &Member, verify: bool) -> Result<Option<Scanned>, WheelError> {
-    if member.is_dir {
-        return Ok(None);
-    }
+/// Executable formats other than ELF that a wheel may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Pe,
+    MachO,
+}
+
+/// Read one member as far as needed: its first bytes tell whether it is ELF, PE, Mach-O or a
+/// device-code container; only those are inflated whole, and every member that must be
+/// hashed (all of them, when hashes are verified).
+fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<Scanned, WheelError> {
     let archive = &wheel.archive;
+    let member = &archive.members()[index];
+    let mut scanned = Scanned { index, elf: None, format: None, gpu: None, note: None, digest: None, finding: None };
+    if member.is_dir() {
+        return Ok(scanned);
+    }
+    let hash = !wheel.is_record_file(&member.name)
+        && (options.verify_hashes || (options.hash_for_record && !wheel.row_is_reusable(member)));
     let mut data = None;
-    if verify {
-        let bytes = archive.read_buffer(member)?;
-        wheel.verify_hash(member, &bytes)?;
+    if hash {
+        let bytes = archive.read(member)?;
+        let digest = digest(&bytes, wheel.extra_algorithm(member));
+        if options.verify_hashes {
+            scanned.finding = wheel.check_digest(member, &digest);
+        }
+        scanned.digest = Some(digest.sha256);
         data = Some(bytes);
     }
     let head = match &data {
         Some(bytes) => bytes[..bytes.len().min(HEAD)].to_vec(),
         None => archive.peek(member, HEAD)?,
     };
-    let scanned = |elf, gpu, note| Some(Scanned { index: member.index, path: member.name.clone(), elf, gpu, note });
     if head.starts_with(ELF_MAGIC) {
         if is_gpu_machine(&head) {
             // Device code: the header says everything we report; never a host binary.
-            return Ok(match gpu::code_object_from_header(&member.name, &head) {
-                Some(code) => scanned(None, Some(code), None),
-                None => scanned(None, None, Some("skipped: a GPU ELF file too short to read its header".into())),
-            });
+            match gpu::code_object_from_header(&member.name, &head) {
+                Some(code) => scanned.gpu = Some(code),
+                None => scanned.note = Some("skipped: a GPU ELF file too short to read its header".into()),
+            }
+            return Ok(scanned);
         }
         let data = match data {
             Some(d) => d,
-            None => archive.read_buffer(member)?,
+            None => archive.read(member)?,
         };
         // A broken host binary leaves the tag unknowable: the wheel fails.
         let facts = ElfFacts::parse(&data)
-            .map_err(|e| WheelError::BadElf { path: member.name.clone(), message: e.to_string() })?;
-        let code = gpu::host_binary(&member.name, &facts, &data);
-        return Ok(scanned(Some(facts), code, None));
+            .map_err(|e| WheelError::BadElf { path: member.name.to_string(), message: e.to_string() })?;
+        scanned.gpu = gpu::host_binary(&member.name, &facts, &data);
+        scanned.elf = Some(facts);
+        return Ok(scanned);
     }
+    scanned.format = executable_format(&head);
     if gpu::is_container_magic(&head) {
         let data = match data {
             Some(d) => d,
-            None => archive.read_buffer(member)?,
+            None => archive.read(member)?,
         };
-        return Ok(gpu::container_file(&member.name, &data).and_then(|code| scanned(None, Some(code), None)));
+        scanned.gpu = gpu::container_file(&member.name, &data);
     }
-    Ok(None)
+    Ok(scanned)
+}
+
+/// sha256 of a member's content, and the digest in its RECORD row's algorithm when that is
+/// another one.
+fn digest(data: &[u8], extra: Option<crate::wheel::record::HashAlgorithm>) -> MemberDigest {
+    use sha2::{Digest, Sha256};
+    let other = extra.map(|algorithm| {
+        let mut hasher = algorithm.hasher();
+        hasher.update(data);
+        hasher.finish()
+    });
+    MemberDigest { sha256: Sha256::digest(data).into(), other }
+}
+
+/// PE (`MZ` with a `PE\0\0` signature where the DOS header points) or Mach-O (thin, 32/64-bit,
+/// either byte order, or a fat file with a plausible architecture count).
+fn executable_format(head: &[u8]) -> Option<Format> {
+    if head.starts_with(b"MZ")
+        && let Some(at) = head.get(0x3c..0x40).map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize)
+        && head.get(at..at + 4) == Some(b"PE\0\0")
+    {
+        return Some(Format::Pe);
+    }
+    let magic = head.get(..4)?;
+    let thin = [[0xfe, 0xed, 0xfa, 0xce], [0xfe, 0xed, 0xfa, 0xcf], [0xce, 0xfa, 0xed, 0xfe], [0xcf, 0xfa, 0xed, 0xfe]];
+    if thin.iter().any(|m| magic == m) {
+        return Some(Format::MachO);
+    }
+    // `0xcafebabe` is also a Java class file, whose next word (a version) is far above the
+    // handful of architectures a fat Mach-O file holds.
+    if magic == [0xca, 0xfe, 0xba, 0xbe] || magic == [0xca, 0xfe, 0xba, 0xbf] {
+        let count = u32::from_be_bytes(head.get(4..8)?.try_into().ok()?);
+        return (1..=16).contains(&count).then_some(Format::MachO);
+    }
+    None
 }
 
 /// `e_machine` of an ELF header names a GPU (AMDGPU or CUDA).
@@ -441,8 +582,13 @@ fn find_external_libs(
     let mut queue: Vec<(String, ObjectPaths)> = Vec::new();
     let always_whitelisted = &set.policies[0].lib_whitelist;
     for (i, binary) in analysis.binaries.iter().enumerate() {
-        // On Android the interpreter provides libpython (auditwheel's android rule).
-        let provided = |s: &str| is_loader(s) || (set.libc == Libc::Android && is_libpython(s));
+        // On Android the interpreter provides libpython (auditwheel's android rule); every musl
+        // system provides musl's C library, under either name its loader answers to.
+        let provided = |s: &str| {
+            is_loader(s)
+                || (set.libc == Libc::Android && is_libpython(s))
+                || (set.libc == Libc::Musl && crate::platform::is_musl_libc(s))
+        };
         for soname in binary.facts.needed.iter().filter(|s| !resolved[i].contains_key(*s) && !provided(s)) {
             let lib = external
                 .entry(soname.clone())

@@ -9,6 +9,7 @@
 //! lib-sdir = ".libs"
 //! gpu-targets = ["gfx950"]
 //! no-mark = ["triton-kernels"]
+//! strict-record = true
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ pub struct Config {
     pub lib_sdir: Option<String>,
     pub gpu_targets: Option<Vec<String>>,
     pub no_mark: Option<Vec<String>>,
+    pub strict_record: Option<bool>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

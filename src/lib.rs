@@ -46,8 +46,14 @@ pub enum Error {
     Tag(#[from] tags::TagError),
     #[error(transparent)]
     Write(#[from] wheel::writer::WriteError),
+    #[error(transparent)]
+    Output(#[from] wheel::output::OutputError),
     #[error("the output {0} would replace the input; use --in-place to allow that")]
     WouldOverwriteInput(PathBuf),
+    #[error("the output {output} would replace {input}, another input of this run; nothing was written for it")]
+    ReplacesOtherInput { output: String, input: String },
+    #[error("{} wheels of this run would be written to {output}: {}; none of them was written", wheels.len(), wheels.join(", "))]
+    Collision { output: String, wheels: Vec<String> },
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
     #[error("{source}")]
@@ -64,7 +70,19 @@ pub enum Error {
 pub fn show(path: &Path, options: &AnalyzeOptions, progress: &dyn Progress) -> Result<ShowReport, Error> {
     let wheel = Wheel::open(path)?;
     let analysis = analyze(&wheel, options, progress)?;
+    check_strict(&analysis, options)?;
     Ok(ShowReport::new(&wheel, &analysis))
+}
+
+/// `--strict-record`: any difference between RECORD and the archive fails the wheel.
+fn check_strict(analysis: &Analysis, options: &AnalyzeOptions) -> Result<(), Error> {
+    match analysis.record_findings.first() {
+        Some(first) if options.strict_record => Err(Error::Wheel(wheel::WheelError::StrictRecord {
+            summary: wheel::record::summarize(&analysis.record_findings),
+            first: first.file.clone(),
+        })),
+        _ => Ok(()),
+    }
 }
 
 /// Where `retag` writes.
@@ -103,6 +121,10 @@ pub struct RetagOutcome {
     pub version_change: VersionChange,
     /// Libraries `repair` vendored.
     pub grafts: Vec<repair::Graft>,
+    /// Where the input's RECORD disagreed with its archive: the output's RECORD is true.
+    pub record_corrected: Vec<wheel::RecordFinding>,
+    /// Whether every member's hash was checked against the input's RECORD.
+    pub hashes_checked: bool,
     #[serde(skip)]
     pub report: ShowReport,
 }
@@ -206,6 +228,7 @@ pub fn show_batch(
         .zip(changes)
         .map(|(opened, change)| {
             let (wheel, analysis) = opened?;
+            check_strict(&analysis, options)?;
             Ok((ShowReport::new(&wheel, &analysis), change?))
         })
         .collect();
@@ -222,50 +245,7 @@ pub fn retag_batch(
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
-    // While each wheel is analysed, another thread already copies the members a retag cannot
-    // change into the output's temporary file.
-    type Opened = (Wheel, Analysis, Option<wheel::writer::Prestart>);
-    let opened: Vec<Result<Opened, Error>> = paths
-        .par_iter()
-        .map(|path| {
-            let wheel = Wheel::open(path)?;
-            let dir = output_dir(path, destination)?;
-            let (analysis, prestart) = std::thread::scope(|scope| {
-                let copier = scope.spawn(|| wheel::writer::Prestart::copy_prefix(&wheel, &dir).ok());
-                let analysis = analyze(&wheel, options, progress);
-                (analysis, copier.join().ok().flatten())
-            });
-            Ok((wheel, analysis?, prestart))
-        })
-        .collect();
-    let refs: Vec<Option<(&Wheel, &Analysis)>> =
-        opened.iter().map(|r| r.as_ref().ok().map(|(w, a, _)| (w, a))).collect();
-    let (changes, hazards) = decide_versions(&refs, marking);
-    let results = opened
-        .into_par_iter()
-        .zip(changes)
-        .zip(paths)
-        .map(|((opened, change), path)| {
-            let (mut wheel, analysis, prestart) = opened?;
-            let job = WriteJob { path, request, change: change?, repair: None, destination, prestart };
-            write_retagged(&mut wheel, &analysis, job)
-        })
-        .collect();
-    Batch { results, hazards }
-}
-
-/// The directory a wheel's output goes to (created when needed).
-fn output_dir(path: &Path, destination: &Destination) -> Result<PathBuf, Error> {
-    match destination {
-        Destination::Directory(dir) => {
-            std::fs::create_dir_all(dir)
-                .map_err(|source| Error::CreateDir { path: dir.display().to_string(), source })?;
-            Ok(dir.clone())
-        }
-        Destination::InPlace => {
-            Ok(path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
-        }
-    }
+    write_batch(paths, options, request, None, marking, destination, progress)
 }
 
 /// Repair a batch: vendor each wheel's external libraries, patch what needs them, write the
@@ -279,52 +259,123 @@ pub fn repair_batch(
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
+    let request = TagRequest { after_repair: true, ..request.clone() };
+    write_batch(paths, options, &request, Some(settings), marking, destination, progress)
+}
+
+/// One wheel of a writing batch once its output name is known.
+struct Named {
+    wheel: Wheel,
+    analysis: Analysis,
+    change: VersionChange,
+    tags: Vec<String>,
+    /// Where it goes (`--in-place` under the same name: the input itself).
+    dest: PathBuf,
+}
+
+fn write_batch(
+    paths: &[PathBuf],
+    options: &AnalyzeOptions,
+    request: &TagRequest,
+    repair: Option<&repair::RepairSettings<'_>>,
+    marking: Option<&Marking>,
+    destination: &Destination,
+    progress: &dyn Progress,
+) -> Batch<RetagOutcome> {
     let opened = open_all(paths, options, progress);
     let refs: Vec<Option<(&Wheel, &Analysis)>> = opened.iter().map(|r| r.as_ref().ok().map(|(w, a)| (w, a))).collect();
     let (changes, hazards) = decide_versions(&refs, marking);
-    let request = TagRequest { after_repair: true, ..request.clone() };
-    let results = opened
-        .into_par_iter()
+    // First every output's name, so that collisions are found before anything is written.
+    let mut named: Vec<Result<Named, Error>> = opened
+        .into_iter()
         .zip(changes)
         .zip(paths)
         .map(|((opened, change), path)| {
-            let (mut wheel, analysis) = opened?;
-            let job = WriteJob {
-                path,
-                request: &request,
-                change: change?,
-                repair: Some(settings),
-                destination,
-                prestart: None,
-            };
-            write_retagged(&mut wheel, &analysis, job)
+            let (wheel, analysis) = opened?;
+            check_strict(&analysis, options)?;
+            name_output(wheel, analysis, change?, request, path, destination)
         })
         .collect();
+    refuse_collisions(&mut named, paths);
+    let results =
+        named.into_par_iter().zip(paths).map(|(named, path)| write_one(named?, path, repair, destination)).collect();
     Batch { results, hazards }
 }
 
-/// Everything `write_retagged` needs besides the wheel and its analysis.
-struct WriteJob<'a> {
-    path: &'a Path,
-    request: &'a TagRequest,
+/// The output name of one wheel: its true tags and, when marking, its new version.
+fn name_output(
+    wheel: Wheel,
+    analysis: Analysis,
     change: VersionChange,
-    repair: Option<&'a repair::RepairSettings<'a>>,
-    destination: &'a Destination,
-    prestart: Option<wheel::writer::Prestart>,
+    request: &TagRequest,
+    path: &Path,
+    destination: &Destination,
+) -> Result<Named, Error> {
+    let tags = tags::true_tags(&analysis, &wheel.filename.platform_tags, request)?;
+    let mut filename = wheel.filename.with_platform_tags(tags.clone());
+    if let Some(version) = change.local_version.as_ref().and_then(|d| d.new_version.as_deref()) {
+        filename = filename.with_version(&version.replace('-', "_"));
+    }
+    let file_name = filename.to_string();
+    let dir = output_dir(path, destination)?;
+    let unchanged_name = file_name == wheel.filename.to_string();
+    // In place, a wheel that keeps its name may still need writing (WHEEL, RECORD); whether it
+    // does is known once its plan is made, so its destination is its input.
+    let dest = if matches!(destination, Destination::InPlace) && unchanged_name {
+        path.to_path_buf()
+    } else {
+        dir.join(&file_name)
+    };
+    Ok(Named { wheel, analysis, change, tags, dest })
 }
 
-fn write_retagged(wheel: &mut Wheel, analysis: &Analysis, job: WriteJob<'_>) -> Result<RetagOutcome, Error> {
-    let WriteJob { path, request, change, repair, destination, prestart } = job;
-    let report = ShowReport::new(wheel, analysis);
+/// Fail every wheel whose output another wheel of the run also writes, or whose output would
+/// replace another input of the run: before anything is written.
+fn refuse_collisions(named: &mut [Result<Named, Error>], paths: &[PathBuf]) {
+    let key = |p: &Path| -> PathBuf {
+        let dir = wheel::output::parent_dir(p);
+        dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()).join(p.file_name().unwrap_or_default())
+    };
+    let inputs: Vec<PathBuf> = paths.iter().map(|p| key(p)).collect();
+    let mut by_dest: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+    for (i, n) in named.iter().enumerate() {
+        if let Ok(Named { dest, .. }) = n {
+            by_dest.entry(key(dest)).or_default().push(i);
+        }
+    }
+    for (dest, users) in by_dest {
+        let wheels: Vec<String> = users.iter().map(|&i| paths[i].display().to_string()).collect();
+        for &i in &users {
+            let other_input = inputs.iter().enumerate().find(|(j, input)| *j != i && **input == dest);
+            if users.len() > 1 {
+                named[i] = Err(Error::Collision { output: dest.display().to_string(), wheels: wheels.clone() });
+            } else if let Some((j, _)) = other_input {
+                named[i] = Err(Error::ReplacesOtherInput {
+                    output: dest.display().to_string(),
+                    input: paths[j].display().to_string(),
+                });
+            }
+        }
+    }
+}
+
+/// Plan and write one wheel whose output name is known.
+fn write_one(
+    named: Named,
+    path: &Path,
+    repair: Option<&repair::RepairSettings<'_>>,
+    destination: &Destination,
+) -> Result<RetagOutcome, Error> {
+    let Named { wheel, analysis, change, tags, dest } = named;
+    let report = ShowReport::new(&wheel, &analysis);
     let repair_plan = match repair {
-        Some(settings) => repair::plan_repair(wheel, analysis, settings)
+        Some(settings) => repair::plan_repair(&wheel, &analysis, settings)
             .map_err(|source| Error::Repair { wheel: wheel.filename.to_string(), source })?,
         None => repair::RepairPlan::default(),
     };
-    let tags = tags::true_tags(analysis, &wheel.filename.platform_tags, request)?;
     let new_version = change.local_version.as_ref().and_then(|d| d.new_version.as_deref());
     let changes = retag::Changes { platform_tags: &tags, new_version, pins: &change.pins };
-    let mut plan = retag::plan_changes(wheel, analysis, &changes);
+    let mut plan = retag::plan_changes(&wheel, &analysis, &changes);
     if !repair_plan.patched.is_empty() || !repair_plan.added.is_empty() {
         let plan = plan.get_or_insert_with(|| wheel::writer::Plan::new(wheel.filename.clone()));
         for (path, member) in repair_plan.patched {
@@ -332,45 +383,82 @@ fn write_retagged(wheel: &mut Wheel, analysis: &Analysis, job: WriteJob<'_>) -> 
         }
         plan.add.extend(repair_plan.added);
     }
+    // A RECORD that disagrees with the archive is a change too: the output's is true.
+    if plan.is_none() && !analysis.record_findings.is_empty() {
+        plan = Some(wheel::writer::Plan::new(wheel.filename.clone()));
+    }
     if let (Some(plan), Some(settings)) = (plan.as_mut(), repair) {
         plan.compression_level = settings.compression_level;
     }
-    let grafts = repair_plan.grafts;
     let changed = plan.is_some();
-    let file_name = plan.as_ref().map(|p| p.filename.to_string()).unwrap_or_else(|| wheel.filename.to_string());
-    let input_name = wheel.filename.to_string();
     let outcome = |output: Option<PathBuf>| RetagOutcome {
-        wheel: input_name.clone(),
+        wheel: wheel.filename.to_string(),
         output: output.map(|o| o.display().to_string()),
         tags: tags.clone(),
         changed,
         version_change: change.clone(),
-        grafts: grafts.clone(),
+        grafts: repair_plan.grafts.clone(),
+        record_corrected: if changed { analysis.record_findings.clone() } else { Vec::new() },
+        hashes_checked: analysis.hashes_checked,
         report: report.clone(),
     };
+    let input_mode = wheel.archive.zip.file_mode;
+    let identity = wheel.archive.zip.identity;
     let output = match destination {
         Destination::InPlace => {
             let Some(plan) = plan else { return Ok(outcome(None)) };
-            let dest = retag::output_path(path, &file_name, None);
-            wheel::writer::write_wheel_after(wheel, &plan, &dest, prestart)?;
-            if dest.file_name() != path.file_name() {
-                std::fs::remove_file(path)
-                    .map_err(|source| Error::RemoveOld { path: path.display().to_string(), source })?;
+            if dest == path {
+                let commit = wheel::output::Commit::ReplaceInput(identity);
+                wheel::writer::write_wheel(&wheel, &plan, &analysis.digests, &dest, commit, Some(input_mode))?
+            } else {
+                // Never replace a file that is not this wheel's input; and only go on while the
+                // input is still the file that was read.
+                let input_unchanged = || wheel::zip::FileIdentity::at(path).ok() == Some(identity);
+                if !input_unchanged() {
+                    return Err(wheel::output::OutputError::InputChanged(path.display().to_string()).into());
+                }
+                let commit = wheel::output::Commit::NoClobber;
+                let written =
+                    wheel::writer::write_wheel(&wheel, &plan, &analysis.digests, &dest, commit, Some(input_mode))
+                        .map_err(|e| match e {
+                            wheel::writer::WriteError::Output(wheel::output::OutputError::Exists(_))
+                                if !input_unchanged() =>
+                            {
+                                Error::Output(wheel::output::OutputError::InputChanged(path.display().to_string()))
+                            }
+                            e => e.into(),
+                        })?;
+                if input_unchanged() {
+                    std::fs::remove_file(path)
+                        .map_err(|source| Error::RemoveOld { path: path.display().to_string(), source })?;
+                }
+                written
             }
-            dest
         }
-        Destination::Directory(dir) => {
-            std::fs::create_dir_all(dir)
-                .map_err(|source| Error::CreateDir { path: dir.display().to_string(), source })?;
-            let dest = retag::output_path(path, &file_name, Some(dir));
+        Destination::Directory(_) => {
             if same_file(&dest, path) {
                 return Err(Error::WouldOverwriteInput(dest));
             }
-            let plan = plan.unwrap_or_else(|| wheel::writer::Plan::new(wheel.filename.clone()));
-            wheel::writer::write_wheel_after(wheel, &plan, &dest, prestart)?
+            let commit = wheel::output::Commit::Replace;
+            match plan {
+                Some(plan) => wheel::writer::write_wheel(&wheel, &plan, &analysis.digests, &dest, commit, None)?,
+                None => wheel::writer::copy_wheel(path, &dest, commit, None)?,
+            }
         }
     };
     Ok(outcome(Some(output)))
+}
+
+/// The directory a wheel's output goes to (created when needed).
+fn output_dir(path: &Path, destination: &Destination) -> Result<PathBuf, Error> {
+    match destination {
+        Destination::Directory(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| Error::CreateDir { path: dir.display().to_string(), source })?;
+            Ok(dir.clone())
+        }
+        Destination::InPlace => Ok(wheel::output::parent_dir(path).to_path_buf()),
+    }
 }
 
 /// Build a metapackage pinning every wheel in `paths` (see [`release::metapackage`]).

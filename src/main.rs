@@ -138,8 +138,8 @@ struct RepairArgs {
     #[arg(long)]
     strip: bool,
     /// Deflate level (0-9) for the members written anew.
-    #[arg(short = 'z', long = "zip-compression-level", value_name = "LEVEL", default_value_t = 6, value_parser = clap::value_parser!(i64).range(0..=9))]
-    zip_compression_level: i64,
+    #[arg(short = 'z', long = "zip-compression-level", value_name = "LEVEL", default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=9))]
+    zip_compression_level: u32,
     /// Skip the sha256 check of every member against RECORD.
     #[arg(long)]
     no_verify: bool,
@@ -172,6 +172,10 @@ struct CommonArgs {
     /// Do not lower the tag for x86-64 ISA extensions (x86-64-v2 and above).
     #[arg(long)]
     disable_isa_ext_check: bool,
+    /// Fail a wheel whose RECORD disagrees with its archive in any way (stale sizes or hashes,
+    /// missing or extra rows, md5 or no hashes) instead of reporting it and writing a true RECORD.
+    #[arg(long)]
+    strict_record: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -281,6 +285,7 @@ struct RetagArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    wheelfix::wheel::output::install_signal_cleanup();
     let result = match cli.command {
         Command::Show(args) => run_show(args),
         Command::Retag(args) => run_retag(args),
@@ -314,6 +319,7 @@ fn analyze_options(common: &CommonArgs, config: &Config) -> Result<AnalyzeOption
     let search = LibrarySearch::from_environment(common.ldpaths.as_deref());
     let mut options = AnalyzeOptions::new(policies, exclude, search);
     options.disable_isa_check = common.disable_isa_ext_check;
+    options.strict_record = common.strict_record || config.strict_record.unwrap_or(false);
     Ok(options)
 }
 
@@ -508,8 +514,10 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
     let config = args.common.load_config()?.config;
     let mut options = analyze_options(&args.common, &config)?;
     options.verify_hashes = !args.no_verify;
+    options.hash_for_record = true;
     let marking = args.versions.marking(&config)?;
     let plat = args.plat.clone().or(config.plat.clone());
+    options.requested_plat = plat.clone();
     let request = TagRequest { plat, only_plat: args.only_plat, after_repair: false, keep_tags: false };
     let destination = if args.in_place {
         Destination::InPlace
@@ -527,8 +535,10 @@ fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
     let config = args.common.load_config()?.config;
     let mut options = analyze_options(&args.common, &config)?;
     options.verify_hashes = !args.no_verify;
+    options.hash_for_record = true;
     let marking = args.versions.marking(&config)?;
     let plat = args.plat.clone().or(config.plat.clone());
+    options.requested_plat = plat.clone();
     let _ = args.allow_pure_python_wheel;
     let request = TagRequest {
         plat: plat.clone(),
@@ -690,8 +700,14 @@ fn report_outcomes(wheels: &[PathBuf], batch: wheelfix::Batch<RetagOutcome>, mar
         print_out(&text);
     }
     for (_, r) in &results {
-        if let Err(e) = r {
-            eprintln!("wheelfix: error: {e}");
+        match r {
+            Ok(outcome) if !outcome.record_corrected.is_empty() => eprintln!(
+                "wheelfix: note: {}: its RECORD disagreed with the archive ({}); the output's RECORD lists every file with its sha256 and size",
+                outcome.wheel,
+                wheelfix::wheel::record::summarize(&outcome.record_corrected)
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!("wheelfix: error: {e}"),
         }
     }
     print_hazards(&batch.hazards);

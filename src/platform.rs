@@ -115,6 +115,64 @@ pub fn machine_name(machine: u16) -> String {
     }
 }
 
+/// The operating system a platform tag is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Os {
+    Linux,
+    Android,
+    Windows,
+    MacOs,
+    Ios,
+    /// `any`
+    Any,
+    /// A tag of no system wheelfix knows.
+    Other,
+}
+
+impl Os {
+    /// Ex) `win_amd64` → Windows; `macosx_11_0_arm64` → macOS; `manylinux_2_17_x86_64` → Linux
+    pub fn of_tag(tag: &str) -> Os {
+        if tag == "any" {
+            Os::Any
+        } else if tag.starts_with("manylinux") || tag.starts_with("musllinux") || tag.starts_with("linux_") {
+            Os::Linux
+        } else if tag.starts_with("android_") {
+            Os::Android
+        } else if tag.starts_with("win") {
+            Os::Windows
+        } else if tag.starts_with("macosx_") {
+            Os::MacOs
+        } else if tag.starts_with("ios_") {
+            Os::Ios
+        } else {
+            Os::Other
+        }
+    }
+
+    /// Whether wheelfix has policies for this system's binaries.
+    pub fn has_policies(self) -> bool {
+        matches!(self, Os::Linux | Os::Android | Os::Any | Os::Other)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Os::Linux => "Linux",
+            Os::Android => "Android",
+            Os::Windows => "Windows",
+            Os::MacOs => "macOS",
+            Os::Ios => "iOS",
+            Os::Any => "any",
+            Os::Other => "unknown-platform",
+        }
+    }
+}
+
+/// musl's C library, as a binary names it: `libc.so` (what its loader answers to) or
+/// `libc.musl-<arch>.so.1`.
+pub fn is_musl_libc(soname: &str) -> bool {
+    soname == "libc.so" || (soname.starts_with("libc.musl-") && soname.ends_with(".so.1"))
+}
+
 /// The C library family a policy file is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

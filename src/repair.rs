@@ -50,7 +50,7 @@ pub struct RepairSettings<'a> {
     pub strip: bool,
     pub patcher: &'a dyn Patcher,
     /// `-z`: deflate level for the members written anew.
-    pub compression_level: i64,
+    pub compression_level: u32,
 }
 
 /// One library copied into the wheel.

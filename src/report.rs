@@ -5,11 +5,11 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::analysis::{Analysis, Note};
+use crate::analysis::{Analysis, BinaryFormats, Note};
 use crate::elf::gpu::GpuCode;
 use crate::policy::verdict::{Blockers, Requirement, compare_versions};
 use crate::tags::{ClaimCheck, TagRequest, check_claims, first_blocker, true_tags};
-use crate::wheel::Wheel;
+use crate::wheel::{RecordFinding, RecordProblem, Wheel};
 
 /// Version of the JSON documents wheelfix writes.
 pub const JSON_VERSION: u32 = 1;
@@ -113,6 +113,12 @@ pub struct ShowReport {
     /// Library → every version the binaries need from it.
     pub versioned_symbols: BTreeMap<String, Vec<String>>,
     pub host_binaries: usize,
+    /// Host binaries by format (ELF, PE, Mach-O), device code not counted.
+    pub binaries: BinaryFormats,
+    /// Where RECORD disagrees with the archive (`show --verify` also compares every hash).
+    pub record: Vec<RecordFinding>,
+    /// Whether every member's hash was compared with RECORD.
+    pub hashes_checked: bool,
     /// GPU architectures the wheel carries device code for, base names sorted. Ex) [`gfx942`, `gfx950`]
     pub gpu_targets: Vec<String>,
     /// Device code per file.
@@ -150,6 +156,9 @@ impl ShowReport {
             claims: check_claims(analysis, &filename_tags, &wheel_tags),
             retag_tags: true_tags(analysis, &filename_tags, &TagRequest::default()).unwrap_or_default(),
             host_binaries: analysis.binaries.len(),
+            binaries: analysis.binary_formats,
+            record: analysis.record_findings.clone(),
+            hashes_checked: analysis.hashes_checked,
             unaudited: analysis.unaudited.clone(),
             gpu_targets: gpu_targets(&analysis.gpu),
             gpu: analysis.gpu.clone(),
@@ -246,6 +255,7 @@ impl ShowReport {
                 self.tags.join(".")
             );
             self.write_gpu(&mut out);
+            self.write_record(&mut out);
             self.write_notes(&mut out);
             return out;
         }
@@ -255,12 +265,16 @@ impl ShowReport {
                 "  pure: no host binaries for any platform; the tags stay as they are ({})",
                 self.tags.join(".")
             );
+            self.write_record(&mut out);
             self.write_notes(&mut out);
             return out;
         }
         if self.platform_tag.is_none() {
             let why = self.unaudited.as_deref().unwrap_or("?");
             let _ = writeln!(out, "  no policy applies: {why}; the tags stay as they are ({})", self.tags.join("."));
+            let _ = writeln!(out, "  binaries:      {}", self.binaries_text());
+            self.write_gpu(&mut out);
+            self.write_record(&mut out);
             self.write_notes(&mut out);
             return out;
         }
@@ -322,8 +336,47 @@ impl ShowReport {
             }
         }
         self.write_gpu(&mut out);
+        self.write_record(&mut out);
         self.write_notes(&mut out);
         out
+    }
+
+    /// Ex) `12 PE, 1 ELF`
+    fn binaries_text(&self) -> String {
+        let b = &self.binaries;
+        let parts: Vec<String> = [(b.elf, "ELF"), (b.pe, "PE"), (b.mach_o, "Mach-O")]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, f)| format!("{n} {f}"))
+            .collect();
+        if parts.is_empty() { "none".into() } else { parts.join(", ") }
+    }
+
+    /// RECORD's disagreements with the archive: a summary, then the first few.
+    fn write_record(&self, out: &mut String) {
+        if self.record.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\n  RECORD disagrees with the archive: {} (pip installs it; retag and repair write a true RECORD)",
+            crate::wheel::record::summarize(&self.record)
+        );
+        if self.record.iter().all(|f| matches!(f.problem, RecordProblem::NoHash)) {
+            let _ = writeln!(out, "    RECORD has no hashes: nothing in this wheel could be verified");
+        }
+        for f in self.record.iter().take(5) {
+            let detail = match (&f.recorded, &f.actual) {
+                (Some(r), Some(a)) => format!(": recorded {r}, actual {a}"),
+                (Some(r), None) => format!(": recorded {r}"),
+                (None, Some(a)) => format!(": actual {a}"),
+                (None, None) => String::new(),
+            };
+            let _ = writeln!(out, "    {} {}{detail}", f.problem.as_str(), f.file);
+        }
+        if self.record.len() > 5 {
+            let _ = writeln!(out, "    ... and {} more", self.record.len() - 5);
+        }
     }
 
     fn write_gpu(&self, out: &mut String) {

@@ -48,10 +48,10 @@ pub fn plan_changes(wheel: &Wheel, analysis: &Analysis, changes: &Changes<'_>) -
         let name = wheel.dist_info.trim_end_matches(".dist-info").rsplit_once('-').map_or("", |(n, _)| n);
         let old_stem = wheel.dist_info.trim_end_matches(".dist-info").to_string();
         let new_stem = format!("{name}-{}", version.replace('-', "_"));
-        for member in &wheel.archive.members {
+        for member in wheel.archive.members() {
             for suffix in [".dist-info/", ".data/"] {
                 if let Some(rest) = member.name.strip_prefix(&format!("{old_stem}{suffix}")) {
-                    plan.renames.insert(member.name.clone(), format!("{new_stem}{suffix}{rest}"));
+                    plan.renames.insert(member.name.to_string(), format!("{new_stem}{suffix}{rest}"));
                 }
             }
         }
@@ -59,10 +59,24 @@ pub fn plan_changes(wheel: &Wheel, analysis: &Analysis, changes: &Changes<'_>) -
     }
     let dist_info = plan.output_name(&format!("{}/WHEEL", wheel.dist_info)).trim_end_matches("/WHEEL").to_string();
 
-    let lines = wheel_tag_lines(wheel, changes.platform_tags);
+    let mut lines = wheel_tag_lines(wheel, changes.platform_tags);
+    // The same `Tag:` lines in another order are not a change.
+    let sorted = |v: &[String]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if sorted(&lines) == sorted(&wheel.wheel_info.tags) {
+        lines = wheel.wheel_info.tags.clone();
+    }
     let platform_specific = changes.platform_tags.iter().any(|t| t != "any") && !analysis.binaries.is_empty();
     let purelib = (platform_specific && wheel.wheel_info.root_is_purelib == Some(true)).then_some(false);
-    let wheel_text = wheel.wheel_info.with_tags(&lines, purelib);
+    let wheel_text = if lines == wheel.wheel_info.tags && purelib.is_none() {
+        wheel.wheel_info.text.clone()
+    } else {
+        wheel.wheel_info.with_tags(&lines, purelib)
+    };
     if wheel_text != wheel.wheel_info.text {
         plan.replace.insert(format!("{dist_info}/WHEEL"), NewMember { data: wheel_text.into_bytes(), mode: None });
     }

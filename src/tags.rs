@@ -17,6 +17,10 @@ pub enum TagError {
     NotMet { tag: String, reason: String },
     #[error("--plat {0}: the wheel has no host binaries, so no platform tag applies to it")]
     PurePlat(String),
+    #[error(
+        "no manylinux or musllinux policy accepts it, even with its libraries vendored: {reason}; nothing was written (build on an older toolchain, or ask for --plat {linux} to write a {linux} wheel)"
+    )]
+    NoPolicy { reason: String, linux: String },
 }
 
 /// A user's request for a tag (`--plat`, `--only-plat`).
@@ -84,6 +88,14 @@ fn claim_problem(analysis: &Analysis, tag: &str) -> Option<String> {
         return (verdict.overall != set.policies.len() - 1)
             .then(|| format!("the wheel meets {}", derived_tags(set, verdict)[0]));
     }
+    if set.own_tag.as_deref() == Some(tag) && verdict.overall == set.policies.len() - 1 {
+        // An Android wheel keeps its tag (no other tag applies), but it does not meet its policy.
+        let blockers = verdict.blockers(set, &analysis.verdict_input(), 0);
+        return Some(format!(
+            "{}; the tag stays, since no other tag applies to an Android wheel",
+            first_blocker(&blockers)
+        ));
+    }
     let Some(index) = set.by_tag(tag).map(|p| set.policies.iter().position(|q| q == p).unwrap_or(0)) else {
         return Some(
             format!("not a tag for {} {:?} binaries", set.arch, set.libc)
@@ -98,18 +110,27 @@ fn claim_problem(analysis: &Analysis, tag: &str) -> Option<String> {
     Some(first_blocker(&blockers))
 }
 
-/// One line that says the most important reason a policy is not met.
+/// One line that says the most important reason a policy is not met: the wheel's own symbol
+/// versions, then external libraries the policy does not allow (as the wheel is, they are the
+/// blocker; their own symbol versions matter only once repair vendors them), then those.
 pub fn first_blocker(blockers: &Blockers) -> String {
-    if let Some(r) = blockers.versions.first() {
-        let count = blockers.versions.iter().filter(|x| x.version == r.version).count();
+    let describe = |r: &crate::policy::verdict::Requirement| {
+        let count = blockers.versions.iter().filter(|x| x.version == r.version && x.external == r.external).count();
         let more = if count > 1 { format!(" (and {} more files)", count - 1) } else { String::new() };
         let symbol = r.symbols.first().map(|s| format!(" for `{s}`")).unwrap_or_default();
-        return format!("`{}` needs {}{symbol}{more}", r.file, r.version);
+        let which = if r.external { " (it would be vendored)" } else { "" };
+        format!("`{}`{which} needs {}{symbol}{more}", r.file, r.version)
+    };
+    if let Some(r) = blockers.versions.iter().find(|r| !r.external) {
+        return describe(r);
     }
     if let Some(lib) = blockers.libs_to_eliminate.first() {
         return format!(
             "it needs the external library {lib}, which the policy does not allow (repair would vendor it)"
         );
+    }
+    if let Some(r) = blockers.versions.first() {
+        return describe(r);
     }
     if let Some((lib, syms)) = blockers.blacklisted_symbols.iter().next() {
         return format!("it references blacklisted symbols of {lib}: {}", syms.join(", "));
@@ -128,11 +149,11 @@ pub fn first_blocker(blockers: &Blockers) -> String {
 
 /// The platform tags the wheel should carry. `claimed` are the input's platform tags.
 pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) -> Result<Vec<String>, TagError> {
-    if request.keep_tags {
-        return Ok(claimed.to_vec());
-    }
     let plat = request.plat.as_deref().filter(|p| *p != "auto");
     let (Some(set), Some(verdict)) = (&analysis.policy_set, &analysis.verdict) else {
+        if request.keep_tags {
+            return Ok(claimed.to_vec());
+        }
         if let Some(p) = plat {
             return Err(TagError::PurePlat(p.to_string()));
         }
@@ -140,6 +161,17 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
     };
     let linux = set.policies.len() - 1;
     let met = if request.after_repair { verdict.repairable } else { verdict.overall };
+    // `repair` never passes a wheel no policy accepts unless `linux_<arch>` is asked for by name
+    // (auditwheel refuses it too): CI would pass and the upload fail later.
+    if request.after_repair && met == linux && set.own_tag.is_none() && plat != Some(linux_tag(set.arch).as_str()) {
+        let newest = linux.saturating_sub(1);
+        let mut blockers = verdict.blockers(set, &analysis.verdict_input(), newest);
+        blockers.libs_to_eliminate.clear();
+        return Err(TagError::NoPolicy { reason: first_blocker(&blockers), linux: linux_tag(set.arch) });
+    }
+    if request.keep_tags {
+        return Ok(claimed.to_vec());
+    }
     if set.own_tag.is_some() && met == linux {
         // An Android wheel is never a `linux_<arch>` wheel: it keeps its own tag, and `show`
         // says what keeps it from meeting its policy.
@@ -194,5 +226,13 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
     }
     tags.sort();
     tags.dedup();
+    // Order is not a change: the same set keeps the input's order
+    // (`manylinux_2_17_x86_64.manylinux2014_x86_64` stays as it is).
+    let mut sorted_claims = claimed.to_vec();
+    sorted_claims.sort();
+    sorted_claims.dedup();
+    if sorted_claims == tags {
+        return Ok(claimed.to_vec());
+    }
     Ok(tags)
 }

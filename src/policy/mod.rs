@@ -171,7 +171,12 @@ impl Policies {
 
     /// The policies that exist for an architecture (a policy exists for an arch when its
     /// `symbol_versions` names the arch, or it is `linux`), most compatible first.
-    pub fn for_platform(&self, arch: Arch, libc: Libc) -> PolicySet {
+    ///
+    /// musl has no symbol versions, so no binary can show which musllinux policy it meets. Like
+    /// auditwheel on a host whose musl version it cannot read, only the newest musllinux policy
+    /// is offered, unless `claims` (the wheel's tags, a requested `--plat`) name an older one:
+    /// then every policy from that one on, since nothing disproves the claim.
+    pub fn for_platform(&self, arch: Arch, libc: Libc, claims: &[&str]) -> PolicySet {
         let entries = match libc {
             Libc::Glibc => &self.manylinux,
             Libc::Musl => &self.musllinux,
@@ -183,10 +188,14 @@ impl Policies {
             .map(|e| to_policy(e, arch, libc))
             .collect();
         if libc == Libc::Musl {
-            // Like auditwheel on a host whose musl version it cannot read: only the newest
-            // musllinux policy is offered (musl has no symbol versions to tell them apart).
             let newest = policies.iter().filter(|p| !p.is_linux()).map(|p| p.priority).min();
-            policies.retain(|p| p.is_linux() || Some(p.priority) == newest);
+            let claimed = policies
+                .iter()
+                .filter(|p| !p.is_linux() && claims.iter().any(|c| p.tags(arch).iter().any(|t| t == c)))
+                .map(|p| p.priority)
+                .max();
+            let floor = claimed.max(newest);
+            policies.retain(|p| p.is_linux() || floor.is_some_and(|f| p.priority <= f) && Some(p.priority) >= newest);
         }
         policies.sort_by_key(|p| std::cmp::Reverse(p.priority));
         PolicySet { arch, libc, policies, own_tag: None }
@@ -196,7 +205,7 @@ impl Policies {
     /// highest API level not above the wheel's, written as the wheel's own tag, then `linux`.
     pub fn for_android(&self, arch: Arch, wheel_tag: &str) -> Option<PolicySet> {
         let api: u32 = wheel_tag.strip_prefix("android_")?.split('_').next()?.parse().ok()?;
-        let mut set = self.for_platform(arch, Libc::Android);
+        let mut set = self.for_platform(arch, Libc::Android, &[]);
         let level = |p: &Policy| p.name.strip_prefix("android_").and_then(|n| n.parse::<u32>().ok());
         let best = set.policies.iter().filter(|p| level(p).is_some_and(|l| l <= api)).max_by_key(|p| level(p))?.clone();
         let linux = set.linux().clone();
@@ -288,22 +297,26 @@ mod tests {
     #[test]
     fn embedded_policies_load_for_every_arch() {
         let policies = Policies::embedded();
-        let x86 = policies.for_platform(Arch::X86_64, Libc::Glibc);
+        let x86 = policies.for_platform(Arch::X86_64, Libc::Glibc, &[]);
         assert_eq!(x86.policies.first().unwrap().name, "manylinux_2_5");
         assert_eq!(x86.tagged().last().unwrap().name, "manylinux_2_41");
         assert!(x86.linux().is_linux());
-        let riscv = policies.for_platform(Arch::Riscv64, Libc::Glibc);
+        let riscv = policies.for_platform(Arch::Riscv64, Libc::Glibc, &[]);
         assert_eq!(riscv.policies.first().unwrap().name, "manylinux_2_31");
-        let ppc64 = policies.for_platform(Arch::Ppc64, Libc::Glibc);
+        let ppc64 = policies.for_platform(Arch::Ppc64, Libc::Glibc, &[]);
         assert_eq!(ppc64.tagged().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["manylinux_2_17"]);
-        let musl = policies.for_platform(Arch::I686, Libc::Musl);
+        let musl = policies.for_platform(Arch::I686, Libc::Musl, &[]);
         assert_eq!(musl.policies.first().unwrap().name, "musllinux_1_2");
         assert!(musl.policies[0].lib_whitelist.contains("libc.musl-x86.so.1"));
+        // A musllinux_1_1 claim cannot be disproved by symbol versions: it stays on offer.
+        let claimed = policies.for_platform(Arch::I686, Libc::Musl, &["musllinux_1_1_i686"]);
+        let names: Vec<&str> = claimed.policies.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["musllinux_1_1", "musllinux_1_2", "linux"]);
     }
 
     #[test]
     fn version_sets_have_gaps() {
-        let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc);
+        let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc, &[]);
         let p = set.by_tag("manylinux_2_37_x86_64").unwrap();
         assert!(!p.allows_version("GLIBC_2.37"));
         assert!(p.allows_version("GLIBC_2.36"));

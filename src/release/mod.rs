@@ -37,7 +37,7 @@ pub fn read_core_metadata(path: &Path) -> Result<Vec<u8>, String> {
     if name.ends_with(".whl") {
         let archive = crate::wheel::Archive::open(path).map_err(|e| e.to_string())?;
         let member = archive
-            .members
+            .members()
             .iter()
             .find(|m| m.name.ends_with(".dist-info/METADATA") && m.name.matches('/').count() == 1)
             .ok_or("no .dist-info/METADATA")?;

@@ -3,15 +3,17 @@
 pub mod archive;
 pub mod filename;
 pub mod metadata;
+pub mod output;
 pub mod record;
 pub mod writer;
+pub mod zip;
 
 use std::path::Path;
 
 pub use archive::{Archive, ArchiveError, Member};
 pub use filename::{FilenameError, WheelFilename, normalize_name};
 pub use metadata::{CoreMetadata, WheelInfo};
-pub use record::{Record, RecordEntry, RecordError};
+pub use record::{Record, RecordEntry, RecordError, RecordFinding, RecordHash, RecordProblem};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WheelError {
@@ -29,21 +31,15 @@ pub enum WheelError {
     Encoding(String),
     #[error("{path}: {source}")]
     Record { path: String, source: RecordError },
-    #[error("member `{0}` is not listed in RECORD (the wheel was changed after it was built: rebuild it)")]
-    NotInRecord(String),
-    #[error("RECORD lists `{0}`, which is not in the archive (the wheel was changed after it was built: rebuild it)")]
-    NotInArchive(String),
-    #[error("member `{path}`: RECORD says {recorded} bytes, the archive holds {actual}")]
-    SizeMismatch { path: String, recorded: u64, actual: u64 },
     #[error("member `{path}`: {message}")]
     BadElf { path: String, message: String },
     #[error(
-        "member `{path}`: sha256 does not match RECORD ({recorded} recorded, {actual} computed); the wheel was changed after it was built: rebuild it, or pass --no-verify to write it anyway"
+        "RECORD does not match the archive ({summary}: first `{first}`) and --strict-record is on; rebuild the wheel, or leave --strict-record off to have RECORD corrected"
     )]
-    HashMismatch { path: String, recorded: String, actual: String },
+    StrictRecord { summary: String, first: String },
 }
 
-/// An opened wheel with its metadata parsed and its RECORD checked against the archive.
+/// An opened wheel with its metadata parsed and its RECORD compared with the archive.
 pub struct Wheel {
     pub archive: Archive,
     pub filename: WheelFilename,
@@ -54,13 +50,17 @@ pub struct Wheel {
     /// METADATA as written, so that a rewrite can keep every other byte.
     pub metadata_text: String,
     pub record: Record,
-    /// RECORD row index by path.
-    record_rows: std::collections::HashMap<String, usize>,
+    /// Where RECORD and the archive disagree, found from the central directory alone (sizes,
+    /// missing and extra rows, hashes that cannot be checked). Hash mismatches need the
+    /// members' bytes: the analysis adds those.
+    pub record_findings: Vec<RecordFinding>,
+    /// RECORD row indices sorted by path, the first row of a path first.
+    record_index: Vec<u32>,
 }
 
 impl Wheel {
-    /// Open a wheel: parse its name, read WHEEL, METADATA and RECORD, and check RECORD against
-    /// the central directory (every member listed, every listed file present, sizes equal).
+    /// Open a wheel: parse its name, read WHEEL, METADATA and RECORD, and compare RECORD with
+    /// the central directory.
     pub fn open(path: &Path) -> Result<Wheel, WheelError> {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let filename = WheelFilename::parse(&name)?;
@@ -77,9 +77,21 @@ impl Wheel {
         let record_path = format!("{dist_info}/RECORD");
         let record = Record::parse(read_text("RECORD")?.as_bytes())
             .map_err(|source| WheelError::Record { path: record_path.clone(), source })?;
-        let record_rows = record.entries.iter().enumerate().map(|(i, e)| (e.path.clone(), i)).collect();
-        let wheel = Wheel { archive, filename, dist_info, wheel_info, metadata, metadata_text, record, record_rows };
-        wheel.check_record()?;
+        let mut record_index: Vec<u32> = (0..record.entries.len() as u32).collect();
+        record_index
+            .sort_by(|&a, &b| record.entries[a as usize].path.cmp(&record.entries[b as usize].path).then(a.cmp(&b)));
+        let mut wheel = Wheel {
+            archive,
+            filename,
+            dist_info,
+            wheel_info,
+            metadata,
+            metadata_text,
+            record,
+            record_findings: Vec::new(),
+            record_index,
+        };
+        wheel.record_findings = wheel.compare_record();
         Ok(wheel)
     }
 
@@ -87,81 +99,127 @@ impl Wheel {
         format!("{}/RECORD", self.dist_info)
     }
 
-    /// The RECORD row of a member path.
+    /// The first RECORD row of a path.
     pub fn record_entry(&self, path: &str) -> Option<&RecordEntry> {
-        self.record_rows.get(path).map(|&i| &self.record.entries[i])
+        let rows = &self.record.entries;
+        let at = self.record_index.partition_point(|&i| rows[i as usize].path.as_str() < path);
+        self.record_index.get(at).map(|&i| &rows[i as usize]).filter(|e| e.path == path)
     }
 
-    /// RECORD may leave out itself and its signatures; everything else must match.
-    fn check_record(&self) -> Result<(), WheelError> {
-        let unlisted_ok = |name: &str| {
-            name.strip_prefix(&self.dist_info)
-                .is_some_and(|rest| matches!(rest, "/RECORD" | "/RECORD.jws" | "/RECORD.p7s"))
-        };
-        for member in self.archive.members.iter().filter(|m| !m.is_dir) {
-            match self.record_entry(&member.name) {
-                None if unlisted_ok(&member.name) => {}
-                None => return Err(WheelError::NotInRecord(member.name.clone())),
-                Some(entry) => {
-                    if let Some(size) = entry.size
-                        && size != member.size
-                    {
-                        return Err(WheelError::SizeMismatch {
-                            path: member.name.clone(),
-                            recorded: size,
-                            actual: member.size,
-                        });
-                    }
+    /// Every row of a path, in file order.
+    fn record_rows(&self, path: &str) -> impl Iterator<Item = &RecordEntry> {
+        let rows = &self.record.entries;
+        let at = self.record_index.partition_point(|&i| rows[i as usize].path.as_str() < path);
+        self.record_index[at..].iter().map(|&i| &rows[i as usize]).take_while(move |e| e.path == path)
+    }
+
+    /// RECORD itself and its signatures: listed without a hash, or not at all.
+    pub fn is_record_file(&self, name: &str) -> bool {
+        name.strip_prefix(&self.dist_info).is_some_and(|rest| matches!(rest, "/RECORD" | "/RECORD.jws" | "/RECORD.p7s"))
+    }
+
+    /// Every difference the central directory shows: members without a row, rows without a
+    /// member, sizes, duplicate rows, hashes that are missing or cannot be checked.
+    fn compare_record(&self) -> Vec<RecordFinding> {
+        use RecordProblem::*;
+        let mut findings = Vec::new();
+        for member in self.archive.members().iter().filter(|m| !m.is_dir() && !self.is_record_file(&m.name)) {
+            let mut rows = self.record_rows(&member.name);
+            let Some(row) = rows.next() else {
+                findings.push(RecordFinding::new(&member.name, NotInRecord, None, Some(member.size.to_string())));
+                continue;
+            };
+            for dup in rows {
+                findings.push(RecordFinding::new(&member.name, DuplicateRow, Some(row_text(dup)), None));
+            }
+            // An empty size beside an empty hash is one finding (no-hash), not two.
+            let unsized_unhashed = row.size.is_none() && row.bad_size.is_none() && row.hash.is_empty();
+            if row.size != Some(member.size) && !unsized_unhashed {
+                let recorded = row.size.map(|s| s.to_string()).or_else(|| row.bad_size.clone());
+                findings.push(RecordFinding::new(&member.name, Size, recorded, Some(member.size.to_string())));
+            }
+            match RecordHash::parse(&row.hash) {
+                RecordHash::Missing => findings.push(RecordFinding::new(&member.name, NoHash, None, None)),
+                RecordHash::Unverifiable => {
+                    findings.push(RecordFinding::new(&member.name, UnverifiableHash, Some(row.hash.clone()), None))
                 }
+                RecordHash::Checkable { .. } => {}
             }
         }
-        for entry in &self.record.entries {
-            if self.archive.member(&entry.path).is_none() {
-                return Err(WheelError::NotInArchive(entry.path.clone()));
+        let mut previous: Option<&str> = None;
+        for &i in &self.record_index {
+            let row = &self.record.entries[i as usize];
+            if previous == Some(row.path.as_str()) {
+                continue;
+            }
+            previous = Some(&row.path);
+            if !row.path.ends_with('/') && self.archive.member(&row.path).is_none() {
+                findings.push(RecordFinding::new(&row.path, NotInArchive, Some(row_text(row)), None));
             }
         }
-        Ok(())
+        findings.sort();
+        findings
     }
 
-    /// Check a member's content against its RECORD hash (sha256 only; rows without a hash, such
-    /// as RECORD's own, are not checked).
-    pub fn verify_hash(&self, member: &Member, data: &[u8]) -> Result<(), WheelError> {
-        use sha2::{Digest, Sha256};
-        let Some(entry) = self.record.get(&member.name) else {
-            return Ok(());
-        };
-        let Some(expected) = record::sha256_of_record_hash(&entry.hash) else {
-            return Ok(());
-        };
-        let actual = Sha256::digest(data);
-        if actual.as_slice() != expected.as_slice() {
-            return Err(WheelError::HashMismatch {
-                path: member.name.clone(),
-                recorded: entry.hash.clone(),
-                actual: record::record_hash(&actual),
-            });
-        }
-        Ok(())
+    /// Whether a member's RECORD row can be written again as it is (one row, its size, a
+    /// sha256 hash): otherwise a command that writes the wheel must hash the member.
+    pub fn row_is_reusable(&self, member: &Member) -> bool {
+        let mut rows = self.record_rows(&member.name);
+        let Some(row) = rows.next() else { return false };
+        let duplicates_agree = rows.all(|d| d.hash == row.hash && d.size == row.size);
+        duplicates_agree && row.size == Some(member.size) && RecordHash::parse(&row.hash).sha256().is_some()
     }
+
+    /// The algorithm to check a member with besides sha256, when its row uses another one.
+    pub fn extra_algorithm(&self, member: &Member) -> Option<record::HashAlgorithm> {
+        match RecordHash::parse(&self.record_entry(&member.name)?.hash) {
+            RecordHash::Checkable { algorithm, .. } if algorithm != record::HashAlgorithm::Sha256 => Some(algorithm),
+            _ => None,
+        }
+    }
+
+    /// Compare a member's digests with its RECORD row: a finding when they differ.
+    pub fn check_digest(&self, member: &Member, digest: &MemberDigest) -> Option<RecordFinding> {
+        let row = self.record_entry(&member.name)?;
+        let actual = record::record_hash(&digest.sha256);
+        let matches = match RecordHash::parse(&row.hash) {
+            RecordHash::Checkable { algorithm: record::HashAlgorithm::Sha256, digest: d } => d == digest.sha256,
+            RecordHash::Checkable { digest: d, .. } => digest.other.as_deref() == Some(d.as_slice()),
+            _ => return None,
+        };
+        (!matches).then(|| RecordFinding::new(&member.name, RecordProblem::Hash, Some(row.hash.clone()), Some(actual)))
+    }
+}
+
+/// The digests of one member's content: sha256 (what RECORD gets), and the row's own algorithm
+/// when that is another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDigest {
+    pub sha256: [u8; 32],
+    pub other: Option<Vec<u8>>,
+}
+
+fn row_text(row: &RecordEntry) -> String {
+    format!("{},{}", row.hash, row.size.map(|s| s.to_string()).or_else(|| row.bad_size.clone()).unwrap_or_default())
 }
 
 /// The one top-level `*.dist-info` directory that holds members.
 fn find_dist_info(archive: &Archive) -> Result<String, WheelError> {
-    let mut found: Option<String> = None;
-    for member in &archive.members {
+    let mut found: Option<&str> = None;
+    for member in archive.members() {
         let Some((top, _)) = member.name.split_once('/') else {
             continue;
         };
         if !top.ends_with(".dist-info") {
             continue;
         }
-        match &found {
-            None => found = Some(top.to_string()),
+        match found {
+            None => found = Some(top),
             Some(existing) if existing != top => {
-                return Err(WheelError::TwoDistInfo(existing.clone(), top.to_string()));
+                return Err(WheelError::TwoDistInfo(existing.to_string(), top.to_string()));
             }
             Some(_) => {}
         }
     }
-    found.ok_or(WheelError::NoDistInfo)
+    found.map(str::to_string).ok_or(WheelError::NoDistInfo)
 }

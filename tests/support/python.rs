@@ -112,3 +112,31 @@ pub fn pip_install_and_run(dir: &Path, wheel: &Path, code: &str) -> String {
         .arg(wheel));
     run(Command::new(system_python()).args(["-c", code]).env("PYTHONPATH", &site).current_dir(dir))
 }
+
+/// Check with Python's zipfile that a wheel's RECORD is true: every file listed once, with its
+/// sha256 and size (RECORD itself and signatures without). Returns the RECORD text.
+pub fn assert_true_record(wheel: &Path) -> String {
+    let script = r#"
+import base64, csv, hashlib, io, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+assert z.testzip() is None
+names = [n for n in z.namelist() if not n.endswith('/')]
+record = [n for n in names if n.endswith('.dist-info/RECORD')]
+assert len(record) == 1, record
+text = z.read(record[0]).decode()
+rows = list(csv.reader(io.StringIO(text)))
+paths = [r[0] for r in rows]
+assert len(paths) == len(set(paths)), 'duplicate rows'
+assert set(paths) == set(names) - {n for n in names if n.endswith(('RECORD.jws', 'RECORD.p7s'))}, (set(paths) ^ set(names))
+for path, h, size in rows:
+    if path == record[0]:
+        assert h == '' and size == '', 'RECORD row'
+        continue
+    data = z.read(path)
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()
+    assert h == 'sha256=' + digest, f'hash of {path}: {h}'
+    assert int(size) == len(data), f'size of {path}'
+print(text, end='')
+"#;
+    run(Command::new(system_python()).args(["-c", script]).arg(wheel))
+}

@@ -1,0 +1,313 @@
+//! The zip format as wheels use it: stored and deflated members, zip64, read by positional
+//! reads ([`read`]) and written with raw copies of unchanged members ([`write`]).
+
+pub mod read;
+pub mod write;
+
+use std::io::{self, Read};
+
+pub use read::{Entry, FileIdentity, ZipReader};
+pub use write::{Compressed, ZipWriter};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ZipError {
+    #[error("cannot open: {0}")]
+    Open(io::Error),
+    #[error("not a zip archive: {0}")]
+    NotZip(String),
+    #[error("member `{0}`: the name is not valid UTF-8")]
+    NameEncoding(String),
+    #[error("member `{0}`: unsafe path (absolute, or with `..` or `\\`)")]
+    UnsafePath(String),
+    #[error("member `{0}` appears twice in the archive")]
+    Duplicate(String),
+    #[error("member `{name}`: {message}")]
+    Member { name: String, message: String },
+}
+
+/// Compression methods a wheel may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Stored,
+    Deflated,
+}
+
+impl Method {
+    pub fn code(self) -> u16 {
+        match self {
+            Method::Stored => 0,
+            Method::Deflated => 8,
+        }
+    }
+}
+
+/// An MS-DOS date and time as zip stores them (local time, 2-second steps, 1980–2107).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DosTime {
+    pub time: u16,
+    pub date: u16,
+}
+
+impl Default for DosTime {
+    /// 1980-01-01 00:00:00, the earliest time zip can store.
+    fn default() -> Self {
+        DosTime { time: 0, date: 1 << 5 | 1 }
+    }
+}
+
+impl DosTime {
+    pub fn new(year: u16, month: u8, day: u8, hour: u8, minute: u8, second: u8) -> Option<DosTime> {
+        let valid = (1980..=2107).contains(&year)
+            && (1..=12).contains(&month)
+            && (1..=31).contains(&day)
+            && hour < 24
+            && minute < 60
+            && second < 60;
+        valid.then(|| DosTime {
+            time: u16::from(hour) << 11 | u16::from(minute) << 5 | u16::from(second / 2),
+            date: (year - 1980) << 9 | u16::from(month) << 5 | u16::from(day),
+        })
+    }
+
+    /// Unix seconds (UTC), clamped to the range zip can store.
+    pub fn from_epoch(secs: i64) -> DosTime {
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        // Howard Hinnant's civil-from-days.
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        if year < 1980 {
+            return DosTime::default();
+        }
+        if year > 2107 {
+            return DosTime::new(2107, 12, 31, 23, 59, 58).unwrap_or_default();
+        }
+        DosTime::new(year as u16, month, day, (rem / 3600) as u8, (rem % 3600 / 60) as u8, (rem % 60) as u8)
+            .unwrap_or_default()
+    }
+
+    pub fn year(self) -> u16 {
+        (self.date >> 9) + 1980
+    }
+    pub fn month(self) -> u8 {
+        (self.date >> 5 & 0xf) as u8
+    }
+    pub fn day(self) -> u8 {
+        (self.date & 0x1f) as u8
+    }
+    pub fn hour(self) -> u8 {
+        (self.time >> 11) as u8
+    }
+    pub fn minute(self) -> u8 {
+        (self.time >> 5 & 0x3f) as u8
+    }
+    pub fn second(self) -> u8 {
+        ((self.time & 0x1f) * 2) as u8
+    }
+}
+
+/// A deflate stream expands at most about 1032:1; a central directory that claims more is lying.
+const MAX_DEFLATE_RATIO: u64 = 1032;
+
+impl ZipReader {
+    /// Whether the sizes an entry declares are possible for its method.
+    pub fn check_sizes(entry: &Entry) -> Result<(), ZipError> {
+        let impossible = match entry.method {
+            Method::Stored => entry.size != entry.compressed_size,
+            Method::Deflated => entry.size > entry.compressed_size.saturating_mul(MAX_DEFLATE_RATIO) + 1024,
+        };
+        if impossible {
+            return Err(ZipError::Member {
+                name: entry.name.to_string(),
+                message: format!(
+                    "the declared size {} cannot come from {} compressed bytes",
+                    entry.size, entry.compressed_size
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The member's whole content, inflated in one call, its size and CRC-32 checked.
+    pub fn read(&self, entry: &Entry) -> Result<Vec<u8>, ZipError> {
+        let fail = |message: String| ZipError::Member { name: entry.name.to_string(), message };
+        let start = self.data_offset(entry)?;
+        let mut raw = vec![0u8; entry.compressed_size as usize];
+        self.read_at(entry, &mut raw, start)?;
+        let data = match entry.method {
+            Method::Stored => raw,
+            Method::Deflated => {
+                let mut out = vec![0u8; entry.size as usize];
+                let n = libdeflater::Decompressor::new()
+                    .deflate_decompress(&raw, &mut out)
+                    .map_err(|e| fail(format!("cannot inflate: {e}")))?;
+                if n != out.len() {
+                    return Err(fail(format!("inflates to {n} bytes, the archive says {}", entry.size)));
+                }
+                out
+            }
+        };
+        let mut crc = libdeflater::Crc::new();
+        crc.update(&data);
+        check_crc(entry, crc.sum())?;
+        Ok(data)
+    }
+
+    /// The member's content as a stream; the size and CRC-32 are checked when it ends.
+    pub fn stream<'a>(&'a self, entry: &'a Entry) -> Result<MemberStream<'a>, ZipError> {
+        Ok(MemberStream {
+            entry,
+            raw: self.raw_reader(entry)?,
+            inflate: (entry.method == Method::Deflated).then(|| flate2::Decompress::new(false)),
+            input: vec![0u8; 256 << 10].into_boxed_slice(),
+            input_at: 0,
+            input_len: 0,
+            produced: 0,
+            crc: libdeflater::Crc::new(),
+            ended: false,
+        })
+    }
+
+    /// Up to `n` bytes from the start of the member, inflating only what that takes (no CRC
+    /// check: the member is not read to its end).
+    pub fn peek(&self, entry: &Entry, n: usize) -> Result<Vec<u8>, ZipError> {
+        let n = n.min(entry.size as usize);
+        let fail = |message: String| ZipError::Member { name: entry.name.to_string(), message };
+        match entry.method {
+            Method::Stored => self.raw_prefix(entry, n),
+            Method::Deflated => {
+                // Deflate rarely shrinks the first bytes below a quarter; a short first read
+                // takes a second one.
+                let mut raw_len = (n + 64).min(entry.compressed_size as usize);
+                loop {
+                    let raw = self.raw_prefix(entry, raw_len)?;
+                    let mut out = Vec::with_capacity(n);
+                    let mut inflate = flate2::Decompress::new(false);
+                    let status = inflate
+                        .decompress_vec(&raw, &mut out, flate2::FlushDecompress::None)
+                        .map_err(|e| fail(format!("cannot inflate: {e}")))?;
+                    if out.len() >= n || status == flate2::Status::StreamEnd || raw_len as u64 >= entry.compressed_size
+                    {
+                        out.truncate(n);
+                        return Ok(out);
+                    }
+                    raw_len = (raw_len * 4).min(entry.compressed_size as usize);
+                }
+            }
+        }
+    }
+}
+
+fn check_crc(entry: &Entry, computed: u32) -> Result<(), ZipError> {
+    if computed != entry.crc32 {
+        return Err(ZipError::Member {
+            name: entry.name.to_string(),
+            message: format!("CRC-32 mismatch: {:08x} in the archive, {computed:08x} computed", entry.crc32),
+        });
+    }
+    Ok(())
+}
+
+/// A member read as a stream: positional reads of the compressed bytes, inflated as they come.
+pub struct MemberStream<'a> {
+    entry: &'a Entry,
+    raw: read::RawReader<'a>,
+    inflate: Option<flate2::Decompress>,
+    input: Box<[u8]>,
+    input_at: usize,
+    input_len: usize,
+    produced: u64,
+    crc: libdeflater::Crc,
+    ended: bool,
+}
+
+impl MemberStream<'_> {
+    fn fail(&self, message: String) -> io::Error {
+        io::Error::other(format!("member `{}`: {message}", self.entry.name))
+    }
+
+    /// Called when no more output comes: the size and CRC must match the central directory.
+    fn finish(&mut self) -> io::Result<()> {
+        if self.ended {
+            return Ok(());
+        }
+        self.ended = true;
+        if self.produced != self.entry.size {
+            return Err(self.fail(format!("inflates to {} bytes, the archive says {}", self.produced, self.entry.size)));
+        }
+        check_crc(self.entry, self.crc.sum()).map_err(io::Error::other)
+    }
+}
+
+impl Read for MemberStream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.input_at == self.input_len && self.raw.remaining() > 0 {
+                self.input_len = self.raw.read(&mut self.input)?;
+                self.input_at = 0;
+            }
+            let n = match &mut self.inflate {
+                None => {
+                    let n = (self.input_len - self.input_at).min(buf.len());
+                    buf[..n].copy_from_slice(&self.input[self.input_at..self.input_at + n]);
+                    self.input_at += n;
+                    n
+                }
+                Some(inflate) => {
+                    let (before_in, before_out) = (inflate.total_in(), inflate.total_out());
+                    let status = inflate
+                        .decompress(&self.input[self.input_at..self.input_len], buf, flate2::FlushDecompress::None)
+                        .map_err(|e| io::Error::other(format!("member `{}`: cannot inflate: {e}", self.entry.name)))?;
+                    self.input_at += (inflate.total_in() - before_in) as usize;
+                    let n = (inflate.total_out() - before_out) as usize;
+                    let stuck = n == 0 && inflate.total_in() == before_in && self.input_at < self.input_len;
+                    if n == 0 && status == flate2::Status::StreamEnd {
+                        0
+                    } else if stuck || (n == 0 && self.input_at == self.input_len && self.raw.remaining() == 0) {
+                        return Err(self.fail("the deflate stream ends early".into()));
+                    } else {
+                        n
+                    }
+                }
+            };
+            if n > 0 {
+                self.crc.update(&buf[..n]);
+                self.produced += n as u64;
+                if self.produced > self.entry.size {
+                    return Err(
+                        self.fail(format!("inflates to more than the {} bytes the archive says", self.entry.size))
+                    );
+                }
+                return Ok(n);
+            }
+            if self.inflate.is_none() && self.raw.remaining() > 0 {
+                continue;
+            }
+            self.finish()?;
+            return Ok(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn converts_epoch_seconds_to_dos_time() {
+        let t = DosTime::from_epoch(1_700_000_000); // 2023-11-14 22:13:20 UTC
+        assert_eq!((t.year(), t.month(), t.day(), t.hour(), t.minute(), t.second()), (2023, 11, 14, 22, 13, 20));
+        assert_eq!(DosTime::from_epoch(0), DosTime::default());
+        assert_eq!(DosTime::from_epoch(i64::MAX / 4).year(), 2107);
+    }
+}

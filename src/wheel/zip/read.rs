@@ -1,0 +1,409 @@
+//! Reading a zip archive with positional reads ([APPNOTE.TXT](https://pkware.cachefly.net/webdocs/casestudies/APPNOTE.TXT)).
+//!
+//! The central directory is parsed once into compact [`Entry`] records; member data is read
+//! with `pread` on one shared file descriptor, so any number of threads read members at once
+//! without seeking a shared reader, and nothing is mapped: a file that shrinks while it is read
+//! gives an error naming the member, never a `SIGBUS`.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use super::{Method, ZipError};
+
+const LOCAL_HEADER: u32 = 0x0403_4b50;
+const CENTRAL_HEADER: u32 = 0x0201_4b50;
+const END_OF_CENTRAL_DIRECTORY: u32 = 0x0605_4b50;
+const ZIP64_END_OF_CENTRAL_DIRECTORY: u32 = 0x0606_4b50;
+const ZIP64_LOCATOR: u32 = 0x0706_4b50;
+const ZIP64_EXTRA: u16 = 0x0001;
+/// General purpose flag bit 0: the member is encrypted.
+const FLAG_ENCRYPTED: u16 = 1;
+
+/// One member of the central directory: what it takes to find, read and copy it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: Box<str>,
+    pub method: Method,
+    pub flags: u16,
+    pub crc32: u32,
+    pub compressed_size: u64,
+    pub size: u64,
+    /// Offset of the local file header.
+    pub header_offset: u64,
+    pub dos_time: u16,
+    pub dos_date: u16,
+    /// `version made by`: the high byte names the system (3 = Unix).
+    pub made_by: u16,
+    pub external_attr: u32,
+}
+
+impl Entry {
+    pub fn is_dir(&self) -> bool {
+        self.name.ends_with('/')
+    }
+
+    /// Unix permission bits, when the archive was made on a Unix system and records them.
+    pub fn unix_mode(&self) -> Option<u32> {
+        let mode = self.external_attr >> 16;
+        (self.made_by >> 8 == 3 && mode != 0).then_some(mode)
+    }
+}
+
+/// The identity of a file at a moment: a rename or a rewrite in between shows up as a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    pub len: u64,
+    pub mtime_ns: i128,
+}
+
+impl FileIdentity {
+    pub fn of(metadata: &std::fs::Metadata) -> Self {
+        FileIdentity {
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+            len: metadata.len(),
+            mtime_ns: i128::from(metadata.mtime()) * 1_000_000_000 + i128::from(metadata.mtime_nsec()),
+        }
+    }
+
+    /// The identity of the file now at `path` (following symlinks).
+    pub fn at(path: &Path) -> io::Result<Self> {
+        std::fs::metadata(path).map(|m| Self::of(&m))
+    }
+}
+
+/// An open zip file and its central directory.
+pub struct ZipReader {
+    pub path: PathBuf,
+    file: File,
+    pub identity: FileIdentity,
+    /// Unix permission bits of the file itself.
+    pub file_mode: u32,
+    pub entries: Vec<Entry>,
+    /// Where the central directory starts: member data must end before it.
+    central_start: u64,
+}
+
+/// Bytes read from the end of the file to find the end-of-central-directory record (its
+/// 22 bytes, a comment of up to 65,535 bytes, and the 20-byte zip64 locator before it).
+const TAIL: u64 = 22 + 0xffff + 20;
+
+impl ZipReader {
+    pub fn open(path: &Path) -> Result<ZipReader, ZipError> {
+        let file = File::open(path).map_err(ZipError::Open)?;
+        let metadata = file.metadata().map_err(ZipError::Open)?;
+        let len = metadata.len();
+        if len < 22 {
+            return Err(ZipError::NotZip(format!("the file has only {len} bytes")));
+        }
+        let tail_start = len.saturating_sub(TAIL);
+        let mut tail = vec![0u8; (len - tail_start) as usize];
+        read_exact_at(&file, &mut tail, tail_start).map_err(|e| ZipError::NotZip(e.to_string()))?;
+        let eocd_at = find_eocd(&tail).ok_or_else(|| {
+            ZipError::NotZip("no end-of-central-directory record (not a zip file, or truncated)".into())
+        })?;
+        let eocd = &tail[eocd_at..];
+        let mut count = u64::from(le16(eocd, 10));
+        let mut cd_size = u64::from(le32(eocd, 12));
+        let mut cd_offset = u64::from(le32(eocd, 16));
+        let eocd_pos = tail_start + eocd_at as u64;
+        let mut directory_end = eocd_pos;
+        // A zip64 locator right before the record points at the zip64 end record.
+        if eocd_at >= 20 && le32(&tail, eocd_at - 20) == ZIP64_LOCATOR {
+            let record_at = le64(&tail, eocd_at - 20 + 8);
+            let mut record = [0u8; 56];
+            read_exact_at(&file, &mut record, record_at)
+                .map_err(|e| ZipError::NotZip(format!("unreadable zip64 end record: {e}")))?;
+            if le32(&record, 0) != ZIP64_END_OF_CENTRAL_DIRECTORY {
+                return Err(ZipError::NotZip("the zip64 locator points at no zip64 end record".into()));
+            }
+            count = le64(&record, 32);
+            cd_size = le64(&record, 40);
+            cd_offset = le64(&record, 48);
+            directory_end = record_at;
+        }
+        // Data prepended to the archive (a self-extracting stub) shifts every offset; Python's
+        // zipfile corrects for it the same way.
+        let shift = directory_end
+            .checked_sub(cd_size)
+            .and_then(|start| start.checked_sub(cd_offset))
+            .ok_or_else(|| ZipError::NotZip("the central directory lies outside the file".into()))?;
+        let central_start = cd_offset + shift;
+        // Each central record takes at least 46 bytes: a larger count is a lie.
+        if count > cd_size / 46 + 1 {
+            return Err(ZipError::NotZip(format!("the central directory claims {count} members in {cd_size} bytes")));
+        }
+        let mut reader = io::BufReader::with_capacity(1 << 20, PositionalReader::new(&file, central_start, cd_size));
+        let mut entries = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let mut entry = read_central_record(&mut reader)?;
+            entry.header_offset += shift;
+            entries.push(entry);
+        }
+        let file_mode = metadata.mode() & 0o7777;
+        Ok(ZipReader {
+            path: path.to_path_buf(),
+            file,
+            identity: FileIdentity::of(&metadata),
+            file_mode,
+            entries,
+            central_start,
+        })
+    }
+
+    /// Where the member's compressed data starts, read from its local header.
+    pub fn data_offset(&self, entry: &Entry) -> Result<u64, ZipError> {
+        let mut header = [0u8; 30];
+        self.read_at(entry, &mut header, entry.header_offset)?;
+        self.data_offset_from(entry, &header)
+    }
+
+    fn data_offset_from(&self, entry: &Entry, header: &[u8]) -> Result<u64, ZipError> {
+        if le32(header, 0) != LOCAL_HEADER {
+            return Err(self.member_error(entry, "its local header is missing (corrupt archive)"));
+        }
+        let start = entry.header_offset + 30 + u64::from(le16(header, 26)) + u64::from(le16(header, 28));
+        match start.checked_add(entry.compressed_size) {
+            Some(end) if end <= self.central_start => Ok(start),
+            _ => Err(self.member_error(entry, "its data runs into the central directory (truncated or corrupt)")),
+        }
+    }
+
+    /// Up to `n` compressed bytes from the start of the member's data (one read).
+    pub fn raw_prefix(&self, entry: &Entry, n: usize) -> Result<Vec<u8>, ZipError> {
+        let want = (n as u64).min(entry.compressed_size) as usize;
+        // One read covers the local header, a name and extra field as long as the central
+        // directory's, and the wanted bytes; a longer local extra field takes a second read.
+        let guess = 30 + entry.name.len() + 64 + want;
+        let mut buf = vec![0u8; guess];
+        let got = self.read_some_at(&mut buf, entry.header_offset).map_err(|e| self.io_error(entry, e))?;
+        buf.truncate(got);
+        if buf.len() < 30 {
+            return Err(self.member_error(entry, "its local header lies past the end of the file (truncated?)"));
+        }
+        let start = self.data_offset_from(entry, &buf)?;
+        let skip = (start - entry.header_offset) as usize;
+        if buf.len() >= skip + want {
+            buf.drain(..skip);
+            buf.truncate(want);
+            return Ok(buf);
+        }
+        let mut out = vec![0u8; want];
+        self.read_at(entry, &mut out, start)?;
+        Ok(out)
+    }
+
+    /// The member's compressed bytes, read in chunks of `chunk` bytes.
+    pub fn raw_reader<'a>(&'a self, entry: &'a Entry) -> Result<RawReader<'a>, ZipError> {
+        let start = self.data_offset(entry)?;
+        Ok(RawReader { zip: self, entry, at: start, end: start + entry.compressed_size })
+    }
+
+    /// `pread` that fills `buf` or says why not, naming the member.
+    pub fn read_at(&self, entry: &Entry, buf: &mut [u8], offset: u64) -> Result<(), ZipError> {
+        read_exact_at(&self.file, buf, offset).map_err(|e| self.io_error(entry, e))
+    }
+
+    fn read_some_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match self.file.read_at(&mut buf[filled..], offset + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(filled)
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    fn io_error(&self, entry: &Entry, e: io::Error) -> ZipError {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            self.member_error(
+                entry,
+                "the file ends before the member does: it was truncated or changed while it was read",
+            )
+        } else {
+            ZipError::Member { name: entry.name.to_string(), message: format!("cannot read: {e}") }
+        }
+    }
+
+    pub fn member_error(&self, entry: &Entry, message: &str) -> ZipError {
+        ZipError::Member { name: entry.name.to_string(), message: message.to_string() }
+    }
+}
+
+/// A member's compressed bytes as a `Read`, by positional reads.
+pub struct RawReader<'a> {
+    zip: &'a ZipReader,
+    entry: &'a Entry,
+    at: u64,
+    end: u64,
+}
+
+impl RawReader<'_> {
+    /// Where the next byte comes from in the archive file.
+    pub fn position(&self) -> u64 {
+        self.at
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.end - self.at
+    }
+}
+
+impl Read for RawReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = (buf.len() as u64).min(self.end - self.at) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = self.zip.file.read_at(&mut buf[..n], self.at)?;
+        if got == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "member `{}`: the file ends before the member does: it was truncated or changed while it was read",
+                    self.entry.name
+                ),
+            ));
+        }
+        self.at += got as u64;
+        Ok(got)
+    }
+}
+
+/// Sequential reads of a byte range of a file, by `pread`.
+struct PositionalReader<'a> {
+    file: &'a File,
+    at: u64,
+    end: u64,
+}
+
+impl<'a> PositionalReader<'a> {
+    fn new(file: &'a File, start: u64, len: u64) -> Self {
+        PositionalReader { file, at: start, end: start.saturating_add(len) }
+    }
+}
+
+impl Read for PositionalReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = (buf.len() as u64).min(self.end.saturating_sub(self.at)) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = self.file.read_at(&mut buf[..n], self.at)?;
+        self.at += got as u64;
+        Ok(got)
+    }
+}
+
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    file.read_exact_at(buf, offset)
+}
+
+fn read_central_record(reader: &mut impl Read) -> Result<Entry, ZipError> {
+    let corrupt = |what: &str| ZipError::NotZip(format!("the central directory is corrupt ({what})"));
+    let mut fixed = [0u8; 46];
+    reader.read_exact(&mut fixed).map_err(|_| corrupt("it ends early"))?;
+    if le32(&fixed, 0) != CENTRAL_HEADER {
+        return Err(corrupt("a record has no signature"));
+    }
+    let (name_len, extra_len, comment_len) =
+        (le16(&fixed, 28) as usize, le16(&fixed, 30) as usize, le16(&fixed, 32) as usize);
+    let mut variable = vec![0u8; name_len + extra_len + comment_len];
+    reader.read_exact(&mut variable).map_err(|_| corrupt("it ends inside a record"))?;
+    let name = String::from_utf8(variable[..name_len].to_vec())
+        .map_err(|e| ZipError::NameEncoding(String::from_utf8_lossy(e.as_bytes()).into_owned()))?;
+    let flags = le16(&fixed, 8);
+    let method = match le16(&fixed, 10) {
+        0 => Method::Stored,
+        8 => Method::Deflated,
+        other => {
+            return Err(ZipError::Member {
+                name,
+                message: format!(
+                    "compression method {} is not allowed in a wheel (only stored and deflate)",
+                    method_name(other)
+                ),
+            });
+        }
+    };
+    if flags & FLAG_ENCRYPTED != 0 {
+        return Err(ZipError::Member { name, message: "the member is encrypted".into() });
+    }
+    let mut size = u64::from(le32(&fixed, 24));
+    let mut compressed_size = u64::from(le32(&fixed, 20));
+    let mut header_offset = u64::from(le32(&fixed, 42));
+    // The zip64 extra field holds, in this order, each value whose 32-bit field is saturated.
+    let mut extra = &variable[name_len..name_len + extra_len];
+    while extra.len() >= 4 {
+        let (id, len) = (le16(extra, 0), le16(extra, 2) as usize);
+        let Some(body) = extra.get(4..4 + len) else { break };
+        if id == ZIP64_EXTRA {
+            let mut values = body.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap()));
+            if size == 0xffff_ffff {
+                size = values.next().ok_or_else(|| corrupt("a zip64 field is missing"))?;
+            }
+            if compressed_size == 0xffff_ffff {
+                compressed_size = values.next().ok_or_else(|| corrupt("a zip64 field is missing"))?;
+            }
+            if header_offset == 0xffff_ffff {
+                header_offset = values.next().ok_or_else(|| corrupt("a zip64 field is missing"))?;
+            }
+        }
+        extra = &extra[4 + len..];
+    }
+    Ok(Entry {
+        name: name.into_boxed_str(),
+        method,
+        flags,
+        crc32: le32(&fixed, 16),
+        compressed_size,
+        size,
+        header_offset,
+        dos_time: le16(&fixed, 12),
+        dos_date: le16(&fixed, 14),
+        made_by: le16(&fixed, 4),
+        external_attr: le32(&fixed, 38),
+    })
+}
+
+fn method_name(method: u16) -> String {
+    match method {
+        12 => "12 (bzip2)".into(),
+        14 => "14 (lzma)".into(),
+        93 => "93 (zstd)".into(),
+        95 => "95 (xz)".into(),
+        m => m.to_string(),
+    }
+}
+
+/// The last end-of-central-directory record in `tail` whose comment fits the file.
+fn find_eocd(tail: &[u8]) -> Option<usize> {
+    let sig = END_OF_CENTRAL_DIRECTORY.to_le_bytes();
+    (0..=tail.len().checked_sub(22)?)
+        .rev()
+        .find(|&at| tail[at..at + 4] == sig && at + 22 + le16(tail, at + 20) as usize == tail.len())
+        .or_else(|| (0..=tail.len() - 22).rev().find(|&at| tail[at..at + 4] == sig))
+}
+
+pub(crate) fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}

@@ -1,0 +1,287 @@
+//! Writing a zip archive: members copied as their compressed bytes from another archive (with
+//! `copy_file_range`, so the kernel moves them), or added from bytes compressed beforehand, then
+//! the central directory. Every header field is written from values we hold, so the same members
+//! give the same bytes; zip64 records appear exactly when a size, offset or count needs them.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::fd::AsRawFd;
+
+use super::read::{Entry, ZipReader};
+use super::{DosTime, Method};
+
+const LOCAL_HEADER: u32 = 0x0403_4b50;
+const CENTRAL_HEADER: u32 = 0x0201_4b50;
+const END_OF_CENTRAL_DIRECTORY: u32 = 0x0605_4b50;
+const ZIP64_END_OF_CENTRAL_DIRECTORY: u32 = 0x0606_4b50;
+const ZIP64_LOCATOR: u32 = 0x0706_4b50;
+/// General purpose flag bit 11: the name is UTF-8.
+const FLAG_UTF8: u16 = 1 << 11;
+/// `version made by`: Unix, spec 3.0 (the value Python's zipfile writes on Unix).
+const MADE_BY_UNIX: u16 = 3 << 8 | 20;
+const U32_MAX: u64 = 0xffff_ffff;
+
+/// A member's fields, as the central directory will record them.
+#[derive(Debug, Clone)]
+struct Written {
+    name: Box<str>,
+    method: Method,
+    crc32: u32,
+    compressed_size: u64,
+    size: u64,
+    header_offset: u64,
+    time: DosTime,
+    made_by: u16,
+    external_attr: u32,
+}
+
+/// A member compressed ahead of writing (in parallel), ready to be appended.
+#[derive(Debug, Clone)]
+pub struct Compressed {
+    pub method: Method,
+    pub crc32: u32,
+    pub size: u64,
+    pub data: Vec<u8>,
+}
+
+impl Compressed {
+    /// Deflate `data` at zlib `level` (0 stores it).
+    pub fn new(data: &[u8], level: u32) -> Compressed {
+        let mut crc = libdeflater::Crc::new();
+        crc.update(data);
+        if level == 0 {
+            return Compressed {
+                method: Method::Stored,
+                crc32: crc.sum(),
+                size: data.len() as u64,
+                data: data.to_vec(),
+            };
+        }
+        let mut encoder = flate2::write::DeflateEncoder::new(
+            Vec::with_capacity(data.len() / 3 + 64),
+            flate2::Compression::new(level.min(9)),
+        );
+        encoder.write_all(data).expect("writing to a Vec cannot fail");
+        let out = encoder.finish().expect("writing to a Vec cannot fail");
+        Compressed { method: Method::Deflated, crc32: crc.sum(), size: data.len() as u64, data: out }
+    }
+}
+
+pub struct ZipWriter {
+    out: BufWriter<File>,
+    offset: u64,
+    written: Vec<Written>,
+}
+
+impl ZipWriter {
+    pub fn new(file: File) -> ZipWriter {
+        ZipWriter { out: BufWriter::with_capacity(1 << 20, file), offset: 0, written: Vec::new() }
+    }
+
+    /// Copy `entry` of `source` as its compressed bytes, under `name`. Mode and time stay.
+    pub fn copy(&mut self, source: &ZipReader, entry: &Entry, name: &str) -> io::Result<()> {
+        let data_offset = source.data_offset(entry).map_err(io::Error::other)?;
+        let w = Written {
+            name: name.into(),
+            method: entry.method,
+            crc32: entry.crc32,
+            compressed_size: entry.compressed_size,
+            size: entry.size,
+            header_offset: self.offset,
+            time: DosTime { time: entry.dos_time, date: entry.dos_date },
+            made_by: entry.made_by,
+            external_attr: entry.external_attr,
+        };
+        self.local_header(&w)?;
+        self.out.flush()?;
+        copy_range(source.file(), data_offset, self.out.get_mut(), entry.compressed_size)?;
+        self.offset += entry.compressed_size;
+        self.written.push(w);
+        Ok(())
+    }
+
+    /// Append a member compressed beforehand.
+    pub fn add(&mut self, name: &str, mode: u32, time: DosTime, member: &Compressed) -> io::Result<()> {
+        let w = Written {
+            name: name.into(),
+            method: member.method,
+            crc32: member.crc32,
+            compressed_size: member.data.len() as u64,
+            size: member.size,
+            header_offset: self.offset,
+            time,
+            made_by: MADE_BY_UNIX,
+            external_attr: (0o100000 | (mode & 0o7777)) << 16,
+        };
+        self.local_header(&w)?;
+        self.out.write_all(&member.data)?;
+        self.offset += member.data.len() as u64;
+        self.written.push(w);
+        Ok(())
+    }
+
+    fn local_header(&mut self, w: &Written) -> io::Result<()> {
+        let zip64 = w.size >= U32_MAX || w.compressed_size >= U32_MAX;
+        let mut h = Vec::with_capacity(30 + w.name.len() + 20);
+        put32(&mut h, LOCAL_HEADER);
+        put16(&mut h, if zip64 { 45 } else { 20 });
+        put16(&mut h, flags(&w.name));
+        put16(&mut h, w.method.code());
+        put16(&mut h, w.time.time);
+        put16(&mut h, w.time.date);
+        put32(&mut h, w.crc32);
+        put32(&mut h, if zip64 { U32_MAX as u32 } else { w.compressed_size as u32 });
+        put32(&mut h, if zip64 { U32_MAX as u32 } else { w.size as u32 });
+        put16(&mut h, w.name.len() as u16);
+        put16(&mut h, if zip64 { 20 } else { 0 });
+        h.extend_from_slice(w.name.as_bytes());
+        if zip64 {
+            put16(&mut h, 0x0001);
+            put16(&mut h, 16);
+            put64(&mut h, w.size);
+            put64(&mut h, w.compressed_size);
+        }
+        self.out.write_all(&h)?;
+        self.offset += h.len() as u64;
+        Ok(())
+    }
+
+    /// Write the central directory and return the finished file (not yet synced).
+    pub fn finish(mut self) -> io::Result<File> {
+        let start = self.offset;
+        for w in &self.written {
+            let (big_size, big_compressed, big_offset) =
+                (w.size >= U32_MAX, w.compressed_size >= U32_MAX, w.header_offset >= U32_MAX);
+            let mut extra = Vec::new();
+            if big_size || big_compressed || big_offset {
+                let mut body = Vec::new();
+                if big_size {
+                    put64(&mut body, w.size);
+                }
+                if big_compressed {
+                    put64(&mut body, w.compressed_size);
+                }
+                if big_offset {
+                    put64(&mut body, w.header_offset);
+                }
+                put16(&mut extra, 0x0001);
+                put16(&mut extra, body.len() as u16);
+                extra.extend(body);
+            }
+            let mut h = Vec::with_capacity(46 + w.name.len() + extra.len());
+            put32(&mut h, CENTRAL_HEADER);
+            put16(&mut h, w.made_by);
+            put16(&mut h, if extra.is_empty() { 20 } else { 45 });
+            put16(&mut h, flags(&w.name));
+            put16(&mut h, w.method.code());
+            put16(&mut h, w.time.time);
+            put16(&mut h, w.time.date);
+            put32(&mut h, w.crc32);
+            put32(&mut h, w.compressed_size.min(U32_MAX) as u32);
+            put32(&mut h, w.size.min(U32_MAX) as u32);
+            put16(&mut h, w.name.len() as u16);
+            put16(&mut h, extra.len() as u16);
+            put16(&mut h, 0); // comment
+            put16(&mut h, 0); // disk
+            put16(&mut h, 0); // internal attributes
+            put32(&mut h, w.external_attr);
+            put32(&mut h, w.header_offset.min(U32_MAX) as u32);
+            h.extend_from_slice(w.name.as_bytes());
+            h.extend(extra);
+            self.out.write_all(&h)?;
+            self.offset += h.len() as u64;
+        }
+        let size = self.offset - start;
+        let count = self.written.len() as u64;
+        let mut end = Vec::new();
+        if count >= 0xffff || size >= U32_MAX || start >= U32_MAX {
+            let record_at = self.offset;
+            put32(&mut end, ZIP64_END_OF_CENTRAL_DIRECTORY);
+            put64(&mut end, 44);
+            put16(&mut end, MADE_BY_UNIX.max(45));
+            put16(&mut end, 45);
+            put32(&mut end, 0);
+            put32(&mut end, 0);
+            put64(&mut end, count);
+            put64(&mut end, count);
+            put64(&mut end, size);
+            put64(&mut end, start);
+            put32(&mut end, ZIP64_LOCATOR);
+            put32(&mut end, 0);
+            put64(&mut end, record_at);
+            put32(&mut end, 1);
+        }
+        put32(&mut end, END_OF_CENTRAL_DIRECTORY);
+        put16(&mut end, 0);
+        put16(&mut end, 0);
+        put16(&mut end, count.min(0xffff) as u16);
+        put16(&mut end, count.min(0xffff) as u16);
+        put32(&mut end, size.min(U32_MAX) as u32);
+        put32(&mut end, start.min(U32_MAX) as u32);
+        put16(&mut end, 0);
+        self.out.write_all(&end)?;
+        self.out.flush()?;
+        self.out.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+fn flags(name: &str) -> u16 {
+    if name.is_ascii() { 0 } else { FLAG_UTF8 }
+}
+
+/// Copy `len` bytes at `offset` of `from` to the current position of `to`: in the kernel
+/// when it can (`copy_file_range`), else through a buffer.
+fn copy_range(from: &File, offset: u64, to: &mut File, len: u64) -> io::Result<()> {
+    let mut off_in = offset as libc::loff_t;
+    let mut left = len;
+    while left > 0 {
+        let chunk = left.min(1 << 30) as usize;
+        // SAFETY: both descriptors are open files owned by the callers for the whole call;
+        // the kernel reads from `from` at `off_in` and writes at `to`'s file position.
+        let n = unsafe {
+            libc::copy_file_range(from.as_raw_fd(), &mut off_in, to.as_raw_fd(), std::ptr::null_mut(), chunk, 0)
+        };
+        if n > 0 {
+            left -= n as u64;
+            continue;
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the input ended early (truncated while read?)"));
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            // Not supported between these files (another file system, old kernel): copy by hand.
+            Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP | libc::EPERM) => {
+                return copy_by_buffer(from, off_in as u64, to, left);
+            }
+            _ => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+fn copy_by_buffer(from: &File, mut offset: u64, to: &mut File, mut left: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; (1 << 20).min(left as usize)];
+    while left > 0 {
+        let n = (left as usize).min(buf.len());
+        from.read_exact_at(&mut buf[..n], offset)?;
+        to.write_all(&buf[..n])?;
+        offset += n as u64;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+fn put16(v: &mut Vec<u8>, x: u16) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+fn put32(v: &mut Vec<u8>, x: u32) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+fn put64(v: &mut Vec<u8>, x: u64) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
