@@ -428,9 +428,14 @@ fn write_one(
                             }
                             e => e.into(),
                         })?;
+                // Another run on the same input may have removed it already.
                 if input_unchanged() {
-                    std::fs::remove_file(path)
-                        .map_err(|source| Error::RemoveOld { path: path.display().to_string(), source })?;
+                    match std::fs::remove_file(path) {
+                        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(Error::RemoveOld { path: path.display().to_string(), source });
+                        }
+                        _ => {}
+                    }
                 }
                 written
             }

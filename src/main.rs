@@ -95,7 +95,8 @@ struct IndexArgs {
     /// Directories (or files) of wheels.
     #[arg(required = true, value_name = "DIR")]
     inputs: Vec<PathBuf>,
-    /// Output directory (replaced whole, atomically).
+    /// Output directory, replaced whole and atomically when an earlier run wrote it; it must not
+    /// be, contain or lie inside an input directory (the inputs are never touched).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     output: PathBuf,
     /// Prefix of every link (where the wheels are hosted); relative links when absent.
@@ -114,6 +115,9 @@ struct CheckArgs {
     /// Directories of wheels and sdists.
     #[arg(required = true, value_name = "DIR")]
     dirs: Vec<PathBuf>,
+    /// Skip hashing every member against RECORD (sizes and rows are still compared).
+    #[arg(long)]
+    no_verify: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -623,6 +627,7 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Err(e) if e.is_usage() => Err(e.to_string()),
         Err(e) => {
             eprintln!("wheelfix: error: {e}");
             Ok(ExitCode::from(1))
@@ -632,7 +637,8 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
 
 fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
     let config = args.common.load_config()?.config;
-    let options = analyze_options(&args.common, &config)?;
+    let mut options = analyze_options(&args.common, &config)?;
+    options.verify_hashes = !args.no_verify;
     let findings = wheelfix::release::check::check(&args.dirs, &options);
     if args.common.json {
         let value = serde_json::json!({"version": wheelfix::report::JSON_VERSION, "findings": findings});

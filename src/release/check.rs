@@ -6,7 +6,9 @@
 //! - distributions without a local version label, and pins a same-named PyPI project could satisfy;
 //! - local labels whose string order contradicts their ROCm order (ROCm/TheRock#7183);
 //! - a wheel in an architecture's directory (`…/gfx950/…`) with device code but none for it;
-//! - platform wheels that say `Root-Is-Purelib: true`, and file-name tags WHEEL does not list.
+//! - platform wheels that say `Root-Is-Purelib: true`, and file-name tags WHEEL does not list;
+//! - RECORDs that disagree with their archive (every member is hashed), and files that cannot be
+//!   read at all: a wheel is never skipped in silence.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -286,7 +288,41 @@ fn wheel_findings(dists: &[Dist], options: &AnalyzeOptions) -> Vec<Finding> {
         .flat_map_iter(|d| {
             let mut findings = Vec::new();
             let file = vec![d.path.display().to_string()];
-            let Ok(wheel) = Wheel::open(&d.path) else { return findings };
+            let wheel = match Wheel::open(&d.path) {
+                Ok(wheel) => wheel,
+                Err(e) => {
+                    findings.push(Finding {
+                        kind: "unreadable",
+                        message: format!("{}: {e}", d.file_name),
+                        files: file.clone(),
+                    });
+                    return findings;
+                }
+            };
+            let analysis = match analyze(&wheel, options, &NoProgress) {
+                Ok(analysis) => analysis,
+                Err(e) => {
+                    findings.push(Finding {
+                        kind: "unreadable",
+                        message: format!("{}: {e}", d.file_name),
+                        files: file.clone(),
+                    });
+                    return findings;
+                }
+            };
+            if let Some(first) = analysis.record_findings.first() {
+                findings.push(Finding {
+                    kind: "stale-record",
+                    message: format!(
+                        "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
+                        d.file_name,
+                        crate::wheel::record::summarize(&analysis.record_findings),
+                        first.problem.as_str(),
+                        first.file
+                    ),
+                    files: file.clone(),
+                });
+            }
             let filename_tags: BTreeSet<String> = wheel
                 .filename
                 .python_abi_pairs()
@@ -325,9 +361,7 @@ fn wheel_findings(dists: &[Dist], options: &AnalyzeOptions) -> Vec<Finding> {
                     files: file.clone(),
                 });
             }
-            if let Some(arch) = architecture_dir(&d.path)
-                && let Ok(analysis) = analyze(&wheel, options, &NoProgress)
-            {
+            if let Some(arch) = architecture_dir(&d.path) {
                 let targets: BTreeSet<String> = analysis
                     .gpu
                     .iter()

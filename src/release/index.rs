@@ -24,8 +24,60 @@ pub enum IndexError {
     Wheel { path: String, message: String },
     #[error("cannot write {path}: {source}")]
     Write { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Output(#[from] crate::wheel::output::OutputError),
     #[error("no wheels found in the inputs")]
     Empty,
+    #[error(
+        "the output directory {output} {relation} the input {input}: index never moves, replaces or deletes its inputs, so the site must be written elsewhere (Ex: -o site/)"
+    )]
+    Overlap { output: String, input: String, relation: &'static str },
+}
+
+impl IndexError {
+    /// A usage error (exit 2) rather than a failure of the run.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, IndexError::Overlap { .. })
+    }
+}
+
+/// An absolute, symlink-free form of a path that may not exist yet.
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            resolved(if parent.as_os_str().is_empty() { Path::new(".") } else { parent }).join(name)
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Refuse an output directory that is, contains, or lies inside an input directory (or holds an
+/// input file): writing the site must never touch a wheel it indexes.
+fn refuse_overlap(inputs: &[PathBuf], output: &Path) -> Result<(), IndexError> {
+    let out = resolved(output);
+    for input in inputs {
+        let inp = resolved(input);
+        let relation = if out == inp {
+            Some("is")
+        } else if inp.starts_with(&out) {
+            Some("contains")
+        } else if input.is_dir() && out.starts_with(&inp) {
+            Some("lies inside")
+        } else {
+            None
+        };
+        if let Some(relation) = relation {
+            return Err(IndexError::Overlap {
+                output: output.display().to_string(),
+                input: input.display().to_string(),
+                relation,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Settings of an index build.
@@ -64,6 +116,7 @@ pub struct IndexSummary {
 }
 
 pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary, IndexError> {
+    refuse_overlap(inputs, &options.output)?;
     let wheels = super::collect_files(inputs, &[".whl", ".tar.gz"]);
     if wheels.is_empty() {
         return Err(IndexError::Empty);
@@ -73,13 +126,12 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     let notes = options.python.as_deref().map(|py| python_notes(&files, py)).unwrap_or_default();
 
     let output = &options.output;
-    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let write_err = |path: &Path| {
         let path = path.display().to_string();
         move |source| IndexError::Write { path: path.clone(), source }
     };
-    std::fs::create_dir_all(parent).map_err(write_err(parent))?;
-    let temp = tempfile::Builder::new().prefix(".wheelfix-index-").tempdir_in(parent).map_err(write_err(parent))?;
+    // The site is built beside the output and swapped in whole; nothing of the inputs moves.
+    let temp = crate::wheel::output::TempDir::create(output)?;
     let mut projects: BTreeMap<&str, Vec<&IndexedFile>> = BTreeMap::new();
     for f in &files {
         projects.entry(f.project.as_str()).or_default().push(f);
@@ -93,6 +145,8 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
                 std::fs::write(&sidecar, &f.metadata).map_err(write_err(&sidecar))?;
             }
             if options.base_url.is_none() {
+                // A new name for the same file (no copy of a multi-GB wheel); a copy across
+                // file systems.
                 let target = dir.join(&f.filename);
                 if std::fs::hard_link(&f.path, &target).is_err() {
                     std::fs::copy(&f.path, &target).map_err(write_err(&target))?;
@@ -113,17 +167,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     });
     std::fs::write(&root_json, serde_json::to_string_pretty(&listing).expect("serialises") + "\n")
         .map_err(write_err(&root_json))?;
-
-    // Swap the finished directory in: the old index stays whole until the new one is complete.
-    let staged = temp.keep();
-    let old = parent.join(format!(".wheelfix-index-old-{}", std::process::id()));
-    if output.exists() {
-        std::fs::rename(output, &old).map_err(write_err(output))?;
-    }
-    std::fs::rename(&staged, output).map_err(write_err(output))?;
-    if old.exists() {
-        let _ = std::fs::remove_dir_all(&old);
-    }
+    temp.commit()?;
     Ok(IndexSummary { output: output.display().to_string(), projects: projects.len(), files, notes })
 }
 

@@ -25,6 +25,8 @@ pub enum OutputError {
     Io { path: String, source: io::Error },
     #[error("{0} already exists and is not this wheel's input; it is left as it is")]
     Exists(String),
+    #[error("{0} exists and was not written by wheelfix (it is not empty and has no {marker}); it is left as it is: remove it or choose another output directory", marker = DIR_MARKER)]
+    NotOurs(String),
     #[error(
         "the input {0} was replaced or removed while it was being processed (another run on the same file?); nothing was written"
     )]
@@ -167,6 +169,11 @@ impl TempOutput {
             }
             Commit::NoClobber => match rename_no_replace(&self.path, &self.dest) {
                 Ok(()) => {}
+                // The same bytes are already there (another run on the same input wrote them,
+                // outputs being deterministic): nothing to replace, and nothing lost.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && same_content(&self.path, &self.dest) => {
+                    let _ = std::fs::remove_file(&self.path);
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     return Err(OutputError::Exists(self.dest.display().to_string()));
                 }
@@ -189,8 +196,119 @@ impl Drop for TempOutput {
     }
 }
 
-/// Remove the temporary files of killed runs for the destination `name` in `dir`: those whose
-/// lock nobody holds.
+/// Whether two files hold the same bytes.
+fn same_content(a: &Path, b: &Path) -> bool {
+    use std::io::Read;
+    let (Ok(mut fa), Ok(mut fb)) = (File::open(a), File::open(b)) else { return false };
+    match (fa.metadata(), fb.metadata()) {
+        (Ok(ma), Ok(mb)) if ma.len() == mb.len() => {}
+        _ => return false,
+    }
+    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let (Ok(na), Ok(nb)) = (fa.read(&mut ba), fb.read(&mut bb)) else { return false };
+        if na != nb || ba[..na] != bb[..nb] {
+            return false;
+        }
+        if na == 0 {
+            return true;
+        }
+    }
+}
+
+/// A directory built in a temporary place beside `dest` and swapped in whole when complete
+/// (`wheelfix index`); removed on every exit path otherwise.
+pub struct TempDir {
+    path: PathBuf,
+    dest: PathBuf,
+    /// The directory opened and locked, which marks it as in use.
+    _lock: File,
+    done: bool,
+}
+
+/// The file that marks a directory as written by wheelfix (so that a later run may replace it).
+pub const DIR_MARKER: &str = ".wheelfix-output";
+
+impl TempDir {
+    pub fn create(dest: &Path) -> Result<TempDir, OutputError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = parent_dir(dest);
+        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        std::fs::create_dir_all(dir).map_err(|source| OutputError::Io { path: dir.display().to_string(), source })?;
+        remove_leftovers(dir, &name);
+        loop {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!(".{name}.wheelfix-{}-{n}.part", std::process::id()));
+            let made = register(&path, || {
+                std::fs::DirBuilder::new().mode(0o777).create(&path)?;
+                let lock = File::open(&path)?;
+                lock_exclusive(&lock)?;
+                std::fs::write(
+                    path.join(DIR_MARKER),
+                    b"written by wheelfix; a later run may replace this directory\n",
+                )?;
+                Ok(lock)
+            });
+            match made {
+                Ok(lock) => return Ok(TempDir { path, dest: dest.to_path_buf(), _lock: lock, done: false }),
+                Err(OutputError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Swap the finished directory in. An existing destination is replaced only when it is
+    /// empty or a directory an earlier run wrote (it holds [`DIR_MARKER`]).
+    pub fn commit(mut self) -> Result<PathBuf, OutputError> {
+        let io_err = |source| OutputError::Io { path: self.dest.display().to_string(), source };
+        let old = parent_dir(&self.dest).join(format!(
+            ".{}.wheelfix-old-{}.part",
+            self.dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            std::process::id()
+        ));
+        let replacing = self.dest.exists();
+        if replacing {
+            if !may_replace_dir(&self.dest) {
+                return Err(OutputError::NotOurs(self.dest.display().to_string()));
+            }
+            std::fs::rename(&self.dest, &old).map_err(io_err)?;
+        }
+        if let Err(e) = std::fs::rename(&self.path, &self.dest) {
+            if replacing {
+                let _ = std::fs::rename(&old, &self.dest);
+            }
+            return Err(io_err(e));
+        }
+        self.done = true;
+        unregister(&self.path);
+        if replacing {
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        sync_dir(parent_dir(&self.dest));
+        Ok(self.dest.clone())
+    }
+}
+
+/// A directory wheelfix may replace: empty, or marked as written by an earlier run.
+pub fn may_replace_dir(dir: &Path) -> bool {
+    dir.join(DIR_MARKER).is_file() || std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_dir_all(&self.path);
+            unregister(&self.path);
+        }
+    }
+}
+
+/// Remove the temporary files (and directories) of killed runs for the destination `name` in
+/// `dir`: those whose lock nobody holds.
 fn remove_leftovers(dir: &Path, name: &str) {
     let prefix = format!(".{name}.wheelfix-");
     let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -204,7 +322,7 @@ fn remove_leftovers(dir: &Path, name: &str) {
         if let Ok(file) = File::open(&path)
             && try_lock_exclusive(&file)
         {
-            let _ = std::fs::remove_file(&path);
+            remove_path(&path);
         }
     }
 }
