@@ -31,6 +31,9 @@ pub struct ConstraintReport {
     pub library: String,
     pub version: String,
     pub symbols: Vec<String>,
+    /// `file` is this machine's copy of an external library, counted because repair would
+    /// vendor it (not a member of the wheel).
+    pub external: bool,
 }
 
 impl From<&Requirement> for ConstraintReport {
@@ -40,6 +43,7 @@ impl From<&Requirement> for ConstraintReport {
             library: r.library.clone(),
             version: r.version.clone(),
             symbols: r.symbols.clone(),
+            external: r.external,
         }
     }
 }
@@ -440,7 +444,8 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
             let shown: Vec<&str> = r.symbols.iter().take(3).map(String::as_str).collect();
             let more = if r.symbols.len() > 3 { format!(", +{} more", r.symbols.len() - 3) } else { String::new() };
             let syms = if shown.is_empty() { String::new() } else { format!(": {}{more}", shown.join(", ")) };
-            let _ = writeln!(out, "      {}{syms}", r.file);
+            let whose = if r.external { " (this machine's copy, counted because repair would vendor it)" } else { "" };
+            let _ = writeln!(out, "      {}{whose}{syms}", r.file);
         }
         if list.len() > 3 {
             let _ = writeln!(out, "      ... and {} more file(s)", list.len() - 3);

@@ -127,6 +127,9 @@ pub fn write_wheel(
     // the input gave them (usually none: they are made after RECORD).
     let mut record = Record { entries: Vec::with_capacity(names.len() + 1), crlf: wheel.record.crlf };
     for (name, source) in &names {
+        if name.ends_with('/') {
+            continue; // directory entries have no rows
+        }
         let row = match (plan.replace.get(name).or_else(|| plan.add.get(name)), source) {
             (Some(new), _) => RecordEntry::for_bytes(name, &new.data),
             (None, Some(index)) if signature(name) => match wheel.record_entry(&members[*index].name) {
