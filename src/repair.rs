@@ -207,7 +207,7 @@ pub fn plan_repair(
         .par_iter()
         .map(|(path, edit)| {
             let member = wheel.archive.member(path).expect("binaries are members");
-            let data = wheel.archive.read(member).map_err(|e| RepairError::Patch {
+            let data = wheel.archive.read(member).map(|b| b.into_vec()).map_err(|e| RepairError::Patch {
                 file: path.to_string(),
                 source: PatchError::External(e.to_string()),
             })?;

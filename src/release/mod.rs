@@ -41,7 +41,7 @@ pub fn read_core_metadata(path: &Path) -> Result<Vec<u8>, String> {
             .iter()
             .find(|m| m.name.ends_with(".dist-info/METADATA") && m.name.matches('/').count() == 1)
             .ok_or("no .dist-info/METADATA")?;
-        return archive.read(member).map_err(|e| e.to_string());
+        return archive.read(member).map(|b| b.into_vec()).map_err(|e| e.to_string());
     }
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));

@@ -53,7 +53,7 @@ impl Archive {
     }
 
     /// The member's whole content, inflated, its CRC-32 checked.
-    pub fn read(&self, member: &Member) -> Result<Vec<u8>, ArchiveError> {
+    pub fn read(&self, member: &Member) -> Result<super::zip::Buffer, ArchiveError> {
         self.zip.read(member)
     }
 

@@ -69,7 +69,7 @@ impl Wheel {
         let read_text = |file: &str| -> Result<String, WheelError> {
             let member_path = format!("{dist_info}/{file}");
             let member = archive.member(&member_path).ok_or_else(|| WheelError::Missing(member_path.clone()))?;
-            String::from_utf8(archive.read(member)?).map_err(|_| WheelError::Encoding(member_path))
+            String::from_utf8(archive.read(member)?.into_vec()).map_err(|_| WheelError::Encoding(member_path))
         };
         let wheel_info = WheelInfo::parse(&read_text("WHEEL")?);
         let metadata_text = read_text("METADATA")?;

@@ -144,7 +144,8 @@ pub fn write_wheel(
     record.entries.push(RecordEntry { path: output_record.clone(), hash: String::new(), size: None, bad_size: None });
     let mut record_bytes = record.to_bytes();
     // Signatures sign RECORD's bytes: they stay only if RECORD does.
-    let input_record_bytes = wheel.archive.member(&input_record).and_then(|m| wheel.archive.read(m).ok());
+    let input_record_bytes =
+        wheel.archive.member(&input_record).and_then(|m| wheel.archive.read(m).ok()).map(|b| b.into_vec());
     let record_unchanged = output_record == input_record && input_record_bytes.as_deref() == Some(&record_bytes[..]);
     if !record_unchanged && names.iter().any(|(n, _)| signature(n)) {
         names.retain(|(n, _)| !signature(n));
