@@ -588,3 +588,27 @@ fn check_reports_stale_records_and_unreadable_files() {
         "{kinds:?}"
     );
 }
+
+#[test]
+fn metapackage_works_on_windows_wheels_and_stale_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    WheelSpec::new("winpkg", "1.0+rocm10.1.0", "cp312-cp312-win_amd64")
+        .file("winpkg/_core.pyd", pe_file())
+        .write(&d.join("win"));
+    let mut stale = ext_wheel("stalepkg", "cp312-cp312-win_amd64");
+    stale.version = "2.0+rocm10.1.0".into();
+    stale.files[0] = ("stalepkg/_core.pyd".into(), pe_file());
+    stale.unrecorded.push("stalepkg/__init__.py".into());
+    stale.write(&d.join("win"));
+    let meta =
+        ["metapackage", "--name", "rocm-win", "--rocm-version", "10.1.0", "--gpu-target", "gfx1201", "-o", "meta"];
+    let mut args: Vec<&str> = meta.to_vec();
+    let inputs: Vec<String> = files_in(&d.join("win")).iter().map(|f| format!("win/{f}")).collect();
+    args.extend(inputs.iter().map(String::as_str));
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written = files_in(&d.join("meta"));
+    assert_eq!(written.len(), 1);
+    assert!(written[0].ends_with("-py3-none-win_amd64.whl"), "{written:?}");
+}
