@@ -11,11 +11,11 @@ mod wheelgen;
 use std::time::{Duration, Instant};
 
 use wheelfix::analysis::AnalyzeOptions;
+use wheelfix::analysis::linkage::LibrarySearch;
 use wheelfix::exclude::ExcludeList;
-use wheelfix::libsearch::LibrarySearch;
 use wheelfix::policy::Policies;
 use wheelfix::progress::NoProgress;
-use wheelfix::tags::TagRequest;
+use wheelfix::settings::Settings;
 
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
@@ -47,10 +47,14 @@ fn main() {
     }
     let wheel = spec.write(dir.path());
     let size = std::fs::metadata(&wheel).unwrap().len();
-    let options =
-        AnalyzeOptions::new(Policies::embedded(), ExcludeList::new(true, &[]).unwrap(), LibrarySearch::default());
+    let options = Settings::with_options(AnalyzeOptions::new(
+        Policies::embedded(),
+        ExcludeList::new(true, &[]).unwrap(),
+        LibrarySearch::default(),
+    ));
     let mut verify = options.clone();
-    verify.verify_hashes = true;
+    verify.analyze.verify_hashes = true;
+    verify.analyze.hash_for_record = true;
     println!("generated wheel: {} kB, 64 ELF members (256 MiB inflated), 2,000 .py files", size / 1_000);
     let show = time(5, || {
         wheelfix::show(&wheel, &options, &NoProgress).unwrap();
@@ -65,8 +69,6 @@ fn main() {
         let batch = wheelfix::retag_batch(
             std::slice::from_ref(&wheel),
             &verify,
-            &TagRequest::default(),
-            None,
             &wheelfix::Destination::Directory(out.clone()),
             &NoProgress,
         );

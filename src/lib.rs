@@ -1,41 +1,52 @@
 //! wheelfix: the true platform tag of a Python wheel, and the changes that make its tags,
 //! versions and metadata true.
 //!
-//! The data flows through five stages, one module each:
-//! [`wheel`] (the archive) → [`analysis`] (facts about members, via [`elf`], GPU code included) →
-//! [`policy`] (the verdict and its reasons) → a [`wheel::writer::Plan`] (what to change) →
-//! [`wheel::writer`] (the one writer). `show` stops after the verdict; `retag` plans tags and,
-//! with [`version`], local versions and pins; `repair` adds vendored libraries and patched ELF
-//! files ([`repair`], [`elf::patch`]). [`release`] works on sets of wheels: metapackages,
-//! indexes and `check`. The functions here run those stages over a batch, in parallel.
+//! The data flows through five stages:
+//!
+//! 1. [`wheel`]: the archive, opened — file name and tags, WHEEL, METADATA, RECORD compared with
+//!    the central directory.
+//! 2. [`analysis`]: facts about every member ([`analysis::scan`]: host ELF files via [`elf`],
+//!    GPU code, hashes), then the libraries the host binaries need ([`analysis::linkage`]).
+//! 3. [`policy`]: the policies that apply ([`policy::Policies::for_wheel`]) and their verdict,
+//!    computed once from the facts ([`policy::verdict::Judgement`]).
+//! 4. [`plan`]: what to change, as edits to one [`wheel::writer::Plan`]: the true tags and local
+//!    versions ([`plan::retag`]) for every writing command, plus vendored libraries and patched
+//!    files for `repair` ([`plan::repair`]).
+//! 5. [`wheel::writer`]: the one writer, which applies any plan.
+//!
+//! `show` stops after the verdict and renders it ([`report`]); `retag` and `repair` differ only
+//! in their plan. [`release`] works on sets of wheels: metapackages, indexes and `check`.
+//! [`settings`] resolves a run's settings once; [`parallel`] holds every parallel loop. The
+//! functions here run the stages over a batch.
 
 pub mod analysis;
 pub mod config;
 pub mod elf;
 pub mod exclude;
-pub mod libsearch;
+pub mod parallel;
+pub mod plan;
 pub mod platform;
 pub mod policy;
 pub mod progress;
 pub mod release;
-pub mod repair;
 pub mod report;
-pub mod retag;
-pub mod tags;
-pub mod version;
+pub mod settings;
 pub mod wheel;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use analysis::{Analysis, AnalyzeOptions, analyze};
+use analysis::Analysis;
+use plan::tags::Basis;
+use plan::version::{BatchMember, Content, OrderingHazard, VersionChange};
+use policy::verdict::Judgement;
 use progress::Progress;
-use rayon::prelude::*;
 use report::ShowReport;
-use tags::TagRequest;
-use version::{BatchMember, Content, MarkOptions, OrderingHazard, PinRewrite, VersionDecision};
+use settings::Settings;
 use wheel::Wheel;
-use wheel::normalize_name;
+use wheel::output::{Commit, OutputError};
+use wheel::platform_tag::PlatformTag;
+use wheel::writer::{Plan, WriteError};
 
 /// Any failure of one wheel; the message names the wheel's member where there is one.
 #[derive(Debug, thiserror::Error)]
@@ -43,11 +54,11 @@ pub enum Error {
     #[error(transparent)]
     Wheel(#[from] wheel::WheelError),
     #[error(transparent)]
-    Tag(#[from] tags::TagError),
+    Tag(#[from] plan::tags::TagError),
     #[error(transparent)]
-    Write(#[from] wheel::writer::WriteError),
+    Write(#[from] WriteError),
     #[error(transparent)]
-    Output(#[from] wheel::output::OutputError),
+    Output(#[from] OutputError),
     #[error("the output {0} would replace the input; use --in-place to allow that")]
     WouldOverwriteInput(PathBuf),
     #[error("the output {output} would replace {input}, another input of this run; nothing was written for it")]
@@ -57,32 +68,60 @@ pub enum Error {
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
     #[error("{source}")]
-    Version { wheel: String, source: version::VersionError },
+    Version { wheel: String, source: plan::version::VersionError },
     #[error("{source}")]
-    Repair { wheel: String, source: repair::RepairError },
+    Repair { wheel: String, source: plan::repair::RepairError },
     #[error(transparent)]
     Metapackage(#[from] Box<release::metapackage::MetapackageError>),
     #[error("cannot remove the old file {path}: {source}")]
     RemoveOld { path: String, source: std::io::Error },
 }
 
-/// Analyse one wheel for `show`.
-pub fn show(path: &Path, options: &AnalyzeOptions, progress: &dyn Progress) -> Result<ShowReport, Error> {
-    let wheel = Wheel::open(path)?;
-    let analysis = analyze(&wheel, options, progress)?;
-    check_strict(&analysis, options)?;
-    Ok(ShowReport::new(&wheel, &analysis))
+/// One wheel through the first three stages: opened, analysed, judged.
+pub struct Examined {
+    pub wheel: Wheel,
+    pub analysis: Analysis,
+    /// The policies that apply and their verdict; `None` when none apply (a pure wheel, a
+    /// Windows wheel, binaries of no covered architecture).
+    pub judgement: Option<Judgement>,
 }
 
-/// `--strict-record`: any difference between RECORD and the archive fails the wheel.
-fn check_strict(analysis: &Analysis, options: &AnalyzeOptions) -> Result<(), Error> {
-    match analysis.record_findings.first() {
-        Some(first) if options.strict_record => Err(Error::Wheel(wheel::WheelError::StrictRecord {
+impl Examined {
+    /// The platform tags the file name gives.
+    pub fn claimed_tags(&self) -> &[PlatformTag] {
+        &self.wheel.filename.platform_tags
+    }
+}
+
+/// Open, analyse and judge one wheel.
+pub fn examine(path: &Path, settings: &Settings, progress: &dyn Progress) -> Result<Examined, Error> {
+    let wheel = Wheel::open(path)?;
+    let options = &settings.analyze;
+    let mut analysis = analysis::scan(&wheel, options, progress)?;
+    if settings.strict_record.value
+        && let Some(first) = analysis.record_findings.first()
+    {
+        return Err(Error::Wheel(wheel::WheelError::StrictRecord {
             summary: wheel::record::summarize(&analysis.record_findings),
             first: first.file.clone(),
-        })),
-        _ => Ok(()),
+        }));
     }
+    let set = if analysis.binaries.is_empty() {
+        None
+    } else {
+        options.policies.for_wheel(&wheel, &analysis, settings.plat.value.as_deref())
+    };
+    let judgement = set.map(|set| {
+        analysis::linkage::resolve(&wheel, &mut analysis, &set, options);
+        Judgement::new(set, &analysis, settings.disable_isa_check)
+    });
+    Ok(Examined { wheel, analysis, judgement })
+}
+
+/// Analyse one wheel for `show`.
+pub fn show(path: &Path, settings: &Settings, progress: &dyn Progress) -> Result<ShowReport, Error> {
+    let e = examine(path, settings, progress)?;
+    Ok(ShowReport::new(&e.wheel, &e.analysis, e.judgement.as_ref()))
 }
 
 /// Where `retag` writes.
@@ -94,39 +133,27 @@ pub enum Destination {
     InPlace,
 }
 
-/// Local-version marking for a batch (`--rocm-version`, `--local-version`).
-#[derive(Debug, Clone)]
-pub struct Marking {
-    pub options: MarkOptions,
-    /// Wheels already published: their versions join the ordering-hazard check.
-    pub index_dir: Option<PathBuf>,
-}
-
-/// What happens to one wheel's version and pins.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct VersionChange {
-    pub local_version: Option<VersionDecision>,
-    pub pins: Vec<PinRewrite>,
-}
-
 /// What `retag` did with one wheel.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RetagOutcome {
     pub wheel: String,
     pub output: Option<String>,
-    pub tags: Vec<String>,
+    pub tags: Vec<PlatformTag>,
     /// False when the wheel already was what it should be (it may still have been copied).
     pub changed: bool,
     #[serde(flatten)]
     pub version_change: VersionChange,
     /// Libraries `repair` vendored.
-    pub grafts: Vec<repair::Graft>,
+    pub grafts: Vec<plan::repair::Graft>,
     /// Where the input's RECORD disagreed with its archive: the output's RECORD is true.
     pub record_corrected: Vec<wheel::RecordFinding>,
     /// Whether every member's hash was checked against the input's RECORD.
     pub hashes_checked: bool,
+    /// The tag the input meets as it is, and the one its symbol versions allow.
     #[serde(skip)]
-    pub report: ShowReport,
+    pub platform_tag: Option<String>,
+    #[serde(skip)]
+    pub symbol_tag: Option<String>,
 }
 
 /// The outcome of a batch: one result per input, in order, and batch-wide warnings.
@@ -136,72 +163,43 @@ pub struct Batch<T> {
     pub hazards: Vec<OrderingHazard>,
 }
 
-/// Open and analyse every wheel, in parallel.
-fn open_all(
-    paths: &[PathBuf],
-    options: &AnalyzeOptions,
-    progress: &dyn Progress,
-) -> Vec<Result<(Wheel, Analysis), Error>> {
-    paths
-        .par_iter()
-        .map(|path| {
-            let wheel = Wheel::open(path)?;
-            let analysis = analyze(&wheel, options, progress)?;
-            Ok((wheel, analysis))
-        })
-        .collect()
+/// Examine every wheel, in parallel.
+fn examine_all(paths: &[PathBuf], settings: &Settings, progress: &dyn Progress) -> Vec<Result<Examined, Error>> {
+    parallel::map(paths, |path| examine(path, settings, progress))
 }
 
-/// The version decisions and pin rewrites of a batch (`None`: a wheel that failed to open), and
-/// its ordering hazards.
+/// The version decisions and pin rewrites of a batch, and its ordering hazards.
 fn decide_versions(
-    opened: &[Option<(&Wheel, &Analysis)>],
-    marking: Option<&Marking>,
+    examined: &[Result<Examined, Error>],
+    settings: &Settings,
 ) -> (Vec<Result<VersionChange, Error>>, Vec<OrderingHazard>) {
-    let Some(marking) = marking else {
-        return (opened.iter().map(|_| Ok(VersionChange::default())).collect(), Vec::new());
-    };
-    let ok: Vec<(usize, &Wheel, &Analysis)> =
-        opened.iter().enumerate().filter_map(|(i, r)| r.map(|(w, a)| (i, w, a))).collect();
-    let members: Vec<BatchMember> = ok
+    let members: Vec<Option<BatchMember>> = examined
         .iter()
-        .map(|(_, w, a)| BatchMember {
-            name: if w.metadata.name.is_empty() { w.filename.name.clone() } else { w.metadata.name.clone() },
-            version: if w.metadata.version.is_empty() {
-                w.filename.version.clone()
-            } else {
-                w.metadata.version.clone()
-            },
-            content: if a.elf_members.is_empty() && a.gpu.is_empty() { Content::Pure } else { Content::Compiled },
-            requires_dist: w.metadata.requires_dist.clone(),
+        .map(|r| {
+            r.as_ref().ok().map(|e| BatchMember {
+                name: e.wheel.metadata.package.clone(),
+                version: e.wheel.metadata.version.text.clone(),
+                content: if e.analysis.has_no_code() { Content::Pure } else { Content::Compiled },
+                requires_dist: e.wheel.metadata.requires_dist.clone(),
+            })
         })
         .collect();
-    let decisions = version::decide_batch(&members, &marking.options);
-    let mut versions: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for (m, d) in members.iter().zip(&decisions) {
-        if let Ok(d) = d {
-            versions.insert(
-                normalize_name(&m.name),
-                (m.version.clone(), d.new_version.clone().unwrap_or(m.version.clone())),
-            );
-        }
-    }
-    let mut changes: Vec<Result<VersionChange, Error>> = opened.iter().map(|_| Ok(VersionChange::default())).collect();
-    for ((index, wheel, _), decision) in ok.iter().zip(decisions) {
-        changes[*index] = match decision {
-            Ok(d) => Ok(VersionChange {
-                local_version: Some(d),
-                pins: version::rewrite_pins(&wheel.metadata.requires_dist, &versions),
-            }),
-            Err(e) => Err(Error::Version { wheel: wheel.filename.to_string(), source: e }),
-        };
-    }
-    // The hazard: this batch's new versions plus what is already published.
-    let mut all: Vec<(String, String)> = versions.iter().map(|(n, (_, new))| (n.clone(), new.clone())).collect();
-    if let Some(dir) = &marking.index_dir {
-        all.extend(published_versions(dir));
-    }
-    (changes, version::ordering_hazards(&all))
+    let published = match settings.marking.as_ref().and_then(|m| m.index_dir.as_ref()) {
+        Some(dir) => published_versions(dir),
+        None => Vec::new(),
+    };
+    let (changes, hazards) = plan::version::decide(&members, settings.marking.as_ref(), &published);
+    let changes = changes
+        .into_iter()
+        .zip(examined)
+        .map(|(change, e)| {
+            change.map_err(|source| Error::Version {
+                wheel: e.as_ref().map(|e| e.wheel.filename.to_string()).unwrap_or_default(),
+                source,
+            })
+        })
+        .collect();
+    (changes, hazards)
 }
 
 /// `(name, version)` of every wheel file in a directory tree (from the file names).
@@ -216,117 +214,104 @@ fn published_versions(dir: &Path) -> Vec<(String, String)> {
 /// `show` for a batch: every wheel's report, with version decisions when marking.
 pub fn show_batch(
     paths: &[PathBuf],
-    options: &AnalyzeOptions,
-    marking: Option<&Marking>,
+    settings: &Settings,
     progress: &dyn Progress,
 ) -> Batch<(ShowReport, VersionChange)> {
-    let opened = open_all(paths, options, progress);
-    let refs: Vec<Option<(&Wheel, &Analysis)>> = opened.iter().map(|r| r.as_ref().ok().map(|(w, a)| (w, a))).collect();
-    let (changes, hazards) = decide_versions(&refs, marking);
-    let results = opened
+    let examined = examine_all(paths, settings, progress);
+    let (changes, hazards) = decide_versions(&examined, settings);
+    let results = examined
         .into_iter()
         .zip(changes)
-        .map(|(opened, change)| {
-            let (wheel, analysis) = opened?;
-            check_strict(&analysis, options)?;
-            Ok((ShowReport::new(&wheel, &analysis), change?))
+        .map(|(e, change)| {
+            let e = e?;
+            Ok((ShowReport::new(&e.wheel, &e.analysis, e.judgement.as_ref()), change?))
         })
         .collect();
     Batch { results, hazards }
 }
 
-/// Retag a batch: analyse every wheel (verifying hashes unless `options.verify_hashes` is
-/// off), derive its true tags and, when marking, its new version and pins; write each result.
+/// Retag a batch: examine every wheel (verifying hashes unless told not to), derive its true
+/// tags and, when marking, its new version and pins; write each result.
 pub fn retag_batch(
     paths: &[PathBuf],
-    options: &AnalyzeOptions,
-    request: &TagRequest,
-    marking: Option<&Marking>,
+    settings: &Settings,
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
-    write_batch(paths, options, request, None, marking, destination, progress)
+    write_batch(paths, settings, None, destination, progress)
 }
 
 /// Repair a batch: vendor each wheel's external libraries, patch what needs them, write the
 /// tags the result meets (and, when marking, the new versions), as `retag` does.
 pub fn repair_batch(
     paths: &[PathBuf],
-    options: &AnalyzeOptions,
-    request: &TagRequest,
-    settings: &repair::RepairSettings<'_>,
-    marking: Option<&Marking>,
+    settings: &Settings,
+    repair: &plan::repair::RepairSettings<'_>,
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
-    let request = TagRequest { after_repair: true, ..request.clone() };
-    write_batch(paths, options, &request, Some(settings), marking, destination, progress)
+    write_batch(paths, settings, Some(repair), destination, progress)
 }
 
-/// One wheel of a writing batch once its output name is known.
+/// One wheel of a writing batch whose output name is known.
 struct Named {
-    wheel: Wheel,
-    analysis: Analysis,
+    examined: Examined,
     change: VersionChange,
-    tags: Vec<String>,
+    tags: Vec<PlatformTag>,
+    /// The plan of its name, WHEEL and METADATA ([`plan::retag`]).
+    plan: Plan,
     /// Where it goes (`--in-place` under the same name: the input itself).
     dest: PathBuf,
 }
 
 fn write_batch(
     paths: &[PathBuf],
-    options: &AnalyzeOptions,
-    request: &TagRequest,
-    repair: Option<&repair::RepairSettings<'_>>,
-    marking: Option<&Marking>,
+    settings: &Settings,
+    repair: Option<&plan::repair::RepairSettings<'_>>,
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
-    let opened = open_all(paths, options, progress);
-    let refs: Vec<Option<(&Wheel, &Analysis)>> = opened.iter().map(|r| r.as_ref().ok().map(|(w, a)| (w, a))).collect();
-    let (changes, hazards) = decide_versions(&refs, marking);
+    let examined = examine_all(paths, settings, progress);
+    let (changes, hazards) = decide_versions(&examined, settings);
+    let basis = if repair.is_some() { Basis::Repaired } else { Basis::AsIs };
     // First every output's name, so that collisions are found before anything is written.
-    let mut named: Vec<Result<Named, Error>> = opened
+    let mut named: Vec<Result<Named, Error>> = examined
         .into_iter()
         .zip(changes)
         .zip(paths)
-        .map(|((opened, change), path)| {
-            let (wheel, analysis) = opened?;
-            check_strict(&analysis, options)?;
-            name_output(wheel, analysis, change?, request, path, destination)
-        })
+        .map(|((e, change), path)| name_output(e?, change?, settings, basis, path, destination))
         .collect();
     refuse_collisions(&mut named, paths);
-    let results =
-        named.into_par_iter().zip(paths).map(|(named, path)| write_one(named?, path, repair, destination)).collect();
+    let work: Vec<(Result<Named, Error>, &PathBuf)> = named.into_iter().zip(paths).collect();
+    let results = parallel::map_owned(work, |(named, path)| write_one(named?, path, settings, repair, destination));
     Batch { results, hazards }
 }
 
 /// The output name of one wheel: its true tags and, when marking, its new version.
 fn name_output(
-    wheel: Wheel,
-    analysis: Analysis,
+    examined: Examined,
     change: VersionChange,
-    request: &TagRequest,
+    settings: &Settings,
+    basis: Basis,
     path: &Path,
     destination: &Destination,
 ) -> Result<Named, Error> {
-    let tags = tags::true_tags(&analysis, &wheel.filename.platform_tags, request)?;
-    let mut filename = wheel.filename.with_platform_tags(tags.clone());
-    if let Some(version) = change.local_version.as_ref().and_then(|d| d.new_version.as_deref()) {
-        filename = filename.with_version(&version.replace('-', "_"));
-    }
-    let file_name = filename.to_string();
+    let Examined { wheel, analysis, judgement } = &examined;
+    let tags =
+        plan::tags::true_tags(judgement.as_ref(), analysis, &wheel.filename.platform_tags, &settings.tags, basis)?;
+    let changes = plan::Changes { platform_tags: &tags, new_version: change.new_version(), pins: &change.pins };
+    let plan = plan::retag(wheel, analysis, &changes);
+    let file_name = plan.filename.to_string();
     let dir = output_dir(path, destination)?;
     let unchanged_name = file_name == wheel.filename.to_string();
     // In place, a wheel that keeps its name may still need writing (WHEEL, RECORD); whether it
-    // does is known once its plan is made, so its destination is its input.
+    // does is known once its plan is complete, so its destination is its input.
     let dest = if matches!(destination, Destination::InPlace) && unchanged_name {
         path.to_path_buf()
     } else {
         dir.join(&file_name)
     };
-    Ok(Named { wheel, analysis, change, tags, dest })
+    Ok(Named { examined, change, tags, plan, dest })
 }
 
 /// Fail every wheel whose output another wheel of the run also writes, or whose output would
@@ -359,72 +344,65 @@ fn refuse_collisions(named: &mut [Result<Named, Error>], paths: &[PathBuf]) {
     }
 }
 
-/// Plan and write one wheel whose output name is known.
+/// Complete one wheel's plan (`repair` adds its edits) and write it.
 fn write_one(
     named: Named,
     path: &Path,
-    repair: Option<&repair::RepairSettings<'_>>,
+    settings: &Settings,
+    repair: Option<&plan::repair::RepairSettings<'_>>,
     destination: &Destination,
 ) -> Result<RetagOutcome, Error> {
-    let Named { wheel, analysis, change, tags, dest } = named;
-    let report = ShowReport::new(&wheel, &analysis);
-    let repair_plan = match repair {
-        Some(settings) => repair::plan_repair(&wheel, &analysis, settings)
-            .map_err(|source| Error::Repair { wheel: wheel.filename.to_string(), source })?,
-        None => repair::RepairPlan::default(),
-    };
-    let new_version = change.local_version.as_ref().and_then(|d| d.new_version.as_deref());
-    let changes = retag::Changes { platform_tags: &tags, new_version, pins: &change.pins };
-    let mut plan = retag::plan_changes(&wheel, &analysis, &changes);
-    if !repair_plan.patched.is_empty() || !repair_plan.added.is_empty() {
-        let plan = plan.get_or_insert_with(|| wheel::writer::Plan::new(wheel.filename.clone()));
-        for (path, member) in repair_plan.patched {
-            plan.replace.insert(plan.output_name(&path).to_string(), member);
+    let Named { examined, change, tags, mut plan, dest } = named;
+    let Examined { wheel, analysis, judgement } = &examined;
+    let grafts = match repair {
+        Some(repair) => {
+            let target = match settings.tags.plat() {
+                Some(plat) => {
+                    Some(plan::tags::requested_policy(judgement.as_ref().expect("--plat was checked"), &plat)?)
+                }
+                None => None,
+            };
+            plan::repair::add_to_plan(&mut plan, wheel, analysis, judgement.as_ref(), target, repair)
+                .map_err(|source| Error::Repair { wheel: wheel.filename.to_string(), source })?
         }
-        plan.add.extend(repair_plan.added);
-    }
-    // A RECORD that disagrees with the archive is a change too: the output's is true.
-    if plan.is_none() && !analysis.record_findings.is_empty() {
-        plan = Some(wheel::writer::Plan::new(wheel.filename.clone()));
-    }
-    if let (Some(plan), Some(settings)) = (plan.as_mut(), repair) {
-        plan.compression_level = settings.compression_level;
-    }
-    let changed = plan.is_some();
+        None => Vec::new(),
+    };
+    let changed = plan::changes_anything(&plan, wheel, analysis);
     let outcome = |output: Option<PathBuf>| RetagOutcome {
         wheel: wheel.filename.to_string(),
         output: output.map(|o| o.display().to_string()),
         tags: tags.clone(),
         changed,
         version_change: change.clone(),
-        grafts: repair_plan.grafts.clone(),
+        grafts: grafts.clone(),
         record_corrected: if changed { analysis.record_findings.clone() } else { Vec::new() },
         hashes_checked: analysis.hashes_checked,
-        report: report.clone(),
+        platform_tag: judgement.as_ref().map(|j| j.tag(j.verdict.overall)),
+        symbol_tag: judgement.as_ref().map(|j| j.tag(j.verdict.symbol)),
     };
     let input_mode = wheel.archive.zip.file_mode;
     let identity = wheel.archive.zip.identity;
+    let digests = &analysis.digests;
     let output = match destination {
         Destination::InPlace => {
-            let Some(plan) = plan else { return Ok(outcome(None)) };
+            if !changed {
+                return Ok(outcome(None));
+            }
             if dest == path {
-                let commit = wheel::output::Commit::ReplaceInput(identity);
-                wheel::writer::write_wheel(&wheel, &plan, &analysis.digests, &dest, commit, Some(input_mode))?
+                let commit = Commit::ReplaceInput(identity);
+                wheel::writer::write_wheel(wheel, &plan, digests, &dest, commit, Some(input_mode))?
             } else {
                 // Never replace a file that is not this wheel's input; and only go on while the
                 // input is still the file that was read.
                 let input_unchanged = || wheel::zip::FileIdentity::at(path).ok() == Some(identity);
                 if !input_unchanged() {
-                    return Err(wheel::output::OutputError::InputChanged(path.display().to_string()).into());
+                    return Err(OutputError::InputChanged(path.display().to_string()).into());
                 }
-                let commit = wheel::output::Commit::NoClobber;
                 let written =
-                    wheel::writer::write_wheel(&wheel, &plan, &analysis.digests, &dest, commit, Some(input_mode))
+                    wheel::writer::write_wheel(wheel, &plan, digests, &dest, Commit::NoClobber, Some(input_mode))
                         .map_err(|e| match e {
-                            wheel::writer::WriteError::Output(wheel::output::OutputError::Exists(_))
-                                if !input_unchanged() =>
-                            {
-                                Error::Output(wheel::output::OutputError::InputChanged(path.display().to_string()))
+                            WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => {
+                                Error::Output(OutputError::InputChanged(path.display().to_string()))
                             }
                             e => e.into(),
                         })?;
@@ -444,10 +422,10 @@ fn write_one(
             if same_file(&dest, path) {
                 return Err(Error::WouldOverwriteInput(dest));
             }
-            let commit = wheel::output::Commit::Replace;
-            match plan {
-                Some(plan) => wheel::writer::write_wheel(&wheel, &plan, &analysis.digests, &dest, commit, None)?,
-                None => wheel::writer::copy_wheel(path, &dest, commit, None)?,
+            if changed {
+                wheel::writer::write_wheel(wheel, &plan, digests, &dest, Commit::Replace, None)?
+            } else {
+                wheel::writer::copy_wheel(path, &dest, Commit::Replace, None)?
             }
         }
     };
@@ -466,28 +444,28 @@ fn output_dir(path: &Path, destination: &Destination) -> Result<PathBuf, Error> 
     }
 }
 
-/// Build a metapackage pinning every wheel in `paths` (see [`release::metapackage`]).
+/// Build a metapackage pinning every wheel in `paths` (see [`release::metapackage`]): each
+/// wheel's name, version, platform tags and GPU targets, from its metadata and device code.
 pub fn metapackage(
     paths: &[PathBuf],
-    options: &AnalyzeOptions,
-    settings: &release::metapackage::MetapackageOptions,
+    settings: &Settings,
+    options: &release::metapackage::MetapackageOptions,
     progress: &dyn Progress,
 ) -> Result<release::metapackage::Metapackage, Error> {
-    let mut opened = Vec::new();
-    for result in open_all(paths, options, progress) {
-        let (wheel, analysis) = result?;
-        let report = ShowReport::new(&wheel, &analysis);
-        opened.push((wheel, report));
-    }
-    let pinned: Vec<release::metapackage::Pinned<'_>> = opened
-        .iter()
-        .map(|(wheel, report)| release::metapackage::Pinned {
-            name: if wheel.metadata.name.is_empty() { &wheel.filename.name } else { &wheel.metadata.name },
-            version: if wheel.metadata.version.is_empty() { &wheel.filename.version } else { &wheel.metadata.version },
-            report,
+    let scanned = parallel::map(paths, |path| -> Result<release::metapackage::Pinned, Error> {
+        let wheel = Wheel::open(path)?;
+        let analysis = analysis::scan(&wheel, &settings.analyze, progress)?;
+        Ok(release::metapackage::Pinned {
+            name: wheel.metadata.name.clone(),
+            version: wheel.metadata.version.text.clone(),
+            wheel: wheel.filename.to_string(),
+            platform_tags: wheel.filename.platform_tags.clone(),
+            gpu_targets: analysis.gpu_targets(),
         })
-        .collect();
-    release::metapackage::build(&pinned, settings).map_err(|e| Error::Metapackage(Box::new(e)))
+    });
+    // The first failure in argument order is the one reported.
+    let scanned: Vec<release::metapackage::Pinned> = scanned.into_iter().collect::<Result<_, _>>()?;
+    release::metapackage::build(&scanned, options).map_err(|e| Error::Metapackage(Box::new(e)))
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -6,16 +6,12 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use wheelfix::analysis::AnalyzeOptions;
-use wheelfix::config::{Config, LoadedConfig};
-use wheelfix::exclude::ExcludeList;
-use wheelfix::libsearch::LibrarySearch;
-use wheelfix::policy::Policies;
+use wheelfix::config::LoadedConfig;
+use wheelfix::plan::version::{OrderingHazard, VersionChange};
 use wheelfix::progress::{NoProgress, Progress};
 use wheelfix::report::ShowReport;
-use wheelfix::tags::TagRequest;
-use wheelfix::version::{LocalLabel, MarkOptions, OrderingHazard};
-use wheelfix::{Destination, RetagOutcome, VersionChange};
+use wheelfix::settings::{Flags, Settings};
+use wheelfix::{Destination, RetagOutcome};
 
 #[derive(Parser)]
 #[command(
@@ -197,6 +193,28 @@ impl CommonArgs {
         let explicit = self.config.clone().flatten();
         wheelfix::config::resolve(explicit.as_deref()).map_err(|e| e.to_string())
     }
+
+    /// The flags every command shares, as plain values.
+    fn flags(&self) -> Flags {
+        Flags {
+            exclude: self.exclude.clone(),
+            no_rocm_exclude: self.no_rocm_exclude,
+            policy_files: self.policy_files.clone(),
+            ldpaths: self.ldpaths.clone(),
+            disable_isa_ext_check: self.disable_isa_ext_check,
+            strict_record: self.strict_record,
+            ..Flags::default()
+        }
+    }
+
+    /// Resolve the run's settings from these flags (completed by `complete`) and the
+    /// configuration file.
+    fn settings(&self, complete: impl FnOnce(&mut Flags)) -> Result<Settings, String> {
+        let loaded = self.load_config()?;
+        let mut flags = self.flags();
+        complete(&mut flags);
+        Settings::resolve(&flags, &loaded).map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Args)]
@@ -219,27 +237,12 @@ struct VersionArgs {
 }
 
 impl VersionArgs {
-    fn marking(&self, config: &Config) -> Result<Option<wheelfix::Marking>, String> {
-        let (rocm, local) = if self.rocm_version.is_none() && self.local_version.is_none() {
-            (config.rocm_version.clone(), config.local_version.clone())
-        } else {
-            (self.rocm_version.clone(), self.local_version.clone())
-        };
-        let no_mark =
-            if self.no_mark.is_empty() { config.no_mark.clone().unwrap_or_default() } else { self.no_mark.clone() };
-        let label = match (&rocm, &local) {
-            (Some(v), _) => LocalLabel::rocm(v),
-            (None, Some(l)) => LocalLabel::new(l),
-            (None, None) => {
-                if self.mark_pure || !self.no_mark.is_empty() || self.index_dir.is_some() {
-                    return Err("--mark-pure, --no-mark and --index-dir need --rocm-version or --local-version".into());
-                }
-                return Ok(None);
-            }
-        }
-        .map_err(|e| e.to_string())?;
-        let options = MarkOptions { label, mark_pure: self.mark_pure, no_mark };
-        Ok(Some(wheelfix::Marking { options, index_dir: self.index_dir.clone() }))
+    fn fill(&self, flags: &mut Flags) {
+        flags.rocm_version = self.rocm_version.clone();
+        flags.local_version = self.local_version.clone();
+        flags.mark_pure = self.mark_pure;
+        flags.no_mark = self.no_mark.clone();
+        flags.index_dir = self.index_dir.clone();
     }
 }
 
@@ -315,18 +318,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn analyze_options(common: &CommonArgs, config: &Config) -> Result<AnalyzeOptions, String> {
-    let policies = Policies::with_files(&common.policy_files).map_err(|e| e.to_string())?;
-    let globs =
-        if common.exclude.is_empty() { config.exclude.clone().unwrap_or_default() } else { common.exclude.clone() };
-    let exclude = ExcludeList::new(!common.no_rocm_exclude, &globs).map_err(|e| e.to_string())?;
-    let search = LibrarySearch::from_environment(common.ldpaths.as_deref());
-    let mut options = AnalyzeOptions::new(policies, exclude, search);
-    options.disable_isa_check = common.disable_isa_ext_check;
-    options.strict_record = common.strict_record || config.strict_record.unwrap_or(false);
-    Ok(options)
-}
-
 /// A byte progress bar on stderr, only when stderr is a terminal.
 struct Bar(indicatif::ProgressBar);
 
@@ -350,34 +341,30 @@ fn progress_bar(wheels: &[PathBuf], quiet: bool) -> Box<dyn Progress> {
 }
 
 fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
-    let loaded = args.common.load_config()?;
+    let settings = args.common.settings(|f| {
+        args.versions.fill(f);
+        f.verify = args.verify;
+        f.gpu_targets = args.expect_gpu_targets.clone();
+    })?;
     if args.wheels.is_empty() {
-        print_out(&config_text(&args, &loaded));
+        print_out(&config_text(&settings));
         return Ok(ExitCode::SUCCESS);
     }
-    let config = &loaded.config;
-    let mut options = analyze_options(&args.common, config)?;
-    options.verify_hashes = args.verify;
-    let marking = args.versions.marking(config)?;
-    let expected = if args.expect_gpu_targets.is_empty() {
-        config.gpu_targets.clone().unwrap_or_default()
-    } else {
-        args.expect_gpu_targets.clone()
-    };
+    let marking = settings.marking.is_some();
     let progress = progress_bar(&args.wheels, args.common.quiet);
-    let batch = wheelfix::show_batch(&args.wheels, &options, marking.as_ref(), progress.as_ref());
+    let batch = wheelfix::show_batch(&args.wheels, &settings, progress.as_ref());
     drop(progress);
     let mut reports: Vec<(ShowReport, Option<VersionChange>)> = batch
         .results
         .into_iter()
         .zip(&args.wheels)
         .map(|(result, path)| match result {
-            Ok((report, change)) => (report, marking.as_ref().map(|_| change)),
+            Ok((report, change)) => (report, marking.then_some(change)),
             Err(e) => (ShowReport::failed(&display_name(path), format!("{}: {e}", path.display())), None),
         })
         .collect();
     for (report, _) in &mut reports {
-        report.check_gpu_targets(&expected);
+        report.check_gpu_targets(&settings.gpu_targets.value);
     }
     let failed = reports.iter().filter(|(r, _)| r.error.is_some() || !r.missing_gpu_targets.is_empty()).count();
     if args.common.json {
@@ -425,67 +412,11 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
 }
 
 /// `show --config`: every setting, its value and where it came from.
-fn config_text(args: &ShowArgs, loaded: &LoadedConfig) -> String {
-    let file = loaded.path.as_ref().map(|p| p.display().to_string());
-    let origin = |cli: bool, from_file: bool| -> String {
-        if cli {
-            "command line".into()
-        } else if from_file {
-            file.clone().unwrap_or_default()
-        } else {
-            "default".into()
-        }
-    };
-    let c = &loaded.config;
-    let list = |v: &[String]| format!("[{}]", v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "));
-    let exclude = if args.common.exclude.is_empty() {
-        c.exclude.clone().unwrap_or_default()
-    } else {
-        args.common.exclude.clone()
-    };
-    let targets = if args.expect_gpu_targets.is_empty() {
-        c.gpu_targets.clone().unwrap_or_default()
-    } else {
-        args.expect_gpu_targets.clone()
-    };
-    let no_mark = if args.versions.no_mark.is_empty() {
-        c.no_mark.clone().unwrap_or_default()
-    } else {
-        args.versions.no_mark.clone()
-    };
-    let text_or = |cli: &Option<String>, file: &Option<String>| {
-        cli.clone().or(file.clone()).map(|v| format!("{v:?}")).unwrap_or_else(|| "(none)".into())
-    };
-    let rows = [
-        ("config file", file.clone().unwrap_or_else(|| "(none found)".into()), String::new()),
-        ("exclude", list(&exclude), origin(!args.common.exclude.is_empty(), c.exclude.is_some())),
-        ("plat", text_or(&None, &c.plat), origin(false, c.plat.is_some())),
-        (
-            "rocm-version",
-            text_or(&args.versions.rocm_version, &c.rocm_version),
-            origin(args.versions.rocm_version.is_some(), c.rocm_version.is_some()),
-        ),
-        (
-            "local-version",
-            text_or(&args.versions.local_version, &c.local_version),
-            origin(args.versions.local_version.is_some(), c.local_version.is_some()),
-        ),
-        (
-            "lib-sdir",
-            c.lib_sdir.clone().map(|v| format!("{v:?}")).unwrap_or_else(|| "\".libs\"".into()),
-            origin(false, c.lib_sdir.is_some()),
-        ),
-        ("gpu-targets", list(&targets), origin(!args.expect_gpu_targets.is_empty(), c.gpu_targets.is_some())),
-        ("no-mark", list(&no_mark), origin(!args.versions.no_mark.is_empty(), c.no_mark.is_some())),
-        ("rocm exclusion list", (!args.common.no_rocm_exclude).to_string(), origin(args.common.no_rocm_exclude, false)),
-    ];
-    let mut out = String::new();
-    for (key, value, from) in rows {
-        if from.is_empty() {
-            out.push_str(&format!("{key:<20} {value}\n"));
-        } else {
-            out.push_str(&format!("{key:<20} {value:<40} ({from})\n"));
-        }
+fn config_text(settings: &Settings) -> String {
+    let file = settings.config_file.as_ref().map(|p| p.display().to_string());
+    let mut out = format!("{:<20} {}\n", "config file", file.unwrap_or_else(|| "(none found)".into()));
+    for (key, value, from) in settings.describe() {
+        out.push_str(&format!("{key:<20} {value:<40} ({from})\n"));
     }
     out
 }
@@ -515,74 +446,58 @@ fn print_hazards(hazards: &[OrderingHazard]) {
 }
 
 fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
-    let config = args.common.load_config()?.config;
-    let mut options = analyze_options(&args.common, &config)?;
-    options.verify_hashes = !args.no_verify;
-    options.hash_for_record = true;
-    let marking = args.versions.marking(&config)?;
-    let plat = args.plat.clone().or(config.plat.clone());
-    options.requested_plat = plat.clone();
-    let request = TagRequest { plat, only_plat: args.only_plat, after_repair: false, keep_tags: false };
+    let settings = args.common.settings(|f| {
+        args.versions.fill(f);
+        f.verify = !args.no_verify;
+        f.hash_for_record = true;
+        f.plat = args.plat.clone();
+        f.only_plat = args.only_plat;
+    })?;
     let destination = if args.in_place {
         Destination::InPlace
     } else {
         Destination::Directory(args.wheel_dir.clone().unwrap_or_else(|| PathBuf::from("wheelhouse")))
     };
     let progress = progress_bar(&args.wheels, args.common.quiet);
-    let batch =
-        wheelfix::retag_batch(&args.wheels, &options, &request, marking.as_ref(), &destination, progress.as_ref());
+    let batch = wheelfix::retag_batch(&args.wheels, &settings, &destination, progress.as_ref());
     drop(progress);
-    Ok(report_outcomes(&args.wheels, batch, marking.is_some(), args.common.json))
+    Ok(report_outcomes(&args.wheels, batch, settings.marking.is_some(), args.common.json))
 }
 
 fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
-    let config = args.common.load_config()?.config;
-    let mut options = analyze_options(&args.common, &config)?;
-    options.verify_hashes = !args.no_verify;
-    options.hash_for_record = true;
-    let marking = args.versions.marking(&config)?;
-    let plat = args.plat.clone().or(config.plat.clone());
-    options.requested_plat = plat.clone();
+    let settings = args.common.settings(|f| {
+        args.versions.fill(f);
+        f.verify = !args.no_verify;
+        f.hash_for_record = true;
+        f.plat = args.plat.clone();
+        f.only_plat = args.only_plat;
+        f.keep_tags = args.no_update_tags;
+        f.lib_sdir = args.lib_sdir.clone();
+    })?;
     let _ = args.allow_pure_python_wheel;
-    let request = TagRequest {
-        plat: plat.clone(),
-        only_plat: args.only_plat,
-        after_repair: true,
-        keep_tags: args.no_update_tags,
-    };
-    let settings = wheelfix::repair::RepairSettings {
-        plat,
-        lib_sdir: args.lib_sdir.clone().or(config.lib_sdir.clone()).unwrap_or_else(|| ".libs".into()),
+    let repair = wheelfix::plan::repair::RepairSettings {
+        lib_sdir: settings.lib_sdir.value.clone(),
         strip: args.strip,
         patcher: &wheelfix::elf::patch::InProcessPatcher,
         compression_level: args.zip_compression_level,
     };
     let destination = Destination::Directory(args.wheel_dir.clone());
     let progress = progress_bar(&args.wheels, args.common.quiet);
-    let batch = wheelfix::repair_batch(
-        &args.wheels,
-        &options,
-        &request,
-        &settings,
-        marking.as_ref(),
-        &destination,
-        progress.as_ref(),
-    );
+    let batch = wheelfix::repair_batch(&args.wheels, &settings, &repair, &destination, progress.as_ref());
     drop(progress);
-    Ok(report_outcomes(&args.wheels, batch, marking.is_some(), args.common.json))
+    Ok(report_outcomes(&args.wheels, batch, settings.marking.is_some(), args.common.json))
 }
 
 fn run_metapackage(args: MetapackageArgs) -> Result<ExitCode, String> {
-    let config = args.common.load_config()?.config;
-    let options = analyze_options(&args.common, &config)?;
-    let settings = wheelfix::release::metapackage::MetapackageOptions {
+    let settings = args.common.settings(|_| {})?;
+    let options = wheelfix::release::metapackage::MetapackageOptions {
         name: args.name.clone(),
         rocm_version: args.rocm_version.clone(),
         gpu_target: args.gpu_target.clone(),
         output_dir: args.output_dir.clone(),
     };
     let progress = progress_bar(&args.wheels, args.common.quiet);
-    let result = wheelfix::metapackage(&args.wheels, &options, &settings, progress.as_ref());
+    let result = wheelfix::metapackage(&args.wheels, &settings, &options, progress.as_ref());
     drop(progress);
     match result {
         Ok(meta) => {
@@ -636,10 +551,8 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
 }
 
 fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
-    let config = args.common.load_config()?.config;
-    let mut options = analyze_options(&args.common, &config)?;
-    options.verify_hashes = !args.no_verify;
-    let findings = wheelfix::release::check::check(&args.dirs, &options);
+    let settings = args.common.settings(|f| f.verify = !args.no_verify)?;
+    let findings = wheelfix::release::check::check(&args.dirs, &settings.analyze);
     if args.common.json {
         let value = serde_json::json!({"version": wheelfix::report::JSON_VERSION, "findings": findings});
         print_out(&(serde_json::to_string_pretty(&value).expect("serialises") + "\n"));
@@ -673,8 +586,8 @@ fn report_outcomes(wheels: &[PathBuf], batch: wheelfix::Batch<RetagOutcome>, mar
                     let mut value = serde_json::to_value(outcome).expect("serialises");
                     if let Some(object) = value.as_object_mut() {
                         object.insert("version".into(), wheelfix::report::JSON_VERSION.into());
-                        object.insert("platform_tag".into(), outcome.report.platform_tag.clone().into());
-                        object.insert("symbol_tag".into(), outcome.report.symbol_tag.clone().into());
+                        object.insert("platform_tag".into(), outcome.platform_tag.clone().into());
+                        object.insert("symbol_tag".into(), outcome.symbol_tag.clone().into());
                         if !marking {
                             object.remove("local_version");
                             object.remove("pins");

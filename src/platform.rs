@@ -59,19 +59,6 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.as_str() == name)
     }
 
-    /// The architecture of a platform tag, from its `_<arch>` suffix.
-    /// Ex) `manylinux_2_17_x86_64` → `x86_64`; `linux_armv6l` → `None` (no policy names it)
-    pub fn from_platform_tag(tag: &str) -> Option<Arch> {
-        // Android names the 64-bit ARM ABI `arm64_v8a`.
-        if tag.ends_with("_arm64_v8a") {
-            return Some(Arch::Aarch64);
-        }
-        // Longest names first so that `ppc64le` is not read as `ppc64`.
-        let mut all = Arch::ALL;
-        all.sort_by_key(|a| std::cmp::Reverse(a.as_str().len()));
-        all.into_iter().find(|a| tag.strip_suffix(a.as_str()).is_some_and(|rest| rest.ends_with('_')))
-    }
-
     /// The architecture an ELF header describes, as auditwheel reads it: 32-bit ARM counts as
     /// `armv7l` only with the EABI version 5 hard-float ABI.
     pub fn from_elf(machine: u16, is_64: bool, little_endian: bool, flags: u32) -> Option<Arch> {
@@ -184,16 +171,21 @@ pub enum Libc {
 }
 
 impl Libc {
-    /// The libc family a platform tag's prefix names. Ex) `musllinux_1_2_x86_64` → musl
-    pub fn from_platform_tag(tag: &str) -> Option<Libc> {
-        if tag.starts_with("manylinux") {
-            Some(Libc::Glibc)
-        } else if tag.starts_with("musllinux") {
-            Some(Libc::Musl)
-        } else if tag.starts_with("android_") {
-            Some(Libc::Android)
-        } else {
-            None
+    /// Ex) `glibc`
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Libc::Glibc => "glibc",
+            Libc::Musl => "musl",
+            Libc::Android => "android",
+        }
+    }
+
+    /// The family of policies for this libc. Ex) `manylinux`
+    pub fn policy_family(self) -> &'static str {
+        match self {
+            Libc::Glibc => "manylinux",
+            Libc::Musl => "musllinux",
+            Libc::Android => "android",
         }
     }
 }
@@ -201,15 +193,6 @@ impl Libc {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_arch_from_tags() {
-        assert_eq!(Arch::from_platform_tag("manylinux_2_17_ppc64le"), Some(Arch::Ppc64le));
-        assert_eq!(Arch::from_platform_tag("manylinux2014_ppc64"), Some(Arch::Ppc64));
-        assert_eq!(Arch::from_platform_tag("linux_x86_64"), Some(Arch::X86_64));
-        assert_eq!(Arch::from_platform_tag("linux_armv6l"), None);
-        assert_eq!(Arch::from_platform_tag("any"), None);
-    }
 
     #[test]
     fn arm_needs_eabi5_hard_float() {

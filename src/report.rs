@@ -7,8 +7,9 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, BinaryFormats, Note};
 use crate::elf::gpu::GpuCode;
-use crate::policy::verdict::{Blockers, Requirement, compare_versions};
-use crate::tags::{ClaimCheck, TagRequest, check_claims, first_blocker, true_tags};
+use crate::plan::tags::{Basis, ClaimCheck, TagRequest, check_claims, first_blocker, true_tags};
+use crate::policy::verdict::{Blockers, Judgement, Requirement, compare_versions};
+use crate::wheel::platform_tag::{PlatformTag, join_tags};
 use crate::wheel::{RecordFinding, RecordProblem, Wheel};
 
 /// Version of the JSON documents wheelfix writes.
@@ -93,9 +94,9 @@ pub struct ShowReport {
     pub version: u32,
     pub wheel: String,
     /// Platform tags the file name claims.
-    pub tags: Vec<String>,
+    pub tags: Vec<PlatformTag>,
     /// Platform tags the WHEEL file's `Tag:` lines claim.
-    pub wheel_tags: Vec<String>,
+    pub wheel_tags: Vec<PlatformTag>,
     pub arch: Option<String>,
     pub libc: Option<String>,
     pub pure: bool,
@@ -106,7 +107,7 @@ pub struct ShowReport {
     /// The tag after `repair` vendored the external libraries.
     pub repaired_tag: Option<String>,
     /// The platform tags `retag` would write.
-    pub retag_tags: Vec<String>,
+    pub retag_tags: Vec<PlatformTag>,
     pub claims: Vec<ClaimCheck>,
     pub constraints: Vec<ConstraintReport>,
     /// What blocks the next more compatible policy.
@@ -146,7 +147,7 @@ impl ShowReport {
         ShowReport { version: JSON_VERSION, wheel: wheel.to_string(), error: Some(error), ..Default::default() }
     }
 
-    pub fn new(wheel: &Wheel, analysis: &Analysis) -> Self {
+    pub fn new(wheel: &Wheel, analysis: &Analysis, judgement: Option<&Judgement>) -> Self {
         let filename_tags = wheel.filename.platform_tags.clone();
         let wheel_tags = wheel.wheel_info.platform_tags();
         let mut report = ShowReport {
@@ -155,37 +156,38 @@ impl ShowReport {
             tags: filename_tags.clone(),
             wheel_tags: wheel_tags.clone(),
             arch: analysis.arch.map(|a| a.to_string()),
-            libc: analysis.policy_set.as_ref().map(|s| format!("{:?}", s.libc).to_lowercase()),
+            libc: judgement.map(|j| j.set.libc.as_str().to_string()),
             pure: analysis.is_pure(),
-            claims: check_claims(analysis, &filename_tags, &wheel_tags),
-            retag_tags: true_tags(analysis, &filename_tags, &TagRequest::default()).unwrap_or_default(),
+            claims: check_claims(judgement, analysis, &filename_tags, &wheel_tags),
+            retag_tags: true_tags(judgement, analysis, &filename_tags, &TagRequest::default(), Basis::AsIs)
+                .unwrap_or_default(),
             host_binaries: analysis.binaries.len(),
             binaries: analysis.binary_formats,
             record: analysis.record_findings.clone(),
             hashes_checked: analysis.hashes_checked,
             unaudited: analysis.unaudited.clone(),
-            gpu_targets: gpu_targets(&analysis.gpu),
+            gpu_targets: analysis.gpu_targets(),
             gpu: analysis.gpu.clone(),
             gpu_only: analysis.is_pure() && analysis.gpu.iter().any(|g| !g.targets.is_empty()),
             notes: analysis.notes.clone(),
             ..Default::default()
         };
-        let (Some(set), Some(verdict)) = (&analysis.policy_set, &analysis.verdict) else {
+        let Some(judgement) = judgement else {
             return report;
         };
-        let input = analysis.verdict_input();
+        let (set, verdict) = (&judgement.set, &judgement.verdict);
         let tag_of = |index: usize| set.tag(index);
         report.symbol_tag = Some(tag_of(verdict.symbol));
         report.platform_tag = Some(tag_of(verdict.overall));
         report.repaired_tag = Some(tag_of(verdict.repairable));
-        report.constraints = verdict.constraints(set, &input).iter().map(ConstraintReport::from).collect();
+        report.constraints = verdict.constraints(set, analysis).iter().map(ConstraintReport::from).collect();
         report.policy_upgrades = (0..verdict.overall)
-            .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, &input, i), false))
+            .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, analysis, i), false))
             .collect();
         report.next_policy = verdict
             .overall
             .checked_sub(1)
-            .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, &input, i), true));
+            .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, analysis, i), true));
         for r in &verdict.requirements {
             report.versioned_symbols.entry(r.library.clone()).or_default().push(r.version.clone());
         }
@@ -196,8 +198,7 @@ impl ShowReport {
 
         // Dispositions relative to the policy the wheel would get once repaired (the newest
         // tagged policy when that is `linux`).
-        let linux = set.policies.len() - 1;
-        let target = verdict.repairable.min(linux.saturating_sub(1));
+        let target = judgement.repair_target(None);
         let whitelist = &set.policies[target].lib_whitelist;
         let grafted = &verdict.grafted[target];
         for (soname, lib) in &analysis.external {
@@ -256,7 +257,7 @@ impl ShowReport {
                 out,
                 "  GPU-only: device code for {} and no host binary; no platform tag can express a GPU architecture, so the tags stay as they are ({})",
                 self.gpu_targets.join(", "),
-                self.tags.join(".")
+                join_tags(&self.tags)
             );
             self.write_gpu(&mut out);
             self.write_record(&mut out);
@@ -267,7 +268,7 @@ impl ShowReport {
             let _ = writeln!(
                 out,
                 "  pure: no host binaries for any platform; the tags stay as they are ({})",
-                self.tags.join(".")
+                join_tags(&self.tags)
             );
             self.write_record(&mut out);
             self.write_notes(&mut out);
@@ -275,7 +276,7 @@ impl ShowReport {
         }
         if self.platform_tag.is_none() {
             let why = self.unaudited.as_deref().unwrap_or("?");
-            let _ = writeln!(out, "  no policy applies: {why}; the tags stay as they are ({})", self.tags.join("."));
+            let _ = writeln!(out, "  no policy applies: {why}; the tags stay as they are ({})", join_tags(&self.tags));
             let _ = writeln!(out, "  binaries:      {}", self.binaries_text());
             self.write_gpu(&mut out);
             self.write_record(&mut out);
@@ -299,7 +300,7 @@ impl ShowReport {
                 }
             }
         }
-        let _ = writeln!(out, "  retag writes:  {}", self.retag_tags.join("."));
+        let _ = writeln!(out, "  retag writes:  {}", join_tags(&self.retag_tags));
 
         if !self.constraints.is_empty() {
             let _ = writeln!(out, "\n  Set by these symbol versions (newest first):");
@@ -458,17 +459,9 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
 
 /// A member of the wheel whose file name is `soname`, if any.
 fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a str> {
-    analysis.binaries.iter().map(|b| b.path.as_str()).find(|p| p.rsplit('/').next() == Some(soname))
+    analysis.binaries.iter().map(|b| analysis.binary(b).0).find(|p| p.rsplit('/').next() == Some(soname))
 }
 
 fn container_name(code: &GpuCode) -> String {
     serde_json::to_value(code.container).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
-
-/// Base target names across files, sorted and unique.
-fn gpu_targets(gpu: &[GpuCode]) -> Vec<String> {
-    let mut targets: Vec<String> = gpu.iter().flat_map(|g| g.base_targets().map(str::to_string)).collect();
-    targets.sort();
-    targets.dedup();
-    targets
 }

@@ -45,7 +45,7 @@ fn the_wheelfix_wheel_installs_runs_and_passes_its_own_audit() {
     let report: serde_json::Value = serde_json::from_str(&audit).unwrap();
     let derived = report[0]["platform_tag"].as_str().unwrap().to_string();
     let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc, &[]);
-    let priority = |tag: &str| set.by_tag(tag).map(|p| p.priority);
+    let priority = |tag: &str| set.by_tag(&wheelfix::wheel::platform_tag::PlatformTag::parse(tag)).map(|p| p.priority);
     let claimed = report[0]["tags"].as_array().unwrap().iter().filter_map(|t| priority(t.as_str().unwrap())).min();
     let claimed = claimed.unwrap_or_else(|| panic!("the wheel claims no manylinux tag: {name}"));
     let derived_priority = priority(&derived).unwrap_or_else(|| panic!("wheelfix's own wheel is {derived}: {audit}"));

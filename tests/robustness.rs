@@ -100,13 +100,13 @@ fn corrupted_wheels_fail_cleanly() {
         .file("fuzz/__init__.py", "x = 1\n")
         .write(dir.path());
     let bytes = std::fs::read(&good).unwrap();
-    let options = wheelfix::analysis::AnalyzeOptions::new(
+    let options = wheelfix::settings::Settings::with_options(wheelfix::analysis::AnalyzeOptions::new(
         wheelfix::policy::Policies::embedded(),
         wheelfix::exclude::ExcludeList::new(true, &[]).unwrap(),
-        wheelfix::libsearch::LibrarySearch::default(),
-    );
+        wheelfix::analysis::linkage::LibrarySearch::default(),
+    ));
     let mut verify = options.clone();
-    verify.verify_hashes = true;
+    verify.analyze.verify_hashes = true;
     let path = dir.path().join("fuzz-1.0-cp312-cp312-linux_x86_64.whl");
     for _ in 0..400 {
         std::fs::write(&path, rng.corrupt(&bytes)).unwrap();

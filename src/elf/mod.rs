@@ -5,6 +5,7 @@
 //! dynamic symbols with their versions, and the notes.
 
 pub mod gpu;
+pub mod header;
 pub mod patch;
 
 use goblin::container::{Container, Ctx, Endian};
@@ -31,8 +32,7 @@ impl From<goblin::error::Error> for ElfError {
     }
 }
 
-/// `\x7fELF`
-pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
+pub use header::ELF_MAGIC;
 
 /// One symbol a binary needs from elsewhere. Ex) `memcpy@GLIBC_2.14` (weak: false)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

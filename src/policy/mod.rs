@@ -11,7 +11,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::platform::{Arch, Libc};
+use crate::analysis::Analysis;
+use crate::platform::{Arch, Libc, Os};
+use crate::wheel::Wheel;
+use crate::wheel::platform_tag::PlatformTag;
 
 pub const MANYLINUX_JSON: &str = include_str!("../../policies/manylinux-policy.json");
 pub const MUSLLINUX_JSON: &str = include_str!("../../policies/musllinux-policy.json");
@@ -62,8 +65,11 @@ impl Policy {
     }
 
     /// The tag and its aliases. Ex) [`manylinux_2_17_x86_64`, `manylinux2014_x86_64`]
-    pub fn tags(&self, arch: Arch) -> Vec<String> {
-        std::iter::once(self.tag(arch)).chain(self.aliases.iter().map(|a| format!("{a}_{arch}"))).collect()
+    pub fn tags(&self, arch: Arch) -> Vec<PlatformTag> {
+        std::iter::once(self.tag(arch))
+            .chain(self.aliases.iter().map(|a| format!("{a}_{arch}")))
+            .map(|t| PlatformTag::parse(&t))
+            .collect()
     }
 
     /// Whether a versioned dependency (`GLIBC_2.28`) is allowed: its prefix is unknown to the
@@ -87,7 +93,7 @@ pub struct PolicySet {
     pub policies: Vec<Policy>,
     /// Android: the wheel's own tag, which its policy is written as (auditwheel renames the
     /// policy with the highest API level not above the wheel's to the wheel's tag).
-    pub own_tag: Option<String>,
+    pub own_tag: Option<PlatformTag>,
 }
 
 impl PolicySet {
@@ -102,10 +108,10 @@ impl PolicySet {
 
     /// The tags of the policy at `index`, its aliases included. Ex) [`manylinux_2_17_x86_64`,
     /// `manylinux2014_x86_64`]; `linux_<arch>` for the fallback.
-    pub fn tags(&self, index: usize) -> Vec<String> {
+    pub fn tags(&self, index: usize) -> Vec<PlatformTag> {
         let policy = &self.policies[index];
         if policy.is_linux() {
-            vec![format!("linux_{}", self.arch)]
+            vec![self.linux_tag()]
         } else if let Some(own) = &self.own_tag {
             vec![own.clone()]
         } else {
@@ -113,18 +119,34 @@ impl PolicySet {
         }
     }
 
-    /// The main tag of the policy at `index`.
+    /// The main tag of the policy at `index`, as text.
     pub fn tag(&self, index: usize) -> String {
-        self.tags(index).swap_remove(0)
+        self.tags(index).swap_remove(0).to_string()
+    }
+
+    /// `linux_<arch>`: the tag of the fallback.
+    pub fn linux_tag(&self) -> PlatformTag {
+        PlatformTag::Linux { arch: self.arch.as_str().to_string() }
     }
 
     /// The policy a platform tag names, through its name or an alias. Ex) `manylinux2014_x86_64`
-    pub fn by_tag(&self, tag: &str) -> Option<&Policy> {
-        if self.own_tag.as_deref() == Some(tag) {
+    pub fn by_tag(&self, tag: &PlatformTag) -> Option<&Policy> {
+        if self.own_tag.as_ref() == Some(tag) {
             return self.policies.first();
         }
-        let base = tag.strip_suffix(self.arch.as_str())?.strip_suffix('_')?;
+        let text = tag.to_string();
+        let base = text.strip_suffix(self.arch.as_str())?.strip_suffix('_')?;
         self.policies.iter().find(|p| p.name == base || p.aliases.iter().any(|a| a == base))
+    }
+
+    /// The index of the policy a tag names (`linux_<arch>` included): the one rule for what a
+    /// `--plat` or a claim refers to.
+    pub fn index_of(&self, tag: &PlatformTag) -> Option<usize> {
+        if *tag == self.linux_tag() {
+            return Some(self.policies.len() - 1);
+        }
+        let policy = self.by_tag(tag)?;
+        Some(self.policies.iter().position(|q| q == policy).unwrap_or(0))
     }
 }
 
@@ -191,7 +213,7 @@ impl Policies {
             let newest = policies.iter().filter(|p| !p.is_linux()).map(|p| p.priority).min();
             let claimed = policies
                 .iter()
-                .filter(|p| !p.is_linux() && claims.iter().any(|c| p.tags(arch).iter().any(|t| t == c)))
+                .filter(|p| !p.is_linux() && claims.iter().any(|c| p.tags(arch).iter().any(|t| t.to_string() == *c)))
                 .map(|p| p.priority)
                 .max();
             let floor = claimed.max(newest);
@@ -199,6 +221,26 @@ impl Policies {
         }
         policies.sort_by_key(|p| std::cmp::Reverse(p.priority));
         PolicySet { arch, libc, policies, own_tag: None }
+    }
+
+    /// The policies that judge a wheel, if any do: none for a Windows or macOS wheel or one of
+    /// no known architecture; an Android wheel's own ([`Policies::for_android`]); else the
+    /// manylinux or musllinux family of its libc, with its claims (file name, WHEEL, and a
+    /// requested `--plat`) for [`Policies::for_platform`].
+    pub fn for_wheel(&self, wheel: &Wheel, analysis: &Analysis, requested_plat: Option<&str>) -> Option<PolicySet> {
+        let claimed = &wheel.filename.platform_tags;
+        if claimed.iter().map(PlatformTag::os).find(|o| *o != Os::Any).is_some_and(|os| !os.has_policies()) {
+            return None;
+        }
+        let arch = analysis.arch?;
+        if let Some(tag) = claimed.iter().find(|t| t.libc() == Some(Libc::Android)) {
+            return self.for_android(arch, &tag.to_string());
+        }
+        let wheel_tags = wheel.wheel_info.platform_tags();
+        let mut claims: Vec<String> = claimed.iter().chain(&wheel_tags).map(|t| t.to_string()).collect();
+        claims.extend(requested_plat.map(str::to_string));
+        let claims: Vec<&str> = claims.iter().map(String::as_str).collect();
+        Some(self.for_platform(arch, analysis.libc, &claims))
     }
 
     /// The policies for an Android wheel tagged `android_<api>_<abi>`: the policy with the
@@ -210,7 +252,7 @@ impl Policies {
         let best = set.policies.iter().filter(|p| level(p).is_some_and(|l| l <= api)).max_by_key(|p| level(p))?.clone();
         let linux = set.linux().clone();
         set.policies = vec![best, linux];
-        set.own_tag = Some(wheel_tag.to_string());
+        set.own_tag = Some(PlatformTag::parse(wheel_tag));
         Some(set)
     }
 }
@@ -317,12 +359,12 @@ mod tests {
     #[test]
     fn version_sets_have_gaps() {
         let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc, &[]);
-        let p = set.by_tag("manylinux_2_37_x86_64").unwrap();
+        let p = set.by_tag(&PlatformTag::parse("manylinux_2_37_x86_64")).unwrap();
         assert!(!p.allows_version("GLIBC_2.37"));
         assert!(p.allows_version("GLIBC_2.36"));
         assert!(p.allows_version("OPENSSL_3.0.0"), "unknown prefixes are not checked");
         assert!(!p.allows_version("GLIBC_PRIVATE"));
-        assert_eq!(set.by_tag("manylinux2014_x86_64").unwrap().name, "manylinux_2_17");
+        assert_eq!(set.by_tag(&PlatformTag::parse("manylinux2014_x86_64")).unwrap().name, "manylinux_2_17");
     }
 
     #[test]

@@ -11,51 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::{Policy, PolicySet};
-use crate::elf::{ElfFacts, VersionNeed, x86_isa_level};
-
-/// A host binary of the wheel, as the verdict sees it.
-#[derive(Debug, Clone)]
-pub struct Binary<'a> {
-    /// Path inside the wheel. Ex) `torch/lib/libtorch_cpu.so`
-    pub path: &'a str,
-    pub facts: &'a ElfFacts,
-    pub is_extension: bool,
-}
-
-/// A library some binary needs that the wheel does not contain.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ExternalLib {
-    pub soname: String,
-    /// Where it resolved on this machine, if it did.
-    pub path: Option<String>,
-    /// Why the environment provides it (a ROCm library, `--exclude`), if it does.
-    pub excluded: Option<String>,
-    /// Wheel members (or other external libraries) that need it.
-    pub needed_by: BTreeSet<String>,
-    /// Needed directly by a binary of the wheel (not only by another external library).
-    pub direct: bool,
-    /// The resolved file's own DT_NEEDED entries.
-    pub needs: Vec<String>,
-    /// The resolved file's `.gnu.version_r`.
-    #[serde(skip)]
-    pub version_needs: Vec<VersionNeed>,
-    #[serde(skip)]
-    pub x86_isa_needed: Option<u32>,
-    /// `libpythonX.Y.so`: never vendored, `repair` removes the dependency.
-    pub libpython: bool,
-    /// The directories searched for it, in order (for the error when it is not found).
-    #[serde(skip)]
-    pub searched: Vec<String>,
-}
-
-/// Everything the verdict is computed from.
-#[derive(Debug, Clone)]
-pub struct VerdictInput<'a> {
-    pub binaries: Vec<Binary<'a>>,
-    /// Every external library reachable from the binaries, by soname.
-    pub external: &'a BTreeMap<String, ExternalLib>,
-    pub disable_isa_check: bool,
-}
+use crate::analysis::Analysis;
+use crate::elf::{ElfFacts, x86_isa_level};
 
 /// One versioned dependency and the symbols that use it.
 /// Ex) `cupy/cuda/cub.so` needs `GLIBCXX_3.4.21` from `libstdc++.so.6` for 3 symbols.
@@ -119,8 +76,38 @@ pub struct Verdict {
 /// Undefined symbols that make a Python extension incompatible with every tag (PEP 513).
 const PYFPE_SYMBOLS: [&str; 3] = ["PyFPE_jbuf", "PyFPE_dummy", "PyFPE_counter"];
 
+/// The policies that judge a wheel and what they say about it, computed once per wheel.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    pub set: PolicySet,
+    pub verdict: Verdict,
+}
+
+impl Judgement {
+    pub fn new(set: PolicySet, analysis: &Analysis, disable_isa_check: bool) -> Judgement {
+        let verdict = Verdict::compute(&set, analysis, disable_isa_check);
+        Judgement { set, verdict }
+    }
+
+    /// The tag of the policy at `index`. Ex) `manylinux_2_17_x86_64`
+    pub fn tag(&self, index: usize) -> String {
+        self.set.tag(index)
+    }
+
+    /// The index of `linux`, the least compatible policy.
+    pub fn linux(&self) -> usize {
+        self.set.policies.len() - 1
+    }
+
+    /// The policy whose whitelist decides what `repair` vendors: `--plat` when given, else the
+    /// policy the repaired wheel meets, or the newest tagged policy when that is `linux`.
+    pub fn repair_target(&self, plat: Option<usize>) -> usize {
+        plat.unwrap_or_else(|| self.verdict.repairable.min(self.linux().saturating_sub(1)))
+    }
+}
+
 impl Verdict {
-    pub fn compute(set: &PolicySet, input: &VerdictInput<'_>) -> Verdict {
+    pub fn compute(set: &PolicySet, input: &Analysis, disable_isa_check: bool) -> Verdict {
         let linux = set.policies.len() - 1;
         let grafted: Vec<BTreeSet<String>> = set.policies.iter().map(|p| grafted_libs(p, input)).collect();
         let requirements = wheel_requirements(input);
@@ -142,9 +129,12 @@ impl Verdict {
 
         let reference = (0..linux).find(|&i| grafted[i].is_empty()).unwrap_or(linux);
         let blacklist = (0..linux).find(|&i| blacklist_hits(&set.policies[i], input).is_empty()).unwrap_or(linux);
-        let machine = if input.disable_isa_check { 0 } else { machine_policy(set, input, &grafted) };
-        let pyfpe = input.binaries.iter().any(|b| b.is_extension && uses(b.facts, |n| PYFPE_SYMBOLS.contains(&n)));
-        let ucs2 = input.binaries.iter().any(|b| b.is_extension && uses(b.facts, |n| n.starts_with("PyUnicodeUCS2_")));
+        let machine = if disable_isa_check { 0 } else { machine_policy(set, input, &grafted) };
+        let extension_uses = |pred: &dyn Fn(&str) -> bool| {
+            input.binaries.iter().any(|b| b.is_extension && uses(input.binary(b).1, pred))
+        };
+        let pyfpe = extension_uses(&|n| PYFPE_SYMBOLS.contains(&n));
+        let ucs2 = extension_uses(&|n| n.starts_with("PyUnicodeUCS2_"));
         let flags = if pyfpe || ucs2 { linux } else { 0 };
         let repairable = symbol.max(blacklist).max(machine).max(flags);
         Verdict {
@@ -163,7 +153,7 @@ impl Verdict {
 
     /// The dependencies that set the symbol verdict: those the next more compatible policy
     /// does not allow, newest first. Empty when the symbol verdict is the most compatible policy.
-    pub fn constraints(&self, set: &PolicySet, input: &VerdictInput<'_>) -> Vec<Requirement> {
+    pub fn constraints(&self, set: &PolicySet, input: &Analysis) -> Vec<Requirement> {
         if self.symbol == 0 {
             return Vec::new();
         }
@@ -173,7 +163,7 @@ impl Verdict {
     }
 
     /// Everything that keeps the wheel from meeting the policy at `index`.
-    pub fn blockers(&self, set: &PolicySet, input: &VerdictInput<'_>, index: usize) -> Blockers {
+    pub fn blockers(&self, set: &PolicySet, input: &Analysis, index: usize) -> Blockers {
         let policy = &set.policies[index];
         let mut blockers = Blockers { policy: policy.name.clone(), ..Blockers::default() };
         if policy.is_linux() {
@@ -192,13 +182,13 @@ impl Verdict {
     }
 }
 
-fn uses(facts: &ElfFacts, pred: impl Fn(&str) -> bool) -> bool {
+fn uses(facts: &ElfFacts, pred: &dyn Fn(&str) -> bool) -> bool {
     facts.undefined.iter().any(|s| pred(&s.name))
 }
 
 /// The external libraries a policy would have vendored: the closure of the binaries' external
 /// needs through libraries that are neither whitelisted by the policy nor excluded.
-fn grafted_libs(policy: &Policy, input: &VerdictInput<'_>) -> BTreeSet<String> {
+fn grafted_libs(policy: &Policy, input: &Analysis) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     if policy.is_linux() {
         return out;
@@ -217,13 +207,13 @@ fn grafted_libs(policy: &Policy, input: &VerdictInput<'_>) -> BTreeSet<String> {
 }
 
 /// Every `(file, library, version)` the binaries need, with the symbols bound to it.
-fn wheel_requirements(input: &VerdictInput<'_>) -> Vec<Requirement> {
+fn wheel_requirements(input: &Analysis) -> Vec<Requirement> {
     let mut out = Vec::new();
     for binary in &input.binaries {
-        for need in &binary.facts.version_needs {
+        let (path, facts) = input.binary(binary);
+        for need in &facts.version_needs {
             for version in &need.versions {
-                let mut symbols: Vec<String> = binary
-                    .facts
+                let mut symbols: Vec<String> = facts
                     .undefined
                     .iter()
                     .filter(|s| s.version.as_deref() == Some(version) && s.library.as_deref() == Some(&need.file))
@@ -232,7 +222,7 @@ fn wheel_requirements(input: &VerdictInput<'_>) -> Vec<Requirement> {
                 symbols.sort();
                 symbols.dedup();
                 out.push(Requirement {
-                    file: binary.path.to_string(),
+                    file: path.to_string(),
                     library: need.file.clone(),
                     version: version.clone(),
                     symbols,
@@ -244,11 +234,7 @@ fn wheel_requirements(input: &VerdictInput<'_>) -> Vec<Requirement> {
     out
 }
 
-fn requirements_with_grafts(
-    wheel: &[Requirement],
-    grafted: &BTreeSet<String>,
-    input: &VerdictInput<'_>,
-) -> Vec<Requirement> {
+fn requirements_with_grafts(wheel: &[Requirement], grafted: &BTreeSet<String>, input: &Analysis) -> Vec<Requirement> {
     let mut all = wheel.to_vec();
     for soname in grafted {
         let Some(lib) = input.external.get(soname) else {
@@ -323,14 +309,15 @@ pub fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// Library → blacklisted symbols the wheel's binaries reference (undefined, not weak).
-fn blacklist_hits(policy: &Policy, input: &VerdictInput<'_>) -> BTreeMap<String, Vec<String>> {
+fn blacklist_hits(policy: &Policy, input: &Analysis) -> BTreeMap<String, Vec<String>> {
     let mut hits: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for binary in &input.binaries {
+        let facts = input.binary(binary).1;
         for (lib, symbols) in &policy.blacklist {
-            if !binary.facts.needed.contains(lib) {
+            if !facts.needed.contains(lib) {
                 continue;
             }
-            for sym in binary.facts.undefined.iter().filter(|s| !s.weak) {
+            for sym in facts.undefined.iter().filter(|s| !s.weak) {
                 if symbols.contains("*") || symbols.contains(&sym.name) {
                     hits.entry(lib.clone()).or_default().insert(sym.name.clone());
                 }
@@ -347,12 +334,12 @@ fn needs_isa_extension(bits: Option<u32>) -> bool {
 /// auditwheel's machine check (x86-64 only): a binary of the wheel that needs more than the
 /// baseline ISA makes it `linux`; a library that would be grafted does too, unless some policy
 /// whitelists it (then the most compatible such policy).
-fn machine_policy(set: &PolicySet, input: &VerdictInput<'_>, grafted: &[BTreeSet<String>]) -> usize {
+fn machine_policy(set: &PolicySet, input: &Analysis, grafted: &[BTreeSet<String>]) -> usize {
     let linux = set.policies.len() - 1;
     if set.arch != crate::platform::Arch::X86_64 {
         return 0;
     }
-    if input.binaries.iter().any(|b| needs_isa_extension(b.facts.x86_isa_needed)) {
+    if input.binaries.iter().any(|b| needs_isa_extension(input.binary(b).1.x86_isa_needed)) {
         return linux;
     }
     let mut result = 0;
@@ -370,12 +357,13 @@ fn machine_policy(set: &PolicySet, input: &VerdictInput<'_>, grafted: &[BTreeSet
     result
 }
 
-fn isa_offenders(input: &VerdictInput<'_>, grafted: &[BTreeSet<String>]) -> Vec<String> {
+fn isa_offenders(input: &Analysis, grafted: &[BTreeSet<String>]) -> Vec<String> {
     let mut out: Vec<String> = input
         .binaries
         .iter()
-        .filter(|b| needs_isa_extension(b.facts.x86_isa_needed))
-        .map(|b| format!("{} (x86-64-v{})", b.path, x86_isa_level(b.facts.x86_isa_needed.unwrap_or(0))))
+        .map(|b| input.binary(b))
+        .filter(|(_, f)| needs_isa_extension(f.x86_isa_needed))
+        .map(|(path, f)| format!("{path} (x86-64-v{})", x86_isa_level(f.x86_isa_needed.unwrap_or(0))))
         .collect();
     let candidates: BTreeSet<&String> = grafted.iter().flatten().collect();
     for soname in candidates {

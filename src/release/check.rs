@@ -12,15 +12,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::analysis::{AnalyzeOptions, analyze};
+use crate::analysis::{AnalyzeOptions, scan};
+use crate::plan::version::ordering_hazards;
 use crate::progress::NoProgress;
-use crate::version::{ordering_hazards, requirement_name};
-use crate::wheel::{CoreMetadata, Wheel, WheelFilename, normalize_name};
+use crate::wheel::platform_tag::PlatformTag;
+use crate::wheel::requirement::Requirement;
+use crate::wheel::{CoreMetadata, RecordFinding, Wheel};
 
 /// One problem found.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -35,27 +35,47 @@ pub struct Finding {
 struct Dist {
     path: PathBuf,
     file_name: String,
+    /// Normalised name.
     project: String,
     version: String,
     metadata: CoreMetadata,
     /// Platform family of a wheel (`linux_x86_64`, `win_amd64`), `None` for `any` and sdists.
     platform: Option<String>,
-    is_wheel: bool,
+    /// What only a wheel has, read in the same pass.
+    wheel: Option<WheelFacts>,
+}
+
+/// The facts `check` lints a wheel for.
+struct WheelFacts {
+    filename_tags: Vec<PlatformTag>,
+    python_abi_pairs: Vec<String>,
+    tag_lines: Vec<String>,
+    root_is_purelib: Option<bool>,
+    gpu_targets: Vec<String>,
+    record_findings: Vec<RecordFinding>,
+}
+
+/// What reading one file gave: its sha256 (when the file could be read at all), the
+/// distribution, and a finding when it could not be read as one.
+struct Read {
+    path: PathBuf,
+    sha256: Option<String>,
+    dist: Option<Dist>,
+    unreadable: Option<Finding>,
 }
 
 /// Lint every wheel and sdist under `dirs`.
 pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
     let files = super::collect_files(dirs, &[".whl", ".tar.gz"]);
+    let read: Vec<Read> = crate::parallel::map(&files, |p| read_dist(p, options));
     let mut findings = Vec::new();
 
     // The same file name with different bytes.
-    let hashes: Vec<(PathBuf, Result<String, String>)> =
-        files.par_iter().map(|p| (p.clone(), super::file_sha256(p).map_err(|e| e.to_string()))).collect();
     let mut by_name: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
-    for (path, hash) in &hashes {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if let Ok(hash) = hash {
-            by_name.entry(name).or_default().entry(hash.clone()).or_default().push(path.display().to_string());
+    for r in &read {
+        let name = r.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if let Some(hash) = &r.sha256 {
+            by_name.entry(name).or_default().entry(hash.clone()).or_default().push(r.path.display().to_string());
         }
     }
     for (name, variants) in &by_name {
@@ -71,67 +91,79 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
         }
     }
 
-    let read: Vec<Result<Dist, Finding>> = files.par_iter().map(|p| read_dist(p)).collect();
     let mut dists = Vec::new();
     for r in read {
-        match r {
-            Ok(d) => dists.push(d),
-            Err(f) => findings.push(f),
-        }
+        findings.extend(r.unreadable);
+        dists.extend(r.dist);
     }
     findings.extend(selector_findings(&dists));
     findings.extend(version_findings(&dists));
-    findings.extend(wheel_findings(&dists, options));
+    findings.extend(wheel_findings(&dists));
     findings.sort();
     findings.dedup();
     findings
 }
 
-fn read_dist(path: &Path) -> Result<Dist, Finding> {
+/// Read one file once: a wheel opened whole and its members scanned (device code, RECORD), or
+/// an sdist's PKG-INFO; the file's sha256 from the same open file.
+fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let unreadable = |message: String| Finding { kind: "unreadable", message, files: vec![path.display().to_string()] };
-    let is_wheel = file_name.ends_with(".whl");
-    let platform = if is_wheel {
-        let filename = WheelFilename::parse(&file_name).map_err(|e| unreadable(e.to_string()))?;
-        super::platform_family(&filename.platform_tags)
+    let unreadable = |message: String| Finding {
+        kind: "unreadable",
+        message: format!("{file_name}: {message}"),
+        files: vec![path.display().to_string()],
+    };
+    let opened = if file_name.ends_with(".whl") {
+        Wheel::open(path).map_err(|e| e.to_string()).and_then(|wheel| {
+            let analysis = scan(&wheel, options, &NoProgress).map_err(|e| e.to_string())?;
+            Ok((wheel, analysis))
+        })
     } else {
-        None
+        Err(String::new())
     };
-    let text = super::read_core_metadata(path).map_err(|e| unreadable(format!("{file_name}: {e}")))?;
-    let metadata = CoreMetadata::parse(&String::from_utf8_lossy(&text));
-    Ok(Dist {
-        path: path.to_path_buf(),
-        project: normalize_name(&metadata.name),
-        version: metadata.version.clone(),
-        platform,
-        metadata,
-        file_name,
-        is_wheel,
-    })
-}
-
-/// A requirement split into name, the exact pinned version (if `==`/`===`), extra and platform.
-struct Requirement {
-    name: String,
-    pinned: Option<String>,
-    extra: Option<String>,
-    /// `linux` / `win32` / `darwin` from a `sys_platform == "…"` marker.
-    sys_platform: Option<String>,
-}
-
-fn parse_requirement(text: &str) -> Requirement {
-    let (spec, marker) = text.split_once(';').unwrap_or((text, ""));
-    let name = normalize_name(requirement_name(spec.trim()));
-    let pinned =
-        spec.split_once("==").map(|(_, v)| v.trim_start_matches('=').trim().trim_end_matches(')').trim().to_string());
-    let quoted_after = |key: &str| -> Option<String> {
-        let at = marker.find(key)?;
-        let rest = &marker[at + key.len()..];
-        let start = rest.find(['"', '\''])? + 1;
-        let end = rest[start..].find(['"', '\''])? + start;
-        Some(rest[start..end].to_string())
-    };
-    Requirement { name, pinned, extra: quoted_after("extra"), sys_platform: quoted_after("sys_platform") }
+    match opened {
+        Ok((wheel, analysis)) => Read {
+            path: path.to_path_buf(),
+            sha256: wheel.archive.zip.sha256().ok(),
+            dist: Some(Dist {
+                path: path.to_path_buf(),
+                project: wheel.metadata.package.to_string(),
+                version: wheel.metadata.version.text.clone(),
+                platform: super::platform_family(&wheel.filename.platform_tags),
+                file_name: file_name.clone(),
+                wheel: Some(WheelFacts {
+                    filename_tags: wheel.filename.platform_tags.clone(),
+                    python_abi_pairs: wheel.filename.python_abi_pairs(),
+                    tag_lines: wheel.wheel_info.tags.clone(),
+                    root_is_purelib: wheel.wheel_info.root_is_purelib,
+                    gpu_targets: analysis.gpu_targets(),
+                    record_findings: analysis.record_findings,
+                }),
+                metadata: wheel.metadata,
+            }),
+            unreadable: None,
+        },
+        // An sdist; or a wheel that cannot be opened whole, whose metadata the set's other
+        // findings may still use.
+        Err(wheel_error) => {
+            let dist = super::Distribution::read(path);
+            let message = if file_name.ends_with(".whl") { Some(wheel_error) } else { dist.as_ref().err().cloned() };
+            let sha256 = match &dist {
+                Ok(d) => Some(d.sha256.clone()),
+                Err(_) => super::file_sha256(path).ok(),
+            };
+            let dist = dist.ok().map(|d| Dist {
+                path: path.to_path_buf(),
+                project: d.metadata.package.to_string(),
+                version: d.metadata.version.text.clone(),
+                platform: d.wheel.as_ref().and_then(|f| super::platform_family(&f.platform_tags)),
+                metadata: d.metadata,
+                file_name: file_name.clone(),
+                wheel: None,
+            });
+            Read { path: path.to_path_buf(), sha256, dist, unreadable: message.map(unreadable) }
+        }
+    }
 }
 
 /// The GPU target a device package is for. Ex) `rocm-sdk-device-gfx950` → `gfx950`
@@ -153,13 +185,15 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             continue;
         }
         let file = vec![d.path.display().to_string()];
-        let requirements: Vec<Requirement> = d.metadata.requires_dist.iter().map(|r| parse_requirement(r)).collect();
+        let requirements: Vec<Requirement> = d.metadata.requires_dist.iter().map(|r| Requirement::parse(r)).collect();
         // The device packages this selector is about: those its extras name, and every present
         // package of the same family (`rocm-sdk-device-*`).
         let families: BTreeSet<String> = requirements
             .iter()
             .filter(|r| r.extra.as_deref().is_some_and(|e| e.starts_with("device-")))
-            .filter_map(|r| device_target(&r.name).map(|t| r.name.trim_end_matches(t).to_string()))
+            .filter_map(|r| {
+                device_target(r.package.as_str()).map(|t| r.package.as_str().trim_end_matches(t).to_string())
+            })
             .collect();
         let devices: Vec<&str> = present
             .keys()
@@ -169,7 +203,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
         for device in &devices {
             let target = device_target(device).unwrap_or_default();
             let extra = format!("device-{target}");
-            if !requirements.iter().any(|r| r.extra.as_deref() == Some(&extra) && r.name == *device) {
+            if !requirements.iter().any(|r| r.extra.as_deref() == Some(&extra) && r.package == **device) {
                 findings.push(Finding {
                     kind: "missing-extra",
                     message: format!(
@@ -180,7 +214,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
                 });
             }
             if d.metadata.provides_extra.iter().any(|e| e == "device-all")
-                && !requirements.iter().any(|r| r.extra.as_deref() == Some("device-all") && r.name == *device)
+                && !requirements.iter().any(|r| r.extra.as_deref() == Some("device-all") && r.package == **device)
             {
                 findings.push(Finding {
                     kind: "device-all-incomplete",
@@ -190,7 +224,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             }
         }
         for r in requirements.iter().filter(|r| r.extra.is_some()) {
-            let Some(platforms) = present.get(r.name.as_str()) else {
+            let Some(platforms) = present.get(r.package.as_str()) else {
                 findings.push(Finding {
                     kind: "absent-pin",
                     message: format!(
@@ -198,7 +232,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
                         d.project,
                         d.version,
                         r.extra.as_deref().unwrap_or(""),
-                        r.name
+                        r.package
                     ),
                     files: file.clone(),
                 });
@@ -219,7 +253,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
                             "{} {}: {} is required on sys_platform == \"{sys}\", but the set has it only for {}",
                             d.project,
                             d.version,
-                            r.name,
+                            r.package,
                             platforms.iter().map(|p| p.unwrap_or("any")).collect::<Vec<_>>().join(", ")
                         ),
                         files: file.clone(),
@@ -236,7 +270,7 @@ fn version_findings(dists: &[Dist]) -> Vec<Finding> {
     let in_set: BTreeSet<&str> = dists.iter().map(|d| d.project.as_str()).collect();
     for d in dists {
         let file = vec![d.path.display().to_string()];
-        let local = pep440_rs::Version::from_str(&d.version).is_ok_and(|v| v.is_local());
+        let local = d.metadata.version.parsed.is_local();
         if !local {
             findings.push(Finding {
                 kind: "no-local-version",
@@ -248,8 +282,8 @@ fn version_findings(dists: &[Dist]) -> Vec<Finding> {
             });
         }
         for text in &d.metadata.requires_dist {
-            let r = parse_requirement(text);
-            if !in_set.contains(r.name.as_str()) {
+            let r = Requirement::parse(text);
+            if !in_set.contains(r.package.as_str()) {
                 continue;
             }
             let exact = r.pinned.as_deref().is_some_and(|v| v.contains('+') && !v.contains('*'));
@@ -258,7 +292,7 @@ fn version_findings(dists: &[Dist]) -> Vec<Finding> {
                     kind: "loose-pin",
                     message: format!(
                         "{} {}: `{text}` is not an exact pin with the local label; PyPI's {} could satisfy it",
-                        d.project, d.version, r.name
+                        d.project, d.version, r.package
                     ),
                     files: file.clone(),
                 });
@@ -281,107 +315,68 @@ fn architecture_dir(path: &Path) -> Option<String> {
     })
 }
 
-fn wheel_findings(dists: &[Dist], options: &AnalyzeOptions) -> Vec<Finding> {
-    dists
-        .par_iter()
-        .filter(|d| d.is_wheel)
-        .flat_map_iter(|d| {
-            let mut findings = Vec::new();
-            let file = vec![d.path.display().to_string()];
-            let wheel = match Wheel::open(&d.path) {
-                Ok(wheel) => wheel,
-                Err(e) => {
-                    findings.push(Finding {
-                        kind: "unreadable",
-                        message: format!("{}: {e}", d.file_name),
-                        files: file.clone(),
-                    });
-                    return findings;
-                }
+fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for d in dists {
+        let Some(w) = &d.wheel else { continue };
+        let file = vec![d.path.display().to_string()];
+        if let Some(first) = w.record_findings.first() {
+            findings.push(Finding {
+                kind: "stale-record",
+                message: format!(
+                    "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
+                    d.file_name,
+                    crate::wheel::record::summarize(&w.record_findings),
+                    first.problem.as_str(),
+                    first.file
+                ),
+                files: file.clone(),
+            });
+        }
+        let filename_tags: BTreeSet<String> = w
+            .python_abi_pairs
+            .iter()
+            .flat_map(|pair| w.filename_tags.iter().map(move |p| format!("{pair}-{p}")))
+            .collect();
+        let wheel_tags: BTreeSet<String> = w.tag_lines.iter().cloned().collect();
+        if filename_tags != wheel_tags {
+            let list = |v: Vec<&String>| {
+                if v.is_empty() { "-".into() } else { v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
             };
-            let analysis = match analyze(&wheel, options, &NoProgress) {
-                Ok(analysis) => analysis,
-                Err(e) => {
-                    findings.push(Finding {
-                        kind: "unreadable",
-                        message: format!("{}: {e}", d.file_name),
-                        files: file.clone(),
-                    });
-                    return findings;
-                }
-            };
-            if let Some(first) = analysis.record_findings.first() {
-                findings.push(Finding {
-                    kind: "stale-record",
-                    message: format!(
-                        "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
-                        d.file_name,
-                        crate::wheel::record::summarize(&analysis.record_findings),
-                        first.problem.as_str(),
-                        first.file
-                    ),
-                    files: file.clone(),
-                });
-            }
-            let filename_tags: BTreeSet<String> = wheel
-                .filename
-                .python_abi_pairs()
-                .into_iter()
-                .flat_map(|pair| {
-                    wheel.filename.platform_tags.iter().map(move |p| format!("{pair}-{p}")).collect::<Vec<_>>()
-                })
-                .collect();
-            let wheel_tags: BTreeSet<String> = wheel.wheel_info.tags.iter().cloned().collect();
-            if filename_tags != wheel_tags {
-                let only_name: Vec<&String> = filename_tags.difference(&wheel_tags).collect();
-                let only_wheel: Vec<&String> = wheel_tags.difference(&filename_tags).collect();
-                findings.push(Finding {
-                    kind: "tag-mismatch",
-                    message: format!(
-                        "{}: the file name and WHEEL disagree (only in the name: {}; only in WHEEL: {})",
-                        d.file_name,
-                        if only_name.is_empty() {
-                            "-".into()
-                        } else {
-                            only_name.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                        },
-                        if only_wheel.is_empty() {
-                            "-".into()
-                        } else {
-                            only_wheel.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                        }
-                    ),
-                    files: file.clone(),
-                });
-            }
-            if d.platform.is_some() && wheel.wheel_info.root_is_purelib == Some(true) {
-                findings.push(Finding {
-                    kind: "purelib-platform-wheel",
-                    message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
-                    files: file.clone(),
-                });
-            }
-            if let Some(arch) = architecture_dir(&d.path) {
-                let targets: BTreeSet<String> = analysis
-                    .gpu
-                    .iter()
-                    .flat_map(|g| g.base_targets().map(str::to_string).collect::<Vec<_>>())
-                    .collect();
-                if !targets.is_empty() && !targets.contains(&arch) {
-                    findings.push(Finding {
-                        kind: "wrong-architecture",
-                        message: format!(
-                            "{} is in the {arch} index but its device code is for {}",
-                            d.file_name,
-                            targets.into_iter().collect::<Vec<_>>().join(", ")
-                        ),
-                        files: file.clone(),
-                    });
-                }
-            }
-            findings
-        })
-        .collect()
+            findings.push(Finding {
+                kind: "tag-mismatch",
+                message: format!(
+                    "{}: the file name and WHEEL disagree (only in the name: {}; only in WHEEL: {})",
+                    d.file_name,
+                    list(filename_tags.difference(&wheel_tags).collect()),
+                    list(wheel_tags.difference(&filename_tags).collect())
+                ),
+                files: file.clone(),
+            });
+        }
+        if d.platform.is_some() && w.root_is_purelib == Some(true) {
+            findings.push(Finding {
+                kind: "purelib-platform-wheel",
+                message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
+                files: file.clone(),
+            });
+        }
+        if let Some(arch) = architecture_dir(&d.path)
+            && !w.gpu_targets.is_empty()
+            && !w.gpu_targets.contains(&arch)
+        {
+            findings.push(Finding {
+                kind: "wrong-architecture",
+                message: format!(
+                    "{} is in the {arch} index but its device code is for {}",
+                    d.file_name,
+                    w.gpu_targets.join(", ")
+                ),
+                files: file.clone(),
+            });
+        }
+    }
+    findings
 }
 
 #[cfg(test)]
@@ -389,13 +384,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requirements_with_extras_and_markers() {
-        let r =
-            parse_requirement("rocm-sdk-device-gfx942==7.13.0; extra == \"device-gfx942\" and sys_platform == 'linux'");
-        assert_eq!(r.name, "rocm-sdk-device-gfx942");
-        assert_eq!(r.pinned.as_deref(), Some("7.13.0"));
-        assert_eq!(r.extra.as_deref(), Some("device-gfx942"));
-        assert_eq!(r.sys_platform.as_deref(), Some("linux"));
+    fn device_targets_and_architecture_dirs() {
         assert_eq!(device_target("rocm-sdk-device-gfx950"), Some("gfx950"));
         assert_eq!(device_target("amd-torch-device-gfx1201"), Some("gfx1201"));
         assert_eq!(architecture_dir(Path::new("site/gfx950/x.whl")).as_deref(), Some("gfx950"));

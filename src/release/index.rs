@@ -13,10 +13,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::wheel::{CoreMetadata, WheelFilename, normalize_name};
+use crate::wheel::WheelFilename;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -121,7 +120,8 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     if wheels.is_empty() {
         return Err(IndexError::Empty);
     }
-    let mut files: Vec<IndexedFile> = wheels.par_iter().map(|p| read_file(p)).collect::<Result<_, _>>()?;
+    let mut files: Vec<IndexedFile> =
+        crate::parallel::map(&wheels, |p| read_file(p)).into_iter().collect::<Result<_, _>>()?;
     files.sort_by(|a, b| (&a.project, &a.filename).cmp(&(&b.project, &b.filename)));
     let notes = options.python.as_deref().map(|py| python_notes(&files, py)).unwrap_or_default();
 
@@ -172,31 +172,19 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
 }
 
 fn read_file(path: &Path) -> Result<IndexedFile, IndexError> {
-    let fail = |message: String| IndexError::Wheel { path: path.display().to_string(), message };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-    let is_wheel = name.ends_with(".whl");
-    if is_wheel {
-        WheelFilename::parse(&name).map_err(|e| fail(e.to_string()))?;
-    }
-    let metadata = super::read_core_metadata(path).map_err(fail)?;
-    let core = CoreMetadata::parse(&String::from_utf8_lossy(&metadata));
-    if core.name.is_empty() || core.version.is_empty() {
-        return Err(IndexError::Wheel {
-            path: path.display().to_string(),
-            message: "its metadata has no Name or Version".into(),
-        });
-    }
-    let sha256 = super::file_sha256(path).map_err(|e| fail(e.to_string()))?;
+    let dist = super::Distribution::read(path)
+        .map_err(|message| IndexError::Wheel { path: path.display().to_string(), message })?;
+    let is_wheel = dist.wheel.is_some();
     Ok(IndexedFile {
-        project: normalize_name(&core.name),
-        filename: name,
-        version: core.version.clone(),
-        sha256,
-        requires_python: core.requires_python,
+        project: dist.metadata.package.to_string(),
+        filename: dist.file_name,
+        version: dist.metadata.version.text.clone(),
+        sha256: dist.sha256,
+        requires_python: dist.metadata.requires_python,
         // PEP 658 metadata is served for wheels; an sdist's PKG-INFO may be dynamic.
-        metadata_sha256: is_wheel.then(|| super::hex(&Sha256::digest(&metadata))),
+        metadata_sha256: is_wheel.then(|| super::hex(&Sha256::digest(&dist.metadata_bytes))),
         path: path.to_path_buf(),
-        metadata,
+        metadata: dist.metadata_bytes,
     })
 }
 

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
-use crate::report::ShowReport;
-use crate::wheel::normalize_name;
+use crate::wheel::name::PackageName;
+use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::writer::{NewMember, write_new_wheel};
 
 #[derive(Debug, thiserror::Error)]
@@ -54,19 +54,22 @@ pub struct Metapackage {
     pub pins: Vec<String>,
 }
 
-/// One wheel to pin: its project name and version (METADATA), platform tags and GPU targets.
-pub struct Pinned<'a> {
-    pub name: &'a str,
-    pub version: &'a str,
-    pub report: &'a ShowReport,
+/// One wheel to pin: its project name and version (METADATA), file name, platform tags and GPU
+/// targets.
+pub struct Pinned {
+    pub name: String,
+    pub version: String,
+    pub wheel: String,
+    pub platform_tags: Vec<PlatformTag>,
+    pub gpu_targets: Vec<String>,
 }
 
-pub fn build(wheels: &[Pinned<'_>], options: &MetapackageOptions) -> Result<Metapackage, MetapackageError> {
-    let own = normalize_name(&options.name);
-    let mut pins: BTreeMap<String, (&str, &str, &str)> = BTreeMap::new();
+pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapackage, MetapackageError> {
+    let own = PackageName::new(&options.name);
+    let mut pins: BTreeMap<PackageName, (&str, &str, &str)> = BTreeMap::new();
     let mut platforms: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for w in wheels {
-        let project = normalize_name(w.name);
+        let project = PackageName::new(&w.name);
         if project == own {
             continue; // an earlier build of this metapackage
         }
@@ -74,24 +77,24 @@ pub fn build(wheels: &[Pinned<'_>], options: &MetapackageOptions) -> Result<Meta
             && *version != w.version
         {
             return Err(MetapackageError::TwoVersions {
-                project,
+                project: project.to_string(),
                 first: version.to_string(),
                 first_wheel: wheel.to_string(),
                 second: w.version.to_string(),
-                second_wheel: w.report.wheel.clone(),
+                second_wheel: w.wheel.clone(),
             });
         }
-        if !w.report.gpu_targets.is_empty() && !w.report.gpu_targets.contains(&options.gpu_target) {
+        if !w.gpu_targets.is_empty() && !w.gpu_targets.contains(&options.gpu_target) {
             return Err(MetapackageError::MissingTarget {
-                wheel: w.report.wheel.clone(),
-                found: w.report.gpu_targets.join(", "),
+                wheel: w.wheel.clone(),
+                found: w.gpu_targets.join(", "),
                 target: options.gpu_target.clone(),
             });
         }
-        if let Some(family) = super::platform_family(&w.report.tags) {
-            platforms.entry(family).or_default().push(w.report.wheel.clone());
+        if let Some(family) = super::platform_family(&w.platform_tags) {
+            platforms.entry(family).or_default().push(w.wheel.clone());
         }
-        pins.insert(project, (w.version, w.name, &w.report.wheel));
+        pins.insert(project, (&w.version, &w.name, &w.wheel));
     }
     if pins.is_empty() {
         return Err(MetapackageError::Empty);

@@ -7,6 +7,9 @@ pub mod metapackage;
 
 use std::path::{Path, PathBuf};
 
+use crate::wheel::platform_tag::PlatformTag;
+use crate::wheel::{CoreMetadata, WheelFilename, WheelMetadata};
+
 /// Every file under `inputs` (directories are walked; files are taken as they are) whose name
 /// ends in one of `suffixes`, sorted.
 pub fn collect_files(inputs: &[PathBuf], suffixes: &[&str]) -> Vec<PathBuf> {
@@ -29,20 +32,48 @@ pub fn collect_files(inputs: &[PathBuf], suffixes: &[&str]) -> Vec<PathBuf> {
     out
 }
 
-/// The core metadata of a distribution file, as stored: a wheel's `.dist-info/METADATA`, or an
-/// sdist's `<name>-<version>/PKG-INFO` (`.tar.gz`).
-pub fn read_core_metadata(path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if name.ends_with(".whl") {
-        let archive = crate::wheel::Archive::open(path).map_err(|e| e.to_string())?;
-        let member = archive
-            .members()
-            .iter()
-            .find(|m| m.name.ends_with(".dist-info/METADATA") && m.name.matches('/').count() == 1)
-            .ok_or("no .dist-info/METADATA")?;
-        return archive.read(member).map(|b| b.into_vec()).map_err(|e| e.to_string());
+/// One distribution file of a release set, read once: its core metadata (parsed, and as
+/// stored for PEP 658) and the sha256 of the file.
+pub struct Distribution {
+    pub path: PathBuf,
+    pub file_name: String,
+    /// A wheel's file name, parsed (`None` for an sdist).
+    pub wheel: Option<WheelFilename>,
+    pub metadata: CoreMetadata,
+    /// METADATA (a wheel's) or PKG-INFO (an sdist's) as stored.
+    pub metadata_bytes: Vec<u8>,
+    /// Hex. Ex) `e3b0c442…`
+    pub sha256: String,
+}
+
+impl Distribution {
+    /// Read a wheel through [`WheelMetadata`] (its METADATA only), or an sdist's
+    /// `<name>-<version>/PKG-INFO` (`.tar.gz`).
+    pub fn read(path: &Path) -> Result<Distribution, String> {
+        let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        if file_name.ends_with(".whl") {
+            let wheel = WheelMetadata::open(path).map_err(|e| e.to_string())?;
+            let sha256 = wheel.archive.zip.sha256().map_err(|e| e.to_string())?;
+            return Ok(Distribution {
+                path: path.to_path_buf(),
+                file_name,
+                metadata_bytes: wheel.metadata_text.into_bytes(),
+                metadata: wheel.metadata,
+                wheel: Some(wheel.filename),
+                sha256,
+            });
+        }
+        let metadata_bytes = read_pkg_info(path)?;
+        let metadata =
+            CoreMetadata::parse(&String::from_utf8_lossy(&metadata_bytes)).map_err(|e| format!("PKG-INFO: {e}"))?;
+        let sha256 = file_sha256(path).map_err(|e| e.to_string())?;
+        Ok(Distribution { path: path.to_path_buf(), file_name, wheel: None, metadata, metadata_bytes, sha256 })
     }
+}
+
+/// An sdist's `<name>-<version>/PKG-INFO`.
+fn read_pkg_info(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
     for entry in archive.entries().map_err(|e| e.to_string())? {
@@ -59,19 +90,8 @@ pub fn read_core_metadata(path: &Path) -> Result<Vec<u8>, String> {
 
 /// sha256 of a file, streamed. Ex) `e3b0c442…`
 pub fn file_sha256(path: &Path) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
+    let file = std::fs::File::open(path)?;
+    crate::wheel::zip::sha256_of(&file)
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -80,15 +100,16 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// The platform family of a wheel's platform tags, for telling Linux and Windows builds apart.
 /// Ex) `manylinux_2_28_x86_64` → `linux_x86_64`; `win_amd64` → `win_amd64`; `any` → `None`
-pub fn platform_family(platform_tags: &[String]) -> Option<String> {
-    let tag = platform_tags.iter().find(|t| *t != "any")?;
-    if let Some(arch) = crate::platform::Arch::from_platform_tag(tag)
-        && (tag.starts_with("manylinux") || tag.starts_with("musllinux") || tag.starts_with("linux"))
+pub fn platform_family(platform_tags: &[PlatformTag]) -> Option<String> {
+    let tag = platform_tags.iter().find(|t| !t.is_any())?;
+    let text = tag.to_string();
+    if let Some(arch) = tag.arch()
+        && tag.os() == crate::platform::Os::Linux
     {
         return Some(format!("linux_{arch}"));
     }
-    if tag.starts_with("macosx") {
-        return Some(format!("macosx_{}", tag.rsplit('_').next().unwrap_or("")));
+    if text.starts_with("macosx") {
+        return Some(format!("macosx_{}", text.rsplit('_').next().unwrap_or("")));
     }
-    Some(tag.clone())
+    Some(text)
 }

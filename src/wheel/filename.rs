@@ -5,6 +5,9 @@
 
 use std::fmt;
 
+use super::name::PackageName;
+use super::platform_tag::{PlatformTag, join_tags};
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FilenameError {
     #[error("`{0}` is not a wheel file name: it does not end in `.whl`")]
@@ -24,11 +27,12 @@ pub enum FilenameError {
 pub struct WheelFilename {
     /// The distribution name as written in the file name (escaped, `-` replaced by `_`).
     pub name: String,
+    /// The version as written in the file name.
     pub version: String,
     pub build: Option<String>,
     pub python_tags: Vec<String>,
     pub abi_tags: Vec<String>,
-    pub platform_tags: Vec<String>,
+    pub platform_tags: Vec<PlatformTag>,
 }
 
 impl WheelFilename {
@@ -62,8 +66,13 @@ impl WheelFilename {
             build: build.map(str::to_string),
             python_tags: split(py)?,
             abi_tags: split(abi)?,
-            platform_tags: split(plat)?,
+            platform_tags: split(plat)?.iter().map(|t| PlatformTag::parse(t)).collect(),
         })
+    }
+
+    /// The distribution name, normalised.
+    pub fn package(&self) -> PackageName {
+        PackageName::new(&self.name)
     }
 
     /// The `{python}-{abi}` pairs this file name claims, in file-name order.
@@ -78,19 +87,19 @@ impl WheelFilename {
     }
 
     /// The same name with other platform tags (kept in the given order).
-    pub fn with_platform_tags(&self, platform_tags: Vec<String>) -> Self {
+    pub fn with_platform_tags(&self, platform_tags: Vec<PlatformTag>) -> Self {
         WheelFilename { platform_tags, ..self.clone() }
     }
 
-    /// The same name with another version.
+    /// The same name with another version (a `-` in it escaped as `_`, as file names need).
     pub fn with_version(&self, version: &str) -> Self {
-        WheelFilename { version: version.to_string(), ..self.clone() }
+        WheelFilename { version: escape_version(version), ..self.clone() }
     }
+}
 
-    /// `{name}-{version}`, the stem of the `.dist-info` directory.
-    pub fn dist_info_stem(&self) -> String {
-        format!("{}-{}", self.name, self.version)
-    }
+/// A version as file and directory names write it: `-` becomes `_`.
+pub fn escape_version(version: &str) -> String {
+    version.replace('-', "_")
 }
 
 impl fmt::Display for WheelFilename {
@@ -99,27 +108,8 @@ impl fmt::Display for WheelFilename {
         if let Some(b) = &self.build {
             write!(f, "-{b}")?;
         }
-        write!(f, "-{}-{}-{}.whl", self.python_tags.join("."), self.abi_tags.join("."), self.platform_tags.join("."))
+        write!(f, "-{}-{}-{}.whl", self.python_tags.join("."), self.abi_tags.join("."), join_tags(&self.platform_tags))
     }
-}
-
-/// [PEP 503](https://peps.python.org/pep-0503/#normalized-names) name normalisation.
-/// Ex) `Amd_Aiter` → `amd-aiter`
-pub fn normalize_name(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut in_sep = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !in_sep {
-                out.push('-');
-            }
-            in_sep = true;
-        } else {
-            out.push(c.to_ascii_lowercase());
-            in_sep = false;
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -133,9 +123,10 @@ mod tests {
         assert_eq!(f.name, "foo_bar");
         assert_eq!(f.build.as_deref(), Some("1a"));
         assert_eq!(f.python_tags, ["py2", "py3"]);
-        assert_eq!(f.platform_tags, ["manylinux_2_17_x86_64", "manylinux2014_x86_64"]);
+        assert_eq!(join_tags(&f.platform_tags), "manylinux_2_17_x86_64.manylinux2014_x86_64");
         assert_eq!(f.python_abi_pairs(), ["py2-none", "py3-none"]);
         assert_eq!(f.to_string(), "foo_bar-1.0-1a-py2.py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl");
+        assert_eq!(f.package().as_str(), "foo-bar");
     }
 
     #[test]
@@ -144,11 +135,5 @@ mod tests {
         assert!(matches!(WheelFilename::parse("foo-1.0-py3-none.whl"), Err(FilenameError::Shape(_))));
         assert!(matches!(WheelFilename::parse("foo-1.0-x1-py3-none-any.whl"), Err(FilenameError::BuildTag(..))));
         assert!(matches!(WheelFilename::parse("foo-1.0-py3.-none-any.whl"), Err(FilenameError::EmptyTag(..))));
-    }
-
-    #[test]
-    fn normalizes_names_like_pep_503() {
-        assert_eq!(normalize_name("Amd_Aiter"), "amd-aiter");
-        assert_eq!(normalize_name("a.-_b"), "a-b");
     }
 }

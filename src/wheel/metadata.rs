@@ -4,6 +4,13 @@
 //! Both are email-header style files. We keep the original lines so that a rewrite changes only
 //! the lines it must.
 
+use std::str::FromStr;
+
+use pep440_rs::Version;
+
+use super::name::PackageName;
+use super::platform_tag::PlatformTag;
+
 /// Header fields of an email-style file, in file order, up to the first empty line.
 /// Continuation lines (starting with whitespace) are folded into the previous value.
 pub fn parse_headers(text: &str) -> Vec<(String, String)> {
@@ -50,13 +57,13 @@ impl WheelInfo {
     }
 
     /// Platform tags named by the `Tag:` lines, deduplicated, in order of first appearance.
-    pub fn platform_tags(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
+    pub fn platform_tags(&self) -> Vec<PlatformTag> {
+        let mut out: Vec<PlatformTag> = Vec::new();
         for tag in &self.tags {
-            if let Some(plat) = tag.splitn(3, '-').nth(2)
-                && !out.iter().any(|p| p == plat)
+            if let Some(plat) = tag.splitn(3, '-').nth(2).map(PlatformTag::parse)
+                && !out.contains(&plat)
             {
-                out.push(plat.to_string());
+                out.push(plat);
             }
         }
         out
@@ -130,30 +137,73 @@ impl WheelInfo {
     }
 }
 
-/// The fields of `METADATA` that wheelfix reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum MetadataError {
+    #[error("it has no `{0}` field")]
+    Missing(&'static str),
+    #[error("its `Version: {0}` is not a valid PEP 440 version: {1}")]
+    Version(String, String),
+}
+
+/// A version as written, and as PEP 440 reads it. Ex) `2.15.0a0+git31a77fc`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistVersion {
+    pub text: String,
+    pub parsed: Version,
+}
+
+impl DistVersion {
+    pub fn parse(text: &str) -> Result<Self, MetadataError> {
+        let parsed = Version::from_str(text).map_err(|e| MetadataError::Version(text.to_string(), e.to_string()))?;
+        Ok(DistVersion { text: text.to_string(), parsed })
+    }
+}
+
+impl std::fmt::Display for DistVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// The fields of core metadata (`METADATA`, an sdist's `PKG-INFO`) that wheelfix reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoreMetadata {
+    /// `Name` as written. Ex) `Amd_Aiter`
     pub name: String,
-    pub version: String,
+    /// `Name`, normalised. Ex) `amd-aiter`
+    pub package: PackageName,
+    pub version: DistVersion,
     pub requires_python: Option<String>,
     pub requires_dist: Vec<String>,
     pub provides_extra: Vec<String>,
 }
 
 impl CoreMetadata {
-    pub fn parse(text: &str) -> Self {
-        let mut meta = CoreMetadata::default();
+    /// Parse core metadata; a missing `Name` or `Version`, or a version PEP 440 cannot read,
+    /// is an error (pip refuses such a distribution too).
+    pub fn parse(text: &str) -> Result<Self, MetadataError> {
+        let (mut name, mut version) = (None, None);
+        let (mut requires_python, mut requires_dist, mut provides_extra) = (None, Vec::new(), Vec::new());
         for (key, value) in parse_headers(text) {
             match key.to_ascii_lowercase().as_str() {
-                "name" => meta.name = value,
-                "version" => meta.version = value,
-                "requires-python" => meta.requires_python = Some(value),
-                "requires-dist" => meta.requires_dist.push(value),
-                "provides-extra" => meta.provides_extra.push(value),
+                "name" => name = Some(value),
+                "version" => version = Some(value),
+                "requires-python" => requires_python = Some(value),
+                "requires-dist" => requires_dist.push(value),
+                "provides-extra" => provides_extra.push(value),
                 _ => {}
             }
         }
-        meta
+        let name = name.filter(|n| !n.is_empty()).ok_or(MetadataError::Missing("Name"))?;
+        let version = version.filter(|v| !v.is_empty()).ok_or(MetadataError::Missing("Version"))?;
+        Ok(CoreMetadata {
+            package: PackageName::new(&name),
+            name,
+            version: DistVersion::parse(&version)?,
+            requires_python,
+            requires_dist,
+            provides_extra,
+        })
     }
 }
 
@@ -166,7 +216,7 @@ mod tests {
     #[test]
     fn replaces_tag_lines_and_keeps_others() {
         let info = WheelInfo::parse(WHEEL);
-        assert_eq!(info.platform_tags(), ["linux_x86_64"]);
+        assert_eq!(info.platform_tags(), [PlatformTag::parse("linux_x86_64")]);
         let tags =
             vec!["cp312-cp312-manylinux2014_x86_64".to_string(), "cp312-cp312-manylinux_2_17_x86_64".to_string()];
         assert_eq!(
@@ -188,9 +238,13 @@ mod tests {
         let meta = CoreMetadata::parse(
             "Metadata-Version: 2.1\nName: torch\nVersion: 2.15.0a0+git31a77fc\nRequires-Python: >=3.10\n\
              Requires-Dist: triton==3.9.0; extra == \"x\"\n\nDescription: Version: 9\n",
-        );
-        assert_eq!(meta.version, "2.15.0a0+git31a77fc");
+        )
+        .unwrap();
+        assert_eq!(meta.version.text, "2.15.0a0+git31a77fc");
+        assert!(meta.version.parsed.is_local());
         assert_eq!(meta.requires_python.as_deref(), Some(">=3.10"));
         assert_eq!(meta.requires_dist, ["triton==3.9.0; extra == \"x\""]);
+        assert_eq!(CoreMetadata::parse("Name: x\n"), Err(MetadataError::Missing("Version")));
+        assert!(matches!(CoreMetadata::parse("Name: x\nVersion: one\n"), Err(MetadataError::Version(..))));
     }
 }

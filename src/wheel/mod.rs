@@ -3,16 +3,20 @@
 pub mod archive;
 pub mod filename;
 pub mod metadata;
+pub mod name;
 pub mod output;
+pub mod platform_tag;
 pub mod record;
+pub mod requirement;
 pub mod writer;
 pub mod zip;
 
 use std::path::Path;
+use std::str::FromStr;
 
 pub use archive::{Archive, ArchiveError, Member};
-pub use filename::{FilenameError, WheelFilename, normalize_name};
-pub use metadata::{CoreMetadata, WheelInfo};
+pub use filename::{FilenameError, WheelFilename};
+pub use metadata::{CoreMetadata, DistVersion, WheelInfo};
 pub use record::{Record, RecordEntry, RecordError, RecordFinding, RecordHash, RecordProblem};
 
 #[derive(Debug, thiserror::Error)]
@@ -31,12 +35,59 @@ pub enum WheelError {
     Encoding(String),
     #[error("{path}: {source}")]
     Record { path: String, source: RecordError },
+    #[error("{path}: {source}")]
+    Metadata { path: String, source: metadata::MetadataError },
     #[error("member `{path}`: {message}")]
     BadElf { path: String, message: String },
     #[error(
         "RECORD does not match the archive ({summary}: first `{first}`) and --strict-record is on; rebuild the wheel, or leave --strict-record off to have RECORD corrected"
     )]
     StrictRecord { summary: String, first: String },
+}
+
+/// A wheel opened only as far as its metadata: what an index or a metapackage needs.
+pub struct WheelMetadata {
+    pub archive: Archive,
+    pub filename: WheelFilename,
+    /// Ex) `torch-2.15.0.dist-info`
+    pub dist_info: String,
+    pub metadata: CoreMetadata,
+    /// METADATA as written, so that a rewrite can keep every other byte (and an index can
+    /// serve it as it is).
+    pub metadata_text: String,
+}
+
+impl WheelMetadata {
+    /// Open a wheel's archive and read its METADATA (nothing else is read).
+    pub fn open(path: &Path) -> Result<WheelMetadata, WheelError> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let filename = WheelFilename::parse(&name)?;
+        let archive = Archive::open(path)?;
+        let dist_info = find_dist_info(&archive)?;
+        let metadata_path = format!("{dist_info}/METADATA");
+        let metadata_text = read_text(&archive, &metadata_path)?;
+        let metadata = CoreMetadata::parse(&metadata_text)
+            .map_err(|source| WheelError::Metadata { path: metadata_path, source })?;
+        Ok(WheelMetadata { archive, filename, dist_info, metadata, metadata_text })
+    }
+
+    /// Where the file name and METADATA disagree on the name or the version (pip installs such
+    /// a wheel under METADATA's).
+    pub fn name_mismatch(&self) -> Option<String> {
+        let (f, m) = (&self.filename, &self.metadata);
+        let same_version = pep440_rs::Version::from_str(&f.version).ok().as_ref() == Some(&m.version.parsed);
+        (f.package() != m.package || !same_version).then(|| {
+            format!(
+                "the file name says {} {}, METADATA says {} {}: pip installs it under METADATA's",
+                f.name, f.version, m.name, m.version
+            )
+        })
+    }
+}
+
+fn read_text(archive: &Archive, member_path: &str) -> Result<String, WheelError> {
+    let member = archive.member(member_path).ok_or_else(|| WheelError::Missing(member_path.to_string()))?;
+    String::from_utf8(archive.read(member)?.into_vec()).map_err(|_| WheelError::Encoding(member_path.to_string()))
 }
 
 /// An opened wheel with its metadata parsed and its RECORD compared with the archive.
@@ -54,6 +105,8 @@ pub struct Wheel {
     /// missing and extra rows, hashes that cannot be checked). Hash mismatches need the
     /// members' bytes: the analysis adds those.
     pub record_findings: Vec<RecordFinding>,
+    /// Where the file name and METADATA disagree, if they do.
+    pub name_mismatch: Option<String>,
     /// RECORD row indices sorted by path, the first row of a path first.
     record_index: Vec<u32>,
 }
@@ -62,20 +115,12 @@ impl Wheel {
     /// Open a wheel: parse its name, read WHEEL, METADATA and RECORD, and compare RECORD with
     /// the central directory.
     pub fn open(path: &Path) -> Result<Wheel, WheelError> {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let filename = WheelFilename::parse(&name)?;
-        let archive = Archive::open(path)?;
-        let dist_info = find_dist_info(&archive)?;
-        let read_text = |file: &str| -> Result<String, WheelError> {
-            let member_path = format!("{dist_info}/{file}");
-            let member = archive.member(&member_path).ok_or_else(|| WheelError::Missing(member_path.clone()))?;
-            String::from_utf8(archive.read(member)?.into_vec()).map_err(|_| WheelError::Encoding(member_path))
-        };
-        let wheel_info = WheelInfo::parse(&read_text("WHEEL")?);
-        let metadata_text = read_text("METADATA")?;
-        let metadata = CoreMetadata::parse(&metadata_text);
+        let meta = WheelMetadata::open(path)?;
+        let name_mismatch = meta.name_mismatch();
+        let WheelMetadata { archive, filename, dist_info, metadata, metadata_text } = meta;
+        let wheel_info = WheelInfo::parse(&read_text(&archive, &format!("{dist_info}/WHEEL"))?);
         let record_path = format!("{dist_info}/RECORD");
-        let record = Record::parse(read_text("RECORD")?.as_bytes())
+        let record = Record::parse(read_text(&archive, &record_path)?.as_bytes())
             .map_err(|source| WheelError::Record { path: record_path.clone(), source })?;
         let mut record_index: Vec<u32> = (0..record.entries.len() as u32).collect();
         record_index
@@ -89,6 +134,7 @@ impl Wheel {
             metadata_text,
             record,
             record_findings: Vec::new(),
+            name_mismatch,
             record_index,
         };
         wheel.record_findings = wheel.compare_record();
@@ -97,6 +143,26 @@ impl Wheel {
 
     pub fn record_path(&self) -> String {
         format!("{}/RECORD", self.dist_info)
+    }
+
+    /// `{name}-{version}`, the stem of the `.dist-info` and `.data` directories.
+    /// Ex) `torch-2.15.0`
+    pub fn dist_info_stem(&self) -> &str {
+        self.dist_info.trim_end_matches(".dist-info")
+    }
+
+    /// The `.data` directory's prefix. Ex) `torch-2.15.0.data/`
+    pub fn data_prefix(&self) -> String {
+        format!("{}.data/", self.dist_info_stem())
+    }
+
+    /// Where a member lands relative to site-packages: `.data/platlib` and `.data/purelib` are
+    /// installed at the root; other `.data` categories land elsewhere (`None`).
+    pub fn install_path(&self, member: &str) -> Option<String> {
+        match member.strip_prefix(&self.data_prefix()) {
+            None => Some(member.to_string()),
+            Some(rest) => rest.strip_prefix("platlib/").or_else(|| rest.strip_prefix("purelib/")).map(str::to_string),
+        }
     }
 
     /// The first RECORD row of a path.

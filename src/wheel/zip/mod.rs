@@ -6,7 +6,7 @@ pub mod write;
 
 use std::io::{self, Read};
 
-pub use read::{Entry, FileIdentity, ZipReader};
+pub use read::{Entry, FileIdentity, ZipReader, sha256_of};
 pub use write::{Compressed, ZipWriter};
 
 #[derive(Debug, thiserror::Error)]

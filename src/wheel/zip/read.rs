@@ -225,6 +225,11 @@ impl ZipReader {
         &self.file
     }
 
+    /// sha256 of the whole file, in hex (read by positional reads from the same descriptor).
+    pub fn sha256(&self) -> io::Result<String> {
+        sha256_of(&self.file)
+    }
+
     fn io_error(&self, entry: &Entry, e: io::Error) -> ZipError {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             self.member_error(
@@ -406,4 +411,21 @@ pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
 
 pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// sha256 of a whole file, in hex, read in chunks by `pread`. Ex) `e3b0c442…`
+pub fn sha256_of(file: &File) -> io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0;
+    loop {
+        let n = file.read_at(&mut buf, at)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -1,13 +1,13 @@
-//! Which platform tags a wheel should carry, given its verdict.
+//! Which platform tags a wheel should carry, given its judgement.
 //!
 //! The derived tag (with its aliases), plus every tag the input already claimed that the
 //! binaries honour; a claimed tag they do not honour is dropped. Sorted lexicographically, as
-//! auditwheel sorts them (`manylinux2014_x86_64.manylinux_2_17_x86_64`).
+//! auditwheel sorts them (`manylinux2014_x86_64.manylinux_2_17_x86_64`); the same set in
+//! another order is not a change.
 
 use crate::analysis::Analysis;
-use crate::platform::Arch;
-use crate::policy::PolicySet;
-use crate::policy::verdict::{Blockers, Verdict};
+use crate::policy::verdict::{Blockers, Judgement, Requirement};
+use crate::wheel::platform_tag::{PlatformTag, sort_tags};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TagError {
@@ -23,22 +23,35 @@ pub enum TagError {
     NoPolicy { reason: String, linux: String },
 }
 
-/// A user's request for a tag (`--plat`, `--only-plat`).
+/// A user's request for a tag (`--plat`, `--only-plat`, `--no-update-tags`).
 #[derive(Debug, Clone, Default)]
 pub struct TagRequest {
     /// `None` or `auto`: the derived tag.
     pub plat: Option<String>,
     pub only_plat: bool,
-    /// Tags for the wheel once `repair` vendored its external libraries.
-    pub after_repair: bool,
     /// Keep the claimed tags as they are (`repair --no-update-tags`).
     pub keep_tags: bool,
+}
+
+impl TagRequest {
+    /// `--plat`, unless it is `auto`.
+    pub fn plat(&self) -> Option<PlatformTag> {
+        self.plat.as_deref().filter(|p| *p != "auto").map(PlatformTag::parse)
+    }
+}
+
+/// Which verdict the tags describe: the wheel as it is (`retag`), or once `repair` vendored
+/// its external libraries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    AsIs,
+    Repaired,
 }
 
 /// What a claimed tag is worth.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ClaimCheck {
-    pub tag: String,
+    pub tag: PlatformTag,
     /// Where the claim is made: `filename`, `WHEEL`, or both.
     pub claimed_in: Vec<&'static str>,
     pub honoured: bool,
@@ -46,18 +59,14 @@ pub struct ClaimCheck {
     pub reason: Option<String>,
 }
 
-/// The index of the policy the wheel meets as it is, and the tag strings for it.
-pub fn derived_tags(set: &PolicySet, verdict: &Verdict) -> Vec<String> {
-    set.tags(verdict.overall)
-}
-
-pub fn linux_tag(arch: Arch) -> String {
-    format!("linux_{arch}")
-}
-
-/// Check each claimed tag against the verdict.
-pub fn check_claims(analysis: &Analysis, filename_tags: &[String], wheel_tags: &[String]) -> Vec<ClaimCheck> {
-    let mut all: Vec<String> = filename_tags.to_vec();
+/// Check each claimed tag against the judgement (`None`: no host binary, every claim stands).
+pub fn check_claims(
+    judgement: Option<&Judgement>,
+    analysis: &Analysis,
+    filename_tags: &[PlatformTag],
+    wheel_tags: &[PlatformTag],
+) -> Vec<ClaimCheck> {
+    let mut all: Vec<PlatformTag> = filename_tags.to_vec();
     for t in wheel_tags {
         if !all.contains(t) {
             all.push(t.clone());
@@ -72,49 +81,41 @@ pub fn check_claims(analysis: &Analysis, filename_tags: &[String], wheel_tags: &
             if wheel_tags.contains(&tag) {
                 claimed_in.push("WHEEL");
             }
-            let reason = claim_problem(analysis, &tag);
+            let reason = judgement.and_then(|j| claim_problem(j, analysis, &tag));
             ClaimCheck { honoured: reason.is_none(), reason, tag, claimed_in }
         })
         .collect()
 }
 
 /// `None` when the binaries honour `tag`, else why not.
-fn claim_problem(analysis: &Analysis, tag: &str) -> Option<String> {
-    let (Some(set), Some(verdict)) = (&analysis.policy_set, &analysis.verdict) else {
-        // No host binary: any tag is as true as the wheel's own choice.
-        return None;
-    };
-    if tag == linux_tag(set.arch) {
-        return (verdict.overall != set.policies.len() - 1)
-            .then(|| format!("the wheel meets {}", derived_tags(set, verdict)[0]));
+fn claim_problem(judgement: &Judgement, analysis: &Analysis, tag: &PlatformTag) -> Option<String> {
+    let (set, verdict) = (&judgement.set, &judgement.verdict);
+    let linux = judgement.linux();
+    if *tag == set.linux_tag() {
+        return (verdict.overall != linux).then(|| format!("the wheel meets {}", judgement.tag(verdict.overall)));
     }
-    if set.own_tag.as_deref() == Some(tag) && verdict.overall == set.policies.len() - 1 {
+    if set.own_tag.as_ref() == Some(tag) && verdict.overall == linux {
         // An Android wheel keeps its tag (no other tag applies), but it does not meet its policy.
-        let blockers = verdict.blockers(set, &analysis.verdict_input(), 0);
+        let blockers = verdict.blockers(set, analysis, 0);
         return Some(format!(
             "{}; the tag stays, since no other tag applies to an Android wheel",
             first_blocker(&blockers)
         ));
     }
-    let Some(index) = set.by_tag(tag).map(|p| set.policies.iter().position(|q| q == p).unwrap_or(0)) else {
-        return Some(
-            format!("not a tag for {} {:?} binaries", set.arch, set.libc)
-                .replace("Glibc", "glibc")
-                .replace("Musl", "musl"),
-        );
+    let Some(index) = set.index_of(tag) else {
+        return Some(format!("not a tag for {} {} binaries", set.arch, set.libc.as_str()));
     };
     if index >= verdict.overall {
         return None;
     }
-    let blockers = verdict.blockers(set, &analysis.verdict_input(), index);
-    Some(first_blocker(&blockers))
+    Some(first_blocker(&verdict.blockers(set, analysis, index)))
 }
 
 /// One line that says the most important reason a policy is not met: the wheel's own symbol
 /// versions, then external libraries the policy does not allow (as the wheel is, they are the
 /// blocker; their own symbol versions matter only once repair vendors them), then those.
 pub fn first_blocker(blockers: &Blockers) -> String {
-    let describe = |r: &crate::policy::verdict::Requirement| {
+    let describe = |r: &Requirement| {
         let count = blockers.versions.iter().filter(|x| x.version == r.version && x.external == r.external).count();
         let more = if count > 1 { format!(" (and {} more files)", count - 1) } else { String::new() };
         let symbol = r.symbols.first().map(|s| format!(" for `{s}`")).unwrap_or_default();
@@ -147,10 +148,27 @@ pub fn first_blocker(blockers: &Blockers) -> String {
     "the policy is not met".into()
 }
 
+/// The index of the policy a `--plat` names for this wheel; an error for a tag of another
+/// architecture or libc.
+pub fn requested_policy(judgement: &Judgement, plat: &PlatformTag) -> Result<usize, TagError> {
+    judgement.set.index_of(plat).ok_or_else(|| {
+        TagError::UnknownPlat(
+            plat.to_string(),
+            format!("{} {}", judgement.set.arch, judgement.set.libc.policy_family()),
+        )
+    })
+}
+
 /// The platform tags the wheel should carry. `claimed` are the input's platform tags.
-pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) -> Result<Vec<String>, TagError> {
-    let plat = request.plat.as_deref().filter(|p| *p != "auto");
-    let (Some(set), Some(verdict)) = (&analysis.policy_set, &analysis.verdict) else {
+pub fn true_tags(
+    judgement: Option<&Judgement>,
+    analysis: &Analysis,
+    claimed: &[PlatformTag],
+    request: &TagRequest,
+    basis: Basis,
+) -> Result<Vec<PlatformTag>, TagError> {
+    let plat = request.plat();
+    let Some(judgement) = judgement else {
         if request.keep_tags {
             return Ok(claimed.to_vec());
         }
@@ -159,15 +177,19 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
         }
         return Ok(claimed.to_vec());
     };
-    let linux = set.policies.len() - 1;
-    let met = if request.after_repair { verdict.repairable } else { verdict.overall };
+    let (set, verdict) = (&judgement.set, &judgement.verdict);
+    let linux = judgement.linux();
+    let met = match basis {
+        Basis::AsIs => verdict.overall,
+        Basis::Repaired => verdict.repairable,
+    };
     // `repair` never passes a wheel no policy accepts unless `linux_<arch>` is asked for by name
     // (auditwheel refuses it too): CI would pass and the upload fail later.
-    if request.after_repair && met == linux && set.own_tag.is_none() && plat != Some(linux_tag(set.arch).as_str()) {
+    if basis == Basis::Repaired && met == linux && set.own_tag.is_none() && plat.as_ref() != Some(&set.linux_tag()) {
         let newest = linux.saturating_sub(1);
-        let mut blockers = verdict.blockers(set, &analysis.verdict_input(), newest);
+        let mut blockers = verdict.blockers(set, analysis, newest);
         blockers.libs_to_eliminate.clear();
-        return Err(TagError::NoPolicy { reason: first_blocker(&blockers), linux: linux_tag(set.arch) });
+        return Err(TagError::NoPolicy { reason: first_blocker(&blockers), linux: set.linux_tag().to_string() });
     }
     if request.keep_tags {
         return Ok(claimed.to_vec());
@@ -177,30 +199,12 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
         // says what keeps it from meeting its policy.
         return Ok(claimed.to_vec());
     }
-    let mut tags: Vec<String> = Vec::new();
-    if let Some(p) = plat {
-        let index = if p == linux_tag(set.arch) {
-            linux
-        } else {
-            let policy = set.by_tag(p).ok_or_else(|| {
-                TagError::UnknownPlat(
-                    p.to_string(),
-                    format!(
-                        "{} {}",
-                        set.arch,
-                        match set.libc {
-                            crate::platform::Libc::Musl => "musllinux",
-                            crate::platform::Libc::Android => "android",
-                            crate::platform::Libc::Glibc => "manylinux",
-                        }
-                    ),
-                )
-            })?;
-            set.policies.iter().position(|q| q == policy).unwrap_or(linux)
-        };
+    let mut tags: Vec<PlatformTag> = Vec::new();
+    if let Some(p) = &plat {
+        let index = requested_policy(judgement, p)?;
         if index < met {
-            let mut blockers = verdict.blockers(set, &analysis.verdict_input(), index);
-            if request.after_repair {
+            let mut blockers = verdict.blockers(set, analysis, index);
+            if basis == Basis::Repaired {
                 blockers.libs_to_eliminate.clear();
             }
             return Err(TagError::NotMet { tag: p.to_string(), reason: first_blocker(&blockers) });
@@ -219,18 +223,16 @@ pub fn true_tags(analysis: &Analysis, claimed: &[String], request: &TagRequest) 
         for tag in claimed {
             let honoured =
                 set.by_tag(tag).and_then(|p| set.policies.iter().position(|q| q == p)).is_some_and(|i| i >= met);
-            if tag.ends_with(set.arch.as_str()) && honoured && !tag.starts_with("linux_") {
+            if tag.arch() == Some(set.arch) && honoured && !tag.is_linux() {
                 tags.push(tag.clone());
             }
         }
     }
-    tags.sort();
-    tags.dedup();
+    sort_tags(&mut tags);
     // Order is not a change: the same set keeps the input's order
     // (`manylinux_2_17_x86_64.manylinux2014_x86_64` stays as it is).
     let mut sorted_claims = claimed.to_vec();
-    sorted_claims.sort();
-    sorted_claims.dedup();
+    sort_tags(&mut sorted_claims);
     if sorted_claims == tags {
         return Ok(claimed.to_vec());
     }

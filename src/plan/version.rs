@@ -13,7 +13,8 @@ use std::str::FromStr;
 use pep440_rs::{LocalSegment, Version};
 use serde::Serialize;
 
-use crate::wheel::normalize_name;
+use crate::wheel::name::PackageName;
+use crate::wheel::requirement::Requirement;
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum VersionError {
@@ -106,7 +107,7 @@ fn local_text(local: &[LocalSegment]) -> String {
 /// One wheel of a batch, as the batch decisions see it.
 #[derive(Debug, Clone)]
 pub struct BatchMember {
-    pub name: String,
+    pub name: PackageName,
     pub version: String,
     pub content: Content,
     pub requires_dist: Vec<String>,
@@ -124,13 +125,13 @@ pub struct MarkOptions {
 /// Decide every member of a batch: compiled wheels are marked; pure wheels only with
 /// `--mark-pure` or when they require a project the batch marks (transitively).
 pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Result<VersionDecision, VersionError>> {
-    let skip: Vec<String> = options.no_mark.iter().map(|n| normalize_name(n)).collect();
+    let skip: Vec<PackageName> = options.no_mark.iter().map(|n| PackageName::new(n)).collect();
     let mut decisions: Vec<Option<Result<VersionDecision, VersionError>>> = vec![None; members.len()];
     let keep = |m: &BatchMember, reason: &str| {
         Ok(VersionDecision { version: m.version.clone(), new_version: None, reason: reason.into() })
     };
     for (i, m) in members.iter().enumerate() {
-        if skip.contains(&normalize_name(&m.name)) {
+        if skip.contains(&m.name) {
             decisions[i] = Some(keep(m, "left alone by --no-mark"));
         } else if m.content == Content::Compiled || options.mark_pure {
             decisions[i] = Some(mark(&m.version, &options.label));
@@ -138,13 +139,13 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
     }
     // Pure wheels that require a marked project follow it, to a fixed point.
     loop {
-        let marked: Vec<String> = members
+        let marked: Vec<&PackageName> = members
             .iter()
             .zip(&decisions)
             .filter(
                 |(_, d)| matches!(d, Some(Ok(d)) if d.new_version.is_some() || d.reason.starts_with("already marked")),
             )
-            .map(|(m, _)| normalize_name(&m.name))
+            .map(|(m, _)| &m.name)
             .collect();
         let mut changed = false;
         for (i, m) in members.iter().enumerate() {
@@ -152,7 +153,7 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
                 continue;
             }
             if let Some(dep) =
-                m.requires_dist.iter().map(|r| normalize_name(requirement_name(r))).find(|n| marked.contains(n))
+                m.requires_dist.iter().map(|r| Requirement::parse(r).package).find(|n| marked.contains(&n))
             {
                 decisions[i] = Some(mark(&m.version, &options.label).map(|mut d| {
                     d.reason = format!("pure Python requiring `{dep}`, which this batch marks: {}", d.reason);
@@ -176,14 +177,6 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
         .collect()
 }
 
-/// The project name at the start of a requirement. Ex) `triton[x]==3.9.0; python_version>"3"` → `triton`
-pub fn requirement_name(requirement: &str) -> &str {
-    let end = requirement
-        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
-        .unwrap_or(requirement.len());
-    &requirement[..end]
-}
-
 /// The outcome of checking one `Requires-Dist` line against the batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PinRewrite {
@@ -195,31 +188,21 @@ pub struct PinRewrite {
 
 /// Rewrite exact pins (`==` / `===`) that name a batch project at its old version to its new
 /// version, keeping extras and markers. `versions` maps normalised names to (old, new).
-pub fn rewrite_pins(requires_dist: &[String], versions: &BTreeMap<String, (String, String)>) -> Vec<PinRewrite> {
+pub fn rewrite_pins(requires_dist: &[String], versions: &BTreeMap<PackageName, (String, String)>) -> Vec<PinRewrite> {
     let mut out = Vec::new();
     for requirement in requires_dist {
-        let name = normalize_name(requirement_name(requirement));
-        let Some((old, new)) = versions.get(&name) else { continue };
-        let (spec_part, marker) = match requirement.split_once(';') {
-            Some((s, m)) => (s, Some(m)),
-            None => (requirement.as_str(), None),
-        };
-        let Some((op, pinned, range)) = exact_pin(spec_part) else { continue };
+        let parsed = Requirement::parse(requirement);
+        let name = &parsed.package;
+        let Some((old, new)) = versions.get(name) else { continue };
+        let Some(pin) = &parsed.exact else { continue };
+        let (op, pinned) = (pin.op, pin.version);
         if pinned == old.as_str() || Version::from_str(pinned).ok() == Version::from_str(old).ok() {
             if old == new {
                 continue;
             }
-            let mut rewritten = String::new();
-            rewritten.push_str(&spec_part[..range.start]);
-            rewritten.push_str(new);
-            rewritten.push_str(&spec_part[range.end..]);
-            if let Some(m) = marker {
-                rewritten.push(';');
-                rewritten.push_str(m);
-            }
             out.push(PinRewrite {
                 requirement: requirement.clone(),
-                new_requirement: Some(rewritten),
+                new_requirement: parsed.with_pinned_version(new),
                 message: format!("pin {op}{pinned} follows {name} to {new}"),
             });
         } else if pinned == new.as_str() {
@@ -242,21 +225,58 @@ pub fn rewrite_pins(requires_dist: &[String], versions: &BTreeMap<String, (Strin
     out
 }
 
-/// An exact pin in a requirement's specifier part: the operator, the version and its byte range.
-fn exact_pin(spec: &str) -> Option<(&'static str, &str, std::ops::Range<usize>)> {
-    let (op, at) = if let Some(i) = spec.find("===") { ("===", i + 3) } else { ("==", spec.find("==")? + 2) };
-    // Only a single clause is an exact pin (`==1.0,<2` is a range).
-    if spec.contains(',') {
-        return None;
+/// Local-version marking for a batch (`--rocm-version`, `--local-version`).
+#[derive(Debug, Clone)]
+pub struct Marking {
+    pub options: MarkOptions,
+    /// Wheels already published: their versions join the ordering-hazard check.
+    pub index_dir: Option<std::path::PathBuf>,
+}
+
+/// What happens to one wheel's version and pins.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VersionChange {
+    pub local_version: Option<VersionDecision>,
+    pub pins: Vec<PinRewrite>,
+}
+
+impl VersionChange {
+    /// The new version, when the wheel gets one.
+    pub fn new_version(&self) -> Option<&str> {
+        self.local_version.as_ref().and_then(|d| d.new_version.as_deref())
     }
-    let rest = &spec[at..];
-    let start = at + (rest.len() - rest.trim_start().len());
-    let len = spec[start..].find(|c: char| c.is_whitespace() || c == ')').unwrap_or(spec.len() - start);
-    let pinned = &spec[start..start + len];
-    if pinned.is_empty() || pinned.contains('*') {
-        return None;
+}
+
+/// The version changes of a batch (`None`: a wheel that failed to open, skipped), and its
+/// ordering hazards over the batch and what `published` holds (`(name, version)`).
+pub fn decide(
+    members: &[Option<BatchMember>],
+    marking: Option<&Marking>,
+    published: &[(String, String)],
+) -> (Vec<Result<VersionChange, VersionError>>, Vec<OrderingHazard>) {
+    let Some(marking) = marking else {
+        return (members.iter().map(|_| Ok(VersionChange::default())).collect(), Vec::new());
+    };
+    let present: Vec<(usize, &BatchMember)> =
+        members.iter().enumerate().filter_map(|(i, m)| m.as_ref().map(|m| (i, m))).collect();
+    let batch: Vec<BatchMember> = present.iter().map(|(_, m)| (*m).clone()).collect();
+    let decisions = decide_batch(&batch, &marking.options);
+    let mut versions: BTreeMap<PackageName, (String, String)> = BTreeMap::new();
+    for (m, d) in batch.iter().zip(&decisions) {
+        if let Ok(d) = d {
+            versions.insert(m.name.clone(), (m.version.clone(), d.new_version.clone().unwrap_or(m.version.clone())));
+        }
     }
-    Some((op, pinned, start..start + len))
+    let mut changes: Vec<Result<VersionChange, VersionError>> =
+        members.iter().map(|_| Ok(VersionChange::default())).collect();
+    for ((index, member), decision) in present.iter().zip(decisions) {
+        changes[*index] = decision
+            .map(|d| VersionChange { local_version: Some(d), pins: rewrite_pins(&member.requires_dist, &versions) });
+    }
+    // The hazard: this batch's new versions plus what is already published.
+    let mut all: Vec<(String, String)> = versions.iter().map(|(n, (_, new))| (n.to_string(), new.clone())).collect();
+    all.extend(published.iter().cloned());
+    (changes, ordering_hazards(&all))
 }
 
 /// Replace the value of the first `Version:` header and whole `Requires-Dist:` values in a
@@ -312,7 +332,7 @@ pub fn ordering_hazards(versions: &[(String, String)]) -> Vec<OrderingHazard> {
         let Ok(parsed) = Version::from_str(version) else { continue };
         let Some(rocm) = rocm_release(parsed.local()) else { continue };
         let public = parsed.clone().without_local().to_string();
-        let entry = groups.entry((normalize_name(name), public)).or_default();
+        let entry = groups.entry((PackageName::new(name).to_string(), public)).or_default();
         if !entry.iter().any(|(_, _, v)| v == version) {
             entry.push((parsed, rocm, version.clone()));
         }
@@ -419,7 +439,7 @@ mod tests {
     #[test]
     fn pure_wheels_follow_what_they_require() {
         let member = |name: &str, version: &str, content, requires: &[&str]| BatchMember {
-            name: name.into(),
+            name: PackageName::new(name),
             version: version.into(),
             content,
             requires_dist: requires.iter().map(|s| s.to_string()).collect(),
@@ -455,9 +475,9 @@ mod tests {
 
     #[test]
     fn exact_pins_follow_their_project() {
-        let versions: BTreeMap<String, (String, String)> = [
-            ("triton".to_string(), ("3.9.0+gitaad2a60d".to_string(), "3.9.0+gitaad2a60d.rocm10.1.0".to_string())),
-            ("amd-aiter".to_string(), ("0.1.29".to_string(), "0.1.29+rocm10.1.0".to_string())),
+        let versions: BTreeMap<PackageName, (String, String)> = [
+            (PackageName::new("triton"), ("3.9.0+gitaad2a60d".to_string(), "3.9.0+gitaad2a60d.rocm10.1.0".to_string())),
+            (PackageName::new("amd-aiter"), ("0.1.29".to_string(), "0.1.29+rocm10.1.0".to_string())),
         ]
         .into();
         let requires = [

@@ -1,0 +1,468 @@
+//! Linkage: what the host binaries need and where the loader finds it — inside the wheel
+//! through `$ORIGIN` RPATH/RUNPATH entries, on this machine, or nowhere — with the closure of
+//! what those libraries need in turn.
+//!
+//! The search follows glibc's loader. For a DT_NEEDED entry of object O, `ld.so` searches: the
+//! DT_RPATH of O and of the objects that loaded it (only when O has no DT_RUNPATH),
+//! `LD_LIBRARY_PATH`, O's own DT_RUNPATH, the directories of `/etc/ld.so.conf` (the cache),
+//! then the default directories. auditwheel puts RUNPATH before `LD_LIBRARY_PATH` and lets the
+//! top object's RUNPATH leak into indirect dependencies (auditwheel #737); wheelfix follows the
+//! loader.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{Analysis, AnalyzeOptions};
+use crate::elf::ElfFacts;
+use crate::elf::header::ElfIdent;
+use crate::platform::Libc;
+use crate::policy::PolicySet;
+use crate::wheel::Wheel;
+
+/// Where to look for libraries outside the wheel.
+#[derive(Debug, Clone, Default)]
+pub struct LibrarySearch {
+    /// `LD_LIBRARY_PATH` (dropped when `--ldpaths` is given, as auditwheel does).
+    pub env_dirs: Vec<PathBuf>,
+    /// `/etc/ld.so.conf` directories then the defaults, or `--ldpaths`.
+    pub system_dirs: Vec<PathBuf>,
+}
+
+/// The search path entries of one object, `$ORIGIN` already expanded.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectPaths {
+    pub rpath: Vec<PathBuf>,
+    pub runpath: Vec<PathBuf>,
+}
+
+impl LibrarySearch {
+    /// The machine's search path, or `--ldpaths A:B` in place of the system part.
+    pub fn from_environment(ldpaths: Option<&str>) -> Self {
+        match ldpaths {
+            Some(paths) => LibrarySearch { env_dirs: Vec::new(), system_dirs: split_paths(paths) },
+            None => {
+                let env_dirs = std::env::var("LD_LIBRARY_PATH").map(|v| split_paths(&v)).unwrap_or_default();
+                let mut system_dirs = Vec::new();
+                read_ld_so_conf(Path::new("/etc/ld.so.conf"), &mut system_dirs, 0);
+                for default in ["/lib64", "/usr/lib64", "/lib", "/usr/lib"] {
+                    system_dirs.push(PathBuf::from(default));
+                }
+                dedup(&mut system_dirs);
+                LibrarySearch { env_dirs, system_dirs }
+            }
+        }
+    }
+
+    /// The directories searched for a DT_NEEDED entry of `object`, whose loaders (nearest first)
+    /// are `loaders`, in the loader's order.
+    pub fn directories(&self, object: &ObjectPaths, loaders: &[&ObjectPaths]) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if object.runpath.is_empty() {
+            dirs.extend(object.rpath.iter().cloned());
+            for loader in loaders {
+                if loader.runpath.is_empty() {
+                    dirs.extend(loader.rpath.iter().cloned());
+                }
+            }
+        }
+        dirs.extend(self.env_dirs.iter().cloned());
+        dirs.extend(object.runpath.iter().cloned());
+        dirs.extend(self.system_dirs.iter().cloned());
+        dedup(&mut dirs);
+        dirs
+    }
+
+    /// The first `dir/soname` that exists and whose ELF header matches `want`
+    /// (class, byte order, machine).
+    pub fn find(&self, soname: &str, dirs: &[PathBuf], want: &ElfIdent) -> Option<PathBuf> {
+        dirs.iter().map(|d| d.join(soname)).find(|candidate| ElfIdent::of_file(candidate).is_some_and(|k| k == *want))
+    }
+}
+
+fn split_paths(value: &str) -> Vec<PathBuf> {
+    value.split(':').filter(|p| !p.is_empty()).map(PathBuf::from).collect()
+}
+
+fn dedup(dirs: &mut Vec<PathBuf>) {
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
+}
+
+/// `/etc/ld.so.conf`: one directory per line, `include GLOB` lines, `#` comments.
+fn read_ld_so_conf(path: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+    if depth > 8 {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(pattern) = line.strip_prefix("include").filter(|r| r.starts_with([' ', '\t'])) {
+            let pattern = pattern.trim();
+            let pattern = if pattern.starts_with('/') {
+                PathBuf::from(pattern)
+            } else {
+                path.parent().unwrap_or(Path::new("/")).join(pattern)
+            };
+            for file in glob_files(&pattern) {
+                read_ld_so_conf(&file, out, depth + 1);
+            }
+        } else {
+            out.push(PathBuf::from(line));
+        }
+    }
+}
+
+/// Files matching a glob whose wildcards are only in the last component (`/etc/ld.so.conf.d/*.conf`).
+fn glob_files(pattern: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (pattern.parent(), pattern.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    let Ok(matcher) = globset::Glob::new(name).map(|g| g.compile_matcher()) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_str().is_some_and(|n| matcher.is_match(n)))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// `$ORIGIN` / `${ORIGIN}` replaced by `origin`; other entries as they are.
+pub fn expand_origin(entry: &str, origin: &str) -> String {
+    entry.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+}
+
+/// An RPATH/RUNPATH entry relative to the object's own directory. Ex) `$ORIGIN/../lib`
+pub fn is_origin_relative(entry: &str) -> bool {
+    entry.contains("$ORIGIN") || entry.contains("${ORIGIN}")
+}
+
+/// Normalise `a/b/../c` → `a/c`; `None` when the path climbs above the root.
+pub fn normalize(path: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// The dynamic loader itself: every process has it.
+fn is_loader(soname: &str) -> bool {
+    soname.starts_with("ld-linux")
+        || soname.starts_with("ld64.so.")
+        || soname.starts_with("ld-musl-")
+        || soname == "ld.so.1"
+}
+
+/// `libpython3.12.so.1.0`, `libpython2.7m.so`
+pub fn is_libpython(soname: &str) -> bool {
+    let Some(rest) = soname.strip_prefix("libpython") else {
+        return false;
+    };
+    let Some((version, tail)) = rest.split_once(".so") else {
+        return false;
+    };
+    let version = version.strip_suffix('m').unwrap_or(version);
+    let numeric = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    version.split_once('.').is_some_and(|(a, b)| numeric(a) && numeric(b))
+        && (tail.is_empty() || tail.strip_prefix('.').is_some_and(|t| t.split('.').all(numeric)))
+}
+
+/// A library some binary needs that the wheel does not contain.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ExternalLib {
+    pub soname: String,
+    /// Where it resolved on this machine, if it did.
+    pub path: Option<String>,
+    /// Why the environment provides it (a ROCm library, `--exclude`), if it does.
+    pub excluded: Option<String>,
+    /// Wheel members (or other external libraries) that need it.
+    pub needed_by: BTreeSet<String>,
+    /// Needed directly by a binary of the wheel (not only by another external library).
+    pub direct: bool,
+    /// The resolved file's own DT_NEEDED entries.
+    pub needs: Vec<String>,
+    /// The resolved file's `.gnu.version_r`.
+    #[serde(skip)]
+    pub version_needs: Vec<crate::elf::VersionNeed>,
+    #[serde(skip)]
+    pub x86_isa_needed: Option<u32>,
+    /// `libpythonX.Y.so`: never vendored, `repair` removes the dependency.
+    pub libpython: bool,
+    /// The directories searched for it, in order (for the error when it is not found).
+    #[serde(skip)]
+    pub searched: Vec<String>,
+}
+
+/// The identity of an ELF file that decides which libraries it can load.
+fn ident_of(f: &ElfFacts) -> ElfIdent {
+    ElfIdent { is_64: f.is_64, little_endian: f.little_endian, machine: f.machine }
+}
+
+/// Resolve what the host binaries need, into [`Analysis::external`]: inside the wheel first,
+/// then on this machine, for the policy family `set` (its libc's rules, and the libraries even
+/// its most compatible policy takes from the system, whose own needs are not walked).
+pub fn resolve(wheel: &Wheel, analysis: &mut Analysis, set: &PolicySet, options: &AnalyzeOptions) {
+    if analysis.binaries.is_empty() {
+        return;
+    }
+    let inside = resolve_inside(wheel, analysis);
+    analysis.external = resolve_outside(analysis, &inside, set, options);
+}
+
+/// How the binaries find one another inside the wheel.
+struct Inside {
+    /// Per binary: needed soname → the binary it resolves to.
+    resolved: Vec<BTreeMap<String, usize>>,
+    /// Per binary: the binaries that load it.
+    loaders: Vec<BTreeSet<usize>>,
+}
+
+/// Resolve each binary's DT_NEEDED entries inside the wheel, as the loader would through its
+/// `$ORIGIN` RPATH/RUNPATH (inheriting the loaders' RPATH), to a fixed point: resolving a
+/// dependency inside the wheel makes its loader's RPATH available to it.
+fn resolve_inside(wheel: &Wheel, analysis: &Analysis) -> Inside {
+    let facts: Vec<&ElfFacts> = analysis.binaries.iter().map(|b| analysis.binary(b).1).collect();
+    let paths: Vec<&str> = analysis.binaries.iter().map(|b| analysis.binary(b).0).collect();
+    // Host binaries by install path.
+    let installed: HashMap<String, usize> =
+        paths.iter().enumerate().filter_map(|(i, p)| wheel.install_path(p).map(|p| (p, i))).collect();
+
+    // Each binary's $ORIGIN-relative search directories inside the wheel.
+    struct Dirs {
+        rpath: Vec<String>,
+        runpath: Vec<String>,
+    }
+    let wheel_dirs = |entries: &[String], origin: &str| -> Vec<String> {
+        entries.iter().filter(|e| is_origin_relative(e)).filter_map(|e| normalize(&expand_origin(e, origin))).collect()
+    };
+    let dirs: Vec<Dirs> = paths
+        .iter()
+        .zip(&facts)
+        .map(|(path, f)| {
+            let origin =
+                wheel.install_path(path).map(|p| p.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default());
+            match origin {
+                Some(o) => Dirs { rpath: wheel_dirs(&f.rpath, &o), runpath: wheel_dirs(&f.runpath, &o) },
+                None => Dirs { rpath: Vec::new(), runpath: Vec::new() },
+            }
+        })
+        .collect();
+
+    let n = facts.len();
+    let mut loaders: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    let mut resolved: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(); n];
+    loop {
+        let mut changed = false;
+        for i in 0..n {
+            let mut search: Vec<&String> = Vec::new();
+            if dirs[i].runpath.is_empty() {
+                search.extend(&dirs[i].rpath);
+                let mut stack: Vec<usize> = loaders[i].iter().copied().collect();
+                let mut seen = BTreeSet::new();
+                while let Some(l) = stack.pop() {
+                    if !seen.insert(l) {
+                        continue;
+                    }
+                    if dirs[l].runpath.is_empty() {
+                        search.extend(&dirs[l].rpath);
+                    }
+                    stack.extend(loaders[l].iter().copied());
+                }
+            }
+            search.extend(&dirs[i].runpath);
+            for soname in &facts[i].needed {
+                if resolved[i].contains_key(soname) {
+                    continue;
+                }
+                let hit = search.iter().find_map(|d| {
+                    let candidate = if d.is_empty() { soname.clone() } else { format!("{d}/{soname}") };
+                    installed.get(&candidate).copied().filter(|&j| ident_of(facts[j]) == ident_of(facts[i]))
+                });
+                if let Some(j) = hit {
+                    resolved[i].insert(soname.clone(), j);
+                    changed |= loaders[j].insert(i);
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    Inside { resolved, loaders }
+}
+
+/// Everything not resolved inside the wheel: found on this machine, excluded, or missing, and
+/// the closure of what those libraries need (not through libraries every policy allows).
+fn resolve_outside(
+    analysis: &Analysis,
+    inside: &Inside,
+    set: &PolicySet,
+    options: &AnalyzeOptions,
+) -> BTreeMap<String, ExternalLib> {
+    let facts: Vec<&ElfFacts> = analysis.binaries.iter().map(|b| analysis.binary(b).1).collect();
+    let paths: Vec<&str> = analysis.binaries.iter().map(|b| analysis.binary(b).0).collect();
+    let mut external: BTreeMap<String, ExternalLib> = BTreeMap::new();
+    let mut queue: Vec<(String, ObjectPaths)> = Vec::new();
+    let always_whitelisted = &set.policies[0].lib_whitelist;
+    // On Android the interpreter provides libpython (auditwheel's android rule); every musl
+    // system provides musl's C library, under either name its loader answers to.
+    let provided = |s: &str| {
+        is_loader(s)
+            || (set.libc == Libc::Android && is_libpython(s))
+            || (set.libc == Libc::Musl && crate::platform::is_musl_libc(s))
+    };
+    let absolute = |entries: &[String]| -> Vec<PathBuf> {
+        entries.iter().filter(|e| e.starts_with('/')).map(PathBuf::from).collect()
+    };
+    for (i, f) in facts.iter().enumerate() {
+        for soname in f.needed.iter().filter(|s| !inside.resolved[i].contains_key(*s) && !provided(s)) {
+            let lib = external
+                .entry(soname.clone())
+                .or_insert_with(|| ExternalLib { soname: soname.clone(), ..Default::default() });
+            lib.direct = true;
+            lib.needed_by.insert(paths[i].to_string());
+            if lib.path.is_some() || lib.excluded.is_some() || lib.libpython {
+                continue;
+            }
+            // System search: absolute RPATH/RUNPATH entries of the binary and its loaders.
+            let object = ObjectPaths { rpath: absolute(&f.rpath), runpath: absolute(&f.runpath) };
+            let loader_paths: Vec<ObjectPaths> = inside.loaders[i]
+                .iter()
+                .map(|&l| ObjectPaths { rpath: absolute(&facts[l].rpath), runpath: absolute(&facts[l].runpath) })
+                .collect();
+            let dirs = options.search.directories(&object, &loader_paths.iter().collect::<Vec<_>>());
+            describe_external(lib, &dirs, ident_of(f), options, always_whitelisted, &mut queue);
+        }
+    }
+
+    // The closure: what those libraries need in turn (not through whitelisted ones).
+    let want = facts.first().map(|f| ident_of(f));
+    while let Some((parent, parent_paths)) = queue.pop() {
+        let Some(want) = want else { break };
+        let needs = external.get(&parent).map(|l| l.needs.clone()).unwrap_or_default();
+        for soname in needs.iter().filter(|s| !is_loader(s)) {
+            if let Some(lib) = external.get_mut(soname) {
+                lib.needed_by.insert(parent.clone());
+                continue;
+            }
+            let mut lib = ExternalLib { soname: soname.clone(), ..Default::default() };
+            lib.needed_by.insert(parent.clone());
+            let dirs = options.search.directories(&parent_paths, &[]);
+            describe_external(&mut lib, &dirs, want, options, always_whitelisted, &mut queue);
+            external.insert(soname.clone(), lib);
+        }
+    }
+    external
+}
+
+/// Fill in where an external library comes from; queue it for the closure walk when its own
+/// needs matter.
+fn describe_external(
+    lib: &mut ExternalLib,
+    dirs: &[PathBuf],
+    want: ElfIdent,
+    options: &AnalyzeOptions,
+    always_whitelisted: &BTreeSet<String>,
+    queue: &mut Vec<(String, ObjectPaths)>,
+) {
+    if is_libpython(&lib.soname) {
+        lib.libpython = true;
+        return;
+    }
+    if let Some(reason) = options.exclude.reason(&lib.soname, None) {
+        lib.excluded = Some(reason);
+        return;
+    }
+    lib.searched = dirs.iter().map(|d| d.display().to_string()).collect();
+    let Some(path) = options.search.find(&lib.soname, dirs, &want) else {
+        return;
+    };
+    let display = path.display().to_string();
+    if let Some(reason) = options.exclude.reason(&lib.soname, Some(&display)) {
+        lib.excluded = Some(reason);
+        lib.path = Some(display);
+        return;
+    }
+    lib.path = Some(display);
+    if always_whitelisted.contains(&lib.soname) {
+        return;
+    }
+    // Read the library's own facts: its needs, symbol versions and ISA level.
+    let Ok(data) = std::fs::read(&path) else {
+        return;
+    };
+    let Ok(facts) = ElfFacts::parse(&data) else {
+        return;
+    };
+    lib.needs = facts.needed.clone();
+    lib.version_needs = facts.version_needs.clone();
+    lib.x86_isa_needed = facts.x86_isa_needed;
+    let origin = path.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let expand = |entries: &[String]| entries.iter().map(|e| PathBuf::from(expand_origin(e, &origin))).collect();
+    let own = ObjectPaths { rpath: expand(&facts.rpath), runpath: expand(&facts.runpath) };
+    queue.push((lib.soname.clone(), own));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_libpython() {
+        assert!(is_libpython("libpython3.12.so.1.0"));
+        assert!(is_libpython("libpython2.7m.so"));
+        assert!(!is_libpython("libpython3.so"));
+        assert!(!is_libpython("libpythonx.so"));
+    }
+
+    #[test]
+    fn normalizes_relative_paths() {
+        assert_eq!(normalize("torch/lib/../_C").as_deref(), Some("torch/_C"));
+        assert_eq!(normalize("a/../../b"), None);
+    }
+
+    #[test]
+    fn rpath_of_loaders_only_without_runpath() {
+        let search = LibrarySearch { env_dirs: vec!["/env".into()], system_dirs: vec!["/usr/lib".into()] };
+        let object = ObjectPaths { rpath: vec!["/rpath".into()], runpath: vec![] };
+        let loader = ObjectPaths { rpath: vec!["/loader".into()], runpath: vec![] };
+        let dirs = search.directories(&object, &[&loader]);
+        assert_eq!(dirs, [PathBuf::from("/rpath"), "/loader".into(), "/env".into(), "/usr/lib".into()]);
+
+        let with_runpath = ObjectPaths { rpath: vec!["/ignored".into()], runpath: vec!["/runpath".into()] };
+        let dirs = search.directories(&with_runpath, &[&loader]);
+        assert_eq!(dirs, [PathBuf::from("/env"), "/runpath".into(), "/usr/lib".into()]);
+    }
+
+    #[test]
+    fn reads_ld_so_conf_includes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("conf.d")).unwrap();
+        std::fs::write(dir.path().join("conf.d/a.conf"), "/opt/a\n# comment\n").unwrap();
+        std::fs::write(dir.path().join("conf.d/b.conf"), "/opt/b\n").unwrap();
+        std::fs::write(dir.path().join("ld.so.conf"), "include conf.d/*.conf\n/opt/c # trailing\n").unwrap();
+        let mut out = Vec::new();
+        read_ld_so_conf(&dir.path().join("ld.so.conf"), &mut out, 0);
+        assert_eq!(out, [PathBuf::from("/opt/a"), "/opt/b".into(), "/opt/c".into()]);
+    }
+}

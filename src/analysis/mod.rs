@@ -1,0 +1,391 @@
+//! Analysis: from an opened wheel to plain facts about its members, its host binaries and the
+//! libraries they need. No verdict here: the verdict is computed from these facts and the
+//! policies ([`crate::policy::verdict`]).
+//!
+//! [`scan`] reads every member once, in parallel (its first bytes when that is enough to
+//! classify it, else inflated whole), hashes it against RECORD when asked, and parses it if it is
+//! an ELF file; [`linkage::resolve`] then finds what the host binaries need, inside the wheel
+//! and on this machine.
+
+pub mod linkage;
+
+use std::collections::BTreeMap;
+
+use crate::elf::ElfFacts;
+use crate::elf::gpu::{self, GpuCode};
+use crate::elf::header::{ElfIdent, ForeignFormat};
+use crate::exclude::ExcludeList;
+use crate::platform::{Arch, Libc, machine_name};
+use crate::policy::Policies;
+use crate::progress::Progress;
+use crate::wheel::platform_tag::PlatformTag;
+use crate::wheel::{MemberDigest, RecordFinding, RecordProblem, Wheel, WheelError};
+use linkage::{ExternalLib, LibrarySearch};
+
+/// What an analysis reads and where it looks for libraries, shared by every wheel of a run.
+#[derive(Debug, Clone)]
+pub struct AnalyzeOptions {
+    pub policies: Policies,
+    pub exclude: ExcludeList,
+    pub search: LibrarySearch,
+    /// Check every member's hash against RECORD while reading.
+    pub verify_hashes: bool,
+    /// Hash the members whose RECORD row cannot be written again as it is (the writing
+    /// commands need a true RECORD).
+    pub hash_for_record: bool,
+}
+
+impl AnalyzeOptions {
+    pub fn new(policies: Policies, exclude: ExcludeList, search: LibrarySearch) -> Self {
+        AnalyzeOptions { policies, exclude, search, verify_hashes: false, hash_for_record: false }
+    }
+}
+
+/// A note about one file: why it was skipped or what is odd about it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct Note {
+    pub file: String,
+    pub message: String,
+}
+
+/// One host ELF file of the wheel (any architecture; device code is not host code).
+#[derive(Debug, Clone)]
+pub struct ElfMember {
+    pub path: String,
+    pub facts: ElfFacts,
+}
+
+/// A host binary the policies judge: an ELF file of the wheel's own platform.
+#[derive(Debug, Clone, Copy)]
+pub struct HostBinary {
+    /// Index into [`Analysis::elf`].
+    pub elf: usize,
+    pub is_extension: bool,
+}
+
+/// How many host binaries of each executable format a wheel holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BinaryFormats {
+    pub elf: usize,
+    pub pe: usize,
+    #[serde(rename = "mach-o")]
+    pub mach_o: usize,
+}
+
+impl BinaryFormats {
+    pub fn total(&self) -> usize {
+        self.elf + self.pe + self.mach_o
+    }
+}
+
+/// Every fact the verdict and the reports are computed from.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// Architecture of the wheel (from its tags, else from its first host binary).
+    pub arch: Option<Arch>,
+    pub libc: Libc,
+    /// Every host ELF file parsed, in archive order.
+    pub elf: Vec<ElfMember>,
+    /// The host binaries of the wheel's platform, in archive order.
+    pub binaries: Vec<HostBinary>,
+    /// Device code, per member that carries some, in archive order.
+    pub gpu: Vec<GpuCode>,
+    pub notes: Vec<Note>,
+    /// Why no policy applies although the wheel has host binaries (a Windows or macOS wheel,
+    /// an Android wheel, or binaries only for architectures no policy covers).
+    pub unaudited: Option<String>,
+    /// Host binaries by format, GPU code objects not counted.
+    pub binary_formats: BinaryFormats,
+    /// The sha256 of every member that was hashed, by member index.
+    pub digests: Vec<Option<[u8; 32]>>,
+    /// Where RECORD and the archive disagree: the wheel's own findings, plus hash mismatches
+    /// found while reading.
+    pub record_findings: Vec<RecordFinding>,
+    /// Every member's hash was checked against RECORD (all rows checkable, all matched or
+    /// reported).
+    pub hashes_checked: bool,
+    /// The libraries the host binaries need, resolved (filled by [`linkage::resolve`]).
+    pub external: BTreeMap<String, ExternalLib>,
+}
+
+impl Analysis {
+    /// No host binary of any format: a pure wheel as far as platform tags go.
+    pub fn is_pure(&self) -> bool {
+        self.binaries.is_empty() && self.unaudited.is_none() && self.binary_formats.total() == 0
+    }
+
+    /// Path and facts of a host binary.
+    pub fn binary(&self, binary: &HostBinary) -> (&str, &ElfFacts) {
+        let member = &self.elf[binary.elf];
+        (&member.path, &member.facts)
+    }
+
+    /// Pure Python: no host binary and no device code.
+    pub fn has_no_code(&self) -> bool {
+        self.elf.is_empty() && self.gpu.is_empty()
+    }
+
+    /// Base GPU target names across files, sorted and unique. Ex) [`gfx942`, `gfx950`]
+    pub fn gpu_targets(&self) -> Vec<String> {
+        let mut targets: Vec<String> = self.gpu.iter().flat_map(|g| g.base_targets().map(str::to_string)).collect();
+        targets.sort();
+        targets.dedup();
+        targets
+    }
+}
+
+/// The first bytes of a member, enough to recognise what it is (a PE file's signature lies
+/// at the offset its DOS header gives, within the first few hundred bytes).
+const HEAD: usize = 512;
+
+/// Read, hash and parse every member, then derive the wheel's facts. Libraries are resolved
+/// later, once the policies that apply are known ([`linkage::resolve`]).
+pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) -> Result<Analysis, WheelError> {
+    let members = wheel.archive.members();
+    let scans = crate::parallel::each_member(
+        members,
+        |index| scan_member(wheel, index, options),
+        |m| progress.advance(m.compressed_size),
+    )?;
+
+    let mut notes = Vec::new();
+    if let Some(message) = &wheel.name_mismatch {
+        notes.push(Note { file: format!("{}/METADATA", wheel.dist_info), message: message.clone() });
+    }
+    let mut elf = Vec::new();
+    let mut gpu_code = Vec::new();
+    let mut digests = vec![None; members.len()];
+    let mut record_findings = wheel.record_findings.clone();
+    let mut formats = BinaryFormats::default();
+    for scanned in scans {
+        let path = &members[scanned.index].name;
+        digests[scanned.index] = scanned.digest;
+        record_findings.extend(scanned.finding);
+        match scanned.format {
+            Some(ForeignFormat::Pe) => formats.pe += 1,
+            Some(ForeignFormat::MachO) => formats.mach_o += 1,
+            None => {}
+        }
+        if let Some(facts) = scanned.elf {
+            formats.elf += 1;
+            elf.push(ElfMember { path: path.to_string(), facts });
+        }
+        if let Some(code) = scanned.gpu {
+            gpu_code.push(code);
+        }
+        if let Some(message) = scanned.note {
+            notes.push(Note { file: path.to_string(), message });
+        }
+    }
+    record_findings.sort();
+    let hashes_checked = options.verify_hashes
+        && !record_findings.iter().any(|f| {
+            matches!(f.problem, RecordProblem::NoHash | RecordProblem::UnverifiableHash | RecordProblem::NotInRecord)
+        });
+
+    let claimed = &wheel.filename.platform_tags;
+    let arch = claimed.iter().find_map(PlatformTag::arch).or_else(|| elf.iter().find_map(|m| m.facts.arch()));
+    let libc = claimed
+        .iter()
+        .find_map(PlatformTag::libc)
+        .or_else(|| elf.iter().find_map(|m| m.facts.libc()))
+        .or_else(|| elf.iter().find_map(|m| libc_from_file_name(&m.path)))
+        .unwrap_or(Libc::Glibc);
+
+    let mut binaries = Vec::new();
+    for (index, member) in elf.iter().enumerate() {
+        let (path, facts) = (&member.path, &member.facts);
+        let elf_arch = facts.arch();
+        let elf_libc = facts.libc().or_else(|| libc_from_file_name(path));
+        if elf_arch.is_none() {
+            notes.push(Note {
+                file: path.clone(),
+                message: format!("ignored: {} is an architecture no policy covers", machine_name(facts.machine)),
+            });
+        } else if elf_arch != arch {
+            let want = arch.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into());
+            notes.push(Note {
+                file: path.clone(),
+                message: format!(
+                    "ignored: built for {}, the wheel is for {want}",
+                    elf_arch.map(|a| a.to_string()).unwrap_or_default()
+                ),
+            });
+        } else if let Some(other) = elf_libc.filter(|l| *l != libc && !(libc == Libc::Android && *l == Libc::Musl)) {
+            notes.push(Note {
+                file: path.clone(),
+                message: format!("ignored: linked against {}, the wheel is for {}", other.as_str(), libc.as_str()),
+            });
+        } else {
+            binaries.push(HostBinary { elf: index, is_extension: is_python_extension(path, facts) });
+        }
+    }
+
+    let mut analysis = Analysis {
+        arch,
+        libc,
+        elf,
+        binaries,
+        gpu: gpu_code,
+        notes,
+        unaudited: None,
+        binary_formats: formats,
+        digests,
+        record_findings,
+        hashes_checked,
+        external: BTreeMap::new(),
+    };
+    analysis.unaudited = unaudited(wheel, &analysis, &options.policies);
+    if analysis.unaudited.is_some() {
+        analysis.binaries.clear();
+    }
+    analysis.notes.sort();
+    Ok(analysis)
+}
+
+/// Why no policy applies to a wheel that has binaries, if none does: a Windows or macOS
+/// wheel, an Android tag no android policy covers, binaries of no platform a policy names.
+fn unaudited(wheel: &Wheel, analysis: &Analysis, policies: &Policies) -> Option<String> {
+    let claimed = &wheel.filename.platform_tags;
+    let formats = &analysis.binary_formats;
+    if let Some(os) = claimed.iter().map(PlatformTag::os).find(|o| *o != crate::platform::Os::Any)
+        && !os.has_policies()
+    {
+        return (formats.total() > 0).then(|| format!("{} wheel: no manylinux/musllinux policy applies", os.name()));
+    }
+    let android = claimed.iter().any(|t| t.libc() == Some(Libc::Android));
+    if android && !analysis.binaries.is_empty() && policies.for_wheel(wheel, analysis, None).is_none() {
+        return Some("an Android wheel whose tag names no API level an android policy covers".into());
+    }
+    let foreign_elf = !analysis.elf.is_empty();
+    if analysis.binaries.is_empty() && (foreign_elf || formats.total() > 0) {
+        let tag = claimed.iter().find(|t| !t.is_any()).map(|t| t.to_string()).unwrap_or_else(|| "any".into());
+        return Some(if formats.pe + formats.mach_o > 0 && !foreign_elf {
+            format!(
+                "the binaries of this `{tag}` wheel are PE or Mach-O files, which no manylinux or musllinux policy covers"
+            )
+        } else {
+            format!("no manylinux or musllinux policy covers the binaries of this `{tag}` wheel")
+        });
+    }
+    None
+}
+
+/// What one member turned out to be.
+struct Scanned {
+    index: usize,
+    /// A host binary's facts.
+    elf: Option<ElfFacts>,
+    /// A PE or Mach-O binary.
+    format: Option<ForeignFormat>,
+    /// Device code it carries.
+    gpu: Option<GpuCode>,
+    /// Something odd about it, for the report.
+    note: Option<String>,
+    /// Its sha256, when it was hashed.
+    digest: Option<[u8; 32]>,
+    /// A hash that does not match RECORD.
+    finding: Option<RecordFinding>,
+}
+
+/// Read one member as far as needed: its first bytes tell whether it is ELF, PE, Mach-O or a
+/// device-code container; only those are inflated whole, and every member that must be
+/// hashed (all of them, when hashes are verified).
+fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<Scanned, WheelError> {
+    let archive = &wheel.archive;
+    let member = &archive.members()[index];
+    let mut scanned = Scanned { index, elf: None, format: None, gpu: None, note: None, digest: None, finding: None };
+    if member.is_dir() {
+        return Ok(scanned);
+    }
+    let hash = !wheel.is_record_file(&member.name)
+        && (options.verify_hashes || (options.hash_for_record && !wheel.row_is_reusable(member)));
+    let mut data = None;
+    if hash {
+        let bytes = archive.read(member)?;
+        let digest = digest(&bytes, wheel.extra_algorithm(member));
+        if options.verify_hashes {
+            scanned.finding = wheel.check_digest(member, &digest);
+        }
+        scanned.digest = Some(digest.sha256);
+        data = Some(bytes);
+    }
+    let head = match &data {
+        Some(bytes) => bytes[..bytes.len().min(HEAD)].to_vec(),
+        None => archive.peek(member, HEAD)?,
+    };
+    if let Some(ident) = ElfIdent::parse(&head) {
+        if ident.is_gpu() {
+            // Device code: the header says everything we report; never a host binary.
+            match gpu::code_object_from_header(&member.name, &head) {
+                Some(code) => scanned.gpu = Some(code),
+                None => scanned.note = Some("skipped: a GPU ELF file too short to read its header".into()),
+            }
+            return Ok(scanned);
+        }
+        let data = match data {
+            Some(d) => d,
+            None => archive.read(member)?,
+        };
+        // A broken host binary leaves the tag unknowable: the wheel fails.
+        let facts = ElfFacts::parse(&data)
+            .map_err(|e| WheelError::BadElf { path: member.name.to_string(), message: e.to_string() })?;
+        scanned.gpu = gpu::host_binary(&member.name, &facts, &data);
+        scanned.elf = Some(facts);
+        return Ok(scanned);
+    }
+    if head.starts_with(crate::elf::header::ELF_MAGIC) {
+        // Too short to say its machine: parsing it gives the error that names it.
+        let data = match data {
+            Some(d) => d,
+            None => archive.read(member)?,
+        };
+        let error =
+            ElfFacts::parse(&data).err().map(|e| e.to_string()).unwrap_or_else(|| "a truncated ELF header".into());
+        return Err(WheelError::BadElf { path: member.name.to_string(), message: error });
+    }
+    scanned.format = ForeignFormat::sniff(&head);
+    if gpu::is_container_magic(&head) {
+        let data = match data {
+            Some(d) => d,
+            None => archive.read(member)?,
+        };
+        scanned.gpu = gpu::container_file(&member.name, &data);
+    }
+    Ok(scanned)
+}
+
+/// sha256 of a member's content, and the digest in its RECORD row's algorithm when that is
+/// another one.
+fn digest(data: &[u8], extra: Option<crate::wheel::record::HashAlgorithm>) -> MemberDigest {
+    use sha2::{Digest, Sha256};
+    let other = extra.map(|algorithm| {
+        let mut hasher = algorithm.hasher();
+        hasher.update(data);
+        hasher.finish()
+    });
+    MemberDigest { sha256: Sha256::digest(data).into(), other }
+}
+
+/// The libc an extension's platform suffix names. Ex) `_x.cpython-312-x86_64-linux-musl.so` → musl
+fn libc_from_file_name(path: &str) -> Option<Libc> {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    if file.contains("-linux-musl") {
+        Some(Libc::Musl)
+    } else if file.contains("-linux-gnu") {
+        Some(Libc::Glibc)
+    } else {
+        None
+    }
+}
+
+/// auditwheel's test: a defined function `PyInit_<module>` (or `init<module>` for Python 2,
+/// `_cffi_pypyinit_<module>` for PyPy), where the module is the file name up to its first dot.
+fn is_python_extension(path: &str, facts: &ElfFacts) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let module = file.split('.').next().unwrap_or(file);
+    facts.init_functions.iter().any(|f| {
+        f.strip_prefix("PyInit_").or_else(|| f.strip_prefix("_cffi_pypyinit_")).or_else(|| f.strip_prefix("init"))
+            == Some(module)
+    })
+}

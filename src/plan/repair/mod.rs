@@ -1,0 +1,91 @@
+//! `repair`: vendor the external libraries a wheel needs into `<dist>.libs/` and patch every
+//! ELF file that needs them, as edits to the wheel's plan, in the steps auditwheel names:
+//! [`find`] the libraries to vendor, [`copy`] them in under new names, [`patch`] the wheel's own
+//! files, with the [`rpath`] that reaches the copies.
+//!
+//! Naming follows auditwheel so that both tools produce the same files: `<stem>-<first 8 hex of
+//! the sha256 of the original file>.<rest>` from the resolved file's real name
+//! (`libfoo.so.1.2` → `libfoo-0a1b2c3d.so.1.2`), SONAME set to that name, DT_RPATH
+//! `$ORIGIN/<path to the libs dir>` on every file that needs a vendored library.
+
+pub mod copy;
+pub mod find;
+pub mod patch;
+pub mod rpath;
+
+use crate::analysis::Analysis;
+use crate::elf::patch::{PatchError, Patcher};
+use crate::policy::verdict::Judgement;
+use crate::wheel::Wheel;
+use crate::wheel::writer::Plan;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepairError {
+    #[error(
+        "cannot repair: {soname}, needed by {needed_by}, was not found; searched {searched} (use --ldpaths, LD_LIBRARY_PATH, or --exclude if the environment provides it)"
+    )]
+    NotFound { soname: String, needed_by: String, searched: String },
+    #[error(
+        "vendoring into Android wheels is not supported (they need RUNPATH and the Android sysroot's libraries); build the wheel with its libraries, then use `wheelfix retag`"
+    )]
+    Android,
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("cannot patch `{file}`: {source}")]
+    Patch { file: String, source: PatchError },
+    #[error("cannot strip {path}: {message}")]
+    Strip { path: String, message: String },
+}
+
+/// Settings of `repair`.
+pub struct RepairSettings<'a> {
+    /// `-L`: the libs directory's suffix. Ex) `.libs` → `numpy.libs/`
+    pub lib_sdir: String,
+    pub strip: bool,
+    pub patcher: &'a dyn Patcher,
+    /// `-z`: deflate level for the members written anew.
+    pub compression_level: u32,
+}
+
+/// One library copied into the wheel.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Graft {
+    pub soname: String,
+    pub source: String,
+    /// Path inside the wheel. Ex) `numpy.libs/libgfortran-040039e1.so.5.0.0`
+    pub member: String,
+}
+
+/// Add `repair`'s edits to `plan`: the vendored libraries, and the wheel's files patched to use
+/// them. `target` is the policy whose whitelist decides what is vendored
+/// ([`Judgement::repair_target`]). Returns what was vendored.
+pub fn add_to_plan(
+    plan: &mut Plan,
+    wheel: &Wheel,
+    analysis: &Analysis,
+    judgement: Option<&Judgement>,
+    target: Option<usize>,
+    settings: &RepairSettings<'_>,
+) -> Result<Vec<Graft>, RepairError> {
+    plan.compression_level = settings.compression_level;
+    let Some(judgement) = judgement else { return Ok(Vec::new()) };
+    let libs = find::libraries_to_vendor(analysis, judgement, target)?;
+    let libs_dir = format!("{}{}", wheel.filename.name, settings.lib_sdir);
+    let copies = copy::vendor(&libs, analysis, &libs_dir, settings)?;
+    let renames = copy::renames(&copies);
+    for copy in &copies {
+        plan.add.insert(copy.graft.member.clone(), copy.member.clone());
+    }
+    for (path, member) in patch::patch_wheel_files(wheel, analysis, &renames, &libs_dir, settings)? {
+        match member {
+            patch::Patched::InPlace(m) => {
+                plan.replace.insert(plan.output_name(&path).to_string(), m);
+            }
+            patch::Patched::Moved { shim, moved_to, executable } => {
+                plan.add.insert(moved_to, executable);
+                plan.replace.insert(plan.output_name(&path).to_string(), shim);
+            }
+        }
+    }
+    Ok(copies.into_iter().map(|c| c.graft).collect())
+}

@@ -1,0 +1,227 @@
+//! Settings: resolved once per run from the command line and `[tool.wheelfix]`
+//! ([`crate::config`]), each value with where it came from, then turned into the ready objects
+//! the pipeline uses (policies, the exclusion list, the library search, the marking).
+//!
+//! The command line wins over the configuration file, which wins over the defaults.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::analysis::AnalyzeOptions;
+use crate::analysis::linkage::LibrarySearch;
+use crate::config::LoadedConfig;
+use crate::exclude::ExcludeList;
+use crate::plan::tags::TagRequest;
+use crate::plan::version::{LocalLabel, MarkOptions, Marking};
+use crate::policy::Policies;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error(transparent)]
+    Exclude(#[from] crate::exclude::ExcludeError),
+    #[error(transparent)]
+    Version(#[from] crate::plan::version::VersionError),
+    #[error("--mark-pure, --no-mark and --index-dir need --rocm-version or --local-version")]
+    MarkingWithoutLabel,
+}
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    CommandLine,
+    ConfigFile(PathBuf),
+    Default,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::CommandLine => f.write_str("command line"),
+            Origin::ConfigFile(p) => write!(f, "{}", p.display()),
+            Origin::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// A value and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+/// What the command line gave, as plain values (`None` or empty: not given). The binary fills
+/// this from its argument parser.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub exclude: Vec<String>,
+    pub no_rocm_exclude: bool,
+    pub policy_files: Vec<PathBuf>,
+    pub ldpaths: Option<String>,
+    pub disable_isa_ext_check: bool,
+    pub strict_record: bool,
+    /// `--plat` (`retag`, `repair`).
+    pub plat: Option<String>,
+    pub only_plat: bool,
+    /// `repair --no-update-tags`.
+    pub keep_tags: bool,
+    pub rocm_version: Option<String>,
+    pub local_version: Option<String>,
+    pub mark_pure: bool,
+    pub no_mark: Vec<String>,
+    pub index_dir: Option<PathBuf>,
+    /// `-L` (`repair`).
+    pub lib_sdir: Option<String>,
+    /// `--expect-gpu-target` (`show`).
+    pub gpu_targets: Vec<String>,
+    /// Hash every member against RECORD.
+    pub verify: bool,
+    /// Hash the members whose RECORD row cannot be written again (the writing commands).
+    pub hash_for_record: bool,
+}
+
+/// Every setting of a run, resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config_file: Option<PathBuf>,
+    pub exclude: Setting<Vec<String>>,
+    pub rocm_exclusion: Setting<bool>,
+    pub plat: Setting<Option<String>>,
+    pub rocm_version: Setting<Option<String>>,
+    pub local_version: Setting<Option<String>>,
+    pub lib_sdir: Setting<String>,
+    pub gpu_targets: Setting<Vec<String>>,
+    pub no_mark: Setting<Vec<String>>,
+    pub strict_record: Setting<bool>,
+    pub disable_isa_check: bool,
+    pub tags: TagRequest,
+    pub marking: Option<Marking>,
+    pub analyze: AnalyzeOptions,
+}
+
+impl Settings {
+    pub fn resolve(flags: &Flags, loaded: &LoadedConfig) -> Result<Settings, SettingsError> {
+        let config = &loaded.config;
+        let file = || loaded.path.clone().map(Origin::ConfigFile).unwrap_or(Origin::Default);
+        let pick_list = |cli: &[String], file_value: &Option<Vec<String>>| -> Setting<Vec<String>> {
+            if !cli.is_empty() {
+                Setting { value: cli.to_vec(), origin: Origin::CommandLine }
+            } else if let Some(v) = file_value {
+                Setting { value: v.clone(), origin: file() }
+            } else {
+                Setting { value: Vec::new(), origin: Origin::Default }
+            }
+        };
+        let pick = |cli: &Option<String>, file_value: &Option<String>| -> Setting<Option<String>> {
+            match (cli, file_value) {
+                (Some(v), _) => Setting { value: Some(v.clone()), origin: Origin::CommandLine },
+                (None, Some(v)) => Setting { value: Some(v.clone()), origin: file() },
+                (None, None) => Setting { value: None, origin: Origin::Default },
+            }
+        };
+        let exclude = pick_list(&flags.exclude, &config.exclude);
+        let rocm_exclusion = Setting {
+            value: !flags.no_rocm_exclude,
+            origin: if flags.no_rocm_exclude { Origin::CommandLine } else { Origin::Default },
+        };
+        // The version label comes from the command line or from the file, never half of each.
+        let label_on_command_line = flags.rocm_version.is_some() || flags.local_version.is_some();
+        let (rocm_version, local_version) = if label_on_command_line {
+            (pick(&flags.rocm_version, &None), pick(&flags.local_version, &None))
+        } else {
+            (pick(&None, &config.rocm_version), pick(&None, &config.local_version))
+        };
+        let no_mark = pick_list(&flags.no_mark, &config.no_mark);
+        let lib_sdir = match pick(&flags.lib_sdir, &config.lib_sdir) {
+            Setting { value: Some(v), origin } => Setting { value: v, origin },
+            Setting { value: None, origin } => Setting { value: ".libs".into(), origin },
+        };
+        let strict_record = if flags.strict_record {
+            Setting { value: true, origin: Origin::CommandLine }
+        } else {
+            match config.strict_record {
+                Some(v) => Setting { value: v, origin: file() },
+                None => Setting { value: false, origin: Origin::Default },
+            }
+        };
+        let plat = pick(&flags.plat, &config.plat);
+
+        let label = match (&rocm_version.value, &local_version.value) {
+            (Some(v), _) => Some(LocalLabel::rocm(v)?),
+            (None, Some(l)) => Some(LocalLabel::new(l)?),
+            (None, None) => {
+                if flags.mark_pure || !flags.no_mark.is_empty() || flags.index_dir.is_some() {
+                    return Err(SettingsError::MarkingWithoutLabel);
+                }
+                None
+            }
+        };
+        let marking = label.map(|label| Marking {
+            options: MarkOptions { label, mark_pure: flags.mark_pure, no_mark: no_mark.value.clone() },
+            index_dir: flags.index_dir.clone(),
+        });
+
+        let policies = Policies::with_files(&flags.policy_files)?;
+        let exclusion = ExcludeList::new(rocm_exclusion.value, &exclude.value)?;
+        let search = LibrarySearch::from_environment(flags.ldpaths.as_deref());
+        let mut analyze = AnalyzeOptions::new(policies, exclusion, search);
+        analyze.verify_hashes = flags.verify;
+        analyze.hash_for_record = flags.hash_for_record;
+        Ok(Settings {
+            config_file: loaded.path.clone(),
+            exclude,
+            rocm_exclusion,
+            tags: TagRequest { plat: plat.value.clone(), only_plat: flags.only_plat, keep_tags: flags.keep_tags },
+            plat,
+            rocm_version,
+            local_version,
+            lib_sdir,
+            gpu_targets: pick_list(&flags.gpu_targets, &config.gpu_targets),
+            no_mark,
+            strict_record,
+            disable_isa_check: flags.disable_isa_ext_check,
+            marking,
+            analyze,
+        })
+    }
+
+    /// Default settings around ready analysis options (for library users and benchmarks).
+    pub fn with_options(analyze: AnalyzeOptions) -> Settings {
+        let default = |v| Setting { value: v, origin: Origin::Default };
+        Settings {
+            config_file: None,
+            exclude: default(Vec::new()),
+            rocm_exclusion: Setting { value: true, origin: Origin::Default },
+            plat: Setting { value: None, origin: Origin::Default },
+            rocm_version: Setting { value: None, origin: Origin::Default },
+            local_version: Setting { value: None, origin: Origin::Default },
+            lib_sdir: Setting { value: ".libs".into(), origin: Origin::Default },
+            gpu_targets: default(Vec::new()),
+            no_mark: default(Vec::new()),
+            strict_record: Setting { value: false, origin: Origin::Default },
+            disable_isa_check: false,
+            tags: TagRequest::default(),
+            marking: None,
+            analyze,
+        }
+    }
+
+    /// Every setting as `(key, value, where it came from)`, for `show --config`.
+    pub fn describe(&self) -> Vec<(&'static str, String, String)> {
+        let list = |v: &[String]| format!("[{}]", v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "));
+        let text = |v: &Option<String>| v.as_ref().map(|v| format!("{v:?}")).unwrap_or_else(|| "(none)".into());
+        vec![
+            ("exclude", list(&self.exclude.value), self.exclude.origin.to_string()),
+            ("plat", text(&self.plat.value), self.plat.origin.to_string()),
+            ("rocm-version", text(&self.rocm_version.value), self.rocm_version.origin.to_string()),
+            ("local-version", text(&self.local_version.value), self.local_version.origin.to_string()),
+            ("lib-sdir", format!("{:?}", self.lib_sdir.value), self.lib_sdir.origin.to_string()),
+            ("gpu-targets", list(&self.gpu_targets.value), self.gpu_targets.origin.to_string()),
+            ("no-mark", list(&self.no_mark.value), self.no_mark.origin.to_string()),
+            ("strict-record", self.strict_record.value.to_string(), self.strict_record.origin.to_string()),
+            ("rocm exclusion list", self.rocm_exclusion.value.to_string(), self.rocm_exclusion.origin.to_string()),
+        ]
+    }
+}

@@ -1,0 +1,50 @@
+//! METADATA is read once, into typed values: a missing Name or Version is an error naming the
+//! wheel; a file name that disagrees with METADATA is reported, not refused.
+
+mod support;
+
+use support::elfgen::ElfSpec;
+use support::wheelgen::{WheelSpec, write_zip};
+use support::{show_json, stderr, wheelfix};
+
+#[test]
+fn a_file_name_that_disagrees_with_metadata_is_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = WheelSpec::new("named", "1.0", "cp312-cp312-linux_x86_64")
+        .file("named/_core.so", ElfSpec::extension("_core").build());
+    let mut members = spec.members();
+    let at = members.iter().position(|(n, _)| n.ends_with("METADATA")).unwrap();
+    members[at].1 = b"Metadata-Version: 2.1\nName: other\nVersion: 2.0\n".to_vec();
+    // RECORD still describes the original METADATA: a stale RECORD too, and still analysed.
+    let path = dir.path().join(spec.file_name());
+    write_zip(&path, &members);
+    let report = show_json(dir.path(), &path, &[]);
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n["file"] == "named-1.0.dist-info/METADATA"
+            && n["message"].as_str().unwrap().contains("the file name says named 1.0, METADATA says other 2.0")),
+        "{report}"
+    );
+    assert_eq!(report["platform_tag"], "manylinux_2_5_x86_64");
+}
+
+#[test]
+fn metadata_without_name_or_version_is_an_error_naming_the_wheel() {
+    let dir = tempfile::tempdir().unwrap();
+    for (case, text, expect) in [
+        ("noname", "Metadata-Version: 2.1\nVersion: 1.0\n", "has no `Name` field"),
+        ("nover", "Metadata-Version: 2.1\nName: nover\n", "has no `Version` field"),
+        ("badver", "Metadata-Version: 2.1\nName: badver\nVersion: one point oh\n", "not a valid PEP 440 version"),
+    ] {
+        let spec = WheelSpec::new(case, "1.0", "py3-none-any").file(&format!("{case}/__init__.py"), "");
+        let mut members = spec.members();
+        let at = members.iter().position(|(n, _)| n.ends_with("METADATA")).unwrap();
+        members[at].1 = text.as_bytes().to_vec();
+        let path = dir.path().join(spec.file_name());
+        write_zip(&path, &members);
+        let out = wheelfix(dir.path(), &["show", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{case}");
+        let err = stderr(&out);
+        assert!(err.contains(&spec.file_name()) && err.contains("METADATA") && err.contains(expect), "{case}: {err}");
+    }
+}
