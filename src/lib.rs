@@ -31,6 +31,8 @@ pub mod progress;
 pub mod release;
 pub mod report;
 pub mod settings;
+#[cfg(test)]
+mod testing;
 pub mod wheel;
 
 use std::collections::BTreeMap;
@@ -300,7 +302,7 @@ fn name_output(
     let tags =
         plan::tags::true_tags(judgement.as_ref(), analysis, &wheel.filename.platform_tags, &settings.tags, basis)?;
     let changes = plan::Changes { platform_tags: &tags, new_version: change.new_version(), pins: &change.pins };
-    let plan = plan::retag(wheel, analysis, &changes);
+    let plan = plan::retag(&plan::Input::of(wheel, analysis), &changes);
     let file_name = plan.filename.to_string();
     let dir = output_dir(path, destination)?;
     let unchanged_name = file_name == wheel.filename.to_string();

@@ -117,25 +117,6 @@ pub enum Os {
 }
 
 impl Os {
-    /// Ex) `win_amd64` → Windows; `macosx_11_0_arm64` → macOS; `manylinux_2_17_x86_64` → Linux
-    pub fn of_tag(tag: &str) -> Os {
-        if tag == "any" {
-            Os::Any
-        } else if tag.starts_with("manylinux") || tag.starts_with("musllinux") || tag.starts_with("linux_") {
-            Os::Linux
-        } else if tag.starts_with("android_") {
-            Os::Android
-        } else if tag.starts_with("win") {
-            Os::Windows
-        } else if tag.starts_with("macosx_") {
-            Os::MacOs
-        } else if tag.starts_with("ios_") {
-            Os::Ios
-        } else {
-            Os::Other
-        }
-    }
-
     /// Whether wheelfix has policies for this system's binaries.
     pub fn has_policies(self) -> bool {
         matches!(self, Os::Linux | Os::Android | Os::Any | Os::Other)

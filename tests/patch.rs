@@ -198,3 +198,61 @@ fn non_elf_input_is_an_error_not_a_panic() {
     let err = InProcessPatcher.patch(b"not an elf file", &ElfEdit::default()).unwrap_err();
     assert!(matches!(err, PatchError::Read(_)), "{err}");
 }
+
+/// Every program header and section of an ELF64 file: the layout a patch produces.
+fn layout(data: &[u8]) -> String {
+    use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
+    let file = ElfFile64::<object::Endianness>::parse(data).unwrap();
+    let endian = file.endian();
+    let mut out = String::new();
+    for ph in file.elf_program_headers() {
+        out.push_str(&format!(
+            "PH type {:#x} flags {:#x} offset {:#x} vaddr {:#x} filesz {:#x} memsz {:#x} align {:#x}\n",
+            ph.p_type(endian),
+            ph.p_flags(endian),
+            ph.p_offset(endian),
+            ph.p_vaddr(endian),
+            ph.p_filesz(endian),
+            ph.p_memsz(endian),
+            ph.p_align(endian)
+        ));
+    }
+    let header = file.elf_header();
+    let sections = header.sections(endian, data).unwrap();
+    for sh in sections.iter() {
+        let name = String::from_utf8_lossy(sections.section_name(endian, sh).unwrap_or_default()).into_owned();
+        out.push_str(&format!(
+            "SH {name} type {:#x} offset {:#x} addr {:#x} size {:#x}\n",
+            sh.sh_type(endian),
+            sh.sh_offset(endian),
+            sh.sh_addr(endian),
+            sh.sh_size(endian)
+        ));
+    }
+    out
+}
+
+#[test]
+fn make_room_moves_the_grown_tables_to_a_new_load_segment() {
+    // Names that grow past the room the dynamic string table had: it (and what one more program
+    // header displaces) moves to a new read-only PT_LOAD at the end of the file.
+    let spec = ElfSpec { soname: Some("libgrow.so.1".into()), ..Default::default() }
+        .needs_version("sin", "libm.so.6", "GLIBC_2.2.5")
+        .needs("libouter.so.2");
+    let data = spec.build();
+    let edit = ElfEdit {
+        soname: Some("libgrow-0a1b2c3d4e5f.so.1".into()),
+        replace_needed: [
+            ("libm.so.6".to_string(), "libm-0123abcd.so.6".to_string()),
+            ("libouter.so.2".to_string(), "libouter-89abcdef.so.2".to_string()),
+        ]
+        .into(),
+        rpath: RpathEdit::Set("$ORIGIN/../a/long/path/to/the/vendored/libraries/of/this/package.libs".into()),
+        ..Default::default()
+    };
+    let ours = InProcessPatcher.patch(&data, &edit).unwrap();
+    let loads = |d: &[u8]| program_header_types(d).iter().filter(|t| **t == 1).count();
+    assert_eq!(loads(&ours), loads(&data) + 1, "one more PT_LOAD");
+    insta::assert_snapshot!("make_room_before", layout(&data));
+    insta::assert_snapshot!("make_room_after", layout(&ours));
+}

@@ -11,11 +11,39 @@ pub mod tags;
 pub mod version;
 
 use crate::analysis::Analysis;
-use crate::wheel::Wheel;
 use crate::wheel::filename::escape_version;
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::writer::{NewMember, Plan};
+use crate::wheel::{Wheel, WheelFilename, WheelInfo};
 use version::{PinRewrite, rewrite_metadata};
+
+/// What a retag plan reads of a wheel and its facts: plain values, so that a plan is made
+/// without touching a file.
+#[derive(Debug, Clone)]
+pub struct Input<'a> {
+    pub filename: &'a WheelFilename,
+    /// Ex) `torch-2.15.0.dist-info`
+    pub dist_info: &'a str,
+    pub wheel_info: &'a WheelInfo,
+    pub metadata_text: &'a str,
+    /// Every member's path, in archive order.
+    pub members: Vec<&'a str>,
+    /// The wheel has host binaries of its platform.
+    pub has_binaries: bool,
+}
+
+impl<'a> Input<'a> {
+    pub fn of(wheel: &'a Wheel, analysis: &Analysis) -> Input<'a> {
+        Input {
+            filename: &wheel.filename,
+            dist_info: &wheel.dist_info,
+            wheel_info: &wheel.wheel_info,
+            metadata_text: &wheel.metadata_text,
+            members: wheel.archive.members().iter().map(|m| &*m.name).collect(),
+            has_binaries: !analysis.binaries.is_empty(),
+        }
+    }
+}
 
 /// What to change in one wheel's name, WHEEL and METADATA.
 #[derive(Debug, Clone, Default)]
@@ -27,9 +55,9 @@ pub struct Changes<'a> {
 
 /// The WHEEL `Tag:` lines for `platform_tags`: every `{python}-{abi}` pair the WHEEL file (or,
 /// failing that, the file name) names, times every platform tag in the given order.
-pub fn wheel_tag_lines(wheel: &Wheel, platform_tags: &[PlatformTag]) -> Vec<String> {
+pub fn wheel_tag_lines(input: &Input<'_>, platform_tags: &[PlatformTag]) -> Vec<String> {
     let mut pairs: Vec<String> = Vec::new();
-    for tag in &wheel.wheel_info.tags {
+    for tag in &input.wheel_info.tags {
         let mut parts = tag.splitn(3, '-');
         if let (Some(py), Some(abi)) = (parts.next(), parts.next()) {
             let pair = format!("{py}-{abi}");
@@ -39,7 +67,7 @@ pub fn wheel_tag_lines(wheel: &Wheel, platform_tags: &[PlatformTag]) -> Vec<Stri
         }
     }
     if pairs.is_empty() {
-        pairs = wheel.filename.python_abi_pairs();
+        pairs = input.filename.python_abi_pairs();
     }
     pairs.iter().flat_map(|pair| platform_tags.iter().map(move |plat| format!("{pair}-{plat}"))).collect()
 }
@@ -48,26 +76,27 @@ pub fn wheel_tag_lines(wheel: &Wheel, platform_tags: &[PlatformTag]) -> Vec<Stri
 /// a new version makes, WHEEL's `Tag:` lines (and `Root-Is-Purelib: false` for a platform wheel
 /// that claims to be purelib), METADATA's `Version:` and pins. An empty plan (same name, no
 /// member edits) when the wheel already is what the changes describe.
-pub fn retag(wheel: &Wheel, analysis: &Analysis, changes: &Changes<'_>) -> Plan {
-    let mut plan = Plan::new(wheel.filename.with_platform_tags(changes.platform_tags.to_vec()));
+pub fn retag(input: &Input<'_>, changes: &Changes<'_>) -> Plan {
+    let mut plan = Plan::new(input.filename.with_platform_tags(changes.platform_tags.to_vec()));
 
     // A new version renames the `.dist-info` and `.data` directories.
     if let Some(version) = changes.new_version {
         plan.filename = plan.filename.with_version(version);
-        let old_stem = wheel.dist_info_stem();
+        let old_stem = input.dist_info.trim_end_matches(".dist-info");
         let name = old_stem.rsplit_once('-').map_or("", |(n, _)| n);
         let new_stem = format!("{name}-{}", escape_version(version));
-        for member in wheel.archive.members() {
+        for member in &input.members {
             for suffix in [".dist-info/", ".data/"] {
-                if let Some(rest) = member.name.strip_prefix(&format!("{old_stem}{suffix}")) {
-                    plan.renames.insert(member.name.to_string(), format!("{new_stem}{suffix}{rest}"));
+                if let Some(rest) = member.strip_prefix(&format!("{old_stem}{suffix}")) {
+                    plan.renames.insert(member.to_string(), format!("{new_stem}{suffix}{rest}"));
                 }
             }
         }
     }
-    let dist_info = plan.output_name(&format!("{}/WHEEL", wheel.dist_info)).trim_end_matches("/WHEEL").to_string();
+    let dist_info = plan.output_dist_info(input.dist_info);
 
-    let mut lines = wheel_tag_lines(wheel, changes.platform_tags);
+    let wheel_info = input.wheel_info;
+    let mut lines = wheel_tag_lines(input, changes.platform_tags);
     // The same `Tag:` lines in another order are not a change.
     let sorted = |v: &[String]| {
         let mut v = v.to_vec();
@@ -75,21 +104,21 @@ pub fn retag(wheel: &Wheel, analysis: &Analysis, changes: &Changes<'_>) -> Plan 
         v.dedup();
         v
     };
-    if sorted(&lines) == sorted(&wheel.wheel_info.tags) {
-        lines = wheel.wheel_info.tags.clone();
+    if sorted(&lines) == sorted(&wheel_info.tags) {
+        lines = wheel_info.tags.clone();
     }
-    let platform_specific = changes.platform_tags.iter().any(|t| !t.is_any()) && !analysis.binaries.is_empty();
-    let purelib = (platform_specific && wheel.wheel_info.root_is_purelib == Some(true)).then_some(false);
-    let wheel_text = if lines == wheel.wheel_info.tags && purelib.is_none() {
-        wheel.wheel_info.text.clone()
+    let platform_specific = changes.platform_tags.iter().any(|t| !t.is_any()) && input.has_binaries;
+    let purelib = (platform_specific && wheel_info.root_is_purelib == Some(true)).then_some(false);
+    let wheel_text = if lines == wheel_info.tags && purelib.is_none() {
+        wheel_info.text.clone()
     } else {
-        wheel.wheel_info.with_tags(&lines, purelib)
+        wheel_info.with_tags(&lines, purelib)
     };
-    if wheel_text != wheel.wheel_info.text {
+    if wheel_text != wheel_info.text {
         plan.replace.insert(format!("{dist_info}/WHEEL"), NewMember { data: wheel_text.into_bytes(), mode: None });
     }
-    let metadata = rewrite_metadata(&wheel.metadata_text, changes.new_version, changes.pins);
-    if metadata != wheel.metadata_text {
+    let metadata = rewrite_metadata(input.metadata_text, changes.new_version, changes.pins);
+    if metadata != input.metadata_text {
         plan.replace.insert(format!("{dist_info}/METADATA"), NewMember { data: metadata.into_bytes(), mode: None });
     }
     plan
@@ -99,4 +128,74 @@ pub fn retag(wheel: &Wheel, analysis: &Analysis, changes: &Changes<'_>) -> Plan 
 /// or a RECORD to correct.
 pub fn changes_anything(plan: &Plan, wheel: &Wheel, analysis: &Analysis) -> bool {
     plan.filename != wheel.filename || plan.changes_members() || !analysis.record_findings.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wheel::platform_tag::join_tags;
+
+    const WHEEL: &str = "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: cp312-cp312-linux_x86_64\n\n";
+    const METADATA: &str = "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\nRequires-Dist: dep==2.0\n\nText\n";
+
+    fn input<'a>(filename: &'a WheelFilename, info: &'a WheelInfo) -> Input<'a> {
+        Input {
+            filename,
+            dist_info: "pkg-1.0.dist-info",
+            wheel_info: info,
+            metadata_text: METADATA,
+            members: vec![
+                "pkg/_core.so",
+                "pkg-1.0.data/scripts/tool",
+                "pkg-1.0.dist-info/METADATA",
+                "pkg-1.0.dist-info/WHEEL",
+            ],
+            has_binaries: true,
+        }
+    }
+
+    #[test]
+    fn a_retag_plan_names_the_file_rewrites_wheel_and_fixes_purelib() {
+        let filename = WheelFilename::parse("pkg-1.0-cp312-cp312-linux_x86_64.whl").unwrap();
+        let info = WheelInfo::parse(WHEEL);
+        let tags = vec![PlatformTag::parse("manylinux_2_17_x86_64"), PlatformTag::parse("manylinux2014_x86_64")];
+        let plan = retag(&input(&filename, &info), &Changes { platform_tags: &tags, ..Default::default() });
+        assert_eq!(join_tags(&plan.filename.platform_tags), "manylinux_2_17_x86_64.manylinux2014_x86_64");
+        let wheel = String::from_utf8(plan.replace["pkg-1.0.dist-info/WHEEL"].data.clone()).unwrap();
+        assert!(wheel.contains("Root-Is-Purelib: false\nTag: cp312-cp312-manylinux_2_17_x86_64\nTag: cp312-cp312-manylinux2014_x86_64\n"), "{wheel}");
+        assert!(plan.renames.is_empty() && plan.add.is_empty());
+    }
+
+    #[test]
+    fn an_unchanged_wheel_gives_an_empty_plan() {
+        let filename = WheelFilename::parse("pkg-1.0-cp312-cp312-linux_x86_64.whl").unwrap();
+        let info = WheelInfo::parse("Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp312-cp312-linux_x86_64\n\n");
+        let tags = vec![PlatformTag::parse("linux_x86_64")];
+        let plan = retag(&input(&filename, &info), &Changes { platform_tags: &tags, ..Default::default() });
+        assert_eq!(plan.filename, filename);
+        assert!(!plan.changes_members());
+    }
+
+    #[test]
+    fn a_new_version_renames_dist_info_and_data_and_rewrites_pins() {
+        let filename = WheelFilename::parse("pkg-1.0-cp312-cp312-linux_x86_64.whl").unwrap();
+        let info = WheelInfo::parse(WHEEL);
+        let tags = vec![PlatformTag::parse("linux_x86_64")];
+        let pins = vec![version::PinRewrite {
+            requirement: "dep==2.0".into(),
+            new_requirement: Some("dep==2.0+rocm10.1.0".into()),
+            message: String::new(),
+        }];
+        let changes = Changes { platform_tags: &tags, new_version: Some("1.0+rocm10.1.0"), pins: &pins };
+        let plan = retag(&input(&filename, &info), &changes);
+        assert_eq!(plan.filename.to_string(), "pkg-1.0+rocm10.1.0-cp312-cp312-linux_x86_64.whl");
+        assert_eq!(plan.renames["pkg-1.0.data/scripts/tool"], "pkg-1.0+rocm10.1.0.data/scripts/tool");
+        assert_eq!(plan.renames["pkg-1.0.dist-info/WHEEL"], "pkg-1.0+rocm10.1.0.dist-info/WHEEL");
+        let metadata = String::from_utf8(plan.replace["pkg-1.0+rocm10.1.0.dist-info/METADATA"].data.clone()).unwrap();
+        assert_eq!(
+            metadata,
+            "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0+rocm10.1.0\nRequires-Dist: dep==2.0+rocm10.1.0\n\nText\n"
+        );
+        assert_eq!(plan.output_dist_info("pkg-1.0.dist-info"), "pkg-1.0+rocm10.1.0.dist-info");
+    }
 }

@@ -238,3 +238,88 @@ pub fn true_tags(
     }
     Ok(tags)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{analysis, elf, external, judge};
+    use crate::wheel::platform_tag::join_tags;
+
+    fn tags(text: &str) -> Vec<PlatformTag> {
+        text.split('.').map(PlatformTag::parse).collect()
+    }
+
+    fn request(plat: Option<&str>, only_plat: bool) -> TagRequest {
+        TagRequest { plat: plat.map(str::to_string), only_plat, keep_tags: false }
+    }
+
+    #[test]
+    fn the_derived_tag_with_its_alias_and_the_honoured_claims() {
+        let a = analysis(vec![("pkg/_core.so", elf(&[("libc.so.6", "GLIBC_2.17")]))], vec![]);
+        let j = judge(&a);
+        let got = true_tags(Some(&j), &a, &tags("linux_x86_64"), &TagRequest::default(), Basis::AsIs).unwrap();
+        assert_eq!(join_tags(&got), "manylinux2014_x86_64.manylinux_2_17_x86_64");
+        // A less compatible claim is honoured and kept; a more compatible one is dropped.
+        let got = true_tags(Some(&j), &a, &tags("manylinux_2_28_x86_64"), &TagRequest::default(), Basis::AsIs).unwrap();
+        assert_eq!(join_tags(&got), "manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64");
+        let got = true_tags(Some(&j), &a, &tags("manylinux1_x86_64"), &TagRequest::default(), Basis::AsIs).unwrap();
+        assert_eq!(join_tags(&got), "manylinux2014_x86_64.manylinux_2_17_x86_64");
+        // The same set in another order stays as it is.
+        let claimed = tags("manylinux_2_17_x86_64.manylinux2014_x86_64");
+        assert_eq!(true_tags(Some(&j), &a, &claimed, &TagRequest::default(), Basis::AsIs).unwrap(), claimed);
+    }
+
+    #[test]
+    fn plat_requests_only_plat_and_refusals() {
+        let a = analysis(vec![("pkg/_core.so", elf(&[("libc.so.6", "GLIBC_2.17")]))], vec![]);
+        let j = judge(&a);
+        let claimed = tags("linux_x86_64");
+        let got = true_tags(Some(&j), &a, &claimed, &request(Some("manylinux_2_28_x86_64"), true), Basis::AsIs);
+        assert_eq!(join_tags(&got.unwrap()), "manylinux_2_28_x86_64");
+        let err = true_tags(Some(&j), &a, &claimed, &request(Some("manylinux2010_x86_64"), false), Basis::AsIs);
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "does not meet manylinux2010_x86_64: `pkg/_core.so` needs GLIBC_2.17 for `sym0` (`wheelfix show` explains the tag it meets)"
+        );
+        let err = true_tags(Some(&j), &a, &claimed, &request(Some("manylinux_2_17_aarch64"), false), Basis::AsIs);
+        assert!(matches!(err, Err(TagError::UnknownPlat(..))));
+        // No host binary: the tags stay, and no platform tag can be asked for.
+        assert_eq!(true_tags(None, &a, &tags("any"), &TagRequest::default(), Basis::AsIs).unwrap(), tags("any"));
+        assert!(matches!(
+            true_tags(None, &a, &tags("any"), &request(Some("manylinux_2_17_x86_64"), false), Basis::AsIs),
+            Err(TagError::PurePlat(_))
+        ));
+    }
+
+    #[test]
+    fn repair_tags_count_vendoring_and_refuse_what_no_policy_accepts() {
+        let lib = external("libfoo.so.1", Some("/usr/lib/libfoo.so.1"), &[("libc.so.6", "GLIBC_2.28")]);
+        let a = analysis(vec![("pkg/_core.so", elf(&[("libfoo.so.1", "FOO_1")]))], vec![lib]);
+        let j = judge(&a);
+        let claimed = tags("linux_x86_64");
+        let as_is = true_tags(Some(&j), &a, &claimed, &TagRequest::default(), Basis::AsIs).unwrap();
+        assert_eq!(join_tags(&as_is), "linux_x86_64");
+        let repaired = true_tags(Some(&j), &a, &claimed, &TagRequest::default(), Basis::Repaired).unwrap();
+        assert_eq!(join_tags(&repaired), "manylinux_2_28_x86_64");
+        let newer = analysis(vec![("pkg/_core.so", elf(&[("libc.so.6", "GLIBC_2.43")]))], vec![]);
+        let j = judge(&newer);
+        let err = true_tags(Some(&j), &newer, &claimed, &TagRequest::default(), Basis::Repaired).unwrap_err();
+        assert!(matches!(err, TagError::NoPolicy { .. }), "{err}");
+        let linux = request(Some("linux_x86_64"), false);
+        assert_eq!(join_tags(&true_tags(Some(&j), &newer, &claimed, &linux, Basis::Repaired).unwrap()), "linux_x86_64");
+    }
+
+    #[test]
+    fn a_claim_blocked_by_an_external_library_names_the_library_first() {
+        let lib = external("libnuma.so.1", Some("/usr/lib/libnuma.so.1"), &[("libc.so.6", "GLIBC_2.33")]);
+        let a = analysis(
+            vec![("pkg/_core.so", elf(&[("libnuma.so.1", "libnuma_1.1"), ("libc.so.6", "GLIBC_2.17")]))],
+            vec![lib],
+        );
+        let j = judge(&a);
+        let claims = check_claims(Some(&j), &a, &tags("manylinux_2_27_x86_64"), &[]);
+        let reason = claims[0].reason.as_deref().unwrap();
+        assert!(reason.starts_with("it needs the external library libnuma.so.1"), "{reason}");
+        assert!(!claims[0].honoured);
+    }
+}

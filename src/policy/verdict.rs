@@ -379,6 +379,85 @@ fn isa_offenders(input: &Analysis, grafted: &[BTreeSet<String>]) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::elf::UndefinedSymbol;
+    use crate::testing::{analysis, elf, external, judge};
+
+    fn tag(j: &Judgement, index: usize) -> String {
+        j.tag(index)
+    }
+
+    #[test]
+    fn the_newest_symbol_version_sets_the_tag() {
+        let a =
+            analysis(vec![("pkg/_core.so", elf(&[("libc.so.6", "GLIBC_2.17"), ("libc.so.6", "GLIBC_2.2.5")]))], vec![]);
+        let j = judge(&a);
+        assert_eq!(tag(&j, j.verdict.symbol), "manylinux_2_17_x86_64");
+        assert_eq!(tag(&j, j.verdict.overall), "manylinux_2_17_x86_64");
+        let c = j.verdict.constraints(&j.set, &a);
+        assert_eq!((c[0].file.as_str(), c[0].version.as_str()), ("pkg/_core.so", "GLIBC_2.17"));
+        // A version no policy lists (gaps and unknown versions of known prefixes): linux.
+        let a = analysis(vec![("pkg/_core.so", elf(&[("libc.so.6", "GLIBC_2.43")]))], vec![]);
+        let j = judge(&a);
+        assert_eq!(j.verdict.symbol, j.linux());
+        // Unknown prefixes are not checked.
+        let a = analysis(vec![("pkg/_core.so", elf(&[("libssl.so.3", "OPENSSL_3.0.0")]))], vec![]);
+        assert_eq!(tag(&judge(&a), 0), "manylinux_2_5_x86_64");
+        assert_eq!(judge(&a).verdict.overall, 0);
+    }
+
+    #[test]
+    fn an_external_library_blocks_every_tag_until_it_is_vendored() {
+        let lib = external("libfoo.so.1", Some("/usr/lib/libfoo.so.1"), &[("libc.so.6", "GLIBC_2.28")]);
+        let a =
+            analysis(vec![("pkg/_core.so", elf(&[("libfoo.so.1", "FOO_1"), ("libc.so.6", "GLIBC_2.17")]))], vec![lib]);
+        let j = judge(&a);
+        assert_eq!(j.verdict.overall, j.linux(), "as it is: the library is not allowed");
+        // Vendored, its own GLIBC_2.28 counts (auditwheel counts a grafted library's versions).
+        assert_eq!(tag(&j, j.verdict.repairable), "manylinux_2_28_x86_64");
+        assert_eq!(tag(&j, j.verdict.symbol), "manylinux_2_28_x86_64");
+        let b = j.verdict.blockers(&j.set, &a, 0);
+        assert_eq!(b.libs_to_eliminate, ["libfoo.so.1"]);
+        assert_eq!(j.repair_target(None), j.verdict.repairable);
+    }
+
+    #[test]
+    fn excluded_libraries_never_block_and_whitelisted_ones_are_allowed() {
+        let mut rocm = external("libamdhip64.so.7", None, &[]);
+        rocm.excluded = Some("ROCm library".into());
+        let mut libstdcxx = external("libstdc++.so.6", Some("/usr/lib/libstdc++.so.6"), &[]);
+        libstdcxx.needs = vec![];
+        let a = analysis(vec![("pkg/_core.so", elf(&[("libc.so.6", "GLIBC_2.17")]))], vec![rocm, libstdcxx]);
+        let j = judge(&a);
+        assert_eq!(tag(&j, j.verdict.overall), "manylinux_2_17_x86_64");
+        assert!(j.verdict.grafted.iter().all(|g| g.is_empty()));
+    }
+
+    #[test]
+    fn blacklisted_symbols_count_unless_weak_and_isa_levels_above_the_baseline_are_linux() {
+        let mut facts = elf(&[("libz.so.1", "ZLIB_1.2.0")]);
+        facts.undefined.push(UndefinedSymbol { name: "zcalloc".into(), version: None, library: None, weak: false });
+        let a = analysis(vec![("pkg/_core.so", facts.clone())], vec![]);
+        let j = judge(&a);
+        assert_eq!(j.verdict.blacklist, j.linux());
+        facts.undefined.last_mut().unwrap().weak = true;
+        let j = judge(&analysis(vec![("pkg/_core.so", facts)], vec![]));
+        assert_eq!(j.verdict.blacklist, 0);
+        let mut v3 = elf(&[]);
+        v3.x86_isa_needed = Some(1 << 2);
+        let j = judge(&analysis(vec![("pkg/_core.so", v3)], vec![]));
+        assert_eq!(j.verdict.machine, j.linux());
+        assert_eq!(j.verdict.overall, j.linux());
+    }
+
+    #[test]
+    fn pyfpe_in_an_extension_is_linux() {
+        let mut facts = elf(&[]);
+        facts.undefined.push(UndefinedSymbol { name: "PyFPE_jbuf".into(), version: None, library: None, weak: false });
+        facts.init_functions.push("PyInit__core".into());
+        let j = judge(&analysis(vec![("pkg/_core.so", facts)], vec![]));
+        assert!(j.verdict.pyfpe);
+        assert_eq!(j.verdict.overall, j.linux());
+    }
 
     #[test]
     fn compares_versions_numerically() {

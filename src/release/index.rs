@@ -45,11 +45,9 @@ fn resolved(path: &Path) -> PathBuf {
     if let Ok(p) = path.canonicalize() {
         return p;
     }
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => {
-            resolved(if parent.as_os_str().is_empty() { Path::new(".") } else { parent }).join(name)
-        }
-        _ => path.to_path_buf(),
+    match path.file_name() {
+        Some(name) => resolved(crate::wheel::output::parent_dir(path)).join(name),
+        None => path.to_path_buf(),
     }
 }
 

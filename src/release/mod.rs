@@ -102,14 +102,13 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Ex) `manylinux_2_28_x86_64` → `linux_x86_64`; `win_amd64` → `win_amd64`; `any` → `None`
 pub fn platform_family(platform_tags: &[PlatformTag]) -> Option<String> {
     let tag = platform_tags.iter().find(|t| !t.is_any())?;
-    let text = tag.to_string();
     if let Some(arch) = tag.arch()
         && tag.os() == crate::platform::Os::Linux
     {
         return Some(format!("linux_{arch}"));
     }
-    if text.starts_with("macosx") {
-        return Some(format!("macosx_{}", text.rsplit('_').next().unwrap_or("")));
+    if let PlatformTag::Macos { arch, .. } = tag {
+        return Some(format!("macosx_{}", arch.rsplit('_').next().unwrap_or("")));
     }
-    Some(text)
+    Some(tag.to_string())
 }

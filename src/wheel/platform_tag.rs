@@ -159,7 +159,11 @@ impl PlatformTag {
             PlatformTag::Macos { .. } => Os::MacOs,
             PlatformTag::Ios(_) => Os::Ios,
             PlatformTag::Any => Os::Any,
-            PlatformTag::Other(t) => Os::of_tag(t),
+            // A tag that does not parse still says its system by its prefix.
+            PlatformTag::Other(t) if t.starts_with("manylinux") || t.starts_with("musllinux") => Os::Linux,
+            PlatformTag::Other(t) if t.starts_with("linux_") => Os::Linux,
+            PlatformTag::Other(t) if t.starts_with("android_") => Os::Android,
+            PlatformTag::Other(_) => Os::Other,
         }
     }
 

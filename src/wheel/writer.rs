@@ -10,8 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
-
 use super::output::{Commit, OutputError, TempOutput};
 use super::zip::{Compressed, DosTime, ZipWriter};
 use super::{Record, RecordEntry, Wheel, WheelFilename};
@@ -69,6 +67,16 @@ impl Plan {
         self.renames.get(input).map(String::as_str).unwrap_or(input)
     }
 
+    /// The output's `.dist-info` directory, given the input's. Ex) `torch-2.15.0+rocm10.1.0.dist-info`
+    pub fn output_dist_info(&self, input_dist_info: &str) -> String {
+        let prefix = format!("{input_dist_info}/");
+        self.renames
+            .iter()
+            .find(|(old, _)| old.starts_with(&prefix))
+            .and_then(|(_, new)| new.split_once('/'))
+            .map_or_else(|| input_dist_info.to_string(), |(dir, _)| dir.to_string())
+    }
+
     /// Whether the plan changes any member (a file name change alone changes none).
     pub fn changes_members(&self) -> bool {
         !self.replace.is_empty() || !self.add.is_empty() || !self.remove.is_empty() || !self.renames.is_empty()
@@ -119,7 +127,7 @@ pub fn write_wheel(
         }
         names.push((plan.output_name(&member.name).to_string(), Some(index)));
     }
-    let dist_info_prefix = format!("{}/", output_record.trim_end_matches("/RECORD"));
+    let dist_info_prefix = format!("{}/", plan.output_dist_info(&wheel.dist_info));
     let insert_at = names.iter().position(|(n, _)| n.starts_with(&dist_info_prefix)).unwrap_or(names.len());
     names.splice(insert_at..insert_at, plan.add.keys().map(|k| (k.clone(), None)));
 
@@ -169,13 +177,12 @@ pub fn write_wheel(
         let time = record_member.map(|m| DosTime { time: m.dos_time, date: m.dos_date });
         jobs.push((output_record.clone(), &record_bytes, mode, time));
     }
-    let mut compressed: BTreeMap<String, Source> = jobs
-        .into_par_iter()
-        .map(|(name, data, mode, time)| {
-            let time = new_member_time(time)?;
-            Ok((name, Source::New { mode, time, compressed: Compressed::new(data, level) }))
-        })
-        .collect::<Result<_, WriteError>>()?;
+    let mut compressed: BTreeMap<String, Source> = crate::parallel::try_map_owned(jobs, |(name, data, mode, time)| {
+        let time: DosTime = new_member_time(time)?;
+        Ok::<_, WriteError>((name, Source::New { mode, time, compressed: Compressed::new(data, level) }))
+    })?
+    .into_iter()
+    .collect();
     let mut order: Vec<(String, Source)> = names
         .into_iter()
         .map(|(name, source)| {

@@ -32,3 +32,27 @@ pub fn libraries_to_vendor(
     }
     Ok(libs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{analysis, elf, external, judge};
+
+    #[test]
+    fn the_libraries_the_target_policy_would_graft_and_only_found_ones() {
+        let found = external("libfoo.so.1", Some("/usr/lib/libfoo.so.1"), &[]);
+        let mut python = external("libpython3.12.so.1.0", None, &[]);
+        python.libpython = true;
+        let a = analysis(
+            vec![("pkg/_core.so", elf(&[("libfoo.so.1", "FOO_1"), ("libpython3.12.so.1.0", "P_1")]))],
+            vec![found, python],
+        );
+        let j = judge(&a);
+        let libs = libraries_to_vendor(&a, &j, None).unwrap();
+        assert_eq!(libs.into_iter().collect::<Vec<_>>(), ["libfoo.so.1"], "libpython is never vendored");
+        let missing = external("libbar.so.2", None, &[]);
+        let a = analysis(vec![("pkg/_core.so", elf(&[("libbar.so.2", "BAR_2")]))], vec![missing]);
+        let err = libraries_to_vendor(&a, &judge(&a), None).unwrap_err();
+        assert!(matches!(err, RepairError::NotFound { ref soname, .. } if soname == "libbar.so.2"), "{err}");
+    }
+}

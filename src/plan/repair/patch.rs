@@ -49,10 +49,13 @@ pub fn patch_wheel_files(
                 return None;
             }
             let location = moved(path).filter(|_| !replace.is_empty()).unwrap_or_else(|| path.to_string());
+            // Where the file lands in site-packages; a file installed elsewhere keeps its path
+            // in the wheel, relative to the root.
+            let installed = wheel.install_path(&location).unwrap_or_else(|| location.clone());
             let rpath = if replace.is_empty() {
                 RpathEdit::Keep
             } else {
-                RpathEdit::Set(super::rpath::rpath_for(wheel, &location, facts, libs_dir))
+                RpathEdit::Set(super::rpath::rpath_for(&installed, facts, libs_dir))
             };
             Some((path, ElfEdit { soname: None, replace_needed: replace, remove_needed: remove, rpath }))
         })

@@ -5,15 +5,12 @@ use std::path::Path;
 
 use crate::analysis::linkage::{expand_origin, is_origin_relative, normalize};
 use crate::elf::ElfFacts;
-use crate::wheel::Wheel;
 
-/// DT_RPATH for a wheel file that needs vendored libraries: its `$ORIGIN` entries that stay
-/// inside the wheel, then `$ORIGIN/<relative path to the libs dir>`. Absolute entries go.
-pub fn rpath_for(wheel: &Wheel, member: &str, facts: &ElfFacts, libs_dir: &str) -> String {
-    // Where the file lands in site-packages; a file installed elsewhere keeps its path in the
-    // wheel, relative to the root.
-    let installed = wheel.install_path(member).unwrap_or_else(|| member.to_string());
-    let dir = Path::new(&installed).parent().unwrap_or(Path::new(""));
+/// DT_RPATH for a wheel file installed at `installed` (relative to site-packages) that needs
+/// vendored libraries: its `$ORIGIN` entries that stay inside the wheel, then
+/// `$ORIGIN/<relative path to the libs dir>`. Absolute entries go.
+pub fn rpath_for(installed: &str, facts: &ElfFacts, libs_dir: &str) -> String {
+    let dir = Path::new(installed).parent().unwrap_or(Path::new(""));
     let mut entries: Vec<String> = Vec::new();
     for entry in facts.rpath.iter().chain(&facts.runpath) {
         if !is_origin_relative(entry) {
