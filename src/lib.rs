@@ -382,56 +382,57 @@ fn write_one(
         platform_tag: judgement.as_ref().map(|j| j.tag(j.verdict.overall)),
         symbol_tag: judgement.as_ref().map(|j| j.tag(j.verdict.symbol)),
     };
-    let input_mode = wheel.archive.zip.file_mode;
-    let identity = wheel.archive.zip.identity;
-    let digests = &analysis.digests;
     let output = match destination {
-        Destination::InPlace => {
-            if !changed {
-                return Ok(outcome(None));
-            }
-            if dest == path {
-                let commit = Commit::ReplaceInput(identity);
-                wheel::writer::write_wheel(wheel, &plan, digests, &dest, commit, Some(input_mode))?
-            } else {
-                // Never replace a file that is not this wheel's input; and only go on while the
-                // input is still the file that was read.
-                let input_unchanged = || wheel::zip::FileIdentity::at(path).ok() == Some(identity);
-                if !input_unchanged() {
-                    return Err(OutputError::InputChanged(path.display().to_string()).into());
-                }
-                let written =
-                    wheel::writer::write_wheel(wheel, &plan, digests, &dest, Commit::NoClobber, Some(input_mode))
-                        .map_err(|e| match e {
-                            WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => {
-                                Error::Output(OutputError::InputChanged(path.display().to_string()))
-                            }
-                            e => e.into(),
-                        })?;
-                // Another run on the same input may have removed it already.
-                if input_unchanged() {
-                    match std::fs::remove_file(path) {
-                        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
-                            return Err(Error::RemoveOld { path: path.display().to_string(), source });
-                        }
-                        _ => {}
-                    }
-                }
-                written
-            }
-        }
+        Destination::InPlace if !changed => return Ok(outcome(None)),
+        Destination::InPlace => write_in_place(wheel, &plan, &analysis.digests, path, &dest)?,
         Destination::Directory(_) => {
             if same_file(&dest, path) {
                 return Err(Error::WouldOverwriteInput(dest));
             }
             if changed {
-                wheel::writer::write_wheel(wheel, &plan, digests, &dest, Commit::Replace, None)?
+                wheel::writer::write_wheel(wheel, &plan, &analysis.digests, &dest, Commit::Replace, None)?
             } else {
                 wheel::writer::copy_wheel(path, &dest, Commit::Replace, None)?
             }
         }
     };
     Ok(outcome(Some(output)))
+}
+
+/// `--in-place`: replace the input (keeping its mode), or write the new name and remove the
+/// input. Never replace a file that is not this wheel's input, and only go on while the input
+/// is still the file that was read.
+fn write_in_place(
+    wheel: &Wheel,
+    plan: &Plan,
+    digests: &[Option<[u8; 32]>],
+    path: &Path,
+    dest: &Path,
+) -> Result<PathBuf, Error> {
+    let (mode, identity) = (wheel.archive.zip.file_mode, wheel.archive.zip.identity);
+    if dest == path {
+        return Ok(wheel::writer::write_wheel(wheel, plan, digests, dest, Commit::ReplaceInput(identity), Some(mode))?);
+    }
+    let input_unchanged = || wheel::zip::FileIdentity::at(path).ok() == Some(identity);
+    let replaced = || Error::Output(OutputError::InputChanged(path.display().to_string()));
+    if !input_unchanged() {
+        return Err(replaced());
+    }
+    let written =
+        wheel::writer::write_wheel(wheel, plan, digests, dest, Commit::NoClobber, Some(mode)).map_err(|e| match e {
+            WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => replaced(),
+            e => e.into(),
+        })?;
+    // Another run on the same input may have removed it already.
+    if input_unchanged() {
+        match std::fs::remove_file(path) {
+            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::RemoveOld { path: path.display().to_string(), source });
+            }
+            _ => {}
+        }
+    }
+    Ok(written)
 }
 
 /// The directory a wheel's output goes to (created when needed).

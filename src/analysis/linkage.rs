@@ -213,11 +213,6 @@ pub struct ExternalLib {
     pub searched: Vec<String>,
 }
 
-/// The identity of an ELF file that decides which libraries it can load.
-fn ident_of(f: &ElfFacts) -> ElfIdent {
-    ElfIdent { is_64: f.is_64, little_endian: f.little_endian, machine: f.machine }
-}
-
 /// Resolve what the host binaries need, into [`Analysis::external`]: inside the wheel first,
 /// then on this machine, for the policy family `set` (its libc's rules, and the libraries even
 /// its most compatible policy takes from the system, whose own needs are not walked).
@@ -296,7 +291,7 @@ fn resolve_inside(wheel: &Wheel, analysis: &Analysis) -> Inside {
                 }
                 let hit = search.iter().find_map(|d| {
                     let candidate = if d.is_empty() { soname.clone() } else { format!("{d}/{soname}") };
-                    installed.get(&candidate).copied().filter(|&j| ident_of(facts[j]) == ident_of(facts[i]))
+                    installed.get(&candidate).copied().filter(|&j| facts[j].ident() == facts[i].ident())
                 });
                 if let Some(j) = hit {
                     resolved[i].insert(soname.clone(), j);
@@ -351,12 +346,12 @@ fn resolve_outside(
                 .map(|&l| ObjectPaths { rpath: absolute(&facts[l].rpath), runpath: absolute(&facts[l].runpath) })
                 .collect();
             let dirs = options.search.directories(&object, &loader_paths.iter().collect::<Vec<_>>());
-            describe_external(lib, &dirs, ident_of(f), options, always_whitelisted, &mut queue);
+            describe_external(lib, &dirs, f.ident(), options, always_whitelisted, &mut queue);
         }
     }
 
     // The closure: what those libraries need in turn (not through whitelisted ones).
-    let want = facts.first().map(|f| ident_of(f));
+    let want = facts.first().map(|f| f.ident());
     while let Some((parent, parent_paths)) = queue.pop() {
         let Some(want) = want else { break };
         let needs = external.get(&parent).map(|l| l.needs.clone()).unwrap_or_default();

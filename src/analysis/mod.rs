@@ -192,35 +192,7 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
         .or_else(|| elf.iter().find_map(|m| libc_from_file_name(&m.path)))
         .unwrap_or(Libc::Glibc);
 
-    let mut binaries = Vec::new();
-    for (index, member) in elf.iter().enumerate() {
-        let (path, facts) = (&member.path, &member.facts);
-        let elf_arch = facts.arch();
-        let elf_libc = facts.libc().or_else(|| libc_from_file_name(path));
-        if elf_arch.is_none() {
-            notes.push(Note {
-                file: path.clone(),
-                message: format!("ignored: {} is an architecture no policy covers", machine_name(facts.machine)),
-            });
-        } else if elf_arch != arch {
-            let want = arch.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into());
-            notes.push(Note {
-                file: path.clone(),
-                message: format!(
-                    "ignored: built for {}, the wheel is for {want}",
-                    elf_arch.map(|a| a.to_string()).unwrap_or_default()
-                ),
-            });
-        } else if let Some(other) = elf_libc.filter(|l| *l != libc && !(libc == Libc::Android && *l == Libc::Musl)) {
-            notes.push(Note {
-                file: path.clone(),
-                message: format!("ignored: linked against {}, the wheel is for {}", other.as_str(), libc.as_str()),
-            });
-        } else {
-            binaries.push(HostBinary { elf: index, is_extension: is_python_extension(path, facts) });
-        }
-    }
-
+    let binaries = host_binaries(&elf, arch, libc, &mut notes);
     let mut analysis = Analysis {
         arch,
         libc,
@@ -241,6 +213,33 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
     }
     analysis.notes.sort();
     Ok(analysis)
+}
+
+/// The ELF files of the wheel's own platform (its architecture and libc); a note for each
+/// other one.
+fn host_binaries(elf: &[ElfMember], arch: Option<Arch>, libc: Libc, notes: &mut Vec<Note>) -> Vec<HostBinary> {
+    let mut binaries = Vec::new();
+    for (index, member) in elf.iter().enumerate() {
+        let (path, facts) = (&member.path, &member.facts);
+        let elf_arch = facts.arch();
+        let elf_libc = facts.libc().or_else(|| libc_from_file_name(path));
+        let problem = if elf_arch.is_none() {
+            Some(format!("ignored: {} is an architecture no policy covers", machine_name(facts.machine)))
+        } else if elf_arch != arch {
+            let want = arch.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into());
+            let have = elf_arch.map(|a| a.to_string()).unwrap_or_default();
+            Some(format!("ignored: built for {have}, the wheel is for {want}"))
+        } else {
+            elf_libc
+                .filter(|l| *l != libc && !(libc == Libc::Android && *l == Libc::Musl))
+                .map(|other| format!("ignored: linked against {}, the wheel is for {}", other.as_str(), libc.as_str()))
+        };
+        match problem {
+            Some(message) => notes.push(Note { file: path.clone(), message }),
+            None => binaries.push(HostBinary { elf: index, is_extension: is_python_extension(path, facts) }),
+        }
+    }
+    binaries
 }
 
 /// Why no policy applies to a wheel that has binaries, if none does: a Windows or macOS

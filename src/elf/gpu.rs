@@ -9,7 +9,8 @@ use std::io::Read;
 
 use serde::Serialize;
 
-use crate::elf::{ELF_MAGIC, ElfFacts};
+use crate::elf::ElfFacts;
+use crate::elf::header::{ElfIdent, gpu_header_fields};
 use crate::platform::{EM_AMDGPU, EM_CUDA};
 
 /// `__CLANG_OFFLOAD_BUNDLE__`
@@ -97,21 +98,10 @@ pub fn is_container_magic(head: &[u8]) -> bool {
     [BUNDLE_MAGIC, CCOB_MAGIC, KPAK_MAGIC, OFFLOAD_BINARY_MAGIC, NV_FATBIN_MAGIC].iter().any(|m| head.starts_with(m))
 }
 
-/// `e_machine` of an ELF header, read from its first 20 bytes.
-pub fn elf_machine(head: &[u8]) -> Option<u16> {
-    let bytes = head.get(18..20)?;
-    Some(if head.get(5) == Some(&2) {
-        u16::from_be_bytes([bytes[0], bytes[1]])
-    } else {
-        u16::from_le_bytes([bytes[0], bytes[1]])
-    })
-}
-
 /// A GPU ELF (AMDGPU or CUDA) needs only its header: this decodes a standalone code object.
 pub fn code_object_from_header(file: &str, head: &[u8]) -> Option<GpuCode> {
-    let machine = elf_machine(head)?;
-    let flags = u32::from_le_bytes(head.get(48..52)?.try_into().ok()?);
-    let (os_abi, abi_version) = (head[7], head[8]);
+    let machine = ElfIdent::parse(head)?.machine;
+    let (flags, os_abi, abi_version) = gpu_header_fields(head)?;
     let mut code = match machine {
         EM_AMDGPU => {
             let mut code = GpuCode::new(file, Container::AmdgpuElf);
@@ -428,13 +418,11 @@ fn record_entries(table: &[BundleEntry], data: &[u8], code: &mut GpuCode) {
         code.targets.push(target.to_string());
         let header = data.get(entry.offset as usize..).and_then(|p| p.get(..64));
         if let Some(payload) = header
-            && payload.starts_with(ELF_MAGIC)
-            && elf_machine(payload) == Some(EM_AMDGPU)
+            && ElfIdent::parse(payload).is_some_and(|i| i.machine == EM_AMDGPU)
+            && let Some((flags, os_abi, abi_version)) = gpu_header_fields(payload)
+            && let (_, Some(cov)) = amdgpu_target(flags, os_abi, abi_version)
         {
-            let flags = u32::from_le_bytes(payload[48..52].try_into().unwrap());
-            if let (_, Some(cov)) = amdgpu_target(flags, payload[7], payload[8]) {
-                code.code_object_versions.push(cov);
-            }
+            code.code_object_versions.push(cov);
         }
     }
 }

@@ -16,7 +16,7 @@ use goblin::elf::sym::{STB_WEAK, STT_FUNC, Symtab};
 use goblin::elf::symver::{VerneedSection, VersymSection};
 use serde::Serialize;
 
-use crate::platform::{Arch, EM_AMDGPU, EM_CUDA};
+use crate::platform::Arch;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ElfError {
@@ -106,9 +106,9 @@ impl ElfFacts {
         Arch::from_elf(self.machine, self.is_64, self.little_endian, self.flags)
     }
 
-    /// Device code (AMDGPU or NVIDIA), never a host binary.
-    pub fn is_gpu_code(&self) -> bool {
-        matches!(self.machine, EM_AMDGPU | EM_CUDA)
+    /// Class, byte order and machine: what decides whether one file can load another.
+    pub fn ident(&self) -> header::ElfIdent {
+        header::ElfIdent { is_64: self.is_64, little_endian: self.little_endian, machine: self.machine }
     }
 
     /// The libc the file was linked against, from its interpreter or its DT_NEEDED entries.
