@@ -445,14 +445,19 @@ fn print_hazards(hazards: &[OrderingHazard]) {
     }
 }
 
+/// The flags `retag` and `repair` share: hash every member unless told not to, and always
+/// those whose RECORD row must be written anew; the tag asked for; the version marking.
+fn writing_flags(f: &mut Flags, versions: &VersionArgs, no_verify: bool, plat: &Option<String>, only_plat: bool) {
+    versions.fill(f);
+    f.verify = !no_verify;
+    f.hash_for_record = true;
+    f.plat = plat.clone();
+    f.only_plat = only_plat;
+}
+
 fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
-    let settings = args.common.settings(|f| {
-        args.versions.fill(f);
-        f.verify = !args.no_verify;
-        f.hash_for_record = true;
-        f.plat = args.plat.clone();
-        f.only_plat = args.only_plat;
-    })?;
+    let settings =
+        args.common.settings(|f| writing_flags(f, &args.versions, args.no_verify, &args.plat, args.only_plat))?;
     let destination = if args.in_place {
         Destination::InPlace
     } else {
@@ -466,11 +471,7 @@ fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
 
 fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
     let settings = args.common.settings(|f| {
-        args.versions.fill(f);
-        f.verify = !args.no_verify;
-        f.hash_for_record = true;
-        f.plat = args.plat.clone();
-        f.only_plat = args.only_plat;
+        writing_flags(f, &args.versions, args.no_verify, &args.plat, args.only_plat);
         f.keep_tags = args.no_update_tags;
         f.lib_sdir = args.lib_sdir.clone();
     })?;
