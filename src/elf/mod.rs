@@ -7,16 +7,18 @@
 pub mod gpu;
 pub mod header;
 pub mod patch;
+pub mod view;
 
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::dynamic::{DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, Dynamic};
-use goblin::elf::program_header::{PT_INTERP, ProgramHeader};
-use goblin::elf::section_header::{SHT_DYNSYM, SHT_NOBITS, SHT_NOTE, SectionHeader};
+use goblin::elf::program_header::{PT_DYNAMIC, PT_INTERP, ProgramHeader};
+use goblin::elf::section_header::{SHT_DYNSYM, SHT_GNU_VERNEED, SHT_GNU_VERSYM, SHT_NOBITS, SHT_NOTE, SectionHeader};
 use goblin::elf::sym::{STB_WEAK, STT_FUNC, Symtab};
 use goblin::elf::symver::{VerneedSection, VersymSection};
 use serde::Serialize;
 
 use crate::platform::Arch;
+use view::{FileView, ViewError};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ElfError {
@@ -24,6 +26,9 @@ pub enum ElfError {
     NotElf,
     #[error("malformed ELF: {0}")]
     Malformed(String),
+    /// A range the parser needs was not kept from the stream: read the file again, keeping it.
+    #[error("bytes {offset:#x}..+{size:#x} were not kept")]
+    NotKept { offset: u64, size: u64 },
 }
 
 impl From<goblin::error::Error> for ElfError {
@@ -91,11 +96,19 @@ pub struct ElfFacts {
 impl ElfFacts {
     /// Parse the facts of a whole ELF file held in memory.
     pub fn parse(bytes: &[u8]) -> Result<ElfFacts, ElfError> {
-        if bytes.len() < 16 || &bytes[..4] != ELF_MAGIC {
+        Self::parse_view(bytes)
+    }
+
+    /// Parse the facts from a view of the file: the ranges parsed are the ELF header, the program
+    /// and section headers, the section names, PT_INTERP, the dynamic section and its string
+    /// table, `.dynsym`, `.gnu.version`, `.gnu.version_r` and the notes.
+    pub fn parse_view<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
+        let magic = view.get(0, 16.min(view.len())).map_err(|e| ElfError::from_view(e, "ELF identification"))?;
+        if magic.len() < 16 || &magic[..4] != ELF_MAGIC {
             return Err(ElfError::NotElf);
         }
         // goblin is careful, but a hostile file must never take the process down.
-        match std::panic::catch_unwind(|| parse_facts(bytes)) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_facts(view))) {
             Ok(result) => result,
             Err(_) => Err(ElfError::Malformed("the ELF parser failed on this file".into())),
         }
@@ -140,8 +153,30 @@ impl ElfFacts {
     }
 }
 
-fn parse_facts(bytes: &[u8]) -> Result<ElfFacts, ElfError> {
-    let header = goblin::elf::Elf::parse_header(bytes)?;
+impl ElfError {
+    fn from_view(e: ViewError, what: &str) -> ElfError {
+        match e {
+            ViewError::NotKept { offset, size } => ElfError::NotKept { offset, size },
+            ViewError::PastEnd { offset, size } => ElfError::Malformed(format!(
+                "the {what} (offset {offset:#x}, size {size:#x}) lies past the end of the file"
+            )),
+        }
+    }
+}
+
+/// A range of the file, or the error that names it.
+fn range<'a, V: FileView + ?Sized>(view: &'a V, offset: u64, size: u64, what: &str) -> Result<&'a [u8], ElfError> {
+    view.get(offset, size).map_err(|e| ElfError::from_view(e, what))
+}
+
+/// A section header moved to offset 0, for goblin's readers given only that section's bytes.
+fn rebased(sh: &SectionHeader) -> SectionHeader {
+    SectionHeader { sh_offset: 0, ..sh.clone() }
+}
+
+fn parse_facts<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
+    let head = range(view, 0, 64.min(view.len()), "ELF header")?;
+    let header = goblin::elf::Elf::parse_header(head)?;
     let container = if header.e_ident[goblin::elf::header::EI_CLASS] == goblin::elf::header::ELFCLASS64 {
         Container::Big
     } else {
@@ -150,13 +185,22 @@ fn parse_facts(bytes: &[u8]) -> Result<ElfFacts, ElfError> {
     let little_endian = header.e_ident[goblin::elf::header::EI_DATA] != goblin::elf::header::ELFDATA2MSB;
     let ctx = Ctx::new(container, if little_endian { Endian::Little } else { Endian::Big });
 
-    let program_headers = ProgramHeader::parse(bytes, header.e_phoff as usize, header.e_phnum as usize, ctx)?;
+    let ph_size = ProgramHeader::size(ctx) as u64;
+    let ph_bytes = range(view, header.e_phoff, ph_size * u64::from(header.e_phnum), "program header table")?;
+    let program_headers = ProgramHeader::parse(ph_bytes, 0, header.e_phnum as usize, ctx)?;
     let section_headers = if header.e_shoff == 0 {
         Vec::new()
     } else {
-        let size = u64::from(header.e_shentsize) * u64::from(header.e_shnum.max(1));
-        checked_range(bytes, header.e_shoff, size, "section header table")?;
-        SectionHeader::parse(bytes, header.e_shoff as usize, header.e_shnum as usize, ctx)?
+        let entry = u64::from(header.e_shentsize);
+        let first = range(view, header.e_shoff, entry * u64::from(header.e_shnum.max(1)), "section header table")?;
+        // A count of 0 means the real count overflowed: it is in the first header's sh_size.
+        let count = match header.e_shnum {
+            0 => SectionHeader::parse_from(first, 0, 1, ctx)?.first().map_or(0, |sh| sh.sh_size),
+            n => u64::from(n),
+        };
+        let count = count.min(view.len() / entry.max(1));
+        let sh_bytes = range(view, header.e_shoff, entry * count.max(1), "section header table")?;
+        SectionHeader::parse_from(sh_bytes, 0, count as usize, ctx)?
     };
 
     let mut facts = ElfFacts {
@@ -181,41 +225,46 @@ fn parse_facts(bytes: &[u8]) -> Result<ElfFacts, ElfError> {
 
     for ph in &program_headers {
         if ph.p_type == PT_INTERP && ph.p_filesz > 1 {
-            let range = checked_range(bytes, ph.p_offset, ph.p_filesz - 1, "PT_INTERP")?;
-            facts.interpreter = Some(String::from_utf8_lossy(&bytes[range]).trim_end_matches('\0').to_string());
+            let bytes = range(view, ph.p_offset, ph.p_filesz - 1, "PT_INTERP")?;
+            facts.interpreter = Some(String::from_utf8_lossy(bytes).trim_end_matches('\0').to_string());
         }
     }
 
     let shstrtab = section_headers
         .get(header.e_shstrndx as usize)
         .filter(|sh| sh.sh_type != SHT_NOBITS)
-        .map(|sh| -> Result<&[u8], ElfError> {
-            let range = checked_range(bytes, sh.sh_offset, sh.sh_size, "section name table")?;
-            Ok(&bytes[range])
-        })
+        .map(|sh| range(view, sh.sh_offset, sh.sh_size, "section name table"))
         .transpose()?;
     for sh in &section_headers {
         let name = shstrtab.and_then(|t| string_at(t, sh.sh_name as u64)).unwrap_or_default();
         facts.sections.push(SectionInfo { name, kind: sh.sh_type, offset: sh.sh_offset, size: sh.sh_size });
     }
 
-    if let Some(dynamic) = Dynamic::parse(bytes, &program_headers, ctx)? {
-        read_dynamic(bytes, ctx, &dynamic, &section_headers, &mut facts)?;
+    if let Some(dyn_header) = program_headers.iter().find(|ph| ph.p_type == PT_DYNAMIC) {
+        // goblin reads the entries from the bytes given at the header's offset, and turns the
+        // addresses they hold into file offsets with the PT_LOAD headers.
+        let bytes = range(view, dyn_header.p_offset, dyn_header.p_filesz, "PT_DYNAMIC")?;
+        let headers: Vec<ProgramHeader> = program_headers
+            .iter()
+            .map(|ph| if ph.p_type == PT_DYNAMIC { ProgramHeader { p_offset: 0, ..ph.clone() } } else { ph.clone() })
+            .collect();
+        if let Some(dynamic) = Dynamic::parse(bytes, &headers, ctx)? {
+            read_dynamic(view, ctx, &dynamic, &section_headers, &mut facts)?;
+        }
     }
-    facts.x86_isa_needed = read_x86_isa_needed(bytes, &section_headers, little_endian, container.is_big());
+    facts.x86_isa_needed = read_x86_isa_needed(view, &section_headers, little_endian, container.is_big())?;
     Ok(facts)
 }
 
-fn read_dynamic(
-    bytes: &[u8],
+fn read_dynamic<V: FileView + ?Sized>(
+    view: &V,
     ctx: Ctx,
     dynamic: &Dynamic,
     section_headers: &[SectionHeader],
     facts: &mut ElfFacts,
 ) -> Result<(), ElfError> {
     let info = &dynamic.info;
-    let range = checked_range(bytes, info.strtab as u64, info.strsz as u64, "dynamic string table")?;
-    let dynstr = &bytes[range];
+    let dynstr = range(view, info.strtab as u64, info.strsz as u64, "dynamic string table")?;
     let string = |offset: u64| -> Result<String, ElfError> {
         string_at(dynstr, offset)
             .ok_or_else(|| ElfError::Malformed(format!("dynamic string offset {offset} is out of range")))
@@ -230,10 +279,20 @@ fn read_dynamic(
             _ => {}
         }
     }
+    // A section's bytes, with its header moved to offset 0, for goblin's section readers.
+    let section = |kind: u32, what: &str| -> Result<Option<(&[u8], SectionHeader)>, ElfError> {
+        let Some(sh) = section_headers.iter().find(|sh| sh.sh_type == kind) else { return Ok(None) };
+        let bytes = range(view, sh.sh_offset, sh.sh_size, what)?;
+        Ok(Some((bytes, rebased(sh))))
+    };
 
     // Version index → (file, version name) from `.gnu.version_r`.
     let mut version_names: Vec<(u16, String, String)> = Vec::new();
-    if let Some(verneed) = VerneedSection::parse(bytes, section_headers, ctx)? {
+    let verneed = match section(SHT_GNU_VERNEED, "version needs")? {
+        Some((bytes, sh)) => VerneedSection::parse(bytes, &[sh], ctx)?,
+        None => None,
+    };
+    if let Some(verneed) = verneed {
         for need in verneed.iter() {
             let file = string(need.vn_file as u64)?;
             let mut versions = Vec::new();
@@ -246,14 +305,16 @@ fn read_dynamic(
         }
     }
 
-    let Some(dynsym_header) = section_headers.iter().find(|sh| sh.sh_type == SHT_DYNSYM) else {
+    let Some((dynsym, dynsym_header)) = section(SHT_DYNSYM, "dynamic symbol table")? else {
         return Ok(());
     };
     let entry_size = if facts.is_64 { 24 } else { 16 };
     let count = (dynsym_header.sh_size / entry_size) as usize;
-    checked_range(bytes, dynsym_header.sh_offset, dynsym_header.sh_size, "dynamic symbol table")?;
-    let symbols = Symtab::parse(bytes, dynsym_header.sh_offset as usize, count, ctx)?;
-    let versym = VersymSection::parse(bytes, section_headers, ctx)?;
+    let symbols = Symtab::parse(dynsym, 0, count, ctx)?;
+    let versym = match section(SHT_GNU_VERSYM, "symbol versions")? {
+        Some((bytes, sh)) => VersymSection::parse(bytes, &[sh], ctx)?,
+        None => None,
+    };
     for (index, sym) in symbols.iter().enumerate() {
         if index == 0 || sym.st_name == 0 {
             continue;
@@ -284,8 +345,14 @@ fn read_dynamic(
 }
 
 /// The x86 ISA level a file declares it needs, from `.note.gnu.property`
-/// (`NT_GNU_PROPERTY_TYPE_0`, property `GNU_PROPERTY_X86_ISA_1_NEEDED`).
-fn read_x86_isa_needed(bytes: &[u8], sections: &[SectionHeader], little_endian: bool, is_64: bool) -> Option<u32> {
+/// (`NT_GNU_PROPERTY_TYPE_0`, property `GNU_PROPERTY_X86_ISA_1_NEEDED`). Notes that lie past the
+/// end of the file are skipped.
+fn read_x86_isa_needed<V: FileView + ?Sized>(
+    view: &V,
+    sections: &[SectionHeader],
+    little_endian: bool,
+    is_64: bool,
+) -> Result<Option<u32>, ElfError> {
     const NT_GNU_PROPERTY_TYPE_0: u32 = 5;
     const GNU_PROPERTY_X86_ISA_1_NEEDED: u32 = 0xc000_8002;
     let u32_at = |data: &[u8], at: usize| -> Option<u32> {
@@ -294,39 +361,47 @@ fn read_x86_isa_needed(bytes: &[u8], sections: &[SectionHeader], little_endian: 
     };
     let align = |n: usize, a: usize| n.div_ceil(a) * a;
     for sh in sections.iter().filter(|sh| sh.sh_type == SHT_NOTE) {
-        let Ok(range) = checked_range(bytes, sh.sh_offset, sh.sh_size, "note") else {
-            continue;
+        let notes = match view.get(sh.sh_offset, sh.sh_size) {
+            Ok(notes) => notes,
+            Err(ViewError::PastEnd { .. }) => continue,
+            Err(ViewError::NotKept { offset, size }) => return Err(ElfError::NotKept { offset, size }),
         };
-        let notes = &bytes[range];
         // ELF64 property notes are 8-byte aligned, other notes 4-byte aligned.
         let note_align = if sh.sh_addralign == 8 { 8 } else { 4 };
         let prop_align = if is_64 { 8 } else { 4 };
-        let mut at = 0;
-        while at + 12 <= notes.len() {
-            let namesz = u32_at(notes, at)? as usize;
-            let descsz = u32_at(notes, at + 4)? as usize;
-            let kind = u32_at(notes, at + 8)?;
-            let name_at = at + 12;
-            let desc_at = at + align(12 + namesz, note_align);
-            let desc_end = desc_at.checked_add(descsz)?;
-            if desc_end > notes.len() {
-                break;
-            }
-            if kind == NT_GNU_PROPERTY_TYPE_0 && notes.get(name_at..name_at + namesz) == Some(b"GNU\0") {
-                let desc = &notes[desc_at..desc_end];
-                let mut p = 0;
-                while p + 8 <= desc.len() {
-                    let (pr_type, pr_size) = (u32_at(desc, p)?, u32_at(desc, p + 4)? as usize);
-                    if pr_type == GNU_PROPERTY_X86_ISA_1_NEEDED && pr_size >= 4 {
-                        return u32_at(desc, p + 8);
-                    }
-                    p += 8 + align(pr_size, prop_align);
+        let found = (|| {
+            let mut at = 0;
+            while at + 12 <= notes.len() {
+                let namesz = u32_at(notes, at)? as usize;
+                let descsz = u32_at(notes, at + 4)? as usize;
+                let kind = u32_at(notes, at + 8)?;
+                let name_at = at + 12;
+                let desc_at = at + align(12 + namesz, note_align);
+                let desc_end = desc_at.checked_add(descsz)?;
+                if desc_end > notes.len() {
+                    break;
                 }
+                if kind == NT_GNU_PROPERTY_TYPE_0 && notes.get(name_at..name_at + namesz) == Some(b"GNU\0") {
+                    let desc = &notes[desc_at..desc_end];
+                    let mut p = 0;
+                    while p + 8 <= desc.len() {
+                        let (pr_type, pr_size) = (u32_at(desc, p)?, u32_at(desc, p + 4)? as usize);
+                        if pr_type == GNU_PROPERTY_X86_ISA_1_NEEDED && pr_size >= 4 {
+                            return Some(u32_at(desc, p + 8));
+                        }
+                        p += 8 + align(pr_size, prop_align);
+                    }
+                }
+                at = at + align(desc_end - at, note_align);
             }
-            at = at + align(desc_end - at, note_align);
+            None
+        })();
+        match found {
+            Some(bits) => return Ok(bits),
+            None => continue,
         }
     }
-    None
+    Ok(None)
 }
 
 /// The NUL-terminated string at `offset` of a string table (lossy UTF-8).
@@ -334,13 +409,6 @@ fn string_at(table: &[u8], offset: u64) -> Option<String> {
     let rest = table.get(offset as usize..)?;
     let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
     Some(String::from_utf8_lossy(&rest[..end]).into_owned())
-}
-
-fn checked_range(bytes: &[u8], offset: u64, size: u64, what: &str) -> Result<std::ops::Range<usize>, ElfError> {
-    let end = offset.checked_add(size).filter(|end| *end <= bytes.len() as u64).ok_or_else(|| {
-        ElfError::Malformed(format!("the {what} (offset {offset:#x}, size {size:#x}) lies past the end of the file"))
-    })?;
-    Ok(offset as usize..end as usize)
 }
 
 /// The x86-64 micro-architecture level an ISA bit set asks for, 1 for the baseline.
