@@ -257,13 +257,20 @@ fn interrupt(dir: &Path, args: &[&str], after: Duration, signal: i32) -> std::pr
 
 /// How long a run takes uninterrupted (it is then undone by `undo`), so that signals can be
 /// sent at fractions of it: early (reading), late (writing), and in between.
+/// The median of three runs: the first one also warms the page cache.
 fn duration_of(dir: &Path, args: &[&str], undo: impl Fn()) -> Duration {
-    let start = std::time::Instant::now();
-    let out = wheelfix(dir, args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let took = start.elapsed();
-    undo();
-    took
+    let mut runs: Vec<Duration> = (0..3)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            let out = wheelfix(dir, args);
+            assert!(out.status.success(), "{}", stderr(&out));
+            let took = start.elapsed();
+            undo();
+            took
+        })
+        .collect();
+    runs.sort();
+    runs[1]
 }
 
 #[test]
@@ -286,7 +293,7 @@ fn killed_runs_lose_nothing_and_reruns_clean_up_after_them() {
     ] {
         let full = duration_of(d, &args, restore);
         let mut killed = 0;
-        for fraction in [0.1, 0.4, 0.7, 0.9, 0.97] {
+        for fraction in [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.97] {
             let status = interrupt(d, &args, full.mul_f64(fraction), 9);
             if status.success() {
                 restore();
@@ -301,7 +308,7 @@ fn killed_runs_lose_nothing_and_reruns_clean_up_after_them() {
             assert_true_record(&out_dir.join(new_name));
             restore();
         }
-        assert!(killed >= 3, "{args:?}: only {killed} of 5 runs were interrupted");
+        assert!(killed >= 3, "{args:?}: only {killed} of 11 runs were interrupted");
     }
 }
 

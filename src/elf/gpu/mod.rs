@@ -5,11 +5,12 @@
 //! `AMDGPUUsage.rst`, ROCm's rocm-kpack). Every reader here is bounded: a lying header yields a
 //! note, never a panic or an unbounded allocation.
 
-use std::io::Read;
-
 use serde::Serialize;
 
+pub mod scan;
+
 use crate::elf::ElfFacts;
+use crate::elf::view::FileView;
 use crate::elf::header::{ElfIdent, gpu_header_fields};
 use crate::platform::{EM_AMDGPU, EM_CUDA};
 
@@ -67,7 +68,7 @@ pub struct GpuCode {
 }
 
 impl GpuCode {
-    fn new(file: &str, container: Container) -> Self {
+    pub(crate) fn new(file: &str, container: Container) -> Self {
         GpuCode {
             file: file.to_string(),
             container,
@@ -232,25 +233,35 @@ fn cuda_target(flags: u32, abi_version: u8) -> String {
     format!("sm_{sm}")
 }
 
-/// Device code in a member that is not ELF (bundle, CCOB, kpack archive, OffloadBinary, fatbin).
+/// Device code in a member held whole that is not ELF (bundle, CCOB, kpack archive,
+/// OffloadBinary, fatbin).
 pub fn container_file(file: &str, data: &[u8]) -> Option<GpuCode> {
-    let mut code = if data.starts_with(BUNDLE_MAGIC) {
+    let patterns = scan::Patterns::for_container(data)?;
+    container_view(file, data, &scan::Hits::of(data, patterns))
+}
+
+/// Device code in a member that is not ELF, from a view of its bytes and the containers found
+/// in them (scanned with [`scan::Patterns::for_container`]).
+pub fn container_view<V: FileView + ?Sized>(file: &str, view: &V, hits: &scan::Hits) -> Option<GpuCode> {
+    let len = view.len();
+    let head = view.get(0, (BUNDLE_MAGIC.len() as u64).min(len)).ok()?;
+    let mut code = if head.starts_with(BUNDLE_MAGIC) {
         let mut code = GpuCode::new(file, Container::OffloadBundle);
-        scan_blob(data, &mut code);
+        hits.blob(0, len, &mut code);
         code
-    } else if data.starts_with(CCOB_MAGIC) {
+    } else if head.starts_with(CCOB_MAGIC) {
         let mut code = GpuCode::new(file, Container::CompressedOffloadBundle);
-        scan_blob(data, &mut code);
+        hits.blob(0, len, &mut code);
         code
-    } else if data.starts_with(KPAK_MAGIC) {
-        kpack_archive(file, data)
-    } else if data.starts_with(OFFLOAD_BINARY_MAGIC) {
+    } else if head.starts_with(KPAK_MAGIC) {
+        kpack_archive(file, view)
+    } else if head.starts_with(OFFLOAD_BINARY_MAGIC) {
         let mut code = GpuCode::new(file, Container::OffloadBinary);
-        offload_binary(data, &mut code);
+        hits.arch_values(0, len, &mut code);
         code
-    } else if data.starts_with(NV_FATBIN_MAGIC) {
+    } else if head.starts_with(NV_FATBIN_MAGIC) {
         let mut code = GpuCode::new(file, Container::NvFatbin);
-        nv_fatbin(data, &mut code);
+        hits.nv_fatbins(0, len, &mut code);
         code
     } else {
         return None;
@@ -259,20 +270,31 @@ pub fn container_file(file: &str, data: &[u8]) -> Option<GpuCode> {
     Some(code.finish())
 }
 
-/// Device code embedded in a host binary: `.hip_fatbin` (bundles or CCOBs), kpack references,
-/// `.nv_fatbin`.
+/// Device code embedded in a host binary held whole.
 pub fn host_binary(file: &str, facts: &ElfFacts, data: &[u8]) -> Option<GpuCode> {
-    let section_data = |name: &str| -> Option<&[u8]> {
+    host_binary_view(file, facts, data, &scan::Hits::of_sections(data, facts))
+}
+
+/// Device code embedded in a host binary: `.hip_fatbin` (bundles or CCOBs), kpack references,
+/// `.nv_fatbin`; from a view of the file and the containers found in it
+/// ([`scan::Patterns::HOST`]). A section whose bytes the view lacks is read as far as the
+/// containers found in it go.
+pub fn host_binary_view<V: FileView + ?Sized>(
+    file: &str,
+    facts: &ElfFacts,
+    view: &V,
+    hits: &scan::Hits,
+) -> Option<GpuCode> {
+    // A section's range in the file; none for SHT_NOBITS or one past the end of the file.
+    let section_range = |name: &str| -> Option<(u64, u64)> {
         let s = facts.section(name)?;
-        if s.kind == 8 {
-            return None; // SHT_NOBITS: no bytes in the file
-        }
-        data.get(s.offset as usize..(s.offset.checked_add(s.size)?) as usize)
+        let end = s.offset.checked_add(s.size)?;
+        (s.kind != 8 && end <= view.len()).then_some((s.offset, end))
     };
     if let Some(reference) = facts.section(".rocm_kpack_ref") {
         let mut code = GpuCode::new(file, Container::KpackSplit);
         code.notes.push("device code was split out by kpack: it lives in .kpack archives, not in this file".into());
-        if let Some(bytes) = data.get(reference.offset as usize..(reference.offset + reference.size) as usize) {
+        if let Ok(bytes) = view.get(reference.offset, reference.size) {
             match msgpack::parse(bytes) {
                 Ok(value) => {
                     if let Some(name) = value.get("kernel_name").and_then(|v| v.as_str()) {
@@ -288,80 +310,25 @@ pub fn host_binary(file: &str, facts: &ElfFacts, data: &[u8]) -> Option<GpuCode>
         }
         return Some(code.finish());
     }
-    if let Some(bytes) = section_data(".hip_fatbin") {
+    if let Some((start, end)) = section_range(".hip_fatbin") {
         let mut code = GpuCode::new(file, Container::HipFatbin);
-        scan_blob(bytes, &mut code);
+        hits.blob(start, end, &mut code);
         if code.objects == 0 && code.notes.is_empty() {
             code.notes.push("the .hip_fatbin section holds no offload bundle".into());
         }
         return Some(code.finish());
     }
-    if let Some(bytes) = section_data(".nv_fatbin") {
+    if let Some((start, end)) = section_range(".nv_fatbin") {
         let mut code = GpuCode::new(file, Container::NvFatbin);
-        nv_fatbin(bytes, &mut code);
+        hits.nv_fatbins(start, end, &mut code);
         return Some(code.finish());
     }
     None
 }
 
-/// Read every bundle and compressed bundle in a blob, in order. Bundles may be concatenated
-/// (`-fgpu-rdc`, several translation units) and compressed ones padded to pages.
-fn scan_blob(blob: &[u8], code: &mut GpuCode) {
-    let mut at = 0;
-    let mut bundles = 0;
-    let mut compressed: Vec<String> = Vec::new();
-    // The next position of each magic, searched again only once the scan has passed it, so a
-    // blob of many CCOBs and no plain bundle is not searched to its end once per CCOB.
-    let find_from = |magic: &[u8], from: usize| memchr::memmem::find(&blob[from..], magic).map(|i| from + i);
-    let mut next_bundle = find_from(BUNDLE_MAGIC, 0);
-    let mut next_ccob = find_from(CCOB_MAGIC, 0);
-    while at < blob.len() {
-        if next_bundle.is_some_and(|p| p < at) {
-            next_bundle = find_from(BUNDLE_MAGIC, at);
-        }
-        if next_ccob.is_some_and(|p| p < at) {
-            next_ccob = find_from(CCOB_MAGIC, at);
-        }
-        let (bundle, ccob) = (next_bundle, next_ccob);
-        let next = match (bundle, ccob) {
-            (Some(b), Some(c)) => b.min(c),
-            (Some(b), None) => b,
-            (None, Some(c)) => c,
-            (None, None) => break,
-        };
-        let rest = &blob[next..];
-        let consumed = if rest.starts_with(BUNDLE_MAGIC) {
-            bundles += 1;
-            match read_bundle(rest, code) {
-                Ok(len) => len,
-                Err(e) => {
-                    code.notes.push(format!("offload bundle at offset {next}: {e}"));
-                    BUNDLE_MAGIC.len()
-                }
-            }
-        } else {
-            match read_compressed_bundle(rest, code) {
-                Ok((len, what)) => {
-                    compressed.push(what);
-                    len
-                }
-                Err(e) => {
-                    code.notes.push(format!("compressed bundle at offset {next}: {e}"));
-                    CCOB_MAGIC.len()
-                }
-            }
-        };
-        at = next + consumed.max(1);
-    }
-    if bundles > 0 {
-        code.notes.push(format!("{bundles} offload bundle(s)"));
-    }
-    if !compressed.is_empty() {
-        let mut kinds = compressed.clone();
-        kinds.sort();
-        kinds.dedup();
-        code.notes.push(format!("{} compressed bundle(s): {}", compressed.len(), kinds.join(", ")));
-    }
+/// The sections [`host_binary_view`] reads from the view itself (not from the scan's hits).
+pub fn host_sections_read(facts: &ElfFacts) -> impl Iterator<Item = (u64, u64)> + '_ {
+    facts.sections.iter().filter(|s| s.name == ".rocm_kpack_ref").map(|s| (s.offset, s.size))
 }
 
 /// One entry of a bundle's table.
@@ -403,149 +370,30 @@ fn bundle_table(data: &[u8]) -> Result<Vec<BundleEntry>, TableError> {
     Ok(entries)
 }
 
-/// Count the entries of a bundle table into `code`: targets, and the code object version of
-/// every entry whose payload header lies within `data`.
-fn record_entries(table: &[BundleEntry], data: &[u8], code: &mut GpuCode) {
-    for entry in table {
-        if entry.id.starts_with("host-") {
-            continue;
-        }
-        let Some((_, target)) = entry.id.split_once("--") else {
-            code.notes.push(format!("entry id `{}` has no target", entry.id));
-            continue;
-        };
-        code.objects += 1;
-        code.targets.push(target.to_string());
-        let header = data.get(entry.offset as usize..).and_then(|p| p.get(..64));
-        if let Some(payload) = header
-            && ElfIdent::parse(payload).is_some_and(|i| i.machine == EM_AMDGPU)
-            && let Some((flags, os_abi, abi_version)) = gpu_header_fields(payload)
-            && let (_, Some(cov)) = amdgpu_target(flags, os_abi, abi_version)
-        {
-            code.code_object_versions.push(cov);
-        }
-    }
-}
+/// The most of a kpack archive's table of contents read.
+pub const KPACK_TOC_MAX: u64 = 16 << 20;
 
-/// Parse one uncompressed bundle at the start of `data`; returns its length in bytes (the end of
-/// its last entry) so a scan can continue after it.
-fn read_bundle(data: &[u8], code: &mut GpuCode) -> Result<usize, String> {
-    let table = match bundle_table(data) {
-        Ok(t) => t,
-        Err(TableError::Truncated) => return Err("truncated entry table".into()),
-        Err(TableError::Lie(e)) => return Err(e),
-    };
-    let mut end = 32 + table.iter().map(|e| 24 + e.id.len()).sum::<usize>();
-    for entry in &table {
-        match entry.offset.checked_add(entry.size).filter(|e| *e <= data.len() as u64) {
-            Some(e) => end = end.max(e as usize),
-            None => code.notes.push(format!("entry `{}`: its code object lies past the end of the bundle", entry.id)),
-        }
-    }
-    record_entries(&table, data, code);
-    Ok(end)
-}
-
-/// Parse a compressed bundle at the start of `data`: decode only as far as the entry table and
-/// the code object headers need, never more than [`MAX_DECODED`] bytes. Returns its length and a
-/// description (`CCOB v3 zstd`).
-fn read_compressed_bundle(data: &[u8], code: &mut GpuCode) -> Result<(usize, String), String> {
-    let u16_at = |at: usize| data.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or("truncated header");
-    let u32_at =
-        |at: usize| data.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap())).ok_or("truncated header");
-    let u64_at =
-        |at: usize| data.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or("truncated header");
-    let version = u16_at(4)?;
-    let method = u16_at(6)?;
-    let (header, total, uncompressed) = match version {
-        1 => (20usize, None, u64::from(u32_at(8)?)),
-        2 => (24, Some(u64::from(u32_at(8)?)), u64::from(u32_at(12)?)),
-        3 => (32, Some(u64_at(8)?), u64_at(16)?),
-        v => return Err(format!("unknown CCOB version {v}")),
-    };
-    let end = match total {
-        Some(t) if t < header as u64 || t > data.len() as u64 => {
-            return Err(format!("claims {t} bytes, but only {} remain", data.len()));
-        }
-        Some(t) => t as usize,
-        None => data.len(), // v1 has no total size: it runs to the end of the buffer
-    };
-    let method_name = match method {
-        0 => "zlib",
-        1 => "zstd",
-        m => return Err(format!("unknown compression method {m}")),
-    };
-    let payload = &data[header..end];
-    let limit = (uncompressed as usize).min(MAX_DECODED);
-    let mut decoded =
-        PrefixDecoder::new(payload, method, limit).map_err(|e| format!("cannot decode ({method_name}): {e}"))?;
-    // The entry table first: grow the decoded prefix until it holds the whole table.
-    let mut want = 64 << 10;
-    let table = loop {
-        decoded.fill(want).map_err(|e| format!("cannot decode ({method_name}): {e}"))?;
-        if !decoded.data.starts_with(BUNDLE_MAGIC) {
-            return Err("does not decode to an offload bundle".into());
-        }
-        match bundle_table(&decoded.data) {
-            Ok(table) => break table,
-            Err(TableError::Truncated) if !decoded.done && decoded.data.len() < limit => want = decoded.data.len() * 2,
-            Err(TableError::Truncated) => return Err("the entry table is truncated".into()),
-            Err(TableError::Lie(e)) => return Err(e),
-        }
-    };
-    // Then only the header of the first code object: its version stands for the bundle's.
-    let first = table.iter().filter(|e| !e.id.starts_with("host-") && e.size >= 64).map(|e| e.offset).min();
-    if let Some(offset) = first.filter(|o| (*o as usize) < limit) {
-        let _ = decoded.fill(offset as usize + 64);
-    }
-    record_entries(&table, &decoded.data, code);
-    Ok((end, format!("CCOB v{version} {method_name}")))
-}
-
-/// A zlib or zstd stream decoded on demand, never past `limit` bytes.
-struct PrefixDecoder<'a> {
-    reader: Box<dyn Read + 'a>,
-    data: Vec<u8>,
-    limit: usize,
-    done: bool,
-}
-
-impl<'a> PrefixDecoder<'a> {
-    fn new(payload: &'a [u8], method: u16, limit: usize) -> Result<Self, String> {
-        let reader: Box<dyn Read + 'a> = match method {
-            0 => Box::new(flate2::read::ZlibDecoder::new(payload)),
-            _ => Box::new(zstd::stream::read::Decoder::with_buffer(payload).map_err(|e| e.to_string())?),
-        };
-        Ok(PrefixDecoder { reader, data: Vec::new(), limit, done: false })
-    }
-
-    /// Decode until at least `n` bytes (capped at the limit) are available or the stream ends.
-    fn fill(&mut self, n: usize) -> Result<(), String> {
-        let n = n.min(self.limit);
-        let mut chunk = vec![0u8; 64 << 10];
-        while self.data.len() < n && !self.done {
-            let want = chunk.len().min(n - self.data.len());
-            let got = self.reader.read(&mut chunk[..want]).map_err(|e| e.to_string())?;
-            if got == 0 {
-                self.done = true;
-            }
-            self.data.extend_from_slice(&chunk[..got]);
-        }
-        Ok(())
-    }
+/// Where a kpack archive's table of contents lies, from its 16-byte header: [offset, end).
+pub fn kpack_toc_range(header: &[u8], len: u64) -> Option<(u64, u64)> {
+    let toc = u64::from_le_bytes(header.get(8..16)?.try_into().ok()?);
+    (toc >= 16 && toc < len).then(|| (toc, len.min(toc + KPACK_TOC_MAX)))
 }
 
 /// A kpack archive: `KPAK`, u32 version, u64 TOC offset; a MessagePack TOC naming the archs.
-fn kpack_archive(file: &str, data: &[u8]) -> GpuCode {
+fn kpack_archive<V: FileView + ?Sized>(file: &str, view: &V) -> GpuCode {
     let mut code = GpuCode::new(file, Container::KpackArchive);
-    let version = data.get(4..8).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
-    let toc = data.get(8..16).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+    let header = view.get(0, 16.min(view.len())).unwrap_or_default();
+    let version = header.get(4..8).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
     code.notes.push(format!("kpack archive version {}", version.map(|v| v.to_string()).unwrap_or_else(|| "?".into())));
-    let Some(toc) = toc.filter(|t| *t >= 16 && *t < data.len() as u64) else {
+    let Some((toc, end)) = kpack_toc_range(header, view.len()) else {
         code.notes.push("the table of contents lies past the end of the file".into());
         return code.finish();
     };
-    match msgpack::parse(&data[toc as usize..]) {
+    let Ok(bytes) = view.get(toc, end - toc) else {
+        code.notes.push("the table of contents was not read".into());
+        return code.finish();
+    };
+    match msgpack::parse(bytes) {
         Ok(value) => {
             if let Some(arches) = value.get("gfx_arches").and_then(|v| v.as_array()) {
                 code.targets.extend(arches.iter().filter_map(|a| a.as_str()).map(str::to_string));
@@ -560,49 +408,6 @@ fn kpack_archive(file: &str, data: &[u8]) -> GpuCode {
         Err(e) => code.notes.push(format!("unreadable table of contents: {e}")),
     }
     code.finish()
-}
-
-/// An OffloadBinary: magic, u32 version, u64 size, u64 entry offset, u64 entry size; each entry
-/// carries a string table with `triple` and `arch`.
-fn offload_binary(data: &[u8], code: &mut GpuCode) {
-    // The string map is small; find the `arch` values without a full parse.
-    let mut at = 0;
-    while let Some(i) = memchr::memmem::find(&data[at..], b"arch\0") {
-        let start = at + i + 5;
-        let end = data[start..].iter().position(|&b| b == 0).map(|e| start + e).unwrap_or(data.len());
-        let value = String::from_utf8_lossy(&data[start..end.min(start + 64)]).into_owned();
-        if value.starts_with("gfx") || value.starts_with("sm_") {
-            code.targets.push(value);
-            code.objects += 1;
-        }
-        at = start;
-    }
-}
-
-/// An NVIDIA fatbin: u32 magic, u16 version, u16 header size, u64 payload size; entries of
-/// u16 kind (1 PTX, 2 cubin), u16 version, u32 header size, u64 payload size, SM arch at 0x1c.
-fn nv_fatbin(data: &[u8], code: &mut GpuCode) {
-    let mut at = 0;
-    while let Some(i) = memchr::memmem::find(&data[at..], NV_FATBIN_MAGIC) {
-        let base = at + i;
-        let header = data.get(base + 6..base + 8).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize).unwrap_or(16);
-        let payload = data.get(base + 8..base + 16).map(|b| u64::from_le_bytes(b.try_into().unwrap())).unwrap_or(0);
-        let end = (base + header).saturating_add(payload as usize).min(data.len());
-        let mut entry = base + header;
-        while entry + 0x20 <= end {
-            let kind = u16::from_le_bytes([data[entry], data[entry + 1]]);
-            let entry_header = u32::from_le_bytes(data[entry + 4..entry + 8].try_into().unwrap()) as usize;
-            let size = u64::from_le_bytes(data[entry + 8..entry + 16].try_into().unwrap()) as usize;
-            let sm = u32::from_le_bytes(data[entry + 0x1c..entry + 0x20].try_into().unwrap());
-            if entry_header == 0 {
-                break;
-            }
-            code.objects += 1;
-            code.targets.push(if kind == 1 { format!("compute_{sm}") } else { format!("sm_{sm}") });
-            entry = entry.saturating_add(entry_header).saturating_add(size);
-        }
-        at = end.max(base + 4);
-    }
 }
 
 /// Just enough MessagePack to read kpack tables of contents and references.

@@ -1,0 +1,776 @@
+//! Finding device-code containers in a stream of bytes: clang offload bundles, compressed
+//! bundles (CCOB) and NVIDIA fatbins, found by their magic as the bytes pass, each keeping only
+//! what its report needs (the entry table, the code object headers, the decoded prefix of a
+//! compressed bundle). A file in memory is one chunk of such a stream; a member too large to
+//! hold is many.
+//!
+//! What a file's containers mean depends on where they lie (a bundle counts only inside
+//! `.hip_fatbin`, a section whose place is known only at the end of an ELF file), so the scan
+//! records every container by its file offset, and [`Hits::blob`] then reads the containers of
+//! one range the way a reader of that range's bytes would: in order, each consuming its own
+//! length, truncated at the range's end.
+
+use std::collections::BTreeMap;
+
+use super::{BUNDLE_MAGIC, CCOB_MAGIC, GpuCode, KPAK_MAGIC, MAX_DECODED, NV_FATBIN_MAGIC, OFFLOAD_BINARY_MAGIC, amdgpu_target};
+use crate::elf::ElfFacts;
+use crate::elf::header::{ElfIdent, gpu_header_fields};
+use crate::platform::EM_AMDGPU;
+
+/// The most bytes of one bundle's entry table kept.
+const TABLE_CAP: usize = 4 << 20;
+/// The first bytes of a compressed bundle's payload decoded: enough for most entry tables.
+const TABLE_WANT: usize = 64 << 10;
+/// The most entries of one fatbin followed.
+const NV_ENTRIES_CAP: usize = 1 << 20;
+/// Bytes of an `arch\0` value kept (OffloadBinary string maps).
+const ARCH_VALUE: usize = 64;
+
+/// What a scan looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patterns {
+    pub bundles: bool,
+    pub nv_fatbins: bool,
+    /// `arch\0` keys of OffloadBinary string maps.
+    pub arch_keys: bool,
+}
+
+impl Patterns {
+    /// What host binaries carry: bundles and CCOBs (`.hip_fatbin`), fatbins (`.nv_fatbin`).
+    pub const HOST: Patterns = Patterns { bundles: true, nv_fatbins: true, arch_keys: false };
+    const NONE: Patterns = Patterns { bundles: false, nv_fatbins: false, arch_keys: false };
+
+    /// What a standalone container holds, by its first bytes; `None` if it is no container.
+    pub fn for_container(head: &[u8]) -> Option<Patterns> {
+        if head.starts_with(BUNDLE_MAGIC) || head.starts_with(CCOB_MAGIC) {
+            Some(Patterns { bundles: true, ..Patterns::NONE })
+        } else if head.starts_with(NV_FATBIN_MAGIC) {
+            Some(Patterns { nv_fatbins: true, ..Patterns::NONE })
+        } else if head.starts_with(OFFLOAD_BINARY_MAGIC) {
+            Some(Patterns { arch_keys: true, ..Patterns::NONE })
+        } else if head.starts_with(KPAK_MAGIC) {
+            Some(Patterns::NONE) // its table of contents is read from the view
+        } else {
+            None
+        }
+    }
+}
+
+/// A container found, by the file offset of its magic, with the bytes its report needs.
+#[derive(Debug)]
+pub enum Hit {
+    Bundle { at: u64, table: Vec<u8>, headers: BTreeMap<u64, Vec<u8>> },
+    Ccob(Box<Ccob>),
+    Nv { at: u64, header: Vec<u8>, entries: Vec<(u64, Vec<u8>)> },
+    ArchKey { at: u64, value: Vec<u8> },
+}
+
+impl Hit {
+    pub fn at(&self) -> u64 {
+        match self {
+            Hit::Bundle { at, .. } | Hit::Nv { at, .. } | Hit::ArchKey { at, .. } => *at,
+            Hit::Ccob(c) => c.at,
+        }
+    }
+}
+
+/// A compressed bundle as it streamed past: its header and the decoded prefix of its payload.
+#[derive(Debug)]
+pub struct Ccob {
+    pub at: u64,
+    pub header: Vec<u8>,
+    pub decoded: Vec<u8>,
+    /// The decoder stopped: the payload's stream ended, or it could not be decoded (why).
+    pub ended: bool,
+    pub error: Option<String>,
+    /// File offset just past the last compressed byte the decoder was given.
+    pub input_end: u64,
+    decoder: Option<Decoder>,
+    want: usize,
+    limit: usize,
+    table_done: bool,
+}
+
+/// A hit still taking bytes.
+#[derive(Debug)]
+enum Open {
+    Bundle { at: u64, table: Vec<u8>, entries: Option<Vec<(u64, usize)>>, headers: BTreeMap<u64, Vec<u8>> },
+    Ccob(Box<Ccob>),
+    Nv { at: u64, header: Vec<u8>, next: Option<u64>, end: u64, entries: Vec<(u64, Vec<u8>)> },
+    ArchKey { at: u64, value: Vec<u8> },
+}
+
+/// A push scanner: [`Scanner::feed`] the bytes of a file in order, then [`Scanner::finish`].
+pub struct Scanner {
+    patterns: Patterns,
+    pos: u64,
+    /// The last bytes of the input so far, for magics that straddle two chunks.
+    tail: Vec<u8>,
+    open: Vec<Open>,
+    done: Vec<Hit>,
+}
+
+/// The longest magic, less one: how much of one chunk a magic may leave for the next.
+const OVERLAP: usize = 23;
+
+impl Scanner {
+    pub fn new(patterns: Patterns) -> Scanner {
+        Scanner::starting_at(patterns, 0)
+    }
+
+    /// A scanner fed the bytes of a file from offset `pos` on.
+    pub fn starting_at(patterns: Patterns, pos: u64) -> Scanner {
+        Scanner { patterns, pos, tail: Vec::new(), open: Vec::new(), done: Vec::new() }
+    }
+
+    /// Scan the next bytes of the file.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
+        let start = self.pos;
+        // Magics that begin in the tail and end in this chunk.
+        let head = &chunk[..chunk.len().min(OVERLAP)];
+        let mut joined = Vec::with_capacity(self.tail.len() + head.len());
+        joined.extend_from_slice(&self.tail);
+        joined.extend_from_slice(head);
+        let tail_start = start - self.tail.len() as u64;
+        let mut found: Vec<(u64, Kind)> = Vec::new();
+        for (kind, magic) in self.magics() {
+            for i in memchr::memmem::find_iter(&joined, magic) {
+                if i < self.tail.len() && i + magic.len() > self.tail.len() {
+                    found.push((tail_start + i as u64, kind));
+                }
+            }
+            for i in memchr::memmem::find_iter(chunk, magic) {
+                found.push((start + i as u64, kind));
+            }
+        }
+        found.sort_by_key(|(at, _)| *at);
+        // A hit that began in the tail gets the tail's bytes first.
+        for (at, kind) in found {
+            let mut open = Open::new(kind, at);
+            if at < start {
+                open.feed(at, &joined[(at - tail_start) as usize..self.tail.len()]);
+            }
+            self.open.push(open);
+        }
+        for open in &mut self.open {
+            open.feed(start, chunk);
+        }
+        let (still, finished): (Vec<Open>, Vec<Open>) = std::mem::take(&mut self.open).into_iter().partition(|o| !o.done());
+        self.open = still;
+        self.done.extend(finished.into_iter().map(Open::into_hit));
+        self.pos += chunk.len() as u64;
+        let keep = chunk.len().min(OVERLAP);
+        if keep == OVERLAP {
+            self.tail.clear();
+        } else {
+            let drop = (self.tail.len() + keep).saturating_sub(OVERLAP);
+            self.tail.drain(..drop);
+        }
+        self.tail.extend_from_slice(&chunk[chunk.len() - keep..]);
+    }
+
+    fn magics(&self) -> Vec<(Kind, &'static [u8])> {
+        let mut out = Vec::new();
+        if self.patterns.bundles {
+            out.push((Kind::Bundle, BUNDLE_MAGIC));
+            out.push((Kind::Ccob, CCOB_MAGIC));
+        }
+        if self.patterns.nv_fatbins {
+            out.push((Kind::Nv, NV_FATBIN_MAGIC));
+        }
+        if self.patterns.arch_keys {
+            out.push((Kind::ArchKey, b"arch\0".as_slice()));
+        }
+        out
+    }
+
+    /// Every container found, ordered by offset.
+    pub fn finish(mut self) -> Hits {
+        self.done.extend(self.open.drain(..).map(Open::into_hit));
+        self.done.sort_by_key(Hit::at);
+        Hits { hits: self.done }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Bundle,
+    Ccob,
+    Nv,
+    ArchKey,
+}
+
+/// Copy the part of `data` (which starts at file offset `at`) that falls in [want, want+len)
+/// onto the end of `buf`, which holds the bytes from `want` so far.
+fn take(buf: &mut Vec<u8>, want: u64, len: usize, at: u64, data: &[u8]) {
+    let have = want + buf.len() as u64;
+    let end = want + len as u64;
+    if have >= end || at + data.len() as u64 <= have || at > have {
+        return;
+    }
+    let from = (have - at) as usize;
+    let to = ((end - at) as usize).min(data.len());
+    buf.extend_from_slice(&data[from..to]);
+}
+
+impl Open {
+    fn new(kind: Kind, at: u64) -> Open {
+        match kind {
+            Kind::Bundle => Open::Bundle { at, table: Vec::new(), entries: None, headers: BTreeMap::new() },
+            Kind::Ccob => Open::Ccob(Box::new(Ccob {
+                at,
+                header: Vec::new(),
+                decoded: Vec::new(),
+                ended: false,
+                error: None,
+                input_end: at,
+                decoder: None,
+                want: TABLE_WANT,
+                limit: 0,
+                table_done: false,
+            })),
+            Kind::Nv => Open::Nv { at, header: Vec::new(), next: None, end: 0, entries: Vec::new() },
+            Kind::ArchKey => Open::ArchKey { at, value: Vec::new() },
+        }
+    }
+
+    fn done(&self) -> bool {
+        match self {
+            Open::Bundle { table, entries, headers, .. } => match entries {
+                None => table.len() >= TABLE_CAP,
+                Some(e) => e.iter().all(|(off, _)| headers.get(off).is_some_and(|h| h.len() == 64)),
+            },
+            Open::Ccob(c) => c.ended,
+            Open::Nv { header, next, .. } => header.len() == 16 && next.is_none(),
+            Open::ArchKey { value, .. } => value.len() >= ARCH_VALUE + 5,
+        }
+    }
+
+    fn feed(&mut self, pos: u64, data: &[u8]) {
+        match self {
+            Open::Bundle { at, table, entries, headers } => {
+                if entries.is_none() {
+                    take(table, *at, TABLE_CAP, pos, data);
+                    match super::bundle_table(table) {
+                        Ok(table_entries) => {
+                            // The header of every code object: 64 bytes at its offset.
+                            let wanted: Vec<(u64, usize)> = table_entries
+                                .iter()
+                                .filter(|e| !e.id.starts_with("host-"))
+                                .filter_map(|e| at.checked_add(e.offset).map(|o| (o, 64)))
+                                .collect();
+                            for (off, _) in &wanted {
+                                headers.entry(*off).or_default();
+                            }
+                            *entries = Some(wanted);
+                            // The headers may lie within bytes already seen.
+                            let (start, seen) = (*at, table.clone());
+                            for (off, buf) in headers.iter_mut() {
+                                take(buf, *off, 64, start, &seen);
+                            }
+                        }
+                        Err(super::TableError::Truncated) => {}
+                        // A lying table: nothing more to take.
+                        Err(super::TableError::Lie(_)) => *entries = Some(Vec::new()),
+                    }
+                }
+                if entries.is_some() {
+                    for (off, buf) in headers.iter_mut() {
+                        take(buf, *off, 64, pos, data);
+                    }
+                }
+            }
+            Open::Ccob(c) => c.feed(pos, data),
+            Open::Nv { at, header, next, end, entries } => {
+                if header.len() < 16 {
+                    take(header, *at, 16, pos, data);
+                    if header.len() == 16 {
+                        let header_size = u16::from_le_bytes([header[6], header[7]]) as u64;
+                        let payload = u64::from_le_bytes(header[8..16].try_into().unwrap());
+                        *end = (*at + header_size).saturating_add(payload);
+                        *next = Some(*at + header_size);
+                    }
+                }
+                // Follow the chain of entry headers as far as the bytes go.
+                while let Some(entry) = *next {
+                    if entry + 0x20 > *end || entries.len() >= NV_ENTRIES_CAP {
+                        *next = None;
+                        break;
+                    }
+                    if entries.last().is_none_or(|(o, _)| *o != entry) {
+                        entries.push((entry, Vec::new()));
+                    }
+                    let buf = &mut entries.last_mut().expect("pushed").1;
+                    take(buf, entry, 0x20, pos, data);
+                    if buf.len() < 0x20 {
+                        break;
+                    }
+                    let entry_header = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as u64;
+                    let size = u64::from_le_bytes(buf[8..16].try_into().unwrap());
+                    *next = (entry_header != 0).then(|| entry.saturating_add(entry_header).saturating_add(size));
+                }
+            }
+            Open::ArchKey { at, value } => take(value, *at, ARCH_VALUE + 5, pos, data),
+        }
+    }
+
+    fn into_hit(self) -> Hit {
+        match self {
+            Open::Bundle { at, table, headers, .. } => Hit::Bundle { at, table, headers },
+            Open::Ccob(c) => Hit::Ccob(c),
+            Open::Nv { at, header, entries, .. } => Hit::Nv { at, header, entries },
+            Open::ArchKey { at, value } => Hit::ArchKey { at, value },
+        }
+    }
+}
+
+/// A zlib or zstd stream decoded as its bytes arrive.
+enum Decoder {
+    Zlib(flate2::Decompress),
+    Zstd(Box<zstd::stream::raw::Decoder<'static>>),
+}
+
+impl std::fmt::Debug for Decoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Decoder::Zlib(_) => "zlib",
+            Decoder::Zstd(_) => "zstd",
+        })
+    }
+}
+
+impl Ccob {
+    /// The header's fields: version, method, header size, total size (v2+), uncompressed size.
+    pub fn fields(&self) -> Result<(u16, u16, usize, Option<u64>, u64), String> {
+        let h = &self.header;
+        let u16_at = |at: usize| h.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or("truncated header");
+        let u32_at =
+            |at: usize| h.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap())).ok_or("truncated header");
+        let u64_at =
+            |at: usize| h.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or("truncated header");
+        let version = u16_at(4)?;
+        let method = u16_at(6)?;
+        let (header, total, uncompressed) = match version {
+            1 => (20usize, None, u64::from(u32_at(8)?)),
+            2 => (24, Some(u64::from(u32_at(8)?)), u64::from(u32_at(12)?)),
+            3 => (32, Some(u64_at(8)?), u64_at(16)?),
+            v => return Err(format!("unknown CCOB version {v}")),
+        };
+        Ok((version, method, header, total, uncompressed))
+    }
+
+    fn feed(&mut self, pos: u64, data: &[u8]) {
+        if self.header.len() < 32 {
+            take(&mut self.header, self.at, 32, pos, data);
+        }
+        if self.decoder.is_none() && !self.ended {
+            let Ok((_, method, header, _, uncompressed)) = self.fields() else {
+                // An unknown version, or a header cut short: nothing to decode (yet).
+                if self.header.len() >= 8 || self.header.len() == 32 {
+                    self.ended = self.header.len() >= 8;
+                }
+                return;
+            };
+            if self.header.len() < header {
+                return;
+            }
+            self.limit = (uncompressed as usize).min(MAX_DECODED);
+            self.decoder = match method {
+                0 => Some(Decoder::Zlib(flate2::Decompress::new(true))),
+                1 => match zstd::stream::raw::Decoder::new() {
+                    Ok(d) => Some(Decoder::Zstd(Box::new(d))),
+                    Err(e) => {
+                        self.fail(e.to_string());
+                        return;
+                    }
+                },
+                _ => {
+                    self.ended = true;
+                    return;
+                }
+            };
+            self.input_end = self.at + header as u64;
+        }
+        let Ok((_, _, _, total, _)) = self.fields() else { return };
+        // The compressed bytes of this chunk that belong to the payload and were not given yet.
+        let payload_end = total.map_or(u64::MAX, |t| self.at.saturating_add(t));
+        let chunk_end = pos + data.len() as u64;
+        if self.input_end < pos || self.input_end >= chunk_end.min(payload_end) {
+            if self.input_end >= payload_end {
+                self.ended = true;
+            }
+            return;
+        }
+        let mut input = &data[(self.input_end - pos) as usize..(chunk_end.min(payload_end) - pos) as usize];
+        while !self.ended && !input.is_empty() {
+            let room = self.want.min(self.limit).saturating_sub(self.decoded.len());
+            if room == 0 {
+                self.next_want();
+                continue;
+            }
+            let before = self.decoded.len();
+            self.decoded.resize(before + room.min(256 << 10), 0);
+            let (used, produced, stream_end) = match self.decoder.as_mut().expect("set above") {
+                Decoder::Zlib(d) => {
+                    let (bi, bo) = (d.total_in(), d.total_out());
+                    match d.decompress(input, &mut self.decoded[before..], flate2::FlushDecompress::None) {
+                        Ok(status) => {
+                            ((d.total_in() - bi) as usize, (d.total_out() - bo) as usize, status == flate2::Status::StreamEnd)
+                        }
+                        Err(e) => {
+                            self.decoded.truncate(before);
+                            self.fail(e.to_string());
+                            return;
+                        }
+                    }
+                }
+                Decoder::Zstd(d) => {
+                    use zstd::stream::raw::Operation;
+                    let mut inb = zstd::stream::raw::InBuffer::around(input);
+                    let mut outb = zstd::stream::raw::OutBuffer::around(&mut self.decoded[before..]);
+                    match d.run(&mut inb, &mut outb) {
+                        Ok(hint) => (inb.pos(), outb.pos(), hint == 0),
+                        Err(e) => {
+                            self.decoded.truncate(before);
+                            self.fail(e.to_string());
+                            return;
+                        }
+                    }
+                }
+            };
+            self.decoded.truncate(before + produced);
+            input = &input[used..];
+            self.input_end += used as u64;
+            if stream_end {
+                self.ended = true;
+            } else if used == 0 && produced == 0 {
+                break;
+            }
+        }
+        if self.input_end >= payload_end {
+            self.ended = true;
+        }
+    }
+
+    /// The decoded prefix holds `want` bytes: decide how much more the report needs — the
+    /// whole entry table, then the header of the first code object — or stop.
+    fn next_want(&mut self) {
+        if self.decoded.len() >= self.limit {
+            self.ended = true;
+            return;
+        }
+        if !self.table_done {
+            if !self.decoded.starts_with(BUNDLE_MAGIC) {
+                self.ended = true;
+                return;
+            }
+            match super::bundle_table(&self.decoded) {
+                Ok(table) => {
+                    self.table_done = true;
+                    let first = table.iter().filter(|e| !e.id.starts_with("host-") && e.size >= 64).map(|e| e.offset).min();
+                    match first.filter(|o| (*o as usize) < self.limit) {
+                        Some(offset) if offset as usize + 64 > self.decoded.len() => self.want = offset as usize + 64,
+                        _ => self.ended = true,
+                    }
+                }
+                Err(super::TableError::Truncated) => self.want = self.decoded.len() * 2,
+                Err(super::TableError::Lie(_)) => self.ended = true,
+            }
+        } else {
+            self.ended = true;
+        }
+    }
+
+    fn fail(&mut self, message: String) {
+        self.error = Some(message);
+        self.ended = true;
+        self.decoder = None;
+    }
+}
+
+/// Every container of a file, by offset.
+#[derive(Debug, Default)]
+pub struct Hits {
+    pub hits: Vec<Hit>,
+}
+
+impl Hits {
+    /// Scan a whole file held in memory.
+    pub fn of(data: &[u8], patterns: Patterns) -> Hits {
+        let mut scanner = Scanner::new(patterns);
+        scanner.feed(data);
+        scanner.finish()
+    }
+
+    /// Scan only the device-code sections of a host binary held in memory (where
+    /// [`super::host_binary_view`] looks).
+    pub fn of_sections(data: &[u8], facts: &ElfFacts) -> Hits {
+        let mut hits = Vec::new();
+        for name in [".hip_fatbin", ".nv_fatbin"] {
+            let Some(s) = facts.section(name).filter(|s| s.kind != 8) else { continue };
+            let Some(bytes) = s.offset.checked_add(s.size).and_then(|end| data.get(s.offset as usize..end as usize))
+            else {
+                continue;
+            };
+            let mut scanner = Scanner::starting_at(Patterns::HOST, s.offset);
+            scanner.feed(bytes);
+            hits.extend(scanner.finish().hits);
+        }
+        hits.sort_by_key(Hit::at);
+        Hits { hits }
+    }
+
+    fn within(&self, start: u64, end: u64) -> impl Iterator<Item = &Hit> {
+        let from = self.hits.partition_point(|h| h.at() < start);
+        self.hits[from..].iter().take_while(move |h| h.at() < end)
+    }
+
+    /// Read the bundles and compressed bundles of the file range [start, end) into `code`, as a
+    /// reader of that range's bytes would: in order, each consuming its length (bundles may be
+    /// concatenated, compressed ones padded to pages), truncated at the range's end.
+    pub fn blob(&self, start: u64, end: u64, code: &mut GpuCode) {
+        let mut at = start;
+        let mut bundles = 0;
+        let mut compressed: Vec<String> = Vec::new();
+        for hit in self.within(start, end) {
+            if hit.at() < at {
+                continue;
+            }
+            let next = hit.at();
+            let rel = next - start;
+            let consumed = match hit {
+                Hit::Bundle { table, headers, .. } => {
+                    bundles += 1;
+                    match read_bundle(next, table, headers, end, code) {
+                        Ok(len) => len,
+                        Err(e) => {
+                            code.notes.push(format!("offload bundle at offset {rel}: {e}"));
+                            BUNDLE_MAGIC.len() as u64
+                        }
+                    }
+                }
+                Hit::Ccob(ccob) => match read_ccob(ccob, end, code) {
+                    Ok((len, what)) => {
+                        compressed.push(what);
+                        len
+                    }
+                    Err(e) => {
+                        code.notes.push(format!("compressed bundle at offset {rel}: {e}"));
+                        CCOB_MAGIC.len() as u64
+                    }
+                },
+                _ => continue,
+            };
+            at = next + consumed.max(1);
+        }
+        if bundles > 0 {
+            code.notes.push(format!("{bundles} offload bundle(s)"));
+        }
+        if !compressed.is_empty() {
+            let mut kinds = compressed.clone();
+            kinds.sort();
+            kinds.dedup();
+            code.notes.push(format!("{} compressed bundle(s): {}", compressed.len(), kinds.join(", ")));
+        }
+    }
+
+    /// Read the NVIDIA fatbins of the file range [start, end) into `code`.
+    pub fn nv_fatbins(&self, start: u64, end: u64, code: &mut GpuCode) {
+        let mut at = start;
+        for hit in self.within(start, end) {
+            let Hit::Nv { at: base, header, entries } = hit else { continue };
+            if *base < at {
+                continue;
+            }
+            let header_size = header.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]]) as u64).unwrap_or(16);
+            let payload = header.get(8..16).map(|b| u64::from_le_bytes(b.try_into().unwrap())).unwrap_or(0);
+            let stop = (base + header_size).saturating_add(payload).min(end);
+            for (entry, bytes) in entries {
+                if entry + 0x20 > stop || bytes.len() < 0x20 {
+                    break;
+                }
+                let kind = u16::from_le_bytes([bytes[0], bytes[1]]);
+                let entry_header = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+                let sm = u32::from_le_bytes(bytes[0x1c..0x20].try_into().unwrap());
+                if entry_header == 0 {
+                    break;
+                }
+                code.objects += 1;
+                code.targets.push(if kind == 1 { format!("compute_{sm}") } else { format!("sm_{sm}") });
+            }
+            at = stop.max(base + 4);
+        }
+    }
+
+    /// The `arch` values of the OffloadBinary string maps in [start, end).
+    pub fn arch_values(&self, start: u64, end: u64, code: &mut GpuCode) {
+        for hit in self.within(start, end) {
+            let Hit::ArchKey { at, value } = hit else { continue };
+            let available = (end - at).min(value.len() as u64) as usize;
+            let bytes = &value[5.min(available)..available];
+            let stop = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            let text = String::from_utf8_lossy(&bytes[..stop.min(ARCH_VALUE)]).into_owned();
+            if text.starts_with("gfx") || text.starts_with("sm_") {
+                code.targets.push(text);
+                code.objects += 1;
+            }
+        }
+    }
+}
+
+/// One uncompressed bundle whose magic is at `at`, read up to the range's `end`: returns its
+/// length (the end of its last entry) so the reading continues after it.
+fn read_bundle(
+    at: u64,
+    table: &[u8],
+    headers: &BTreeMap<u64, Vec<u8>>,
+    end: u64,
+    code: &mut GpuCode,
+) -> Result<u64, String> {
+    let available = (end - at).min(table.len() as u64) as usize;
+    let entries = match super::bundle_table(&table[..available]) {
+        Ok(t) => t,
+        Err(super::TableError::Truncated) => return Err("truncated entry table".into()),
+        Err(super::TableError::Lie(e)) => return Err(e),
+    };
+    let limit = end - at;
+    let mut len = 32 + entries.iter().map(|e| 24 + e.id.len() as u64).sum::<u64>();
+    for entry in &entries {
+        match entry.offset.checked_add(entry.size).filter(|e| *e <= limit) {
+            Some(e) => len = len.max(e),
+            None => code.notes.push(format!("entry `{}`: its code object lies past the end of the bundle", entry.id)),
+        }
+    }
+    let header = |entry: &super::BundleEntry| -> Option<&[u8]> {
+        let off = at.checked_add(entry.offset)?;
+        (entry.offset.checked_add(64)? <= limit).then(|| headers.get(&off).map(Vec::as_slice)).flatten()
+    };
+    record_entries(&entries, header, code);
+    Ok(len)
+}
+
+/// One compressed bundle, read up to the range's `end`: returns its length and a description
+/// (`CCOB v3 zstd`).
+fn read_ccob(ccob: &Ccob, end: u64, code: &mut GpuCode) -> Result<(u64, String), String> {
+    let (version, method, header, total, _) = ccob.fields()?;
+    let remaining = end - ccob.at;
+    let len = match total {
+        Some(t) if t < header as u64 || t > remaining => {
+            return Err(format!("claims {t} bytes, but only {remaining} remain"));
+        }
+        Some(t) => t,
+        None => remaining, // v1 has no total size: it runs to the end of the range
+    };
+    let method_name = match method {
+        0 => "zlib",
+        1 => "zstd",
+        m => return Err(format!("unknown compression method {m}")),
+    };
+    if let Some(e) = &ccob.error {
+        return Err(format!("cannot decode ({method_name}): {e}"));
+    }
+    if ccob.input_end > end && total.is_none() {
+        return Err(format!("cannot decode ({method_name}): the stream runs past the end"));
+    }
+    if !ccob.decoded.starts_with(BUNDLE_MAGIC) {
+        return Err("does not decode to an offload bundle".into());
+    }
+    let table = match super::bundle_table(&ccob.decoded) {
+        Ok(table) => table,
+        Err(super::TableError::Truncated) => return Err("the entry table is truncated".into()),
+        Err(super::TableError::Lie(e)) => return Err(e),
+    };
+    let decoded = &ccob.decoded;
+    let header_at = |entry: &super::BundleEntry| decoded.get(entry.offset as usize..).and_then(|p| p.get(..64));
+    record_entries(&table, header_at, code);
+    Ok((len, format!("CCOB v{version} {method_name}")))
+}
+
+/// Count the entries of a bundle table into `code`: targets, and the code object version of
+/// every entry whose payload header `header` gives.
+fn record_entries<'a>(
+    table: &[super::BundleEntry],
+    header: impl Fn(&super::BundleEntry) -> Option<&'a [u8]>,
+    code: &mut GpuCode,
+) {
+    for entry in table {
+        if entry.id.starts_with("host-") {
+            continue;
+        }
+        let Some((_, target)) = entry.id.split_once("--") else {
+            code.notes.push(format!("entry id `{}` has no target", entry.id));
+            continue;
+        };
+        code.objects += 1;
+        code.targets.push(target.to_string());
+        if let Some(payload) = header(entry)
+            && ElfIdent::parse(payload).is_some_and(|i| i.machine == EM_AMDGPU)
+            && let Some((flags, os_abi, abi_version)) = gpu_header_fields(payload)
+            && let (_, Some(cov)) = amdgpu_target(flags, os_abi, abi_version)
+        {
+            code.code_object_versions.push(cov);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bundle with a host entry and one gfx942 entry whose payload is a code object header.
+    fn bundle() -> Vec<u8> {
+        let id_host = b"host-x86_64-unknown-linux-gnu-";
+        let id = b"hipv4-amdgcn-amd-amdhsa--gfx942";
+        let mut out = BUNDLE_MAGIC.to_vec();
+        out.extend(2u64.to_le_bytes());
+        let table = 32 + 24 + id_host.len() + 24 + id.len();
+        out.extend(0u64.to_le_bytes());
+        out.extend(0u64.to_le_bytes());
+        out.extend((id_host.len() as u64).to_le_bytes());
+        out.extend(id_host);
+        out.extend((table as u64).to_le_bytes());
+        out.extend(64u64.to_le_bytes());
+        out.extend((id.len() as u64).to_le_bytes());
+        out.extend(id);
+        let mut object = vec![0u8; 64];
+        object[..4].copy_from_slice(b"\x7fELF");
+        object[4] = 2;
+        object[5] = 1;
+        object[7] = 64;
+        object[8] = 4;
+        object[18..20].copy_from_slice(&224u16.to_le_bytes());
+        object[48..52].copy_from_slice(&0x54cu32.to_le_bytes());
+        out.extend(object);
+        out
+    }
+
+    #[test]
+    fn chunks_of_any_size_find_what_one_chunk_finds() {
+        let mut data = vec![7u8; 1000];
+        data.extend(bundle());
+        data.extend(vec![9u8; 300]);
+        data.extend(bundle());
+        let mut whole = GpuCode::new("x", super::super::Container::HipFatbin);
+        Hits::of(&data, Patterns::HOST).blob(0, data.len() as u64, &mut whole);
+        assert_eq!(whole.objects, 2);
+        assert_eq!(whole.code_object_versions, [6, 6]);
+        for size in [1, 3, 7, 24, 100, 4096] {
+            let mut scanner = Scanner::new(Patterns::HOST);
+            for chunk in data.chunks(size) {
+                scanner.feed(chunk);
+            }
+            let mut code = GpuCode::new("x", super::super::Container::HipFatbin);
+            scanner.finish().blob(0, data.len() as u64, &mut code);
+            assert_eq!((code.objects, &code.targets, &code.notes), (whole.objects, &whole.targets, &whole.notes), "{size}");
+            assert_eq!(code.code_object_versions, whole.code_object_versions, "{size}");
+        }
+        // A range that ends inside the second bundle truncates it, as a reader of those bytes sees.
+        let mut cut = GpuCode::new("x", super::super::Container::HipFatbin);
+        Hits::of(&data, Patterns::HOST).blob(0, data.len() as u64 - 10, &mut cut);
+        assert_eq!(cut.objects, 2);
+        assert_eq!(cut.code_object_versions, [6], "the second header lies past the end");
+    }
+}
