@@ -10,6 +10,7 @@
 //! gpu-targets = ["gfx950"]
 //! no-mark = ["triton-kernels"]
 //! strict-record = true
+//! memory = "2G"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,8 @@ pub struct Config {
     pub gpu_targets: Option<Vec<String>>,
     pub no_mark: Option<Vec<String>>,
     pub strict_record: Option<bool>,
+    /// `--memory`. Ex) `"2G"`
+    pub memory: Option<String>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

@@ -364,7 +364,8 @@ fn write_one(
                 }
                 None => None,
             };
-            plan::repair::add_to_plan(&mut plan, wheel, analysis, judgement.as_ref(), target, repair)
+            let spill = plan::repair::Spill { dir: wheel::output::parent_dir(&dest), budget: &settings.analyze.memory };
+            plan::repair::add_to_plan(&mut plan, wheel, analysis, judgement.as_ref(), target, repair, &spill)
                 .map_err(|source| Error::Repair { wheel: wheel.filename.to_string(), source })?
         }
         None => Vec::new(),

@@ -176,6 +176,11 @@ struct CommonArgs {
     /// missing or extra rows, md5 or no hashes) instead of reporting it and writing a true RECORD.
     #[arg(long)]
     strict_record: bool,
+    /// The memory wheelfix's buffers may take, across all wheels and cores (`512M`, `2G`).
+    /// Defaults: 160M for show and check, 384M for retag and repair (plus the libraries repair
+    /// patches). More buys speed on wheels with large members.
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -203,6 +208,7 @@ impl CommonArgs {
             ldpaths: self.ldpaths.clone(),
             disable_isa_ext_check: self.disable_isa_ext_check,
             strict_record: self.strict_record,
+            memory: self.memory.clone(),
             ..Flags::default()
         }
     }
@@ -451,6 +457,7 @@ fn writing_flags(f: &mut Flags, versions: &VersionArgs, no_verify: bool, plat: &
     versions.fill(f);
     f.verify = !no_verify;
     f.hash_for_record = true;
+    f.writes = true;
     f.plat = plat.clone();
     f.only_plat = only_plat;
 }

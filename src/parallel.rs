@@ -7,28 +7,44 @@ use rayon::prelude::*;
 
 use crate::wheel::Member;
 
-/// Run `f` on every member index of an archive, largest members first (on a wheel dominated by
-/// one huge library the other cores work through the rest meanwhile, instead of waiting for it
-/// at the end); `done` is told of each member as it finishes. Results in archive order; the
-/// first error wins.
+/// Run `f` on every member index of an archive, largest members first, each worker taking the
+/// next member from one queue as it finishes the last: on a wheel dominated by a few huge
+/// libraries, every core starts on one of them at once and the others work through the rest
+/// meanwhile (rayon's splitting would hand a second core the middle of the list). `done` is told
+/// of each member as it finishes. Results in archive order; of several errors, the one of the
+/// first member in archive order.
 pub fn each_member<R: Send, E: Send>(
     members: &[Member],
     f: impl Fn(usize) -> Result<R, E> + Sync + Send,
     done: impl Fn(&Member) + Sync,
 ) -> Result<Vec<R>, E> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let mut order: Vec<usize> = (0..members.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(members[i].compressed_size));
-    let mut results: Vec<(usize, R)> = order
-        .par_iter()
-        .with_max_len(1)
-        .map(|&index| {
-            let result = f(index);
-            done(&members[index]);
-            result.map(|r| (index, r))
-        })
-        .collect::<Result<_, E>>()?;
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Result<R, E>)>> = Mutex::new(Vec::with_capacity(members.len()));
+    let workers = rayon::current_num_threads().min(members.len()).max(1);
+    rayon::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|_| {
+                let mut mine = Vec::new();
+                while let Some(&index) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let result = f(index);
+                    done(&members[index]);
+                    let failed = result.is_err();
+                    mine.push((index, result));
+                    if failed {
+                        next.store(order.len(), Ordering::Relaxed); // the others stop too
+                    }
+                }
+                results.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     results.sort_by_key(|(index, _)| *index);
-    Ok(results.into_iter().map(|(_, r)| r).collect())
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// `f` on every item, in parallel; results in input order.

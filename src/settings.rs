@@ -7,8 +7,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::analysis::AnalyzeOptions;
 use crate::analysis::linkage::LibrarySearch;
+use crate::analysis::{AnalyzeOptions, budget};
 use crate::config::LoadedConfig;
 use crate::exclude::ExcludeList;
 use crate::plan::tags::TagRequest;
@@ -25,6 +25,8 @@ pub enum SettingsError {
     Version(#[from] crate::plan::version::VersionError),
     #[error("--mark-pure, --no-mark and --index-dir need --rocm-version or --local-version")]
     MarkingWithoutLabel,
+    #[error("memory `{0}` is not a size (write it like 512M or 2G)")]
+    Memory(String),
 }
 
 /// Where a setting's value came from.
@@ -80,6 +82,10 @@ pub struct Flags {
     pub verify: bool,
     /// Hash the members whose RECORD row cannot be written again (the writing commands).
     pub hash_for_record: bool,
+    /// `--memory`.
+    pub memory: Option<String>,
+    /// The command writes wheels (its default memory budget is the larger one).
+    pub writes: bool,
 }
 
 /// Every setting of a run, resolved.
@@ -95,6 +101,8 @@ pub struct Settings {
     pub gpu_targets: Setting<Vec<String>>,
     pub no_mark: Setting<Vec<String>>,
     pub strict_record: Setting<bool>,
+    /// Bytes of the memory budget.
+    pub memory: Setting<u64>,
     pub disable_isa_check: bool,
     pub tags: TagRequest,
     pub marking: Option<Marking>,
@@ -147,6 +155,15 @@ impl Settings {
             }
         };
         let plat = pick(&flags.plat, &config.plat);
+        let memory = match pick(&flags.memory, &config.memory) {
+            Setting { value: Some(text), origin } => {
+                let bytes = budget::parse_size(&text).ok_or(SettingsError::Memory(text.clone()))?;
+                Setting { value: bytes, origin }
+            }
+            Setting { value: None, origin } => {
+                Setting { value: if flags.writes { budget::DEFAULT_WRITE } else { budget::DEFAULT_SHOW }, origin }
+            }
+        };
 
         let label = match (&rocm_version.value, &local_version.value) {
             (Some(v), _) => Some(LocalLabel::rocm(v)?),
@@ -169,6 +186,7 @@ impl Settings {
         let mut analyze = AnalyzeOptions::new(policies, exclusion, search);
         analyze.verify_hashes = flags.verify;
         analyze.hash_for_record = flags.hash_for_record;
+        analyze.memory = std::sync::Arc::new(budget::MemoryBudget::new(memory.value));
         Ok(Settings {
             config_file: loaded.path.clone(),
             exclude,
@@ -181,6 +199,7 @@ impl Settings {
             gpu_targets: pick_list(&flags.gpu_targets, &config.gpu_targets),
             no_mark,
             strict_record,
+            memory,
             disable_isa_check: flags.disable_isa_ext_check,
             marking,
             analyze,
@@ -201,6 +220,7 @@ impl Settings {
             gpu_targets: default(Vec::new()),
             no_mark: default(Vec::new()),
             strict_record: Setting { value: false, origin: Origin::Default },
+            memory: Setting { value: analyze.memory.total(), origin: Origin::Default },
             disable_isa_check: false,
             tags: TagRequest::default(),
             marking: None,
@@ -221,6 +241,7 @@ impl Settings {
             ("gpu-targets", list(&self.gpu_targets.value), self.gpu_targets.origin.to_string()),
             ("no-mark", list(&self.no_mark.value), self.no_mark.origin.to_string()),
             ("strict-record", self.strict_record.value.to_string(), self.strict_record.origin.to_string()),
+            ("memory", format!("{}M", self.memory.value >> 20), self.memory.origin.to_string()),
             ("rocm exclusion list", self.rocm_exclusion.value.to_string(), self.rocm_exclusion.origin.to_string()),
         ]
     }

@@ -7,7 +7,9 @@
 //! an ELF file; [`linkage::resolve`] then finds what the host binaries need, inside the wheel
 //! and on this machine.
 
+pub mod budget;
 pub mod linkage;
+pub mod read;
 
 use std::collections::BTreeMap;
 
@@ -19,7 +21,7 @@ use crate::platform::{Arch, Libc, machine_name};
 use crate::policy::Policies;
 use crate::progress::Progress;
 use crate::wheel::platform_tag::PlatformTag;
-use crate::wheel::{MemberDigest, RecordFinding, RecordProblem, Wheel, WheelError};
+use crate::wheel::{Member, MemberDigest, RecordFinding, RecordProblem, Wheel, WheelError};
 use linkage::{ExternalLib, LibrarySearch};
 
 /// What an analysis reads and where it looks for libraries, shared by every wheel of a run.
@@ -33,11 +35,20 @@ pub struct AnalyzeOptions {
     /// Hash the members whose RECORD row cannot be written again as it is (the writing
     /// commands need a true RECORD).
     pub hash_for_record: bool,
+    /// The bytes in flight, shared by every wheel and member of a run.
+    pub memory: std::sync::Arc<budget::MemoryBudget>,
 }
 
 impl AnalyzeOptions {
     pub fn new(policies: Policies, exclude: ExcludeList, search: LibrarySearch) -> Self {
-        AnalyzeOptions { policies, exclude, search, verify_hashes: false, hash_for_record: false }
+        AnalyzeOptions {
+            policies,
+            exclude,
+            search,
+            verify_hashes: false,
+            hash_for_record: false,
+            memory: std::sync::Arc::new(budget::MemoryBudget::new(budget::DEFAULT_SHOW)),
+        }
     }
 }
 
@@ -158,9 +169,9 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
     let mut record_findings = wheel.record_findings.clone();
     let mut formats = BinaryFormats::default();
     for scanned in scans {
-        let path = &members[scanned.index].name;
-        digests[scanned.index] = scanned.digest;
-        record_findings.extend(scanned.finding);
+        let path = &members[scanned.index as usize].name;
+        digests[scanned.index as usize] = scanned.digest;
+        record_findings.extend(scanned.finding.map(|f| *f));
         match scanned.format {
             Some(ForeignFormat::Pe) => formats.pe += 1,
             Some(ForeignFormat::MachO) => formats.mach_o += 1,
@@ -168,13 +179,13 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
         }
         if let Some(facts) = scanned.elf {
             formats.elf += 1;
-            elf.push(ElfMember { path: path.to_string(), facts });
+            elf.push(ElfMember { path: path.to_string(), facts: *facts });
         }
         if let Some(code) = scanned.gpu {
-            gpu_code.push(code);
+            gpu_code.push(*code);
         }
         if let Some(message) = scanned.note {
-            notes.push(Note { file: path.to_string(), message });
+            notes.push(Note { file: path.to_string(), message: message.into() });
         }
     }
     record_findings.sort();
@@ -270,100 +281,196 @@ fn unaudited(wheel: &Wheel, analysis: &Analysis, policies: &Policies) -> Option<
     None
 }
 
-/// What one member turned out to be.
+/// What one member turned out to be. Compact (the rare findings boxed): a wheel may have
+/// hundreds of thousands of members, and all of these are held until the scan ends.
 struct Scanned {
-    index: usize,
+    index: u32,
     /// A host binary's facts.
-    elf: Option<ElfFacts>,
+    elf: Option<Box<ElfFacts>>,
     /// A PE or Mach-O binary.
     format: Option<ForeignFormat>,
     /// Device code it carries.
-    gpu: Option<GpuCode>,
+    gpu: Option<Box<GpuCode>>,
     /// Something odd about it, for the report.
-    note: Option<String>,
+    note: Option<Box<str>>,
     /// Its sha256, when it was hashed.
     digest: Option<[u8; 32]>,
     /// A hash that does not match RECORD.
-    finding: Option<RecordFinding>,
+    finding: Option<Box<RecordFinding>>,
+}
+
+/// What a member's first bytes say it is, as far as the scan cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A host ELF file: its facts are parsed.
+    HostElf,
+    /// A GPU code object: its header says all.
+    GpuElf,
+    /// ELF magic, too short to tell more.
+    TruncatedElf,
+    /// A device-code container that is not ELF.
+    Container,
+    /// Anything else (a PE or Mach-O binary is only counted).
+    Other,
+}
+
+impl Kind {
+    fn of(head: &[u8]) -> Kind {
+        match ElfIdent::parse(head) {
+            Some(ident) if ident.is_gpu() => Kind::GpuElf,
+            Some(_) => Kind::HostElf,
+            None if head.starts_with(crate::elf::header::ELF_MAGIC) => Kind::TruncatedElf,
+            None if gpu::is_container_magic(head) => Kind::Container,
+            None => Kind::Other,
+        }
+    }
+
+    fn needs_content(self) -> bool {
+        matches!(self, Kind::HostElf | Kind::TruncatedElf | Kind::Container)
+    }
 }
 
 /// Read one member as far as needed: its first bytes tell whether it is ELF, PE, Mach-O or a
-/// device-code container; only those are inflated whole, and every member that must be
-/// hashed (all of them, when hashes are verified).
+/// device-code container; only those are read on, and every member that must be hashed (all of
+/// them, when hashes are verified). Small members are inflated whole; large ones stream past
+/// within the memory budget ([`read`]).
 fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<Scanned, WheelError> {
     let archive = &wheel.archive;
     let member = &archive.members()[index];
-    let mut scanned = Scanned { index, elf: None, format: None, gpu: None, note: None, digest: None, finding: None };
+    let mut scanned =
+        Scanned { index: index as u32, elf: None, format: None, gpu: None, note: None, digest: None, finding: None };
     if member.is_dir() {
         return Ok(scanned);
     }
     let hash = !wheel.is_record_file(&member.name)
         && (options.verify_hashes || (options.hash_for_record && !wheel.row_is_reusable(member)));
+    let algorithm = wheel.extra_algorithm(member);
+    let budget = &*options.memory;
+    let whole = read::reads_whole(member, budget);
     let mut data = None;
-    if hash {
-        let bytes = archive.read(member)?;
-        let digest = digest(&bytes, wheel.extra_algorithm(member));
-        if options.verify_hashes {
-            scanned.finding = wheel.check_digest(member, &digest);
-        }
-        scanned.digest = Some(digest.sha256);
-        data = Some(bytes);
+    if hash && whole {
+        data = Some(read::whole(wheel, member, budget)?);
     }
     let head = match &data {
-        Some(bytes) => bytes[..bytes.len().min(HEAD)].to_vec(),
+        Some((bytes, _)) => bytes[..bytes.len().min(HEAD)].to_vec(),
         None => archive.peek(member, HEAD)?,
     };
-    if let Some(ident) = ElfIdent::parse(&head) {
-        if ident.is_gpu() {
-            // Device code: the header says everything we report; never a host binary.
-            match gpu::code_object_from_header(&member.name, &head) {
-                Some(code) => scanned.gpu = Some(code),
-                None => scanned.note = Some("skipped: a GPU ELF file too short to read its header".into()),
-            }
-            return Ok(scanned);
+    let kind = Kind::of(&head);
+    if kind == Kind::GpuElf {
+        // Device code: the header says everything we report; never a host binary.
+        match gpu::code_object_from_header(&member.name, &head) {
+            Some(code) => scanned.gpu = Some(Box::new(code)),
+            None => scanned.note = Some("skipped: a GPU ELF file too short to read its header".into()),
         }
-        let data = match data {
-            Some(d) => d,
-            None => archive.read(member)?,
-        };
-        // A broken host binary leaves the tag unknowable: the wheel fails.
-        let facts = ElfFacts::parse(&data)
-            .map_err(|e| WheelError::BadElf { path: member.name.to_string(), message: e.to_string() })?;
-        scanned.gpu = gpu::host_binary(&member.name, &facts, &data);
-        scanned.elf = Some(facts);
+    } else if kind == Kind::Other {
+        scanned.format = ForeignFormat::sniff(&head);
+    }
+    if kind.needs_content() && data.is_none() && whole {
+        data = Some(read::whole(wheel, member, budget)?);
+    }
+    if let Some((bytes, _permit)) = &data {
+        if hash {
+            record_digest(wheel, member, read::Digester::of(bytes, algorithm), options, &mut scanned);
+        }
+        return read_whole_member(&member.name, kind, bytes, scanned);
+    }
+    if !kind.needs_content() && !hash {
         return Ok(scanned);
     }
-    if head.starts_with(crate::elf::header::ELF_MAGIC) {
-        // Too short to say its machine: parsing it gives the error that names it.
-        let data = match data {
-            Some(d) => d,
-            None => archive.read(member)?,
-        };
-        let error =
-            ElfFacts::parse(&data).err().map(|e| e.to_string()).unwrap_or_else(|| "a truncated ELF header".into());
-        return Err(WheelError::BadElf { path: member.name.to_string(), message: error });
+    let first = match kind {
+        Kind::HostElf => read::FirstPass::Elf,
+        Kind::Container => read::FirstPass::Container(gpu::scan::Patterns::for_container(&head).expect("a container")),
+        _ => read::FirstPass::Nothing,
+    };
+    let streamed = read::first_pass(wheel, member, first, hash.then_some(algorithm), budget)?;
+    if let Some(digest) = &streamed.digest {
+        record_digest(wheel, member, digest.clone(), options, &mut scanned);
     }
-    scanned.format = ForeignFormat::sniff(&head);
-    if gpu::is_container_magic(&head) {
-        let data = match data {
-            Some(d) => d,
-            None => archive.read(member)?,
-        };
-        scanned.gpu = gpu::container_file(&member.name, &data);
+    match kind {
+        Kind::HostElf => {
+            let (facts, code) = streamed_elf(wheel, member, streamed, budget)?;
+            scanned.gpu = code.map(Box::new);
+            scanned.elf = Some(Box::new(facts));
+        }
+        Kind::Container => {
+            scanned.gpu = gpu::container_view(&member.name, &streamed.kept, &streamed.hits).map(Box::new)
+        }
+        _ => {}
     }
     Ok(scanned)
 }
 
-/// sha256 of a member's content, and the digest in its RECORD row's algorithm when that is
-/// another one.
-fn digest(data: &[u8], extra: Option<crate::wheel::record::HashAlgorithm>) -> MemberDigest {
-    use sha2::{Digest, Sha256};
-    let other = extra.map(|algorithm| {
-        let mut hasher = algorithm.hasher();
-        hasher.update(data);
-        hasher.finish()
-    });
-    MemberDigest { sha256: Sha256::digest(data).into(), other }
+/// Note a member's digest, and check it against RECORD when hashes are verified.
+fn record_digest(
+    wheel: &Wheel,
+    member: &Member,
+    digest: MemberDigest,
+    options: &AnalyzeOptions,
+    scanned: &mut Scanned,
+) {
+    if options.verify_hashes {
+        scanned.finding = wheel.check_digest(member, &digest).map(Box::new);
+    }
+    scanned.digest = Some(digest.sha256);
+}
+
+/// The facts of a member held whole.
+fn read_whole_member(name: &str, kind: Kind, data: &[u8], mut scanned: Scanned) -> Result<Scanned, WheelError> {
+    match kind {
+        Kind::HostElf => {
+            // A broken host binary leaves the tag unknowable: the wheel fails.
+            let facts = ElfFacts::parse(data)
+                .map_err(|e| WheelError::BadElf { path: name.to_string(), message: e.to_string() })?;
+            scanned.gpu = gpu::host_binary(name, &facts, data).map(Box::new);
+            scanned.elf = Some(Box::new(facts));
+        }
+        Kind::TruncatedElf => {
+            // Too short to say its machine: parsing it gives the error that names it.
+            let error =
+                ElfFacts::parse(data).err().map(|e| e.to_string()).unwrap_or_else(|| "a truncated ELF header".into());
+            return Err(WheelError::BadElf { path: name.to_string(), message: error });
+        }
+        Kind::Container => scanned.gpu = gpu::container_file(name, data).map(Box::new),
+        Kind::GpuElf | Kind::Other => {}
+    }
+    Ok(scanned)
+}
+
+/// The facts of a host ELF file that streamed past: parsed from the ranges kept, with more
+/// passes while a range it needs was not kept, and the member read whole as the last resort.
+fn streamed_elf<'b>(
+    wheel: &Wheel,
+    member: &Member,
+    mut streamed: read::Streamed<'b>,
+    budget: &'b budget::MemoryBudget,
+) -> Result<(ElfFacts, Option<GpuCode>), WheelError> {
+    let bad = |e: crate::elf::ElfError| WheelError::BadElf { path: member.name.to_string(), message: e.to_string() };
+    loop {
+        let extra = match ElfFacts::parse_view(&streamed.kept) {
+            Ok(facts) => {
+                let missing: Vec<_> =
+                    gpu::host_sections_read(&facts).filter(|(o, s)| !streamed.kept.contains(*o, *s)).collect();
+                if missing.is_empty() {
+                    let code = gpu::host_binary_view(&member.name, &facts, &streamed.kept, &streamed.hits);
+                    return Ok((facts, code));
+                }
+                missing
+            }
+            Err(crate::elf::ElfError::NotKept { offset, size }) => {
+                vec![(offset, size)]
+            }
+            Err(e) => return Err(bad(e)),
+        };
+        streamed = match streamed.again(wheel, member, &extra, budget)? {
+            Some(next) => next,
+            None => {
+                let (data, _permit) = read::whole(wheel, member, budget)?;
+                let facts = ElfFacts::parse(&data).map_err(bad)?;
+                let code = gpu::host_binary(&member.name, &facts, &data);
+                return Ok((facts, code));
+            }
+        };
+    }
 }
 
 /// The libc an extension's platform suffix names. Ex) `_x.cpython-312-x86_64-linux-musl.so` → musl

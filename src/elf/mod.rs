@@ -7,12 +7,15 @@
 pub mod gpu;
 pub mod header;
 pub mod patch;
+pub mod ranges;
 pub mod view;
 
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::dynamic::{DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, Dynamic};
 use goblin::elf::program_header::{PT_DYNAMIC, PT_INTERP, ProgramHeader};
-use goblin::elf::section_header::{SHT_DYNSYM, SHT_GNU_VERNEED, SHT_GNU_VERSYM, SHT_NOBITS, SHT_NOTE, SectionHeader};
+use goblin::elf::section_header::{
+    SHF_ALLOC, SHT_DYNSYM, SHT_GNU_VERNEED, SHT_GNU_VERSYM, SHT_NOBITS, SHT_NOTE, SectionHeader,
+};
 use goblin::elf::sym::{STB_WEAK, STT_FUNC, Symtab};
 use goblin::elf::symver::{VerneedSection, VersymSection};
 use serde::Serialize;
@@ -360,7 +363,9 @@ fn read_x86_isa_needed<V: FileView + ?Sized>(
         Some(if little_endian { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) })
     };
     let align = |n: usize, a: usize| n.div_ceil(a) * a;
-    for sh in sections.iter().filter(|sh| sh.sh_type == SHT_NOTE) {
+    // Only notes the loader maps: `.note.gnu.property` is one; annobin's build notes, kept
+    // outside every segment, say nothing about what the file needs.
+    for sh in sections.iter().filter(|sh| sh.sh_type == SHT_NOTE && sh.sh_flags & u64::from(SHF_ALLOC) != 0) {
         let notes = match view.get(sh.sh_offset, sh.sh_size) {
             Ok(notes) => notes,
             Err(ViewError::PastEnd { .. }) => continue,

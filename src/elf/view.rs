@@ -61,15 +61,25 @@ impl Kept {
             return;
         }
         let end = offset + data.len() as u64;
+        // The common case as a file streams past: the bytes extend the range they follow, and
+        // reach no other range.
+        if let Some((&start, kept)) = self.ranges.range(..=offset).next_back() {
+            let kept_end = start + kept.len() as u64;
+            if kept_end >= offset && end <= kept_end {
+                return; // already kept
+            }
+            if kept_end >= offset && self.ranges.range(start + 1..=end).next().is_none() {
+                let kept = self.ranges.get_mut(&start).expect("found above");
+                kept.extend_from_slice(&data[(kept_end - offset) as usize..]);
+                self.bytes += end - kept_end;
+                return;
+            }
+        }
         // Merge with every range that overlaps or touches [offset, end).
         let mut start = offset;
         let mut merged_end = end;
-        let touching: Vec<u64> = self
-            .ranges
-            .range(..=end)
-            .filter(|(s, v)| **s + v.len() as u64 >= offset)
-            .map(|(s, _)| *s)
-            .collect();
+        let touching: Vec<u64> =
+            self.ranges.range(..=end).filter(|(s, v)| **s + v.len() as u64 >= offset).map(|(s, _)| *s).collect();
         let mut pieces: Vec<(u64, Vec<u8>)> = Vec::new();
         for s in touching {
             let v = self.ranges.remove(&s).expect("listed");

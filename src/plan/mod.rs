@@ -115,11 +115,11 @@ pub fn retag(input: &Input<'_>, changes: &Changes<'_>) -> Plan {
         wheel_info.with_tags(&lines, purelib)
     };
     if wheel_text != wheel_info.text {
-        plan.replace.insert(format!("{dist_info}/WHEEL"), NewMember { data: wheel_text.into_bytes(), mode: None });
+        plan.replace.insert(format!("{dist_info}/WHEEL"), NewMember::new(wheel_text.into_bytes(), None));
     }
     let metadata = rewrite_metadata(input.metadata_text, changes.new_version, changes.pins);
     if metadata != input.metadata_text {
-        plan.replace.insert(format!("{dist_info}/METADATA"), NewMember { data: metadata.into_bytes(), mode: None });
+        plan.replace.insert(format!("{dist_info}/METADATA"), NewMember::new(metadata.into_bytes(), None));
     }
     plan
 }
@@ -161,7 +161,7 @@ mod tests {
         let tags = vec![PlatformTag::parse("manylinux_2_17_x86_64"), PlatformTag::parse("manylinux2014_x86_64")];
         let plan = retag(&input(&filename, &info), &Changes { platform_tags: &tags, ..Default::default() });
         assert_eq!(join_tags(&plan.filename.platform_tags), "manylinux_2_17_x86_64.manylinux2014_x86_64");
-        let wheel = String::from_utf8(plan.replace["pkg-1.0.dist-info/WHEEL"].data.clone()).unwrap();
+        let wheel = String::from_utf8(plan.replace["pkg-1.0.dist-info/WHEEL"].bytes().unwrap().to_vec()).unwrap();
         assert!(wheel.contains("Root-Is-Purelib: false\nTag: cp312-cp312-manylinux_2_17_x86_64\nTag: cp312-cp312-manylinux2014_x86_64\n"), "{wheel}");
         assert!(plan.renames.is_empty() && plan.add.is_empty());
     }
@@ -191,7 +191,8 @@ mod tests {
         assert_eq!(plan.filename.to_string(), "pkg-1.0+rocm10.1.0-cp312-cp312-linux_x86_64.whl");
         assert_eq!(plan.renames["pkg-1.0.data/scripts/tool"], "pkg-1.0+rocm10.1.0.data/scripts/tool");
         assert_eq!(plan.renames["pkg-1.0.dist-info/WHEEL"], "pkg-1.0+rocm10.1.0.dist-info/WHEEL");
-        let metadata = String::from_utf8(plan.replace["pkg-1.0+rocm10.1.0.dist-info/METADATA"].data.clone()).unwrap();
+        let metadata =
+            String::from_utf8(plan.replace["pkg-1.0+rocm10.1.0.dist-info/METADATA"].bytes().unwrap().to_vec()).unwrap();
         assert_eq!(
             metadata,
             "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0+rocm10.1.0\nRequires-Dist: dep==2.0+rocm10.1.0\n\nText\n"

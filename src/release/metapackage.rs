@@ -127,8 +127,8 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
         platform == "any"
     );
     let members = vec![
-        (format!("{dist_info}/METADATA"), NewMember { data: metadata.into_bytes(), mode: Some(0o644) }),
-        (format!("{dist_info}/WHEEL"), NewMember { data: wheel.into_bytes(), mode: Some(0o644) }),
+        (format!("{dist_info}/METADATA"), NewMember::new(metadata.into_bytes(), Some(0o644))),
+        (format!("{dist_info}/WHEEL"), NewMember::new(wheel.into_bytes(), Some(0o644))),
     ];
     std::fs::create_dir_all(&options.output_dir)
         .map_err(|source| MetapackageError::CreateDir { path: options.output_dir.display().to_string(), source })?;

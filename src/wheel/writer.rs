@@ -9,9 +9,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::output::{Commit, OutputError, TempOutput};
-use super::zip::{Compressed, DosTime, ZipWriter};
+use super::zip::{Compressed, DosTime, Spilled, ZipWriter};
 use super::{Record, RecordEntry, Wheel, WheelFilename};
 
 #[derive(Debug, thiserror::Error)]
@@ -29,9 +30,47 @@ pub enum WriteError {
 /// A new file for the output wheel.
 #[derive(Debug, Clone)]
 pub struct NewMember {
-    pub data: Vec<u8>,
+    pub content: Content,
     /// Unix permission bits; `None` keeps the replaced member's.
     pub mode: Option<u32>,
+}
+
+/// The bytes of a new member: in memory, or already deflated into a file of their own (large
+/// members, so that a wheel of many patched libraries never holds them all).
+#[derive(Debug, Clone)]
+pub enum Content {
+    Bytes(Vec<u8>),
+    Spilled(Arc<Spilled>),
+}
+
+impl NewMember {
+    pub fn new(data: Vec<u8>, mode: Option<u32>) -> NewMember {
+        NewMember { content: Content::Bytes(data), mode }
+    }
+
+    /// Deflate `data` at `level` into a file in `dir` when it is large, else keep it.
+    pub fn spilled_if_large(data: Vec<u8>, mode: Option<u32>, level: u32, dir: &Path) -> std::io::Result<NewMember> {
+        const SPILL_FROM: usize = 1 << 20;
+        if data.len() < SPILL_FROM {
+            return Ok(NewMember::new(data, mode));
+        }
+        Ok(NewMember { content: Content::Spilled(Arc::new(Spilled::new(&data, level, dir)?)), mode })
+    }
+
+    /// The bytes, when they are held in memory.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match &self.content {
+            Content::Bytes(b) => Some(b),
+            Content::Spilled(_) => None,
+        }
+    }
+
+    fn record_entry(&self, name: &str) -> RecordEntry {
+        match &self.content {
+            Content::Bytes(b) => RecordEntry::for_bytes(name, b),
+            Content::Spilled(s) => RecordEntry::for_digest(name, &s.sha256, s.size),
+        }
+    }
 }
 
 /// What to change in a wheel. Everything not named here is copied unchanged.
@@ -101,6 +140,8 @@ enum Source {
     Copy(usize),
     /// Content compressed here.
     New { mode: u32, time: DosTime, compressed: Compressed },
+    /// Content deflated into a file of its own beforehand.
+    Spilled { mode: u32, time: DosTime, spilled: Arc<Spilled> },
 }
 
 /// Apply `plan` to `wheel` and write the result to `dest`. `digests` holds the sha256 of the
@@ -139,7 +180,7 @@ pub fn write_wheel(
             continue; // directory entries have no rows
         }
         let row = match (plan.replace.get(name).or_else(|| plan.add.get(name)), source) {
-            (Some(new), _) => RecordEntry::for_bytes(name, &new.data),
+            (Some(new), _) => new.record_entry(name),
             (None, Some(index)) if signature(name) => match wheel.record_entry(&members[*index].name) {
                 Some(row) => RecordEntry { path: name.clone(), ..row.clone() },
                 None => continue,
@@ -164,25 +205,36 @@ pub fn write_wheel(
     // Compress new content in parallel; copies are written in order below.
     let level = plan.compression_level;
     let record_member = wheel.archive.member(&input_record);
-    let mut jobs: Vec<(String, &[u8], u32, Option<DosTime>)> = Vec::new();
+    let mut jobs: Vec<(String, &Content, u32, Option<DosTime>)> = Vec::new();
     for (name, source) in &names {
         if let Some(new) = plan.replace.get(name).or_else(|| plan.add.get(name)) {
             let input = source.map(|i| &members[i]);
             let mode = new.mode.or_else(|| input.and_then(|m| m.unix_mode())).unwrap_or(0o644);
-            jobs.push((name.clone(), &new.data, mode, input.map(|m| DosTime { time: m.dos_time, date: m.dos_date })));
+            jobs.push((
+                name.clone(),
+                &new.content,
+                mode,
+                input.map(|m| DosTime { time: m.dos_time, date: m.dos_date }),
+            ));
         }
     }
+    let record_content = Content::Bytes(record_bytes);
     if !record_unchanged {
         let mode = record_member.and_then(|m| m.unix_mode()).unwrap_or(0o644);
         let time = record_member.map(|m| DosTime { time: m.dos_time, date: m.dos_date });
-        jobs.push((output_record.clone(), &record_bytes, mode, time));
+        jobs.push((output_record.clone(), &record_content, mode, time));
     }
-    let mut compressed: BTreeMap<String, Source> = crate::parallel::try_map_owned(jobs, |(name, data, mode, time)| {
-        let time: DosTime = new_member_time(time)?;
-        Ok::<_, WriteError>((name, Source::New { mode, time, compressed: Compressed::new(data, level) }))
-    })?
-    .into_iter()
-    .collect();
+    let mut compressed: BTreeMap<String, Source> =
+        crate::parallel::try_map_owned(jobs, |(name, content, mode, time)| {
+            let time: DosTime = new_member_time(time)?;
+            let source = match content {
+                Content::Bytes(data) => Source::New { mode, time, compressed: Compressed::new(data, level) },
+                Content::Spilled(spilled) => Source::Spilled { mode, time, spilled: spilled.clone() },
+            };
+            Ok::<_, WriteError>((name, source))
+        })?
+        .into_iter()
+        .collect();
     let mut order: Vec<(String, Source)> = names
         .into_iter()
         .map(|(name, source)| {
@@ -210,11 +262,20 @@ fn input_row(wheel: &Wheel, index: usize, name: &str, digests: &[Option<[u8; 32]
         row.path = name.to_string();
         return Ok(row);
     }
-    let data = wheel
-        .archive
-        .read(member)
-        .map_err(|e| WriteError::Read { name: member.name.to_string(), message: e.to_string() })?;
-    Ok(RecordEntry::for_bytes(name, &data))
+    // Streamed: the member may be larger than memory allows.
+    use sha2::Digest;
+    let fail = |message: String| WriteError::Read { name: member.name.to_string(), message };
+    let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut stream, &mut buf).map_err(|e| fail(e.to_string()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(RecordEntry::for_digest(name, &hasher.finalize().into(), member.size))
 }
 
 /// Copy a wheel byte for byte to `dest` (a wheel that is already what it should be).
@@ -236,17 +297,21 @@ pub fn write_new_wheel(dist_info: &str, members: &[(String, NewMember)], dest: &
     let record_path = format!("{dist_info}/RECORD");
     let mut record = Record::default();
     for (name, member) in members {
-        record.entries.push(RecordEntry::for_bytes(name, &member.data));
+        record.entries.push(member.record_entry(name));
     }
     record.entries.push(RecordEntry { path: record_path.clone(), hash: String::new(), size: None, bad_size: None });
-    let record_member = NewMember { data: record.to_bytes(), mode: Some(0o644) };
+    let record_member = NewMember::new(record.to_bytes(), Some(0o644));
     let time = new_member_time(None)?;
     let order = members
         .iter()
         .chain(std::iter::once(&(record_path, record_member)))
         .map(|(name, m)| {
             let mode = m.mode.unwrap_or(0o644);
-            (name.clone(), Source::New { mode, time, compressed: Compressed::new(&m.data, 6) })
+            let source = match &m.content {
+                Content::Bytes(data) => Source::New { mode, time, compressed: Compressed::new(data, 6) },
+                Content::Spilled(spilled) => Source::Spilled { mode, time, spilled: spilled.clone() },
+            };
+            (name.clone(), source)
         })
         .collect();
     emit(order, None, dest, Commit::Replace, None)
@@ -270,6 +335,9 @@ fn emit(
     for (name, source) in &order {
         match source {
             Source::New { mode, time, compressed } => zip.add(name, *mode, *time, compressed).map_err(io_err(name))?,
+            Source::Spilled { mode, time, spilled } => {
+                zip.add_spilled(name, *mode, *time, spilled).map_err(io_err(name))?
+            }
             Source::Copy(index) => {
                 let wheel = wheel.expect("copies come from an input wheel");
                 let entry = &wheel.archive.members()[*index];

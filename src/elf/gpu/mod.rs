@@ -10,8 +10,8 @@ use serde::Serialize;
 pub mod scan;
 
 use crate::elf::ElfFacts;
-use crate::elf::view::FileView;
 use crate::elf::header::{ElfIdent, gpu_header_fields};
+use crate::elf::view::FileView;
 use crate::platform::{EM_AMDGPU, EM_CUDA};
 
 /// `__CLANG_OFFLOAD_BUNDLE__`

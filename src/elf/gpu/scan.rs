@@ -12,7 +12,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{BUNDLE_MAGIC, CCOB_MAGIC, GpuCode, KPAK_MAGIC, MAX_DECODED, NV_FATBIN_MAGIC, OFFLOAD_BINARY_MAGIC, amdgpu_target};
+use super::{
+    BUNDLE_MAGIC, CCOB_MAGIC, GpuCode, KPAK_MAGIC, MAX_DECODED, NV_FATBIN_MAGIC, OFFLOAD_BINARY_MAGIC, amdgpu_target,
+};
 use crate::elf::ElfFacts;
 use crate::elf::header::{ElfIdent, gpu_header_fields};
 use crate::platform::EM_AMDGPU;
@@ -85,6 +87,8 @@ pub struct Ccob {
     pub error: Option<String>,
     /// File offset just past the last compressed byte the decoder was given.
     pub input_end: u64,
+    /// Code object headers by decoded offset, once compacted.
+    headers: BTreeMap<u64, Vec<u8>>,
     decoder: Option<Decoder>,
     want: usize,
     limit: usize,
@@ -158,7 +162,8 @@ impl Scanner {
         for open in &mut self.open {
             open.feed(start, chunk);
         }
-        let (still, finished): (Vec<Open>, Vec<Open>) = std::mem::take(&mut self.open).into_iter().partition(|o| !o.done());
+        let (still, finished): (Vec<Open>, Vec<Open>) =
+            std::mem::take(&mut self.open).into_iter().partition(|o| !o.done());
         self.open = still;
         self.done.extend(finished.into_iter().map(Open::into_hit));
         self.pos += chunk.len() as u64;
@@ -203,6 +208,11 @@ enum Kind {
     ArchKey,
 }
 
+/// The bytes a parsed entry table takes.
+fn table_len(entries: &[super::BundleEntry]) -> usize {
+    32 + entries.iter().map(|e| 24 + e.id.len()).sum::<usize>()
+}
+
 /// Copy the part of `data` (which starts at file offset `at`) that falls in [want, want+len)
 /// onto the end of `buf`, which holds the bytes from `want` so far.
 fn take(buf: &mut Vec<u8>, want: u64, len: usize, at: u64, data: &[u8]) {
@@ -227,6 +237,7 @@ impl Open {
                 ended: false,
                 error: None,
                 input_end: at,
+                headers: BTreeMap::new(),
                 decoder: None,
                 want: TABLE_WANT,
                 limit: 0,
@@ -256,6 +267,10 @@ impl Open {
                     take(table, *at, TABLE_CAP, pos, data);
                     match super::bundle_table(table) {
                         Ok(table_entries) => {
+                            // Only the table's own bytes stay (a file of a thousand bundles
+                            // must not hold a chunk for each).
+                            table.truncate(table_len(&table_entries));
+                            table.shrink_to_fit();
                             // The header of every code object: 64 bytes at its offset.
                             let wanted: Vec<(u64, usize)> = table_entries
                                 .iter()
@@ -320,7 +335,10 @@ impl Open {
     fn into_hit(self) -> Hit {
         match self {
             Open::Bundle { at, table, headers, .. } => Hit::Bundle { at, table, headers },
-            Open::Ccob(c) => Hit::Ccob(c),
+            Open::Ccob(mut c) => {
+                c.compact();
+                Hit::Ccob(c)
+            }
             Open::Nv { at, header, entries, .. } => Hit::Nv { at, header, entries },
             Open::ArchKey { at, value } => Hit::ArchKey { at, value },
         }
@@ -417,9 +435,11 @@ impl Ccob {
                 Decoder::Zlib(d) => {
                     let (bi, bo) = (d.total_in(), d.total_out());
                     match d.decompress(input, &mut self.decoded[before..], flate2::FlushDecompress::None) {
-                        Ok(status) => {
-                            ((d.total_in() - bi) as usize, (d.total_out() - bo) as usize, status == flate2::Status::StreamEnd)
-                        }
+                        Ok(status) => (
+                            (d.total_in() - bi) as usize,
+                            (d.total_out() - bo) as usize,
+                            status == flate2::Status::StreamEnd,
+                        ),
                         Err(e) => {
                             self.decoded.truncate(before);
                             self.fail(e.to_string());
@@ -470,7 +490,8 @@ impl Ccob {
             match super::bundle_table(&self.decoded) {
                 Ok(table) => {
                     self.table_done = true;
-                    let first = table.iter().filter(|e| !e.id.starts_with("host-") && e.size >= 64).map(|e| e.offset).min();
+                    let first =
+                        table.iter().filter(|e| !e.id.starts_with("host-") && e.size >= 64).map(|e| e.offset).min();
                     match first.filter(|o| (*o as usize) < self.limit) {
                         Some(offset) if offset as usize + 64 > self.decoded.len() => self.want = offset as usize + 64,
                         _ => self.ended = true,
@@ -482,6 +503,24 @@ impl Ccob {
         } else {
             self.ended = true;
         }
+    }
+
+    /// Once decoding stopped, keep only what its report reads: the entry table and the code
+    /// object headers within the decoded prefix.
+    fn compact(&mut self) {
+        self.decoder = None;
+        if !self.decoded.starts_with(BUNDLE_MAGIC) {
+            self.decoded.truncate(BUNDLE_MAGIC.len());
+        } else if let Ok(table) = super::bundle_table(&self.decoded) {
+            for entry in &table {
+                let header = self.decoded.get(entry.offset as usize..).and_then(|p| p.get(..64));
+                if let Some(header) = header {
+                    self.headers.insert(entry.offset, header.to_vec());
+                }
+            }
+            self.decoded.truncate(table_len(&table));
+        }
+        self.decoded.shrink_to_fit();
     }
 
     fn fail(&mut self, message: String) {
@@ -684,7 +723,9 @@ fn read_ccob(ccob: &Ccob, end: u64, code: &mut GpuCode) -> Result<(u64, String),
         Err(super::TableError::Lie(e)) => return Err(e),
     };
     let decoded = &ccob.decoded;
-    let header_at = |entry: &super::BundleEntry| decoded.get(entry.offset as usize..).and_then(|p| p.get(..64));
+    let header_at = |entry: &super::BundleEntry| {
+        ccob.headers.get(&entry.offset).map(Vec::as_slice).or_else(|| decoded.get(entry.offset as usize..)?.get(..64))
+    };
     record_entries(&table, header_at, code);
     Ok((len, format!("CCOB v{version} {method_name}")))
 }
@@ -764,7 +805,11 @@ mod tests {
             }
             let mut code = GpuCode::new("x", super::super::Container::HipFatbin);
             scanner.finish().blob(0, data.len() as u64, &mut code);
-            assert_eq!((code.objects, &code.targets, &code.notes), (whole.objects, &whole.targets, &whole.notes), "{size}");
+            assert_eq!(
+                (code.objects, &code.targets, &code.notes),
+                (whole.objects, &whole.targets, &whole.notes),
+                "{size}"
+            );
             assert_eq!(code.code_object_versions, whole.code_object_versions, "{size}");
         }
         // A range that ends inside the second bundle truncates it, as a reader of those bytes sees.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
-use super::{Graft, RepairError, RepairSettings};
+use super::{Graft, RepairError, RepairSettings, Spill};
 use crate::analysis::Analysis;
 use crate::elf::patch::{ElfEdit, RpathEdit};
 use crate::wheel::writer::NewMember;
@@ -19,25 +19,30 @@ pub struct Copy {
     pub member: NewMember,
 }
 
-/// Read, name and patch every library to vendor, in parallel.
+/// Name, read and patch every library to vendor, in parallel: first each copy's name (from a
+/// hash of the file, streamed), then each copy, within the memory budget.
 pub fn vendor(
     libs: &BTreeSet<String>,
     analysis: &Analysis,
     libs_dir: &str,
     settings: &RepairSettings<'_>,
+    spill: &Spill<'_>,
 ) -> Result<Vec<Copy>, RepairError> {
     let libs: Vec<&String> = libs.iter().collect();
-    let read: Vec<(String, String, Vec<u8>)> = crate::parallel::try_map(&libs, |soname| {
+    let named: Vec<(String, PathBuf, String)> = crate::parallel::try_map(&libs, |soname| {
         let path = analysis.external[*soname].path.clone().unwrap_or_default();
         let real = std::fs::canonicalize(&path).unwrap_or_else(|_| PathBuf::from(&path));
-        let data = std::fs::read(&real).map_err(|source| RepairError::Read { path: path.clone(), source })?;
-        let hash = hex8(&Sha256::digest(&data));
+        let hash = hex8(&file_sha256(&real).map_err(|source| RepairError::Read { path: path.clone(), source })?);
         let base_name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| (*soname).clone());
-        Ok(((*soname).clone(), vendored_name(&base_name, &hash), data))
+        Ok(((*soname).clone(), real, vendored_name(&base_name, &hash)))
     })?;
-    let renames: BTreeMap<String, String> = read.iter().map(|(s, n, _)| (s.clone(), n.clone())).collect();
-    crate::parallel::try_map_owned(read, |(soname, new_name, data)| {
+    let renames: BTreeMap<String, String> = named.iter().map(|(s, _, n)| (s.clone(), n.clone())).collect();
+    crate::parallel::try_map_owned(named, |(soname, real, new_name)| {
         let source = analysis.external[&soname].path.clone().unwrap_or_default();
+        let read_error = |source_err| RepairError::Read { path: source.clone(), source: source_err };
+        let size = std::fs::metadata(&real).map_err(read_error)?.len();
+        let _permit = spill.budget.take(size.saturating_mul(2));
+        let data = std::fs::read(&real).map_err(read_error)?;
         let data = if settings.strip { strip(&data, &source)? } else { data };
         let needs: BTreeMap<String, String> = analysis.external[&soname]
             .needs
@@ -53,13 +58,26 @@ pub fn vendor(
         };
         let patched =
             settings.patcher.patch(&data, &edit).map_err(|e| RepairError::Patch { file: source.clone(), source: e })?;
+        drop(data);
         let member = format!("{libs_dir}/{new_name}");
-        Ok(Copy {
-            graft: Graft { soname, source, member },
-            file_name: new_name,
-            member: NewMember { data: patched, mode: Some(0o755) },
-        })
+        let content = spill.member(patched, Some(0o755), settings, &source)?;
+        Ok(Copy { graft: Graft { soname, source, member }, file_name: new_name, member: content })
     })
+}
+
+/// The sha256 of a file, read in chunks.
+fn file_sha256(path: &std::path::Path) -> std::io::Result<[u8; 32]> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(hasher.finalize().into());
+        }
+        hasher.update(&buf[..n]);
+    }
 }
 
 /// Old soname → the copy's file name.

@@ -14,10 +14,11 @@ pub mod patch;
 pub mod rpath;
 
 use crate::analysis::Analysis;
+use crate::analysis::budget::MemoryBudget;
 use crate::elf::patch::{PatchError, Patcher};
 use crate::policy::verdict::Judgement;
 use crate::wheel::Wheel;
-use crate::wheel::writer::Plan;
+use crate::wheel::writer::{NewMember, Plan};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepairError {
@@ -35,6 +36,29 @@ pub enum RepairError {
     Patch { file: String, source: PatchError },
     #[error("cannot strip {path}: {message}")]
     Strip { path: String, message: String },
+    #[error("cannot write the patched `{file}` aside: {source}")]
+    Spill { file: String, source: std::io::Error },
+}
+
+/// Where patched files wait for the writer, and the memory budget patching takes from.
+pub struct Spill<'a> {
+    /// The output's directory: a patched file is deflated into an unlinked file there.
+    pub dir: &'a std::path::Path,
+    pub budget: &'a MemoryBudget,
+}
+
+impl Spill<'_> {
+    /// A patched file as a new member: deflated into a file of its own when it is large.
+    fn member(
+        &self,
+        data: Vec<u8>,
+        mode: Option<u32>,
+        settings: &RepairSettings<'_>,
+        file: &str,
+    ) -> Result<NewMember, RepairError> {
+        NewMember::spilled_if_large(data, mode, settings.compression_level, self.dir)
+            .map_err(|source| RepairError::Spill { file: file.to_string(), source })
+    }
 }
 
 /// Settings of `repair`.
@@ -66,17 +90,18 @@ pub fn add_to_plan(
     judgement: Option<&Judgement>,
     target: Option<usize>,
     settings: &RepairSettings<'_>,
+    spill: &Spill<'_>,
 ) -> Result<Vec<Graft>, RepairError> {
     plan.compression_level = settings.compression_level;
     let Some(judgement) = judgement else { return Ok(Vec::new()) };
     let libs = find::libraries_to_vendor(analysis, judgement, target)?;
     let libs_dir = format!("{}{}", wheel.filename.name, settings.lib_sdir);
-    let copies = copy::vendor(&libs, analysis, &libs_dir, settings)?;
+    let copies = copy::vendor(&libs, analysis, &libs_dir, settings, spill)?;
     let renames = copy::renames(&copies);
     for copy in &copies {
         plan.add.insert(copy.graft.member.clone(), copy.member.clone());
     }
-    for (path, member) in patch::patch_wheel_files(wheel, analysis, &renames, &libs_dir, settings)? {
+    for (path, member) in patch::patch_wheel_files(wheel, analysis, &renames, &libs_dir, settings, spill)? {
         match member {
             patch::Patched::InPlace(m) => {
                 plan.replace.insert(plan.output_name(&path).to_string(), m);

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{RepairError, RepairSettings};
+use super::{RepairError, RepairSettings, Spill};
 use crate::analysis::Analysis;
 use crate::elf::patch::{ElfEdit, PatchError, RpathEdit};
 use crate::wheel::Wheel;
@@ -23,6 +23,7 @@ pub fn patch_wheel_files(
     renames: &BTreeMap<String, String>,
     libs_dir: &str,
     settings: &RepairSettings<'_>,
+    spill: &Spill<'_>,
 ) -> Result<Vec<(String, Patched)>, RepairError> {
     // Executables installed as scripts land outside site-packages, where no `$ORIGIN` path
     // reaches the libs directory: like auditwheel (#340), they move to `<dist>.scripts/` in the
@@ -62,25 +63,31 @@ pub fn patch_wheel_files(
         .collect();
     crate::parallel::try_map(&edits, |(path, edit)| {
         let member = wheel.archive.member(path).expect("binaries are members");
+        // The file and its patched copy are in memory together, then the copy is deflated
+        // into a file of its own: that is what the budget is asked for.
+        let _permit = spill.budget.take(member.size.saturating_mul(2));
         let data = wheel
             .archive
             .read(member)
-            .map(|b| b.into_vec())
             .map_err(|e| RepairError::Patch { file: path.to_string(), source: PatchError::External(e.to_string()) })?;
         let out = settings
             .patcher
             .patch(&data, edit)
             .map_err(|source| RepairError::Patch { file: path.to_string(), source })?;
-        let patched = match moved(path).filter(|_| !edit.replace_needed.is_empty()) {
+        drop(data);
+        let moved_to = moved(path).filter(|_| !edit.replace_needed.is_empty());
+        let mode = if moved_to.is_some() { Some(0o755) } else { None };
+        let out = spill.member(out, mode, settings, path)?;
+        let patched = match moved_to {
             Some(moved_to) => {
                 let exe = moved_to.rsplit('/').next().unwrap_or_default().to_string();
                 Patched::Moved {
-                    shim: NewMember { data: script_shim(&scripts_dir, &exe).into_bytes(), mode: Some(0o755) },
+                    shim: NewMember::new(script_shim(&scripts_dir, &exe).into_bytes(), Some(0o755)),
                     moved_to,
-                    executable: NewMember { data: out, mode: Some(0o755) },
+                    executable: out,
                 }
             }
-            None => Patched::InPlace(NewMember { data: out, mode: None }),
+            None => Patched::InPlace(out),
         };
         Ok((path.to_string(), patched))
     })

@@ -7,7 +7,7 @@ pub mod write;
 use std::io::{self, Read};
 
 pub use read::{Entry, FileIdentity, ZipReader, sha256_of};
-pub use write::{Compressed, ZipWriter};
+pub use write::{Compressed, Spilled, ZipWriter};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ZipError {

@@ -6,6 +6,7 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsRawFd;
+use std::path::Path;
 
 use super::read::{Entry, ZipReader};
 use super::{DosTime, Method};
@@ -67,6 +68,50 @@ impl Compressed {
     }
 }
 
+/// A member deflated into an unlinked file of its own, so that a large new member (a patched
+/// library) leaves memory as soon as it is ready, and nothing is left behind on any exit.
+#[derive(Debug)]
+pub struct Spilled {
+    file: File,
+    pub method: Method,
+    pub crc32: u32,
+    pub size: u64,
+    pub compressed_size: u64,
+    pub sha256: [u8; 32],
+}
+
+impl Spilled {
+    /// Deflate `data` at zlib `level` (0 stores it) into a file in `dir`: the same bytes
+    /// [`Compressed::new`] gives.
+    pub fn new(data: &[u8], level: u32, dir: &Path) -> io::Result<Spilled> {
+        use sha2::Digest;
+        let mut crc = libdeflater::Crc::new();
+        crc.update(data);
+        let mut file = tempfile::tempfile_in(dir)?;
+        let method = if level == 0 {
+            file.write_all(data)?;
+            Method::Stored
+        } else {
+            let mut encoder = flate2::write::DeflateEncoder::new(
+                BufWriter::with_capacity(1 << 20, &mut file),
+                flate2::Compression::new(level.min(9)),
+            );
+            encoder.write_all(data)?;
+            encoder.finish()?.flush()?;
+            Method::Deflated
+        };
+        let compressed_size = file.metadata()?.len();
+        Ok(Spilled {
+            file,
+            method,
+            crc32: crc.sum(),
+            size: data.len() as u64,
+            compressed_size,
+            sha256: sha2::Sha256::digest(data).into(),
+        })
+    }
+}
+
 pub struct ZipWriter {
     out: BufWriter<File>,
     offset: u64,
@@ -102,22 +147,49 @@ impl ZipWriter {
 
     /// Append a member compressed beforehand.
     pub fn add(&mut self, name: &str, mode: u32, time: DosTime, member: &Compressed) -> io::Result<()> {
-        let w = Written {
-            name: name.into(),
-            method: member.method,
-            crc32: member.crc32,
-            compressed_size: member.data.len() as u64,
-            size: member.size,
-            header_offset: self.offset,
-            time,
-            made_by: MADE_BY_UNIX,
-            external_attr: (0o100000 | (mode & 0o7777)) << 16,
-        };
+        let (lengths, crc32) = ((member.data.len() as u64, member.size), member.crc32);
+        let w = self.new_member(name, mode, time, member.method, crc32, lengths);
         self.local_header(&w)?;
         self.out.write_all(&member.data)?;
         self.offset += member.data.len() as u64;
         self.written.push(w);
         Ok(())
+    }
+
+    /// Append a member deflated into its own file beforehand.
+    pub fn add_spilled(&mut self, name: &str, mode: u32, time: DosTime, member: &Spilled) -> io::Result<()> {
+        let (lengths, crc32) = ((member.compressed_size, member.size), member.crc32);
+        let w = self.new_member(name, mode, time, member.method, crc32, lengths);
+        self.local_header(&w)?;
+        self.out.flush()?;
+        copy_range(&member.file, 0, self.out.get_mut(), member.compressed_size)?;
+        self.offset += member.compressed_size;
+        self.written.push(w);
+        Ok(())
+    }
+
+    /// The fields of a member written anew at the current offset: a Unix regular file.
+    /// `lengths`: (compressed, uncompressed).
+    fn new_member(
+        &self,
+        name: &str,
+        mode: u32,
+        time: DosTime,
+        method: Method,
+        crc32: u32,
+        lengths: (u64, u64),
+    ) -> Written {
+        Written {
+            name: name.into(),
+            method,
+            crc32,
+            compressed_size: lengths.0,
+            size: lengths.1,
+            header_offset: self.offset,
+            time,
+            made_by: MADE_BY_UNIX,
+            external_attr: (0o100000 | (mode & 0o7777)) << 16,
+        }
     }
 
     fn local_header(&mut self, w: &Written) -> io::Result<()> {

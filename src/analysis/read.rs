@@ -1,0 +1,321 @@
+//! Reading members within the memory budget ([`super::budget`]).
+//!
+//! A member small enough for its share of the budget is inflated whole in one call (libdeflate,
+//! the fastest way). A larger one streams past in chunks, once: hashed as it goes, scanned for
+//! device-code containers ([`crate::elf::gpu::scan`]), and, for an ELF file, with only the byte
+//! ranges its facts need kept ([`crate::elf::ranges`]). When a range the facts need had already
+//! passed before anything announced it, another pass keeps exactly the ranges the first one
+//! learned about; a file never needs more than a few.
+
+use sha2::{Digest, Sha256};
+
+use super::budget::{MemoryBudget, Permit};
+use crate::elf::gpu::scan::{Hits, Patterns, Scanner};
+use crate::elf::ranges::{HeaderLayout, Range, Segments, needed_ranges};
+use crate::elf::view::{FileView, Kept};
+use crate::wheel::record::HashAlgorithm;
+use crate::wheel::zip::Buffer;
+use crate::wheel::{Member, MemberDigest, Wheel, WheelError};
+
+/// Bytes of one streamed chunk.
+const CHUNK: usize = 1 << 20;
+/// What a stream takes besides the ranges it keeps: its chunk, the compressed input buffer,
+/// the decoder's window and the scanner's state.
+const STREAM_COST: u64 = 2 << 20;
+/// The most of a file's first read-only segment kept on speculation.
+const PREFIX_CAP: u64 = 64 << 20;
+/// Bytes before the section header table kept for the section names (linkers put them there).
+const NAMES_WINDOW: u64 = 64 << 10;
+/// The first bytes of an ELF file, always kept: headers, interpreter, notes.
+const HEAD_KEEP: u64 = 64 << 10;
+/// More passes than this over one member mean its headers keep announcing new ranges.
+const MAX_PASSES: usize = 4;
+
+/// Whether a member is read whole: its compressed and inflated bytes fit its worker's share.
+pub fn reads_whole(member: &Member, budget: &MemoryBudget) -> bool {
+    let share = budget.total() / (2 * rayon::current_num_threads() as u64).max(2);
+    member.size.saturating_add(member.compressed_size) <= share.max(1 << 20)
+}
+
+/// A member inflated whole, with the budget it takes.
+pub fn whole<'b>(wheel: &Wheel, member: &Member, budget: &'b MemoryBudget) -> Result<(Buffer, Permit<'b>), WheelError> {
+    let permit = budget.take(member.size.saturating_add(member.compressed_size));
+    Ok((wheel.archive.read(member)?, permit))
+}
+
+/// sha256 and the RECORD row's other algorithm, fed as the bytes pass.
+pub struct Digester {
+    sha256: Sha256,
+    other: Option<crate::wheel::record::Hasher>,
+}
+
+impl Digester {
+    pub fn new(other: Option<HashAlgorithm>) -> Digester {
+        Digester { sha256: Sha256::new(), other: other.map(HashAlgorithm::hasher) }
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        self.sha256.update(data);
+        if let Some(h) = &mut self.other {
+            h.update(data);
+        }
+    }
+
+    pub fn finish(self) -> MemberDigest {
+        MemberDigest { sha256: self.sha256.finalize().into(), other: self.other.map(|h| h.finish()) }
+    }
+
+    /// The digest of bytes held whole.
+    pub fn of(data: &[u8], other: Option<HashAlgorithm>) -> MemberDigest {
+        let mut d = Digester::new(other);
+        d.update(data);
+        d.finish()
+    }
+}
+
+/// Learns, from what was kept so far, which ranges to keep next.
+pub trait Learn {
+    /// `seen`: the bytes of the file streamed so far. Returns new ranges to keep.
+    fn learn(&mut self, kept: &Kept, seen: u64) -> Vec<Range>;
+}
+
+/// Keeps the ranges it was given and learns nothing.
+pub struct Fixed;
+
+impl Learn for Fixed {
+    fn learn(&mut self, _: &Kept, _: u64) -> Vec<Range> {
+        Vec::new()
+    }
+}
+
+/// One streaming pass: what to keep, scan and hash.
+pub struct Pass<'a> {
+    pub keep: Vec<Range>,
+    pub learn: &'a mut dyn Learn,
+    pub scanner: Option<&'a mut Scanner>,
+    pub digester: Option<&'a mut Digester>,
+}
+
+/// Stream a member once, keeping what the pass asks for.
+pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_>) -> Result<Kept, WheelError> {
+    use std::io::Read;
+    let Pass { keep: mut wanted, learn, mut scanner, mut digester } = pass;
+    let mut kept = Kept::new(member.size);
+    let mut reader = wheel.archive.zip.stream(member)?;
+    let mut chunk = vec![0u8; CHUNK];
+    let mut pos = 0u64;
+    loop {
+        // Fill the chunk: learning works on whole chunks, and few large calls are cheaper.
+        let mut len = 0;
+        while len < chunk.len() {
+            let n = reader.read(&mut chunk[len..]).map_err(|e| stream_error(member, &e))?;
+            if n == 0 {
+                break;
+            }
+            len += n;
+        }
+        if len == 0 {
+            break;
+        }
+        let data = &chunk[..len];
+        if let Some(d) = digester.as_deref_mut() {
+            d.update(data);
+        }
+        if let Some(s) = scanner.as_deref_mut() {
+            s.feed(data);
+        }
+        keep_chunk(&mut wanted, learn, pos, data, &mut kept);
+        pos += len as u64;
+        wanted.retain(|(o, s)| o.saturating_add(*s) > pos);
+    }
+    Ok(kept)
+}
+
+/// A stream's error as the archive's error naming the member (once).
+fn stream_error(member: &Member, e: &std::io::Error) -> WheelError {
+    let text = e.to_string();
+    let prefix = format!("member `{}`: ", member.name);
+    let message = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
+    WheelError::Archive(crate::wheel::ArchiveError::Member { name: member.name.to_string(), message })
+}
+
+/// Keep the parts of one chunk that the wanted ranges cover, learning new ranges from them.
+fn keep_chunk(wanted: &mut Vec<Range>, learn: &mut dyn Learn, pos: u64, data: &[u8], kept: &mut Kept) {
+    let end = pos + data.len() as u64;
+    let mut applied = 0;
+    loop {
+        for &(offset, size) in &wanted[applied..] {
+            let (from, to) = (offset.max(pos), offset.saturating_add(size).min(end));
+            if from < to {
+                kept.insert(from, &data[(from - pos) as usize..(to - pos) as usize]);
+            }
+        }
+        applied = wanted.len();
+        let new = learn.learn(kept, end);
+        if new.is_empty() {
+            return;
+        }
+        // Ranges applied to earlier chunks stay in the list for later ones.
+        let fresh: Vec<Range> = new.into_iter().filter(|r| r.1 > 0 && !wanted.contains(r)).collect();
+        if fresh.is_empty() {
+            return;
+        }
+        // Re-apply the list from the first new range on.
+        wanted.extend(fresh);
+    }
+}
+
+/// The first pass over an ELF file: learns from its headers where the ranges lie.
+pub struct ElfLearner {
+    prefix_cap: u64,
+    layout: Option<HeaderLayout>,
+    segments: Option<Segments>,
+    dynamic_read: bool,
+}
+
+impl ElfLearner {
+    pub fn new(prefix_cap: u64) -> ElfLearner {
+        ElfLearner { prefix_cap, layout: None, segments: None, dynamic_read: false }
+    }
+
+    /// What to keep from the start.
+    pub fn first_ranges(len: u64) -> Vec<Range> {
+        vec![(0, HEAD_KEEP.min(len))]
+    }
+}
+
+impl Learn for ElfLearner {
+    fn learn(&mut self, kept: &Kept, _seen: u64) -> Vec<Range> {
+        let mut out = Vec::new();
+        if self.layout.is_none() {
+            let Some(layout) = kept.get(0, 64.min(kept_len(kept))).ok().and_then(HeaderLayout::parse) else {
+                return out;
+            };
+            out.push(layout.program_headers);
+            if let Some((offset, size)) = layout.section_headers {
+                out.push((offset, size));
+                let names = offset.saturating_sub(NAMES_WINDOW);
+                out.push((names, offset - names));
+            }
+            self.layout = Some(layout);
+        }
+        let layout = self.layout.expect("set above");
+        if self.segments.is_none() {
+            let (offset, size) = layout.program_headers;
+            let Some(headers) = kept.get(offset, size).ok().and_then(|b| layout.program_headers(b)) else {
+                return out;
+            };
+            let segments = Segments::of(&headers);
+            out.extend(&segments.ranges);
+            let prefix = segments.first_code.unwrap_or(u64::MAX).min(self.prefix_cap).min(kept_len(kept));
+            out.push((0, prefix));
+            self.segments = Some(segments);
+        }
+        let segments = self.segments.as_ref().expect("set above");
+        if !self.dynamic_read
+            && let Some((offset, size)) = segments.dynamic
+            && let Ok(bytes) = kept.get(offset, size)
+        {
+            self.dynamic_read = true;
+            out.extend(segments.dynamic_tables(bytes, &layout, 16 << 20));
+        }
+        out
+    }
+}
+
+fn kept_len(kept: &Kept) -> u64 {
+    FileView::len(kept)
+}
+
+/// What the first pass over a large member should keep and scan.
+pub enum FirstPass {
+    Elf,
+    Container(Patterns),
+    /// Only hashed.
+    Nothing,
+}
+
+/// A large member streamed: the ranges kept, the containers found, the digest when asked.
+pub struct Streamed<'b> {
+    pub kept: Kept,
+    pub hits: Hits,
+    pub digest: Option<MemberDigest>,
+    pub passes: usize,
+    _permit: Permit<'b>,
+}
+
+/// The first pass over a member too large to read whole.
+pub fn first_pass<'b>(
+    wheel: &Wheel,
+    member: &Member,
+    what: FirstPass,
+    hash: Option<Option<HashAlgorithm>>,
+    budget: &'b MemoryBudget,
+) -> Result<Streamed<'b>, WheelError> {
+    let prefix_cap = PREFIX_CAP.min(budget.total() / 3);
+    let (keep, mut learn, patterns): (Vec<Range>, Box<dyn Learn>, Option<Patterns>) = match what {
+        FirstPass::Elf => {
+            (ElfLearner::first_ranges(member.size), Box::new(ElfLearner::new(prefix_cap)), Some(Patterns::HOST))
+        }
+        FirstPass::Container(p) => (vec![(0, 64.min(member.size))], Box::new(ContainerLearner), Some(p)),
+        FirstPass::Nothing => (Vec::new(), Box::new(Fixed), None),
+    };
+    let cost = STREAM_COST + if matches!(what, FirstPass::Elf) { prefix_cap + 2 * HEAD_KEEP } else { 0 };
+    let permit = budget.take(cost);
+    let mut scanner = patterns.map(Scanner::new);
+    let mut digester = hash.map(Digester::new);
+    let kept = stream(
+        wheel,
+        member,
+        Pass { keep, learn: learn.as_mut(), scanner: scanner.as_mut(), digester: digester.as_mut() },
+    )?;
+    Ok(Streamed {
+        kept,
+        hits: scanner.map(Scanner::finish).unwrap_or_default(),
+        digest: digester.map(Digester::finish),
+        passes: 1,
+        _permit: permit,
+    })
+}
+
+/// Learns a kpack archive's table of contents from its header.
+struct ContainerLearner;
+
+impl Learn for ContainerLearner {
+    fn learn(&mut self, kept: &Kept, _seen: u64) -> Vec<Range> {
+        let len = kept_len(kept);
+        match kept.get(0, 16.min(len)) {
+            Ok(head) if head.starts_with(crate::elf::gpu::KPAK_MAGIC) => crate::elf::gpu::kpack_toc_range(head, len)
+                .map(|(start, end)| vec![(start, end - start)])
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl<'b> Streamed<'b> {
+    /// Another pass keeping exactly the ranges the ELF headers kept so far name, and `extra`
+    /// (a range a reader asked for that was not kept). `None` after too many passes.
+    pub fn again(
+        self,
+        wheel: &Wheel,
+        member: &Member,
+        extra: &[Range],
+        budget: &'b MemoryBudget,
+    ) -> Result<Option<Streamed<'b>>, WheelError> {
+        if self.passes >= MAX_PASSES {
+            return Ok(None);
+        }
+        let mut keep = needed_ranges(&self.kept);
+        keep.extend_from_slice(extra);
+        keep.sort_unstable();
+        keep.dedup();
+        let size: u64 = keep.iter().map(|(_, s)| (*s).min(member.size)).sum();
+        let (hits, digest, passes) = (self.hits, self.digest, self.passes);
+        drop(self.kept);
+        drop(self._permit);
+        let permit = budget.take(STREAM_COST + size.min(member.size));
+        let kept = stream(wheel, member, Pass { keep, learn: &mut Fixed, scanner: None, digester: None })?;
+        Ok(Some(Streamed { kept, hits, digest, passes: passes + 1, _permit: permit }))
+    }
+}
