@@ -91,7 +91,8 @@ class Writer:
         digest = hashlib.sha256()
         info = zipfile.ZipInfo(arcname, date_time=(2024, 1, 1, 0, 0, 0))
         info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-        info.compress_level = 1
+        # Level 1: the filler deflates as well as at 6, three times faster (3.13 names it compress_level).
+        setattr(info, "compress_level" if hasattr(info, "compress_level") else "_compresslevel", 1)
         info.external_attr = 0o755 << 16
         with open(source, "rb") as src, self.zip.open(info, "w", force_zip64=True) as dst:
             while chunk := src.read(BLOCK):

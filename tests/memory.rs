@@ -1,0 +1,115 @@
+//! Memory stays within the budget whatever the members' sizes: a wheel whose library is far
+//! larger than `--memory` is shown, verified, retagged and repaired with a peak RSS (as the
+//! kernel counts it for the child, like `/usr/bin/time`) near the process's own footprint plus
+//! the budget, where inflating that library whole would take its whole size. The answers are
+//! the same as with a budget that reads it whole.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use support::elfgen::ElfSpec;
+use support::wheelgen::WheelSpec;
+use support::{stderr, stdout};
+
+const MIB: u64 = 1 << 20;
+
+/// Run wheelfix and return its output and peak RSS in bytes, as `/usr/bin/time` reports it
+/// (`ru_maxrss` of the waited child). The child is started by a small Python process, not by
+/// this one: a process started from a large one has that one's peak in its `ru_maxrss` (the
+/// kernel carries the old address space's high-water mark across exec), and this test process
+/// holds the libraries it generated.
+fn run_measured(dir: &Path, args: &[&str]) -> (Output, u64) {
+    const MEASURE: &str = "import resource, subprocess, sys\n\
+        code = subprocess.run(sys.argv[1:]).returncode\n\
+        sys.stderr.write('\\nWHEELFIX-MAXRSS-KB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
+        sys.exit(code)\n";
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(MEASURE)
+        .arg(env!("CARGO_BIN_EXE_wheelfix"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stderr).into_owned();
+    let (rest, peak) = text.rsplit_once("\nWHEELFIX-MAXRSS-KB ").expect("the measuring wrapper ran");
+    let kb: u64 = peak.trim().parse().unwrap();
+    (Output { stderr: rest.as_bytes().to_vec(), ..output }, kb * 1024)
+}
+
+#[test]
+fn a_library_larger_than_the_budget_is_read_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let small = WheelSpec::new("small", "1.0", "cp312-cp312-linux_x86_64")
+        .file("small/_s.cpython-312-x86_64-linux-gnu.so", ElfSpec::extension("_s").build())
+        .write(d);
+    let big_lib = ElfSpec { padding: 320 << 20, ..ElfSpec::extension("_big") }
+        .needs_version("memcpy", "libc.so.6", "GLIBC_2.14")
+        .build();
+    let big = WheelSpec::new("big", "1.0", "cp312-cp312-linux_x86_64")
+        .file("big/_big.cpython-312-x86_64-linux-gnu.so", big_lib)
+        .write(d);
+    let (small, big) = (small.to_str().unwrap(), big.to_str().unwrap());
+
+    let (out, footprint) = run_measured(d, &["show", "--verify", small]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let budget = 48 * MIB;
+    for args in [
+        vec!["show", "--memory", "48M", big],
+        vec!["show", "--verify", "--memory", "48M", big],
+        vec!["retag", "-q", "--memory", "48M", "-w", "out", big],
+    ] {
+        let (out, peak) = run_measured(d, &args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        // Whole, the library alone would take 320 MiB.
+        let bound = footprint + budget + 24 * MIB;
+        assert!(peak < bound, "{args:?}: peak RSS {} MiB, over {} MiB", peak / MIB, bound / MIB);
+    }
+    // The same facts as when the library is read whole.
+    let (streamed, _) = run_measured(d, &["show", "--json", "--verify", "--memory", "48M", big]);
+    let (whole, _) = run_measured(d, &["show", "--json", "--verify", "--memory", "4G", big]);
+    assert_eq!(stdout(&streamed), stdout(&whole));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&streamed)).unwrap();
+    let report = &report[0];
+    assert_eq!(report["platform_tag"], "manylinux_2_17_x86_64", "{report}");
+    assert_eq!(report["hashes_checked"], true);
+}
+
+#[test]
+fn repair_holds_one_patched_library_at_a_time_when_the_budget_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // An external library the wheel's copies all need, to be vendored.
+    let ext_dir = d.join("ext");
+    std::fs::create_dir_all(&ext_dir).unwrap();
+    let ext = ElfSpec { soname: Some("libwfext.so".into()), ..ElfSpec::default() }.build();
+    std::fs::write(ext_dir.join("libwfext.so"), ext).unwrap();
+    let copies = 4;
+    let lib_size = 120 << 20;
+    let mut spec = WheelSpec::new("patchme", "1.0", "cp312-cp312-linux_x86_64");
+    for i in 0..copies {
+        let module = format!("_l{i}");
+        let lib = ElfSpec { padding: lib_size, ..ElfSpec::extension(&module) }.needs("libwfext.so").build();
+        spec = spec.file(&format!("patchme/{module}.cpython-312-x86_64-linux-gnu.so"), lib);
+    }
+    let wheel = spec.write(d);
+    let ldpaths = ext_dir.to_str().unwrap();
+    let (out, peak) =
+        run_measured(d, &["repair", "-q", "--memory", "32M", "--ldpaths", ldpaths, "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Four patched copies held together would be 4 × 2 × 120 MiB; one at a time is 2 × 120 MiB.
+    let bound = 2 * lib_size as u64 + 32 * MIB + 64 * MIB;
+    assert!(peak < bound, "peak RSS {} MiB, over {} MiB", peak / MIB, bound / MIB);
+    let written: Vec<_> = std::fs::read_dir(d.join("out")).unwrap().collect();
+    assert_eq!(written.len(), 1, "one wheel and no leftovers: {written:?}");
+    let report = support::show_json(d, &written[0].as_ref().unwrap().path(), &["--verify", "--ldpaths", ldpaths]);
+    assert_eq!(report["hashes_checked"], true, "{report}");
+    // The copies and the vendored library, all patched and all in the wheel.
+    assert_eq!(report["binaries"]["elf"], copies + 1, "{report}");
+    let needed_by = report["external_libs"]["libc.so.6"]["needed_by"].to_string();
+    assert!(needed_by.contains("patchme.libs/libwfext-"), "{report}");
+}
