@@ -77,3 +77,24 @@ pub fn try_map_owned<T: Send, R: Send, E: Send>(
 pub fn flat_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Vec<R> + Sync + Send) -> Vec<R> {
     items.par_iter().flat_map_iter(f).collect()
 }
+
+/// [`try_map`] for work whose memory cost varies: items costing more than `alone_above` run one
+/// at a time, first (each may use every core inside, as block deflate does, instead of holding
+/// its memory beside others while the rest wait for budget), the rest in parallel. Results in
+/// input order.
+pub fn try_map_by_cost<T: Sync, R: Send, E: Send>(
+    items: &[T],
+    cost: impl Fn(&T) -> u64,
+    alone_above: u64,
+    f: impl Fn(&T) -> Result<R, E> + Sync + Send,
+) -> Result<Vec<R>, E> {
+    let (large, small): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(|&i| cost(&items[i]) > alone_above);
+    let mut results: Vec<(usize, R)> = Vec::with_capacity(items.len());
+    for i in large {
+        results.push((i, f(&items[i])?));
+    }
+    let small: Vec<(usize, R)> = small.par_iter().map(|&i| f(&items[i]).map(|r| (i, r))).collect::<Result<_, E>>()?;
+    results.extend(small);
+    results.sort_by_key(|(i, _)| *i);
+    Ok(results.into_iter().map(|(_, r)| r).collect())
+}

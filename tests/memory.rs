@@ -98,8 +98,10 @@ fn repair_holds_one_patched_library_at_a_time_when_the_budget_says_so() {
     }
     let wheel = spec.write(d);
     let ldpaths = ext_dir.to_str().unwrap();
-    let (out, peak) =
-        run_measured(d, &["repair", "-q", "--memory", "32M", "--ldpaths", ldpaths, "-w", "out", wheel.to_str().unwrap()]);
+    let (out, peak) = run_measured(
+        d,
+        &["repair", "-q", "--memory", "32M", "--ldpaths", ldpaths, "-w", "out", wheel.to_str().unwrap()],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     // Four patched copies held together would be 4 × 2 × 120 MiB; one at a time is 2 × 120 MiB.
     let bound = 2 * lib_size as u64 + 32 * MIB + 64 * MIB;

@@ -37,32 +37,42 @@ pub fn vendor(
         Ok(((*soname).clone(), real, vendored_name(&base_name, &hash)))
     })?;
     let renames: BTreeMap<String, String> = named.iter().map(|(s, _, n)| (s.clone(), n.clone())).collect();
-    crate::parallel::try_map_owned(named, |(soname, real, new_name)| {
-        let source = analysis.external[&soname].path.clone().unwrap_or_default();
-        let read_error = |source_err| RepairError::Read { path: source.clone(), source: source_err };
-        let size = std::fs::metadata(&real).map_err(read_error)?.len();
-        let _permit = spill.budget.take(size.saturating_mul(2));
-        let data = std::fs::read(&real).map_err(read_error)?;
-        let data = if settings.strip { strip(&data, &source)? } else { data };
-        let needs: BTreeMap<String, String> = analysis.external[&soname]
-            .needs
-            .iter()
-            .filter_map(|n| renames.get(n).map(|r| (n.clone(), r.clone())))
-            .collect();
-        // A copy that needs other copies finds them beside itself.
-        let edit = ElfEdit {
-            soname: Some(new_name.clone()),
-            rpath: if needs.is_empty() { RpathEdit::Remove } else { RpathEdit::Set("$ORIGIN".into()) },
-            replace_needed: needs,
-            remove_needed: BTreeSet::new(),
-        };
-        let patched =
-            settings.patcher.patch(&data, &edit).map_err(|e| RepairError::Patch { file: source.clone(), source: e })?;
-        drop(data);
-        let member = format!("{libs_dir}/{new_name}");
-        let content = spill.member(patched, Some(0o755), settings, &source)?;
-        Ok(Copy { graft: Graft { soname, source, member }, file_name: new_name, member: content })
-    })
+    let size = |path: &PathBuf| std::fs::metadata(path).map_or(0, |m| m.len());
+    let alone_above = spill.budget.total() / 2;
+    crate::parallel::try_map_by_cost(
+        &named,
+        |(_, real, _)| 2 * size(real),
+        alone_above,
+        |(soname, real, new_name)| {
+            let (soname, new_name) = (soname.clone(), new_name.clone());
+            let source = analysis.external[&soname].path.clone().unwrap_or_default();
+            let read_error = |source_err| RepairError::Read { path: source.clone(), source: source_err };
+            let size = std::fs::metadata(real).map_err(read_error)?.len();
+            let _permit = spill.budget.take(size.saturating_mul(2));
+            let data = std::fs::read(real).map_err(read_error)?;
+            let data = if settings.strip { strip(&data, &source)? } else { data };
+            let needs: BTreeMap<String, String> = analysis.external[&soname]
+                .needs
+                .iter()
+                .filter_map(|n| renames.get(n).map(|r| (n.clone(), r.clone())))
+                .collect();
+            // A copy that needs other copies finds them beside itself.
+            let edit = ElfEdit {
+                soname: Some(new_name.clone()),
+                rpath: if needs.is_empty() { RpathEdit::Remove } else { RpathEdit::Set("$ORIGIN".into()) },
+                replace_needed: needs,
+                remove_needed: BTreeSet::new(),
+            };
+            let patched = settings
+                .patcher
+                .patch(&data, &edit)
+                .map_err(|e| RepairError::Patch { file: source.clone(), source: e })?;
+            drop(data);
+            let member = format!("{libs_dir}/{new_name}");
+            let content = spill.member(patched, Some(0o755), settings, &source)?;
+            Ok(Copy { graft: Graft { soname, source, member }, file_name: new_name, member: content })
+        },
+    )
 }
 
 /// The sha256 of a file, read in chunks.

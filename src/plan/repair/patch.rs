@@ -61,36 +61,43 @@ pub fn patch_wheel_files(
             Some((path, ElfEdit { soname: None, replace_needed: replace, remove_needed: remove, rpath }))
         })
         .collect();
-    crate::parallel::try_map(&edits, |(path, edit)| {
-        let member = wheel.archive.member(path).expect("binaries are members");
-        // The file and its patched copy are in memory together, then the copy is deflated
-        // into a file of its own: that is what the budget is asked for.
-        let _permit = spill.budget.take(member.size.saturating_mul(2));
-        let data = wheel
-            .archive
-            .read(member)
-            .map_err(|e| RepairError::Patch { file: path.to_string(), source: PatchError::External(e.to_string()) })?;
-        let out = settings
-            .patcher
-            .patch(&data, edit)
-            .map_err(|source| RepairError::Patch { file: path.to_string(), source })?;
-        drop(data);
-        let moved_to = moved(path).filter(|_| !edit.replace_needed.is_empty());
-        let mode = if moved_to.is_some() { Some(0o755) } else { None };
-        let out = spill.member(out, mode, settings, path)?;
-        let patched = match moved_to {
-            Some(moved_to) => {
-                let exe = moved_to.rsplit('/').next().unwrap_or_default().to_string();
-                Patched::Moved {
-                    shim: NewMember::new(script_shim(&scripts_dir, &exe).into_bytes(), Some(0o755)),
-                    moved_to,
-                    executable: out,
+    let size = |path: &str| wheel.archive.member(path).map_or(0, |m| m.size);
+    let alone_above = spill.budget.total() / 2;
+    crate::parallel::try_map_by_cost(
+        &edits,
+        |(path, _)| 2 * size(path),
+        alone_above,
+        |(path, edit)| {
+            let member = wheel.archive.member(path).expect("binaries are members");
+            // The file and its patched copy are in memory together, then the copy is deflated
+            // into a file of its own: that is what the budget is asked for.
+            let _permit = spill.budget.take(member.size.saturating_mul(2));
+            let data = wheel.archive.read(member).map_err(|e| RepairError::Patch {
+                file: path.to_string(),
+                source: PatchError::External(e.to_string()),
+            })?;
+            let out = settings
+                .patcher
+                .patch(&data, edit)
+                .map_err(|source| RepairError::Patch { file: path.to_string(), source })?;
+            drop(data);
+            let moved_to = moved(path).filter(|_| !edit.replace_needed.is_empty());
+            let mode = if moved_to.is_some() { Some(0o755) } else { None };
+            let out = spill.member(out, mode, settings, path)?;
+            let patched = match moved_to {
+                Some(moved_to) => {
+                    let exe = moved_to.rsplit('/').next().unwrap_or_default().to_string();
+                    Patched::Moved {
+                        shim: NewMember::new(script_shim(&scripts_dir, &exe).into_bytes(), Some(0o755)),
+                        moved_to,
+                        executable: out,
+                    }
                 }
-            }
-            None => Patched::InPlace(out),
-        };
-        Ok((path.to_string(), patched))
-    })
+                None => Patched::InPlace(out),
+            };
+            Ok((path.to_string(), patched))
+        },
+    )
 }
 
 /// The script that replaces a moved executable: pip rewrites `#!python` to the environment's
