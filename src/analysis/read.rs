@@ -26,6 +26,8 @@ const STREAM_COST: u64 = 2 << 20;
 const PREFIX_CAP: u64 = 64 << 20;
 /// Bytes before the section header table kept for the section names (linkers put them there).
 const NAMES_WINDOW: u64 = 64 << 10;
+/// Bytes kept on each side of a section names table recognised by its content.
+const NAMES_AROUND: u64 = 16 << 10;
 /// The first bytes of an ELF file, always kept: headers, interpreter, notes.
 const HEAD_KEEP: u64 = 64 << 10;
 /// More passes than this over one member mean its headers keep announcing new ranges.
@@ -77,6 +79,11 @@ impl Digester {
 pub trait Learn {
     /// `seen`: the bytes of the file streamed so far. Returns new ranges to keep.
     fn learn(&mut self, kept: &Kept, seen: u64) -> Vec<Range>;
+
+    /// Ranges to keep recognised in the bytes themselves, before [`Learn::learn`] sees them.
+    fn look(&mut self, _pos: u64, _chunk: &[u8]) -> Vec<Range> {
+        Vec::new()
+    }
 }
 
 /// Keeps the ranges it was given and learns nothing.
@@ -124,6 +131,8 @@ pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_>) -> Result<Kept, Wh
         if let Some(s) = scanner.as_deref_mut() {
             s.feed(data);
         }
+        let seen_here = learn.look(pos, data);
+        wanted.extend(seen_here);
         keep_chunk(&mut wanted, learn, pos, data, &mut kept);
         pos += len as u64;
         wanted.retain(|(o, s)| o.saturating_add(*s) > pos);
@@ -185,6 +194,19 @@ impl ElfLearner {
 }
 
 impl Learn for ElfLearner {
+    /// The section names table, wherever it lies: unstripped libraries put the symbol tables
+    /// (tens of MB) between it and the section headers, beyond the window kept before those.
+    /// Its own name is in it.
+    fn look(&mut self, pos: u64, chunk: &[u8]) -> Vec<Range> {
+        memchr::memmem::find_iter(chunk, b"\0.shstrtab\0")
+            .map(|at| {
+                let at = pos + at as u64;
+                let start = at.saturating_sub(NAMES_AROUND);
+                (start, at - start + NAMES_AROUND)
+            })
+            .collect()
+    }
+
     fn learn(&mut self, kept: &Kept, _seen: u64) -> Vec<Range> {
         let mut out = Vec::new();
         if self.layout.is_none() {
