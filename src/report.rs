@@ -396,7 +396,8 @@ impl ShowReport {
             let covs: Vec<String> = code.code_object_versions.iter().map(|v| format!("v{v}")).collect();
             let cov = if covs.is_empty() { String::new() } else { format!(", code object {}", covs.join("/")) };
             let targets = if code.targets.is_empty() { "-".to_string() } else { code.targets.join(" ") };
-            let _ = writeln!(out, "    {}  {}: {targets}{cov}", code.file, container_name(code));
+            let (file, kind, n) = (&code.file, container_name(code), code.objects);
+            let _ = writeln!(out, "    {file}  {kind} ({n} code object(s)): {targets}{cov}");
             for note in &code.notes {
                 let _ = writeln!(out, "      {note}");
             }

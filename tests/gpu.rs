@@ -244,3 +244,174 @@ fn expect_gpu_target_fails_wheels_without_it() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(strings(&report[0]["missing_gpu_targets"]), ["gfx950"]);
 }
+
+#[test]
+fn old_bundle_ids_name_their_targets_and_ids_without_one_fall_back_to_the_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = bundle_old_ids(&[
+        ("gfx906", amdgpu_object(0x2f, 4)),
+        ("gfx1010", amdgpu_object(0x33, 4)),
+        ("", amdgpu_object(0x30, 4)), // `hip-amdgcn-amd-amdhsa-`: the header says gfx908
+    ]);
+    let wheel = platform_wheel(dir.path(), "oldcupy", vec![("cupy/cuda/_cub.so", host_with_fatbin("_cub", old))]);
+    let report = show_json(dir.path(), &wheel, &[]);
+    let code = gpu_of(&report, "cupy/cuda/_cub.so");
+    assert_eq!(strings(&code["targets"]), ["gfx1010", "gfx906", "gfx908"]);
+    assert_eq!(code["objects"], 3);
+    assert!(code["notes"].to_string().contains("names no target: gfx908 read from its code object"), "{code}");
+    // --expect-gpu-target now sees what the wheel holds.
+    let out = wheelfix(dir.path(), &["show", "--expect-gpu-target", "gfx908", wheel.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = wheelfix(dir.path(), &["show", "--expect-gpu-target", "gfx942", wheel.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn code_objects_embedded_in_data_without_a_bundle_are_found_and_fakes_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects: Vec<Vec<u8>> = (0..5).map(|i| amdgpu_object(if i < 4 { GFX942 } else { GFX950 }, 5)).collect();
+    let host = host_with_embedded("_k", &objects, 1000);
+    let wheel = platform_wheel(dir.path(), "rawco", vec![("p/_k.so", host.clone())]);
+    let report = show_json(dir.path(), &wheel, &[]);
+    let code = gpu_of(&report, "p/_k.so");
+    assert_eq!(code["container"], "embedded-code-object");
+    assert_eq!(code["objects"], 5);
+    assert_eq!(strings(&code["targets"]), ["gfx942", "gfx950"]);
+    assert_eq!(strings(&code["code_object_versions"]), ["5"]);
+    assert!(code["notes"].to_string().contains("1000 ELF magic(s)"), "{code}");
+    assert_eq!(strings(&report["gpu_targets"]), ["gfx942", "gfx950"]);
+    let text = support::stdout(&wheelfix(dir.path(), &["show", wheel.to_str().unwrap()]));
+    assert!(text.contains("p/_k.so  embedded-code-object (5 code object(s)): gfx942 gfx950"), "{text}");
+    // Streamed with a small budget, the same answer.
+    let big = platform_wheel(
+        dir.path(),
+        "rawbig",
+        vec![("p/_k.so", {
+            let mut many = objects.clone();
+            many.extend(std::iter::repeat_n(amdgpu_object(GFX942, 5), 3000));
+            host_with_embedded("_k", &many, 10)
+        })],
+    );
+    let streamed = show_json(dir.path(), &big, &["--memory", "2M"]);
+    let whole = show_json(dir.path(), &big, &["--memory", "1G"]);
+    assert_eq!(streamed["gpu"], whole["gpu"]);
+    assert_eq!(gpu_of(&streamed, "p/_k.so")["objects"], 3005);
+    // Code objects inside a bundle are the bundle's, not counted twice.
+    let fat = platform_wheel(
+        dir.path(),
+        "fatonly",
+        vec![("p/_k.so", host_with_fatbin("_k", bundle_for(&[("gfx942", GFX942)], 6)))],
+    );
+    let report = show_json(dir.path(), &fat, &[]);
+    assert_eq!(report["gpu"].as_array().unwrap().len(), 1, "{}", report["gpu"]);
+}
+
+#[test]
+fn aotriton_archives_give_their_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = aks2(&[
+        ("attn_fwd-Sig-F__^bf16@16-Gpu-MI300X", amdgpu_object(GFX942, 5)),
+        ("attn_fwd-Sig-F__^fp16@16-Gpu-MI300X", amdgpu_object(GFX942, 5)),
+        ("attn_fwd-Sig-F__^fp32@16-Gpu-MI300X", Vec::new()),
+    ]);
+    let wheel = WheelSpec::new("torchish", "1.0", "cp312-cp312-linux_x86_64")
+        .file("torch/lib/aotriton.images/amd-gfx942/flash/attn_fwd/FONLY__^bf16.aks2", archive.clone())
+        .write(dir.path());
+    let report = show_json(dir.path(), &wheel, &[]);
+    let code = gpu_of(&report, "torch/lib/aotriton.images/amd-gfx942/flash/attn_fwd/FONLY__^bf16.aks2");
+    assert_eq!(code["container"], "aotriton-archive");
+    assert_eq!(strings(&code["targets"]), ["gfx942"]);
+    assert_eq!(code["objects"], 2);
+    assert!(code["notes"].to_string().contains("3 kernel(s) (1 did not compile)"), "{code}");
+    // An independent reading of the fixture: Python's lzma decodes the stream after the header.
+    let check = std::process::Command::new("python3")
+        .args(["-c", "import lzma,sys; d=open(sys.argv[1],'rb').read(); print(len(lzma.decompress(d[16:])))"])
+        .arg({
+            let p = dir.path().join("a.aks2");
+            std::fs::write(&p, &archive).unwrap();
+            p
+        })
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    let decoded: usize = String::from_utf8_lossy(&check.stdout).trim().parse().unwrap();
+    assert_eq!(decoded as u32, u32::from_le_bytes(archive[4..8].try_into().unwrap()));
+}
+
+#[test]
+fn aotriton_lies_and_xz_bombs_give_notes() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory that claims a billion kernels.
+    let mut lying = aks2(&[("k", amdgpu_object(GFX942, 5))]);
+    lying[8..12].copy_from_slice(&1_000_000_000u32.to_le_bytes());
+    // A stream that expands to 200 MB of zeros after a small directory: decoding stops at the bound.
+    let mut directory = Vec::new();
+    for v in [0u32, 0, 150 << 20, 64, 2] {
+        directory.extend(v.to_le_bytes());
+    }
+    directory.extend(b"k\0");
+    let mut bomb = b"AKS2".to_vec();
+    for v in [200u32 << 20, 1, directory.len() as u32] {
+        bomb.extend(v.to_le_bytes());
+    }
+    bomb.extend(xz(&[directory, vec![0u8; 200 << 20]].concat()));
+    assert!(bomb.len() < 1 << 20, "a bomb: {} bytes", bomb.len());
+    let mut cut = aks2(&[("k", amdgpu_object(GFX942, 5))]);
+    cut.truncate(40);
+    let wheel = WheelSpec::new("lies", "1.0", "py3-none-any")
+        .file("a/lying.aks2", lying)
+        .file("a/bomb.aks2", bomb)
+        .file("a/cut.aks2", cut)
+        .write(dir.path());
+    let start = std::time::Instant::now();
+    let report = show_json(dir.path(), &wheel, &[]);
+    eprintln!("took {:?}", start.elapsed());
+    assert!(gpu_of(&report, "a/lying.aks2")["notes"].to_string().contains("the header lies"));
+    let bomb = gpu_of(&report, "a/bomb.aks2");
+    assert!(bomb["notes"].to_string().contains("not read (past the decoding bound)"), "{bomb}");
+    assert!(gpu_of(&report, "a/cut.aks2")["notes"].to_string().contains("cannot decode"));
+}
+
+#[test]
+fn windows_binaries_with_hip_fat_sections_give_targets_across_a_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let dll =
+        pe_dll(&[(".text", vec![0xc3; 64]), (".hip_fat", bundle_for(&[("gfx942", GFX942), ("gfx1201", GFX1201)], 6))]);
+    let cuda = pe_dll(&[(".nv_fatb", nv_fatbin(&[80, 90]))]);
+    let wheel = WheelSpec::new("winrocm", "1.0", "cp312-cp312-win_amd64")
+        .file("winrocm/_k.pyd", dll)
+        .file("winrocm/kernels.dll", cuda)
+        .file("winrocm/plain.dll", pe_dll(&[(".text", vec![0xc3; 16])]))
+        .write(dir.path());
+    let report = show_json(dir.path(), &wheel, &[]);
+    let code = gpu_of(&report, "winrocm/_k.pyd");
+    assert_eq!(code["container"], "pe-hip-fatbin");
+    assert_eq!(strings(&code["targets"]), ["gfx1201", "gfx942"]);
+    assert_eq!(strings(&gpu_of(&report, "winrocm/kernels.dll")["targets"]), ["sm_80", "sm_90"]);
+    assert_eq!(report["gpu"].as_array().unwrap().len(), 2, "plain.dll has none");
+    assert_eq!(report["binaries"]["pe"], 3);
+    let out = wheelfix(dir.path(), &["show", "--expect-gpu-target", "gfx950", wheel.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("none for gfx950"), "{}", stderr(&out));
+    // Streamed (a budget smaller than the DLL), the same answer.
+    let streamed = show_json(dir.path(), &wheel, &["--memory", "1K"]);
+    assert_eq!(streamed["gpu"], report["gpu"]);
+}
+
+#[test]
+fn device_code_files_are_recognised_by_content_not_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = WheelSpec::new("byname", "1.0", "py3-none-any")
+        .file("k/blob", ccob(&bundle_for(&[("gfx942", GFX942)], 6), 3, true))
+        .file("k/kernels.hsaco", bundle_for(&[("gfx950", GFX950)], 6))
+        .file("k/noext", amdgpu_object(GFX90A, 5))
+        .file("k/archive.bin", aks2(&[("k", amdgpu_object(GFX1201, 5))]))
+        .file("k/fake.co", b"not device code at all".to_vec())
+        .write(dir.path());
+    let report = show_json(dir.path(), &wheel, &[]);
+    assert_eq!(strings(&report["gpu_targets"]), ["gfx1201", "gfx90a", "gfx942", "gfx950"]);
+    assert_eq!(gpu_of(&report, "k/blob")["container"], "compressed-offload-bundle");
+    assert_eq!(gpu_of(&report, "k/kernels.hsaco")["container"], "offload-bundle");
+    assert_eq!(gpu_of(&report, "k/archive.bin")["container"], "aotriton-archive");
+    assert_eq!(report["gpu"].as_array().unwrap().len(), 4, "fake.co is no device code");
+}

@@ -4,7 +4,7 @@
 mod support;
 
 use support::elfgen::ElfSpec;
-use support::gpugen::{GFX942, GFX950, bundle_for, ccob, host_with_fatbin, kpack_archive};
+use support::gpugen::*;
 use support::wheelgen::WheelSpec;
 use wheelfix::elf::ElfFacts;
 use wheelfix::elf::gpu;
@@ -62,12 +62,19 @@ fn corrupted_elf_files_and_gpu_containers_never_panic() {
         .build(),
         host,
         compressed,
+        host_with_embedded("_e", &[amdgpu_object(GFX942, 5), amdgpu_object(GFX950, 6)], 20),
     ];
     let containers: Vec<Vec<u8>> = vec![
         bundle_for(&[("gfx942", GFX942), ("gfx950", GFX950)], 6),
         ccob(&bundle_for(&[("gfx942", GFX942)], 6), 2, false),
         ccob(&bundle_for(&[("gfx942", GFX942)], 6), 3, true),
         kpack_archive(&["gfx942", "gfx950"]),
+        aks2(&[("a", amdgpu_object(GFX942, 5)), ("b", amdgpu_object(GFX950, 6)), ("c", Vec::new())]),
+        bundle_old_ids(&[("gfx906", amdgpu_object(0x2f, 4)), ("", amdgpu_object(0x30, 4))]),
+    ];
+    let pe_files: Vec<Vec<u8>> = vec![
+        pe_dll(&[(".hip_fat", bundle_for(&[("gfx942", GFX942)], 6))]),
+        pe_dll(&[(".text", vec![0xc3; 32]), (".nv_fatb", nv_fatbin(&[80]))]),
     ];
     let edit = ElfEdit {
         replace_needed: [("libc.so.6".to_string(), "libc-0a1b2c3d.so.6".to_string())].into(),
@@ -87,6 +94,12 @@ fn corrupted_elf_files_and_gpu_containers_never_panic() {
         }
         for seed in &containers {
             let _ = gpu::container_file("x.bin", &rng.corrupt(seed));
+        }
+        for seed in &pe_files {
+            let bad = rng.corrupt(seed);
+            let sections = gpu::pe::device_sections(&bad);
+            let hits = gpu::scan::Hits::of(&bad, gpu::scan::Patterns::PE);
+            let _ = gpu::pe::binary("x.dll", &sections, bad.len() as u64, &hits);
         }
     }
 }

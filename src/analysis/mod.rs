@@ -181,9 +181,7 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
             formats.elf += 1;
             elf.push(ElfMember { path: path.to_string(), facts: *facts });
         }
-        if let Some(code) = scanned.gpu {
-            gpu_code.push(*code);
-        }
+        gpu_code.extend(scanned.gpu);
         if let Some(message) = scanned.note {
             notes.push(Note { file: path.to_string(), message: message.into() });
         }
@@ -289,8 +287,8 @@ struct Scanned {
     elf: Option<Box<ElfFacts>>,
     /// A PE or Mach-O binary.
     format: Option<ForeignFormat>,
-    /// Device code it carries.
-    gpu: Option<Box<GpuCode>>,
+    /// Device code it carries (a host binary may carry more than one kind).
+    gpu: Vec<GpuCode>,
     /// Something odd about it, for the report.
     note: Option<Box<str>>,
     /// Its sha256, when it was hashed.
@@ -310,6 +308,8 @@ enum Kind {
     TruncatedElf,
     /// A device-code container that is not ELF.
     Container,
+    /// A Windows binary with a device-code section.
+    PeDeviceCode,
     /// Anything else (a PE or Mach-O binary is only counted).
     Other,
 }
@@ -326,7 +326,7 @@ impl Kind {
     }
 
     fn needs_content(self) -> bool {
-        matches!(self, Kind::HostElf | Kind::TruncatedElf | Kind::Container)
+        matches!(self, Kind::HostElf | Kind::TruncatedElf | Kind::Container | Kind::PeDeviceCode)
     }
 }
 
@@ -337,8 +337,15 @@ impl Kind {
 fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<Scanned, WheelError> {
     let archive = &wheel.archive;
     let member = &archive.members()[index];
-    let mut scanned =
-        Scanned { index: index as u32, elf: None, format: None, gpu: None, note: None, digest: None, finding: None };
+    let mut scanned = Scanned {
+        index: index as u32,
+        elf: None,
+        format: None,
+        gpu: Vec::new(),
+        note: None,
+        digest: None,
+        finding: None,
+    };
     if member.is_dir() {
         return Ok(scanned);
     }
@@ -355,15 +362,26 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<
         Some((bytes, _)) => bytes[..bytes.len().min(HEAD)].to_vec(),
         None => archive.peek(member, HEAD)?,
     };
-    let kind = Kind::of(&head);
+    let mut kind = Kind::of(&head);
+    let mut pe_sections = Vec::new();
     if kind == Kind::GpuElf {
         // Device code: the header says everything we report; never a host binary.
         match gpu::code_object_from_header(&member.name, &head) {
-            Some(code) => scanned.gpu = Some(Box::new(code)),
+            Some(code) => scanned.gpu = vec![code],
             None => scanned.note = Some("skipped: a GPU ELF file too short to read its header".into()),
         }
     } else if kind == Kind::Other {
         scanned.format = ForeignFormat::sniff(&head);
+        if scanned.format == Some(ForeignFormat::Pe) {
+            // Its section table says whether it carries device code, and where.
+            pe_sections = match &data {
+                Some((bytes, _)) => gpu::pe::device_sections(&bytes[..bytes.len().min(gpu::pe::HEAD)]),
+                None => gpu::pe::device_sections(&archive.peek(member, gpu::pe::HEAD)?),
+            };
+            if !pe_sections.is_empty() {
+                kind = Kind::PeDeviceCode;
+            }
+        }
     }
     if kind.needs_content() && data.is_none() && whole {
         data = Some(read::whole(wheel, member, budget)?);
@@ -371,6 +389,11 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<
     if let Some((bytes, _permit)) = &data {
         if hash {
             record_digest(wheel, member, read::Digester::of(bytes, algorithm), options, &mut scanned);
+        }
+        if kind == Kind::PeDeviceCode {
+            let hits = gpu::scan::Hits::of(bytes, gpu::scan::Patterns::PE);
+            scanned.gpu.extend(gpu::pe::binary(&member.name, &pe_sections, bytes.len() as u64, &hits));
+            return Ok(scanned);
         }
         return read_whole_member(&member.name, kind, bytes, scanned);
     }
@@ -380,6 +403,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<
     let first = match kind {
         Kind::HostElf => read::FirstPass::Elf,
         Kind::Container => read::FirstPass::Container(gpu::scan::Patterns::for_container(&head).expect("a container")),
+        Kind::PeDeviceCode => read::FirstPass::Container(gpu::scan::Patterns::PE),
         _ => read::FirstPass::Nothing,
     };
     let streamed = read::first_pass(wheel, member, first, hash.then_some(algorithm), budget)?;
@@ -389,11 +413,12 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<
     match kind {
         Kind::HostElf => {
             let (facts, code) = streamed_elf(wheel, member, streamed, budget)?;
-            scanned.gpu = code.map(Box::new);
+            scanned.gpu = code;
             scanned.elf = Some(Box::new(facts));
         }
-        Kind::Container => {
-            scanned.gpu = gpu::container_view(&member.name, &streamed.kept, &streamed.hits).map(Box::new)
+        Kind::Container => scanned.gpu.extend(gpu::container_view(&member.name, &streamed.kept, &streamed.hits)),
+        Kind::PeDeviceCode => {
+            scanned.gpu.extend(gpu::pe::binary(&member.name, &pe_sections, member.size, &streamed.hits));
         }
         _ => {}
     }
@@ -421,7 +446,7 @@ fn read_whole_member(name: &str, kind: Kind, data: &[u8], mut scanned: Scanned) 
             // A broken host binary leaves the tag unknowable: the wheel fails.
             let facts = ElfFacts::parse(data)
                 .map_err(|e| WheelError::BadElf { path: name.to_string(), message: e.to_string() })?;
-            scanned.gpu = gpu::host_binary(name, &facts, data).map(Box::new);
+            scanned.gpu = gpu::host_binary(name, &facts, data);
             scanned.elf = Some(Box::new(facts));
         }
         Kind::TruncatedElf => {
@@ -430,8 +455,8 @@ fn read_whole_member(name: &str, kind: Kind, data: &[u8], mut scanned: Scanned) 
                 ElfFacts::parse(data).err().map(|e| e.to_string()).unwrap_or_else(|| "a truncated ELF header".into());
             return Err(WheelError::BadElf { path: name.to_string(), message: error });
         }
-        Kind::Container => scanned.gpu = gpu::container_file(name, data).map(Box::new),
-        Kind::GpuElf | Kind::Other => {}
+        Kind::Container => scanned.gpu.extend(gpu::container_file(name, data)),
+        Kind::GpuElf | Kind::Other | Kind::PeDeviceCode => {}
     }
     Ok(scanned)
 }
@@ -443,7 +468,7 @@ fn streamed_elf<'b>(
     member: &Member,
     mut streamed: read::Streamed<'b>,
     budget: &'b budget::MemoryBudget,
-) -> Result<(ElfFacts, Option<GpuCode>), WheelError> {
+) -> Result<(ElfFacts, Vec<GpuCode>), WheelError> {
     let bad = |e: crate::elf::ElfError| WheelError::BadElf { path: member.name.to_string(), message: e.to_string() };
     loop {
         let extra = match ElfFacts::parse_view(&streamed.kept) {

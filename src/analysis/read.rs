@@ -310,6 +310,10 @@ impl Learn for ContainerLearner {
             Ok(head) if head.starts_with(crate::elf::gpu::KPAK_MAGIC) => crate::elf::gpu::kpack_toc_range(head, len)
                 .map(|(start, end)| vec![(start, end - start)])
                 .unwrap_or_default(),
+            // An AOTriton archive's directory and first headers lie at the start of its stream.
+            Ok(head) if head.starts_with(crate::elf::gpu::AKS2_MAGIC) => {
+                vec![(0, len.min(crate::elf::gpu::aks2::KEEP))]
+            }
             _ => Vec::new(),
         }
     }

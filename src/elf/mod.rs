@@ -66,6 +66,8 @@ pub struct VersionNeed {
 pub struct SectionInfo {
     pub name: String,
     pub kind: u32,
+    /// `sh_flags` (`SHF_EXECINSTR` marks code).
+    pub flags: u64,
     pub offset: u64,
     pub size: u64,
 }
@@ -240,7 +242,13 @@ fn parse_facts<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
         .transpose()?;
     for sh in &section_headers {
         let name = shstrtab.and_then(|t| string_at(t, sh.sh_name as u64)).unwrap_or_default();
-        facts.sections.push(SectionInfo { name, kind: sh.sh_type, offset: sh.sh_offset, size: sh.sh_size });
+        facts.sections.push(SectionInfo {
+            name,
+            kind: sh.sh_type,
+            flags: sh.sh_flags,
+            offset: sh.sh_offset,
+            size: sh.sh_size,
+        });
     }
 
     if let Some(dyn_header) = program_headers.iter().find(|ph| ph.p_type == PT_DYNAMIC) {

@@ -44,8 +44,20 @@ pub fn cubin(sm: u32) -> Vec<u8> {
 
 /// An uncompressed offload bundle: a host entry plus one code object per `(target id, object)`.
 pub fn bundle(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let ids: Vec<String> = entries.iter().map(|(t, _)| format!("hipv4-amdgcn-amd-amdhsa--{t}")).collect();
+    bundle_with_ids(&ids, entries)
+}
+
+/// A bundle whose entry ids are in the form of ROCm 4.x and earlier: `hip-amdgcn-amd-amdhsa-gfx906`
+/// (one dash before the processor; an empty target makes an id that names none).
+pub fn bundle_old_ids(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let ids: Vec<String> = entries.iter().map(|(t, _)| format!("hip-amdgcn-amd-amdhsa-{t}")).collect();
+    bundle_with_ids(&ids, entries)
+}
+
+fn bundle_with_ids(entry_ids: &[String], entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let mut ids: Vec<String> = vec!["host-x86_64-unknown-linux-gnu-".into()];
-    ids.extend(entries.iter().map(|(t, _)| format!("hipv4-amdgcn-amd-amdhsa--{t}")));
+    ids.extend(entry_ids.iter().cloned());
     let mut payloads: Vec<&[u8]> = vec![&[]];
     payloads.extend(entries.iter().map(|(_, o)| o.as_slice()));
     let table_len: usize = 32 + ids.iter().map(|id| 24 + id.len()).sum::<usize>();
@@ -200,5 +212,93 @@ pub fn nv_fatbin(sms: &[u32]) -> Vec<u8> {
     out.extend(16u16.to_le_bytes());
     out.extend((entries.len() as u64).to_le_bytes());
     out.extend(entries);
+    out
+}
+
+/// A host extension whose `.rodata` holds `objects` back to back (each padded to 16 bytes) after
+/// `fakes` bytes sequences that start like an ELF header but are none.
+pub fn host_with_embedded(module: &str, objects: &[Vec<u8>], fakes: usize) -> Vec<u8> {
+    let mut rodata = Vec::new();
+    for i in 0..fakes {
+        rodata.extend(b"\x7fELF\x02\x01\x01");
+        rodata.extend(std::iter::repeat_n((i % 251) as u8, 57));
+    }
+    for object in objects {
+        rodata.extend(object);
+        rodata.resize(rodata.len().div_ceil(16) * 16, 0);
+    }
+    ElfSpec { sections: vec![section(".rodata", 1, rodata)], ..ElfSpec::extension(module) }.build()
+}
+
+/// An AOTriton kernel archive: `AKS2`, total size, kernel count, directory size, then an xz
+/// stream of the directory (five u32 and a NUL-terminated name per kernel) and the images.
+/// An empty image is a kernel that did not compile.
+pub fn aks2(kernels: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let mut directory = Vec::new();
+    let mut images = Vec::new();
+    for (name, image) in kernels {
+        for v in [1024u32, 256, images.len() as u32, image.len() as u32, name.len() as u32 + 1] {
+            directory.extend(v.to_le_bytes());
+        }
+        directory.extend(name.as_bytes());
+        directory.push(0);
+        images.extend(image);
+    }
+    let mut out = b"AKS2".to_vec();
+    out.extend(((directory.len() + images.len()) as u32).to_le_bytes());
+    out.extend((kernels.len() as u32).to_le_bytes());
+    out.extend((directory.len() as u32).to_le_bytes());
+    out.extend(xz(&[directory, images].concat()));
+    out
+}
+
+/// An xz stream of `data` (preset 6, as Python's lzma writes by default).
+pub fn xz(data: &[u8]) -> Vec<u8> {
+    let mut w = lzma_rust2::XzWriter::new(Vec::new(), lzma_rust2::XzOptions::with_preset(6)).unwrap();
+    w.write_all(data).unwrap();
+    w.finish().unwrap()
+}
+
+/// A PE32+ x86-64 DLL with the given sections (name of at most 8 bytes, raw data).
+pub fn pe_dll(sections: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    const PE_AT: usize = 0x80;
+    let mut out = vec![0u8; PE_AT];
+    out[..2].copy_from_slice(b"MZ");
+    out[0x3c..0x40].copy_from_slice(&(PE_AT as u32).to_le_bytes());
+    out.extend(b"PE\0\0");
+    // COFF header: machine, sections, time, symbols, count, optional header size, flags.
+    out.extend(0x8664u16.to_le_bytes());
+    out.extend((sections.len() as u16).to_le_bytes());
+    out.extend([0u8; 12]);
+    out.extend(240u16.to_le_bytes());
+    out.extend(0x2022u16.to_le_bytes());
+    // Optional header (PE32+): magic, then zeros but for the alignments and the directory count.
+    let mut optional = vec![0u8; 240];
+    optional[..2].copy_from_slice(&0x20bu16.to_le_bytes());
+    optional[32..36].copy_from_slice(&0x1000u32.to_le_bytes()); // section alignment
+    optional[36..40].copy_from_slice(&0x200u32.to_le_bytes()); // file alignment
+    optional[108..112].copy_from_slice(&16u32.to_le_bytes()); // number of data directories
+    out.extend(optional);
+    let table_at = out.len();
+    out.resize(table_at + 40 * sections.len(), 0);
+    let mut raw_at = out.len().div_ceil(0x200) * 0x200;
+    let mut raws = Vec::new();
+    for (i, (name, data)) in sections.iter().enumerate() {
+        let e = &mut out[table_at + 40 * i..table_at + 40 * (i + 1)];
+        e[..name.len()].copy_from_slice(name.as_bytes());
+        e[8..12].copy_from_slice(&(data.len() as u32).to_le_bytes());
+        e[12..16].copy_from_slice(&(0x1000 * (i as u32 + 1)).to_le_bytes());
+        let raw_size = data.len().div_ceil(0x200) * 0x200;
+        e[16..20].copy_from_slice(&(raw_size as u32).to_le_bytes());
+        e[20..24].copy_from_slice(&(raw_at as u32).to_le_bytes());
+        e[36..40].copy_from_slice(&0x4000_0040u32.to_le_bytes()); // initialised data, readable
+        raws.push((raw_at, data));
+        raw_at += raw_size;
+    }
+    for (at, data) in raws {
+        out.resize(at, 0);
+        out.extend(data);
+        out.resize(out.len().div_ceil(0x200) * 0x200, 0);
+    }
     out
 }

@@ -7,6 +7,8 @@
 
 use serde::Serialize;
 
+pub mod aks2;
+pub mod pe;
 pub mod scan;
 
 use crate::elf::ElfFacts;
@@ -24,6 +26,8 @@ pub const KPAK_MAGIC: &[u8] = b"KPAK";
 pub const OFFLOAD_BINARY_MAGIC: &[u8] = &[0x10, 0xff, 0x10, 0xad];
 /// NVIDIA fatbin container, little-endian `0xBA55ED50`.
 pub const NV_FATBIN_MAGIC: &[u8] = &[0x50, 0xed, 0x55, 0xba];
+/// AOTriton kernel storage v2.
+pub const AKS2_MAGIC: &[u8] = b"AKS2";
 
 /// The most a compressed bundle may decode to while we read it.
 pub const MAX_DECODED: usize = 64 << 20;
@@ -50,6 +54,12 @@ pub enum Container {
     Cubin,
     /// A host binary with an NVIDIA `.nv_fatbin` section.
     NvFatbin,
+    /// Complete AMDGPU code objects embedded in a host binary's data, with no bundle around them.
+    EmbeddedCodeObject,
+    /// An AOTriton kernel archive (`AKS2`): an xz stream of code objects.
+    AotritonArchive,
+    /// A Windows PE/COFF binary whose `.hip_fat` section holds bundles.
+    PeHipFatbin,
 }
 
 /// The device code found in one member.
@@ -96,7 +106,9 @@ impl GpuCode {
 
 /// Whether the first bytes of a member announce a device-code container that is not ELF.
 pub fn is_container_magic(head: &[u8]) -> bool {
-    [BUNDLE_MAGIC, CCOB_MAGIC, KPAK_MAGIC, OFFLOAD_BINARY_MAGIC, NV_FATBIN_MAGIC].iter().any(|m| head.starts_with(m))
+    [BUNDLE_MAGIC, CCOB_MAGIC, KPAK_MAGIC, OFFLOAD_BINARY_MAGIC, NV_FATBIN_MAGIC, AKS2_MAGIC]
+        .iter()
+        .any(|m| head.starts_with(m))
 }
 
 /// A GPU ELF (AMDGPU or CUDA) needs only its header: this decodes a standalone code object.
@@ -263,6 +275,8 @@ pub fn container_view<V: FileView + ?Sized>(file: &str, view: &V, hits: &scan::H
         let mut code = GpuCode::new(file, Container::NvFatbin);
         hits.nv_fatbins(0, len, &mut code);
         code
+    } else if head.starts_with(AKS2_MAGIC) {
+        aks2::archive(file, view)
     } else {
         return None;
     };
@@ -271,20 +285,20 @@ pub fn container_view<V: FileView + ?Sized>(file: &str, view: &V, hits: &scan::H
 }
 
 /// Device code embedded in a host binary held whole.
-pub fn host_binary(file: &str, facts: &ElfFacts, data: &[u8]) -> Option<GpuCode> {
+pub fn host_binary(file: &str, facts: &ElfFacts, data: &[u8]) -> Vec<GpuCode> {
     host_binary_view(file, facts, data, &scan::Hits::of_sections(data, facts))
 }
 
-/// Device code embedded in a host binary: `.hip_fatbin` (bundles or CCOBs), kpack references,
-/// `.nv_fatbin`; from a view of the file and the containers found in it
-/// ([`scan::Patterns::HOST`]). A section whose bytes the view lacks is read as far as the
-/// containers found in it go.
+/// Device code embedded in a host binary: `.hip_fatbin` (bundles or CCOBs) or kpack references,
+/// `.nv_fatbin`, and code objects embedded in its data without a bundle (one entry for each
+/// kind); from a view of the file and the containers found in it ([`scan::Patterns::HOST`]). A
+/// section whose bytes the view lacks is read as far as the containers found in it go.
 pub fn host_binary_view<V: FileView + ?Sized>(
     file: &str,
     facts: &ElfFacts,
     view: &V,
     hits: &scan::Hits,
-) -> Option<GpuCode> {
+) -> Vec<GpuCode> {
     // A section's range in the file; none for SHT_NOBITS or one past the end of the file.
     let section_range = |name: &str| -> Option<(u64, u64)> {
         let s = facts.section(name)?;
@@ -308,22 +322,74 @@ pub fn host_binary_view<V: FileView + ?Sized>(
                 Err(e) => code.notes.push(format!("unreadable .rocm_kpack_ref: {e}")),
             }
         }
-        return Some(code.finish());
+        return vec![code.finish()];
     }
+    let mut found = Vec::new();
     if let Some((start, end)) = section_range(".hip_fatbin") {
         let mut code = GpuCode::new(file, Container::HipFatbin);
         hits.blob(start, end, &mut code);
         if code.objects == 0 && code.notes.is_empty() {
             code.notes.push("the .hip_fatbin section holds no offload bundle".into());
         }
-        return Some(code.finish());
-    }
-    if let Some((start, end)) = section_range(".nv_fatbin") {
+        found.push(code.finish());
+    } else if let Some((start, end)) = section_range(".nv_fatbin") {
         let mut code = GpuCode::new(file, Container::NvFatbin);
         hits.nv_fatbins(start, end, &mut code);
-        return Some(code.finish());
+        found.push(code.finish());
     }
-    None
+    found.extend(embedded_code_objects(file, facts, view.len(), hits));
+    found
+}
+
+/// Whole AMDGPU code objects inside the data sections of a host binary (not in its code, not in
+/// a `.hip_fatbin`, whose bundles count them), each validated by its header.
+fn embedded_code_objects(file: &str, facts: &ElfFacts, len: u64, hits: &scan::Hits) -> Option<GpuCode> {
+    const SHF_EXECINSTR: u64 = 4;
+    let mut code = GpuCode::new(file, Container::EmbeddedCodeObject);
+    let mut rejected = 0;
+    for s in &facts.sections {
+        let end = s.offset.saturating_add(s.size);
+        let device_section = matches!(s.name.as_str(), ".hip_fatbin" | ".nv_fatbin");
+        if s.kind == 8 || s.flags & SHF_EXECINSTR != 0 || device_section || end > len || s.size < 64 {
+            continue;
+        }
+        rejected += hits.code_objects(s.offset, end, &mut code);
+    }
+    if code.objects == 0 {
+        return None;
+    }
+    if rejected > 0 {
+        code.notes.push(format!("{rejected} ELF magic(s) in the data are no code object: ignored"));
+    }
+    code.notes.push(format!("{} code object(s) embedded without a bundle", code.objects));
+    Some(code.finish())
+}
+
+/// A standalone AMDGPU code object's target and version from its header, when the header is one:
+/// 64-bit little-endian ELF, e_machine 224, a relocatable or shared object, a known processor, and
+/// header tables that end within `room` bytes. Returns the target, the code object version and
+/// the object's length (the end of its last header table).
+pub fn embedded_object(header: &[u8], room: u64) -> Option<(String, Option<u32>, u64)> {
+    let u16_at = |at: usize| header.get(at..at + 2).map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])));
+    let u64_at = |at: usize| header.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+    let ident = ElfIdent::parse(header)?;
+    if !ident.is_64 || !ident.little_endian || ident.machine != EM_AMDGPU || header.len() < 64 {
+        return None;
+    }
+    let (e_type, ehsize) = (u16_at(16)?, u16_at(52)?);
+    let (phoff, phentsize, phnum) = (u64_at(32)?, u16_at(54)?, u16_at(56)?);
+    let (shoff, shentsize, shnum) = (u64_at(40)?, u16_at(58)?, u16_at(60)?);
+    let tables_fit = (phnum == 0 || phentsize == 56) && (shnum == 0 || shentsize == 64);
+    if !matches!(e_type, 1 | 3) || ehsize != 64 || !tables_fit {
+        return None;
+    }
+    let length = phoff.checked_add(phnum * 56)?.max(shoff.checked_add(shnum * 64)?).max(64);
+    let (flags, os_abi, abi_version) = gpu_header_fields(header)?;
+    if length > room || mach_name(flags & 0xff).is_none() {
+        return None;
+    }
+    let (target, cov) = amdgpu_target(flags, os_abi, abi_version);
+    Some((target, cov, length))
 }
 
 /// The sections [`host_binary_view`] reads from the view itself (not from the scan's hits).

@@ -27,6 +27,10 @@ const TABLE_WANT: usize = 64 << 10;
 const NV_ENTRIES_CAP: usize = 1 << 20;
 /// Bytes of an `arch\0` value kept (OffloadBinary string maps).
 const ARCH_VALUE: usize = 64;
+/// The most ELF headers one file's scan keeps (64 bytes each).
+const CODE_OBJECT_HITS: usize = 1 << 18;
+/// What a 64-bit little-endian ELF file starts with (every AMDGPU code object).
+const ELF64_LE: &[u8] = b"\x7fELF\x02\x01";
 
 /// What a scan looks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,12 +39,16 @@ pub struct Patterns {
     pub nv_fatbins: bool,
     /// `arch\0` keys of OffloadBinary string maps.
     pub arch_keys: bool,
+    /// 64-bit little-endian ELF headers: code objects embedded without a bundle.
+    pub code_objects: bool,
 }
 
 impl Patterns {
     /// What host binaries carry: bundles and CCOBs (`.hip_fatbin`), fatbins (`.nv_fatbin`).
-    pub const HOST: Patterns = Patterns { bundles: true, nv_fatbins: true, arch_keys: false };
-    const NONE: Patterns = Patterns { bundles: false, nv_fatbins: false, arch_keys: false };
+    pub const HOST: Patterns = Patterns { bundles: true, nv_fatbins: true, arch_keys: false, code_objects: true };
+    const NONE: Patterns = Patterns { bundles: false, nv_fatbins: false, arch_keys: false, code_objects: false };
+    /// What Windows binaries carry: bundles and CCOBs (`.hip_fat`), fatbins (`.nv_fatb`).
+    pub const PE: Patterns = Patterns { bundles: true, nv_fatbins: true, ..Patterns::NONE };
 
     /// What a standalone container holds, by its first bytes; `None` if it is no container.
     pub fn for_container(head: &[u8]) -> Option<Patterns> {
@@ -50,8 +58,8 @@ impl Patterns {
             Some(Patterns { nv_fatbins: true, ..Patterns::NONE })
         } else if head.starts_with(OFFLOAD_BINARY_MAGIC) {
             Some(Patterns { arch_keys: true, ..Patterns::NONE })
-        } else if head.starts_with(KPAK_MAGIC) {
-            Some(Patterns::NONE) // its table of contents is read from the view
+        } else if head.starts_with(KPAK_MAGIC) || head.starts_with(super::AKS2_MAGIC) {
+            Some(Patterns::NONE) // their tables of contents are read from the view
         } else {
             None
         }
@@ -61,16 +69,32 @@ impl Patterns {
 /// A container found, by the file offset of its magic, with the bytes its report needs.
 #[derive(Debug)]
 pub enum Hit {
-    Bundle { at: u64, table: Vec<u8>, headers: BTreeMap<u64, Vec<u8>> },
+    Bundle {
+        at: u64,
+        table: Vec<u8>,
+        headers: BTreeMap<u64, Vec<u8>>,
+    },
     Ccob(Box<Ccob>),
-    Nv { at: u64, header: Vec<u8>, entries: Vec<(u64, Vec<u8>)> },
-    ArchKey { at: u64, value: Vec<u8> },
+    Nv {
+        at: u64,
+        header: Vec<u8>,
+        entries: Vec<(u64, Vec<u8>)>,
+    },
+    ArchKey {
+        at: u64,
+        value: Vec<u8>,
+    },
+    /// An ELF header (its first 64 bytes).
+    Elf {
+        at: u64,
+        header: Vec<u8>,
+    },
 }
 
 impl Hit {
     pub fn at(&self) -> u64 {
         match self {
-            Hit::Bundle { at, .. } | Hit::Nv { at, .. } | Hit::ArchKey { at, .. } => *at,
+            Hit::Bundle { at, .. } | Hit::Nv { at, .. } | Hit::ArchKey { at, .. } | Hit::Elf { at, .. } => *at,
             Hit::Ccob(c) => c.at,
         }
     }
@@ -102,6 +126,7 @@ enum Open {
     Ccob(Box<Ccob>),
     Nv { at: u64, header: Vec<u8>, next: Option<u64>, end: u64, entries: Vec<(u64, Vec<u8>)> },
     ArchKey { at: u64, value: Vec<u8> },
+    Elf { at: u64, header: Vec<u8> },
 }
 
 /// A push scanner: [`Scanner::feed`] the bytes of a file in order, then [`Scanner::finish`].
@@ -112,6 +137,8 @@ pub struct Scanner {
     tail: Vec<u8>,
     open: Vec<Open>,
     done: Vec<Hit>,
+    /// ELF headers found so far (at most [`CODE_OBJECT_HITS`]).
+    elf_hits: usize,
 }
 
 /// The longest magic, less one: how much of one chunk a magic may leave for the next.
@@ -124,7 +151,7 @@ impl Scanner {
 
     /// A scanner fed the bytes of a file from offset `pos` on.
     pub fn starting_at(patterns: Patterns, pos: u64) -> Scanner {
-        Scanner { patterns, pos, tail: Vec::new(), open: Vec::new(), done: Vec::new() }
+        Scanner { patterns, pos, tail: Vec::new(), open: Vec::new(), done: Vec::new(), elf_hits: 0 }
     }
 
     /// Scan the next bytes of the file.
@@ -151,6 +178,12 @@ impl Scanner {
             }
         }
         found.sort_by_key(|(at, _)| *at);
+        // A data section of fake magics costs 64 bytes each, up to a bound.
+        found.retain(|(_, kind)| {
+            let elf = matches!(kind, Kind::Elf);
+            self.elf_hits += usize::from(elf);
+            !elf || self.elf_hits <= CODE_OBJECT_HITS
+        });
         // A hit that began in the tail gets the tail's bytes first.
         for (at, kind) in found {
             let mut open = Open::new(kind, at);
@@ -189,6 +222,9 @@ impl Scanner {
         if self.patterns.arch_keys {
             out.push((Kind::ArchKey, b"arch\0".as_slice()));
         }
+        if self.patterns.code_objects {
+            out.push((Kind::Elf, ELF64_LE));
+        }
         out
     }
 
@@ -206,6 +242,7 @@ enum Kind {
     Ccob,
     Nv,
     ArchKey,
+    Elf,
 }
 
 /// The bytes a parsed entry table takes.
@@ -245,6 +282,7 @@ impl Open {
             })),
             Kind::Nv => Open::Nv { at, header: Vec::new(), next: None, end: 0, entries: Vec::new() },
             Kind::ArchKey => Open::ArchKey { at, value: Vec::new() },
+            Kind::Elf => Open::Elf { at, header: Vec::new() },
         }
     }
 
@@ -257,6 +295,7 @@ impl Open {
             Open::Ccob(c) => c.ended,
             Open::Nv { header, next, .. } => header.len() == 16 && next.is_none(),
             Open::ArchKey { value, .. } => value.len() >= ARCH_VALUE + 5,
+            Open::Elf { header, .. } => header.len() >= 64,
         }
     }
 
@@ -329,6 +368,7 @@ impl Open {
                 }
             }
             Open::ArchKey { at, value } => take(value, *at, ARCH_VALUE + 5, pos, data),
+            Open::Elf { at, header } => take(header, *at, 64, pos, data),
         }
     }
 
@@ -341,6 +381,7 @@ impl Open {
             }
             Open::Nv { at, header, entries, .. } => Hit::Nv { at, header, entries },
             Open::ArchKey { at, value } => Hit::ArchKey { at, value },
+            Open::Elf { at, header } => Hit::Elf { at, header },
         }
     }
 }
@@ -548,16 +589,26 @@ impl Hits {
     /// [`super::host_binary_view`] looks).
     pub fn of_sections(data: &[u8], facts: &ElfFacts) -> Hits {
         let mut hits = Vec::new();
-        for name in [".hip_fatbin", ".nv_fatbin"] {
-            let Some(s) = facts.section(name).filter(|s| s.kind != 8) else { continue };
+        const SHF_EXECINSTR: u64 = 4;
+        let code_objects = Patterns { code_objects: true, ..Patterns::NONE };
+        for s in &facts.sections {
+            let patterns = match s.name.as_str() {
+                ".hip_fatbin" | ".nv_fatbin" => Patterns::HOST,
+                _ if s.flags & SHF_EXECINSTR == 0 && s.size >= 64 => code_objects,
+                _ => continue,
+            };
             let Some(bytes) = s.offset.checked_add(s.size).and_then(|end| data.get(s.offset as usize..end as usize))
             else {
                 continue;
             };
-            let mut scanner = Scanner::starting_at(Patterns::HOST, s.offset);
+            if s.kind == 8 {
+                continue;
+            }
+            let mut scanner = Scanner::starting_at(patterns, s.offset);
             scanner.feed(bytes);
             hits.extend(scanner.finish().hits);
         }
+        hits.dedup_by_key(|h| h.at());
         hits.sort_by_key(Hit::at);
         Hits { hits }
     }
@@ -642,6 +693,29 @@ impl Hits {
             }
             at = stop.max(base + 4);
         }
+    }
+
+    /// The code objects embedded in [start, end) into `code`, each validated by its header and
+    /// skipped over as a whole (an ELF magic inside one is not another); returns how many ELF
+    /// magics there are no code object.
+    pub fn code_objects(&self, start: u64, end: u64, code: &mut GpuCode) -> usize {
+        let (mut at, mut rejected) = (start, 0);
+        for hit in self.within(start, end) {
+            let Hit::Elf { at: hit_at, header } = hit else { continue };
+            if *hit_at < at {
+                continue;
+            }
+            match super::embedded_object(header, end - hit_at) {
+                Some((target, cov, length)) => {
+                    code.objects += 1;
+                    code.targets.push(target);
+                    code.code_object_versions.extend(cov);
+                    at = hit_at + length;
+                }
+                None => rejected += 1,
+            }
+        }
+        rejected
     }
 
     /// The `arch` values of the OffloadBinary string maps in [start, end).
@@ -741,20 +815,42 @@ fn record_entries<'a>(
         if entry.id.starts_with("host-") {
             continue;
         }
-        let Some((_, target)) = entry.id.split_once("--") else {
-            code.notes.push(format!("entry id `{}` has no target", entry.id));
-            continue;
+        // The code object's own header, when it is an AMDGPU one: its version, and its target
+        // when the id names none.
+        let amdgpu = header(entry)
+            .filter(|payload| ElfIdent::parse(payload).is_some_and(|i| i.machine == EM_AMDGPU))
+            .and_then(gpu_header_fields)
+            .map(|(flags, os_abi, abi_version)| amdgpu_target(flags, os_abi, abi_version));
+        let target = match (bundle_target(&entry.id), &amdgpu) {
+            (Some(target), _) => target.to_string(),
+            (None, Some((target, _))) => {
+                code.notes.push(format!("entry id `{}` names no target: {target} read from its code object", entry.id));
+                target.clone()
+            }
+            (None, None) => {
+                code.notes.push(format!("entry id `{}` has no target", entry.id));
+                continue;
+            }
         };
         code.objects += 1;
-        code.targets.push(target.to_string());
-        if let Some(payload) = header(entry)
-            && ElfIdent::parse(payload).is_some_and(|i| i.machine == EM_AMDGPU)
-            && let Some((flags, os_abi, abi_version)) = gpu_header_fields(payload)
-            && let (_, Some(cov)) = amdgpu_target(flags, os_abi, abi_version)
-        {
+        code.targets.push(target);
+        if let Some((_, Some(cov))) = amdgpu {
             code.code_object_versions.push(cov);
         }
     }
+}
+
+/// The target an offload bundle entry id names, in every form clang has written:
+/// `<kind>-<triple>--<target id>` (an empty environment before the target, LLVM 12 and later,
+/// `hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`) and `<kind>-<arch>-<vendor>-<os>-<processor>`
+/// (ROCm 4.x and earlier, `hip-amdgcn-amd-amdhsa-gfx1010`).
+pub fn bundle_target(id: &str) -> Option<&str> {
+    if let Some((_, target)) = id.split_once("--") {
+        return Some(target).filter(|t| !t.is_empty());
+    }
+    let (_kind, triple_and_target) = id.split_once('-')?;
+    let target = triple_and_target.splitn(4, '-').nth(3)?;
+    Some(target).filter(|t| !t.is_empty())
 }
 
 #[cfg(test)]
