@@ -11,6 +11,7 @@
 //! no-mark = ["triton-kernels"]
 //! strict-record = true
 //! memory = "2G"
+//! zip-compression-level = 6
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,8 @@ pub struct Config {
     pub strict_record: Option<bool>,
     /// `--memory`. Ex) `"2G"`
     pub memory: Option<String>,
+    /// `repair -z`.
+    pub zip_compression_level: Option<u32>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

@@ -23,6 +23,7 @@ pub mod analysis;
 pub mod config;
 pub mod elf;
 pub mod exclude;
+pub mod log;
 pub mod parallel;
 pub mod plan;
 pub mod platform;
@@ -115,7 +116,19 @@ pub fn examine(path: &Path, settings: &Settings, progress: &dyn Progress) -> Res
     };
     let judgement = set.map(|set| {
         analysis::linkage::resolve(&wheel, &mut analysis, &set, options);
-        Judgement::new(set, &analysis, settings.disable_isa_check)
+        let judgement = Judgement::new(set, &analysis, settings.disable_isa_check);
+        let v = &judgement.verdict;
+        debug!(
+            "{}: symbol versions allow {}; without external libraries {}; blacklist {}; ISA {}; as it is {}; once repaired {}",
+            wheel.filename,
+            judgement.tag(v.symbol),
+            judgement.tag(v.reference),
+            judgement.tag(v.blacklist),
+            judgement.tag(v.machine),
+            judgement.tag(v.overall),
+            judgement.tag(v.repairable)
+        );
+        judgement
     });
     Ok(Examined { wheel, analysis, judgement })
 }
@@ -230,6 +243,59 @@ pub fn show_batch(
         })
         .collect();
     Batch { results, hazards }
+}
+
+/// `show --json-format auditwheel`: auditwheel's `show --json` document for every wheel, in order.
+pub fn show_auditwheel_batch(
+    paths: &[PathBuf],
+    settings: &Settings,
+    allow_pure: bool,
+    progress: &dyn Progress,
+) -> Vec<Result<report::auditwheel::Document, Error>> {
+    examine_all(paths, settings, progress)
+        .into_iter()
+        .map(|e| {
+            let e = e?;
+            let name = e.wheel.filename.to_string();
+            Ok(report::auditwheel::document(&name, &e.analysis, e.judgement.as_ref(), allow_pure))
+        })
+        .collect()
+}
+
+/// `lddtree`: the dependency tree of a file, or of the host binaries of a wheel (`member`: only
+/// that one).
+pub fn lddtree(path: &Path, member: Option<&str>, settings: &Settings) -> Result<Vec<analysis::lddtree::Tree>, String> {
+    let search = &settings.analyze.search;
+    let is_wheel = path.extension().is_some_and(|e| e == "whl");
+    if !is_wheel {
+        if member.is_some() {
+            return Err(format!("{}: a member can only be named inside a wheel", path.display()));
+        }
+        return analysis::lddtree::of_file(path, search).map(|t| vec![t]);
+    }
+    let wheel = Wheel::open(path).map_err(|e| e.to_string())?;
+    let analysis = analysis::scan(&wheel, &settings.analyze, &progress::NoProgress).map_err(|e| e.to_string())?;
+    let binaries: Vec<(&str, &elf::ElfFacts)> = analysis.binaries.iter().map(|b| analysis.binary(b)).collect();
+    let files = analysis::lddtree::WheelFiles {
+        by_install_path: binaries.iter().filter_map(|(p, f)| wheel.install_path(p).map(|i| (i, *f))).collect(),
+    };
+    let chosen: Vec<&(&str, &elf::ElfFacts)> = match member {
+        Some(m) => {
+            let found: Vec<_> = binaries.iter().filter(|(p, _)| *p == m).collect();
+            if found.is_empty() {
+                return Err(format!("{}: `{m}` is not an ELF host binary of the wheel", wheel.filename));
+            }
+            found
+        }
+        None => binaries.iter().collect(),
+    };
+    Ok(chosen
+        .into_iter()
+        .map(|(p, f)| {
+            let install = wheel.install_path(p).unwrap_or_else(|| p.to_string());
+            analysis::lddtree::of_member(&install, f, &files, search)
+        })
+        .collect())
 }
 
 /// Retag a batch: examine every wheel (verifying hashes unless told not to), derive its true

@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use wheelfix::config::LoadedConfig;
 use wheelfix::plan::version::{OrderingHazard, VersionChange};
 use wheelfix::progress::{NoProgress, Progress};
+use wheelfix::release::check::Severity;
 use wheelfix::report::ShowReport;
 use wheelfix::settings::{Flags, Settings};
 use wheelfix::{Destination, RetagOutcome};
@@ -22,6 +23,9 @@ use wheelfix::{Destination, RetagOutcome};
     after_help = "Examples:\n  wheelfix show dist/*.whl\n  wheelfix repair -w wheelhouse/ dist/*.whl\n  wheelfix retag --rocm-version 10.1.0 -w wheelhouse/ dist/*.whl\n\nSettings can live in pyproject.toml under [tool.wheelfix]; `wheelfix show --config` prints them."
 )]
 struct Cli {
+    /// Show the library search and the decisions (on stderr).
+    #[arg(short, long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -56,6 +60,12 @@ enum Command {
     /// Lint a release set: conflicting uploads, selector extras, pins, labels, architectures, tags.
     #[command(after_help = "Examples:\n  wheelfix check dist-linux/ dist-windows/\n  wheelfix check --json site/")]
     Check(CheckArgs),
+    /// The dependency tree of an ELF file, or of a wheel's host binaries (or one member), as the
+    /// loader resolves it, with where each library was found and why that directory was searched.
+    #[command(
+        after_help = "Examples:\n  wheelfix lddtree /usr/bin/python3\n  wheelfix lddtree dist/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl torch/_C.cpython-312-x86_64-linux-gnu.so\n  wheelfix lddtree --json build/lib/_ext.so"
+    )]
+    Lddtree(LddtreeArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  wheelfix completions bash > /etc/bash_completion.d/wheelfix\n  wheelfix completions zsh > \"${fpath[1]}/_wheelfix\"\n  wheelfix completions fish > ~/.config/fish/completions/wheelfix.fish"
@@ -64,6 +74,22 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Args)]
+struct LddtreeArgs {
+    /// An ELF file, or a wheel.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// The wheel member to show (default: every host binary of the wheel).
+    #[arg(value_name = "MEMBER")]
+    member: Option<String>,
+    /// Search these directories (colon-separated) instead of the system's library path.
+    #[arg(long, value_name = "PATHS")]
+    ldpaths: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -95,9 +121,18 @@ struct IndexArgs {
     /// be, contain or lie inside an input directory (the inputs are never touched).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     output: PathBuf,
-    /// Prefix of every link (where the wheels are hosted); relative links when absent.
+    /// The directory URL where the wheels are hosted (a release's assets): links are
+    /// `<URL>/<file>`, with or without a trailing slash. Relative links when absent.
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
+    /// Collect every file to upload to --base-url in DIR: the wheels (hard links) and their PEP 658
+    /// `.metadata` sidecars, which installers fetch beside each wheel.
+    #[arg(long, value_name = "DIR")]
+    upload_dir: Option<PathBuf>,
+    /// Write no PEP 658 metadata (no `data-core-metadata`, no sidecars), for hosts that can only
+    /// serve the wheels.
+    #[arg(long)]
+    no_core_metadata: bool,
     /// Name every wheel whose Requires-Python or tags exclude this interpreter. Ex) 3.14
     #[arg(long, value_name = "X.Y")]
     python: Option<String>,
@@ -114,6 +149,9 @@ struct CheckArgs {
     /// Skip hashing every member against RECORD (sizes and rows are still compared).
     #[arg(long)]
     no_verify: bool,
+    /// Fail (exit 1) on warnings too, not only on errors.
+    #[arg(long)]
+    strict: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -125,21 +163,24 @@ struct RepairArgs {
     /// Directory for the output wheels.
     #[arg(short = 'w', long = "wheel-dir", value_name = "DIR", default_value = "wheelhouse")]
     wheel_dir: PathBuf,
-    /// The policy to repair to (`auto`: the most compatible the wheel can meet); fails if it cannot.
+    /// The policy to repair to (`auto`: the most compatible the wheel can meet); fails if it
+    /// cannot. Default: $AUDITWHEEL_PLAT, else `plat` in [tool.wheelfix], else auto.
     #[arg(long, value_name = "TAG")]
     plat: Option<String>,
-    /// Write only the --plat tag.
-    #[arg(long, requires = "plat")]
+    /// Write only the --plat tag (`auto` when no --plat is given).
+    #[arg(long)]
     only_plat: bool,
     /// Suffix of the directory (after the distribution name) that receives the libraries.
     #[arg(short = 'L', long = "lib-sdir", value_name = "SUFFIX")]
     lib_sdir: Option<String>,
-    /// Strip symbols from vendored libraries (`strip -s`) before patching them.
+    /// Strip symbols (`strip -s`) from the vendored libraries and from every ELF file of the
+    /// wheel, before patching, as auditwheel does.
     #[arg(long)]
     strip: bool,
-    /// Deflate level (0-9) for the members written anew.
-    #[arg(short = 'z', long = "zip-compression-level", value_name = "LEVEL", default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=9))]
-    zip_compression_level: u32,
+    /// Deflate level (0-9) for the members written anew. Default: $AUDITWHEEL_ZIP_COMPRESSION_LEVEL,
+    /// else `zip-compression-level` in [tool.wheelfix], else 6.
+    #[arg(short = 'z', long = "zip-compression-level", value_name = "LEVEL", value_parser = clap::value_parser!(u32).range(0..=9))]
+    zip_compression_level: Option<u32>,
     /// Skip the sha256 check of every member against RECORD.
     #[arg(long)]
     no_verify: bool,
@@ -149,6 +190,10 @@ struct RepairArgs {
     /// Accepted for auditwheel compatibility: wheelfix never refuses a pure wheel (it is copied).
     #[arg(long)]
     allow_pure_python_wheel: bool,
+    /// auditwheel's patcher choice: `patchelf` and `lief-patchelf` both use wheelfix's own ELF
+    /// writer; `none` fails a wheel whose files need patching. Default: $AUDITWHEEL_PATCHER.
+    #[arg(long, value_name = "PATCHER")]
+    patcher: Option<String>,
     #[command(flatten)]
     versions: VersionArgs,
     #[command(flatten)]
@@ -166,7 +211,8 @@ struct CommonArgs {
     /// Do not treat the libraries ROCm ships as provided by the environment.
     #[arg(long)]
     no_rocm_exclude: bool,
-    /// Search these directories (colon-separated) instead of the system's library path.
+    /// Search these directories (colon-separated) instead of the system's library path
+    /// ($AUDITWHEEL_LD_LIBRARY_PATH is searched first, before $LD_LIBRARY_PATH, in every case).
     #[arg(long, value_name = "PATHS")]
     ldpaths: Option<String>,
     /// Do not lower the tag for x86-64 ISA extensions (x86-64-v2 and above).
@@ -225,7 +271,10 @@ impl CommonArgs {
 
 #[derive(Args)]
 struct VersionArgs {
-    /// Append `+rocm<VERSION>` to the version of every wheel with ROCm code (keeping git hashes).
+    /// Append `+rocm<VERSION>` to the version of every wheel with compiled code (a host binary or
+    /// device code; pure wheels only with --mark-pure or when they require a wheel of the batch that
+    /// is marked), keeping git hashes; a version that
+    /// already names ROCm and the --no-mark projects are left alone.
     #[arg(long, value_name = "VERSION", conflicts_with = "local_version")]
     rocm_version: Option<String>,
     /// Append this local label instead (the general form of --rocm-version). Ex) `cu128`
@@ -265,10 +314,20 @@ struct ShowArgs {
     /// Fail (exit 1) for each wheel that has device code but none for this GPU target; repeatable.
     #[arg(long = "expect-gpu-target", value_name = "TARGET")]
     expect_gpu_targets: Vec<String>,
+    /// The JSON document: wheelfix's own (`--json`), or exactly what `auditwheel show --json`
+    /// prints (one document per wheel, in order; implies --json).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    json_format: Option<JsonFormat>,
     #[command(flatten)]
     versions: VersionArgs,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum JsonFormat {
+    Wheelfix,
+    Auditwheel,
 }
 
 #[derive(Args)]
@@ -284,8 +343,9 @@ struct RetagArgs {
     /// The tag to write (`auto`: the derived one); fails if the wheel does not meet it.
     #[arg(long, value_name = "TAG")]
     plat: Option<String>,
-    /// Write only the --plat tag, not the derived one nor the honoured claimed ones.
-    #[arg(long, requires = "plat")]
+    /// Write only the --plat tag (`auto` when no --plat is given), not the derived one nor the
+    /// honoured claimed ones.
+    #[arg(long)]
     only_plat: bool,
     /// Skip the sha256 check of every member against RECORD.
     #[arg(long)]
@@ -298,6 +358,7 @@ struct RetagArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    wheelfix::log::set_verbose(cli.verbose);
     wheelfix::wheel::output::install_signal_cleanup();
     let result = match cli.command {
         Command::Show(args) => run_show(args),
@@ -306,6 +367,7 @@ fn main() -> ExitCode {
         Command::Metapackage(args) => run_metapackage(args),
         Command::Index(args) => run_index(args),
         Command::Check(args) => run_check(args),
+        Command::Lddtree(args) => run_lddtree(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = Cli::command();
@@ -351,11 +413,17 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
         args.versions.fill(f);
         f.verify = args.verify;
         f.gpu_targets = args.expect_gpu_targets.clone();
+        // `show --config` shows what `repair` would use, environment included.
+        f.repair = args.wheels.is_empty();
     })?;
     if args.wheels.is_empty() {
         print_out(&config_text(&settings));
         return Ok(ExitCode::SUCCESS);
     }
+    if args.json_format == Some(JsonFormat::Auditwheel) {
+        return Ok(show_auditwheel(&args, &settings));
+    }
+    let json = args.common.json || args.json_format == Some(JsonFormat::Wheelfix);
     let marking = settings.marking.is_some();
     let progress = progress_bar(&args.wheels, args.common.quiet);
     let batch = wheelfix::show_batch(&args.wheels, &settings, progress.as_ref());
@@ -373,7 +441,7 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
         report.check_gpu_targets(&settings.gpu_targets.value);
     }
     let failed = reports.iter().filter(|(r, _)| r.error.is_some() || !r.missing_gpu_targets.is_empty()).count();
-    if args.common.json {
+    if json {
         let values: Vec<serde_json::Value> = reports
             .iter()
             .map(|(report, change)| {
@@ -415,6 +483,24 @@ fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
     }
     print_hazards(&batch.hazards);
     Ok(finish(failed, reports.len()))
+}
+
+/// `show --json-format auditwheel`: auditwheel's documents; a wheel that fails, or that
+/// auditwheel would refuse (not a platform wheel), gives its error form and exit 1, as there.
+fn show_auditwheel(args: &ShowArgs, settings: &Settings) -> ExitCode {
+    let progress = progress_bar(&args.wheels, args.common.quiet);
+    let documents =
+        wheelfix::show_auditwheel_batch(&args.wheels, settings, args.allow_pure_python_wheel, progress.as_ref());
+    drop(progress);
+    let mut failed = 0;
+    for (path, document) in args.wheels.iter().zip(documents) {
+        let document = document.unwrap_or_else(|e| {
+            wheelfix::report::auditwheel::error(&display_name(path), &format!("{}: {e}", path.display()))
+        });
+        failed += usize::from(document.is_error);
+        print_out(&document.text);
+    }
+    finish(failed, args.wheels.len())
 }
 
 /// `show --config`: every setting, its value and where it came from.
@@ -481,19 +567,47 @@ fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
         writing_flags(f, &args.versions, args.no_verify, &args.plat, args.only_plat);
         f.keep_tags = args.no_update_tags;
         f.lib_sdir = args.lib_sdir.clone();
+        f.repair = true;
+        f.zip_compression_level = args.zip_compression_level;
+        f.patcher = args.patcher.clone();
     })?;
     let _ = args.allow_pure_python_wheel;
     let repair = wheelfix::plan::repair::RepairSettings {
         lib_sdir: settings.lib_sdir.value.clone(),
         strip: args.strip,
-        patcher: &wheelfix::elf::patch::InProcessPatcher,
-        compression_level: args.zip_compression_level,
+        patcher: if settings.patcher.value == "none" {
+            &wheelfix::elf::patch::NoPatcher
+        } else {
+            &wheelfix::elf::patch::InProcessPatcher
+        },
+        compression_level: settings.zip_compression_level.value,
     };
     let destination = Destination::Directory(args.wheel_dir.clone());
     let progress = progress_bar(&args.wheels, args.common.quiet);
     let batch = wheelfix::repair_batch(&args.wheels, &settings, &repair, &destination, progress.as_ref());
     drop(progress);
     Ok(report_outcomes(&args.wheels, batch, settings.marking.is_some(), args.common.json))
+}
+
+fn run_lddtree(args: LddtreeArgs) -> Result<ExitCode, String> {
+    let flags = Flags { ldpaths: args.ldpaths.clone(), ..Flags::default() };
+    let settings = Settings::resolve(&flags, &LoadedConfig::default()).map_err(|e| e.to_string())?;
+    match wheelfix::lddtree(&args.file, args.member.as_deref(), &settings) {
+        Ok(trees) => {
+            if args.json {
+                let value = serde_json::json!({"version": wheelfix::report::JSON_VERSION, "trees": trees});
+                print_out(&(serde_json::to_string_pretty(&value).expect("serialises") + "\n"));
+            } else {
+                print_out(&trees.iter().map(|t| t.to_text()).collect::<Vec<_>>().join("\n"));
+            }
+            let missing = trees.iter().flat_map(|t| t.libs.values()).filter(|l| l.path.is_none()).count();
+            Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Err(e) => {
+            eprintln!("wheelfix: error: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 fn run_metapackage(args: MetapackageArgs) -> Result<ExitCode, String> {
@@ -529,9 +643,11 @@ fn run_metapackage(args: MetapackageArgs) -> Result<ExitCode, String> {
 
 fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
     let options = wheelfix::release::index::IndexOptions {
-        output: args.output.clone(),
         base_url: args.base_url.clone(),
         python: args.python.clone(),
+        upload_dir: args.upload_dir.clone(),
+        core_metadata: !args.no_core_metadata,
+        ..wheelfix::release::index::IndexOptions::new(args.output.clone())
     };
     match wheelfix::release::index::build(&args.inputs, &options) {
         Ok(summary) => {
@@ -544,6 +660,9 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
                     summary.projects,
                     summary.files.len()
                 ));
+                if let Some(upload) = &summary.upload_dir {
+                    print_out(&format!("files to upload beside the wheels: {upload}\n"));
+                }
             }
             for note in &summary.notes {
                 eprintln!("wheelfix: note: {note}");
@@ -561,21 +680,29 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
 fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
     let settings = args.common.settings(|f| f.verify = !args.no_verify)?;
     let findings = wheelfix::release::check::check(&args.dirs, &settings.analyze);
+    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+    let warnings = findings.len() - errors;
     if args.common.json {
-        let value = serde_json::json!({"version": wheelfix::report::JSON_VERSION, "findings": findings});
+        let value = serde_json::json!({
+            "version": wheelfix::report::JSON_VERSION,
+            "errors": errors,
+            "warnings": warnings,
+            "findings": findings,
+        });
         print_out(&(serde_json::to_string_pretty(&value).expect("serialises") + "\n"));
     } else {
         let mut text = String::new();
         for f in &findings {
-            text.push_str(&format!("{}: {}\n", f.kind, f.message));
+            text.push_str(&format!("{}: {}: {}\n", f.severity.as_str(), f.kind, f.message));
             for file in &f.files {
                 text.push_str(&format!("  {file}\n"));
             }
         }
-        text.push_str(&format!("{} finding(s)\n", findings.len()));
+        text.push_str(&format!("{errors} error(s), {warnings} warning(s)\n"));
         print_out(&text);
     }
-    Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    let failing = if args.strict { errors + warnings } else { errors };
+    Ok(if failing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// Print what `retag`/`repair` did, errors on stderr, and the exit code.

@@ -2,7 +2,9 @@
 //! ([`crate::config`]), each value with where it came from, then turned into the ready objects
 //! the pipeline uses (policies, the exclusion list, the library search, the marking).
 //!
-//! The command line wins over the configuration file, which wins over the defaults.
+//! The command line wins over the environment (auditwheel's `AUDITWHEEL_*` variables, as the
+//! manylinux images and cibuildwheel set them), which wins over the configuration file, which
+//! wins over the defaults.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -27,12 +29,20 @@ pub enum SettingsError {
     MarkingWithoutLabel,
     #[error("memory `{0}` is not a size (write it like 512M or 2G)")]
     Memory(String),
+    #[error("{origin}: `{value}` is not a platform tag wheelfix has a policy for (Ex: manylinux_2_28_x86_64, or auto)")]
+    Plat { origin: Origin, value: String },
+    #[error("{origin}: `{value}` is not a compression level (0-9)")]
+    CompressionLevel { origin: Origin, value: String },
+    #[error("{origin}: `{value}` is not a patcher (patchelf, lief-patchelf or none)")]
+    Patcher { origin: Origin, value: String },
 }
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     CommandLine,
+    /// An environment variable, by name.
+    Environment(&'static str),
     ConfigFile(PathBuf),
     Default,
 }
@@ -41,6 +51,7 @@ impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Origin::CommandLine => f.write_str("command line"),
+            Origin::Environment(name) => write!(f, "environment {name}"),
             Origin::ConfigFile(p) => write!(f, "{}", p.display()),
             Origin::Default => f.write_str("default"),
         }
@@ -84,6 +95,12 @@ pub struct Flags {
     pub hash_for_record: bool,
     /// `--memory`.
     pub memory: Option<String>,
+    /// `-z` (`repair`).
+    pub zip_compression_level: Option<u32>,
+    /// `--patcher` (`repair`).
+    pub patcher: Option<String>,
+    /// The command is `repair`, the one `AUDITWHEEL_PLAT` applies to (as in auditwheel).
+    pub repair: bool,
     /// The command writes wheels (its default memory budget is the larger one).
     pub writes: bool,
 }
@@ -103,14 +120,38 @@ pub struct Settings {
     pub strict_record: Setting<bool>,
     /// Bytes of the memory budget.
     pub memory: Setting<u64>,
+    /// Deflate level of the members `repair` writes anew.
+    pub zip_compression_level: Setting<u32>,
+    /// `AUDITWHEEL_LD_LIBRARY_PATH`: directories searched before `LD_LIBRARY_PATH`.
+    pub extra_library_path: Setting<Option<String>>,
+    /// auditwheel's `--patcher`: `patchelf` and `lief-patchelf` both mean wheelfix's own ELF
+    /// writer (same result); `none` patches nothing.
+    pub patcher: Setting<String>,
     pub disable_isa_check: bool,
     pub tags: TagRequest,
     pub marking: Option<Marking>,
     pub analyze: AnalyzeOptions,
 }
 
+/// The environment variables auditwheel reads, which wheelfix honours the same way.
+pub const ENV_PLAT: &str = "AUDITWHEEL_PLAT";
+pub const ENV_ZIP_COMPRESSION_LEVEL: &str = "AUDITWHEEL_ZIP_COMPRESSION_LEVEL";
+pub const ENV_LD_LIBRARY_PATH: &str = "AUDITWHEEL_LD_LIBRARY_PATH";
+pub const ENV_PATCHER: &str = "AUDITWHEEL_PATCHER";
+
 impl Settings {
+    /// Resolve from the flags, the process environment and the configuration file.
     pub fn resolve(flags: &Flags, loaded: &LoadedConfig) -> Result<Settings, SettingsError> {
+        Self::resolve_with(flags, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()), loaded)
+    }
+
+    /// Resolve with `env` standing for the environment (a variable set to an empty value counts
+    /// as unset, as in auditwheel's argparse defaults).
+    pub fn resolve_with(
+        flags: &Flags,
+        env: &dyn Fn(&str) -> Option<String>,
+        loaded: &LoadedConfig,
+    ) -> Result<Settings, SettingsError> {
         let config = &loaded.config;
         let file = || loaded.path.clone().map(Origin::ConfigFile).unwrap_or(Origin::Default);
         let pick_list = |cli: &[String], file_value: &Option<Vec<String>>| -> Setting<Vec<String>> {
@@ -154,7 +195,39 @@ impl Settings {
                 None => Setting { value: false, origin: Origin::Default },
             }
         };
-        let plat = pick(&flags.plat, &config.plat);
+        let plat = match (&flags.plat, env(ENV_PLAT)) {
+            (None, Some(v)) if flags.repair => Setting { value: Some(v), origin: Origin::Environment(ENV_PLAT) },
+            _ => pick(&flags.plat, &config.plat),
+        };
+        let zip_compression_level = match (flags.zip_compression_level, env(ENV_ZIP_COMPRESSION_LEVEL)) {
+            (Some(level), _) => Setting { value: level, origin: Origin::CommandLine },
+            (None, Some(text)) => {
+                let origin = Origin::Environment(ENV_ZIP_COMPRESSION_LEVEL);
+                match text.trim().parse::<u32>() {
+                    Ok(level) if level <= 9 => Setting { value: level, origin },
+                    _ => return Err(SettingsError::CompressionLevel { origin, value: text }),
+                }
+            }
+            (None, None) => match config.zip_compression_level {
+                Some(level) if level <= 9 => Setting { value: level, origin: file() },
+                Some(level) => {
+                    return Err(SettingsError::CompressionLevel { origin: file(), value: level.to_string() });
+                }
+                None => Setting { value: 6, origin: Origin::Default },
+            },
+        };
+        let patcher = match (&flags.patcher, env(ENV_PATCHER)) {
+            (Some(p), _) => Setting { value: p.clone(), origin: Origin::CommandLine },
+            (None, Some(p)) => Setting { value: p, origin: Origin::Environment(ENV_PATCHER) },
+            (None, None) => Setting { value: "patchelf".into(), origin: Origin::Default },
+        };
+        if !["patchelf", "lief-patchelf", "none"].contains(&patcher.value.as_str()) {
+            return Err(SettingsError::Patcher { origin: patcher.origin.clone(), value: patcher.value.clone() });
+        }
+        let extra_library_path = match env(ENV_LD_LIBRARY_PATH) {
+            Some(v) => Setting { value: Some(v), origin: Origin::Environment(ENV_LD_LIBRARY_PATH) },
+            None => Setting { value: None, origin: Origin::Default },
+        };
         let memory = match pick(&flags.memory, &config.memory) {
             Setting { value: Some(text), origin } => {
                 let bytes = budget::parse_size(&text).ok_or(SettingsError::Memory(text.clone()))?;
@@ -181,8 +254,17 @@ impl Settings {
         });
 
         let policies = Policies::with_files(&flags.policy_files)?;
+        if let Some(value) = &plat.value
+            && value != "auto"
+            && !policies.knows_tag(value)
+        {
+            return Err(SettingsError::Plat { origin: plat.origin.clone(), value: value.clone() });
+        }
         let exclusion = ExcludeList::new(rocm_exclusion.value, &exclude.value)?;
-        let search = LibrarySearch::from_environment(flags.ldpaths.as_deref());
+        let mut search = LibrarySearch::from_environment(flags.ldpaths.as_deref());
+        if let Some(extra) = &extra_library_path.value {
+            search.set_extra_dirs(extra);
+        }
         let mut analyze = AnalyzeOptions::new(policies, exclusion, search);
         analyze.verify_hashes = flags.verify;
         analyze.hash_for_record = flags.hash_for_record;
@@ -191,7 +273,12 @@ impl Settings {
             config_file: loaded.path.clone(),
             exclude,
             rocm_exclusion,
-            tags: TagRequest { plat: plat.value.clone(), only_plat: flags.only_plat, keep_tags: flags.keep_tags },
+            // `--only-plat` without `--plat` asks for `auto`, as in auditwheel.
+            tags: TagRequest {
+                plat: plat.value.clone().or_else(|| flags.only_plat.then(|| "auto".to_string())),
+                only_plat: flags.only_plat,
+                keep_tags: flags.keep_tags,
+            },
             plat,
             rocm_version,
             local_version,
@@ -200,6 +287,9 @@ impl Settings {
             no_mark,
             strict_record,
             memory,
+            zip_compression_level,
+            extra_library_path,
+            patcher,
             disable_isa_check: flags.disable_isa_ext_check,
             marking,
             analyze,
@@ -221,6 +311,9 @@ impl Settings {
             no_mark: default(Vec::new()),
             strict_record: Setting { value: false, origin: Origin::Default },
             memory: Setting { value: analyze.memory.total(), origin: Origin::Default },
+            zip_compression_level: Setting { value: 6, origin: Origin::Default },
+            extra_library_path: Setting { value: None, origin: Origin::Default },
+            patcher: Setting { value: "patchelf".into(), origin: Origin::Default },
             disable_isa_check: false,
             tags: TagRequest::default(),
             marking: None,
@@ -242,6 +335,13 @@ impl Settings {
             ("no-mark", list(&self.no_mark.value), self.no_mark.origin.to_string()),
             ("strict-record", self.strict_record.value.to_string(), self.strict_record.origin.to_string()),
             ("memory", format!("{}M", self.memory.value >> 20), self.memory.origin.to_string()),
+            (
+                "zip-compression-level",
+                self.zip_compression_level.value.to_string(),
+                self.zip_compression_level.origin.to_string(),
+            ),
+            ("extra library path", text(&self.extra_library_path.value), self.extra_library_path.origin.to_string()),
+            ("patcher", format!("{:?}", self.patcher.value), self.patcher.origin.to_string()),
             ("rocm exclusion list", self.rocm_exclusion.value.to_string(), self.rocm_exclusion.origin.to_string()),
         ]
     }

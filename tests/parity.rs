@@ -11,18 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use support::elfgen::{ElfSpec, Import};
-use support::python::{cc_extension, python_tag, tools_venv};
+use support::python::{auditwheel, cc_extension, python_tag, tools_venv};
 use support::show_json;
 use support::wheelgen::WheelSpec;
 
 /// auditwheel's `sym_tag`, or `None` when it refuses the wheel (not a platform wheel, crash).
 fn auditwheel_sym_tag(wheel: &Path) -> Option<String> {
-    let out = Command::new(tools_venv().join("bin/auditwheel"))
-        .args(["show", "--json"])
-        .arg(wheel)
-        .env("LD_LIBRARY_PATH", "")
-        .output()
-        .unwrap();
+    let out = auditwheel(&["show".as_ref(), "--json".as_ref(), wheel.as_ref()]);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
     value.get("sym_tag").and_then(|t| t.as_str()).map(str::to_string)
 }
@@ -142,4 +137,67 @@ fn symbol_tag_agrees_with_auditwheel_on_real_wheels() {
     let (agree, differ, refused) = compare(tmp.path(), &wheels);
     eprintln!("real wheels: {agree} agree; auditwheel refused {}: {refused:?}", refused.len());
     assert!(differ.is_empty(), "disagreements:\n{}", differ.join("\n"));
+}
+
+/// `auditwheel show --json` on `wheel`: its stdout, when it printed a document.
+fn auditwheel_document(wheel: &Path) -> Option<String> {
+    let out = auditwheel(&["show".as_ref(), "--json".as_ref(), wheel.as_ref()]);
+    let text = String::from_utf8(out.stdout).ok()?;
+    serde_json::from_str::<serde_json::Value>(&text).ok().map(|_| text)
+}
+
+/// Every document validates against the `show-schema.json` auditwheel ships.
+fn validate_against_auditwheel_schema(documents: &[String]) {
+    let schema = tools_venv().join("lib").read_dir().unwrap().next().unwrap().unwrap().path();
+    let schema = schema.join("site-packages/auditwheel/show-schema.json");
+    assert!(schema.exists(), "{}", schema.display());
+    let code = "import json,sys,jsonschema\nschema=json.load(open(sys.argv[1]))\nfor doc in json.load(sys.stdin):\n    jsonschema.validate(doc, schema)\nprint('ok')";
+    let mut child = Command::new(tools_venv().join("bin/python"))
+        .args(["-c", code])
+        .arg(&schema)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let all: Vec<serde_json::Value> = documents.iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(serde_json::to_string(&all).unwrap().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn json_format_auditwheel_prints_auditwheels_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wheels = fixture_wheels(dir.path());
+    wheels.extend(wheels_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testwheels/auditwheel")));
+    let (mut same, mut errors, mut ours_all) = (0, 0, Vec::new());
+    let mut differ = Vec::new();
+    for wheel in &wheels {
+        let out = support::wheelfix(dir.path(), &["show", "--json-format", "auditwheel", wheel.to_str().unwrap()]);
+        let ours = String::from_utf8(out.stdout).unwrap();
+        let ours_value: serde_json::Value = serde_json::from_str(&ours).unwrap_or_else(|e| panic!("{ours}: {e}"));
+        ours_all.push(ours.clone());
+        let Some(theirs) = auditwheel_document(wheel) else { continue };
+        let theirs_value: serde_json::Value = serde_json::from_str(&theirs).unwrap();
+        if theirs_value.get("error").is_some() {
+            // Both refuse (the messages are each tool's own).
+            assert!(
+                ours_value.get("error").is_some(),
+                "{}: auditwheel refuses, wheelfix gives {ours}",
+                wheel.display()
+            );
+            assert_eq!(out.status.code(), Some(1));
+            errors += 1;
+        } else if ours == theirs {
+            same += 1;
+        } else {
+            differ.push(format!("{}:\n--- auditwheel\n{theirs}\n--- wheelfix\n{ours}", wheel.display()));
+        }
+    }
+    eprintln!("auditwheel's document: {same} byte-identical, {errors} refused by both, of {}", wheels.len());
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert!(same >= 10, "only {same} comparable wheels");
+    validate_against_auditwheel_schema(&ours_all);
 }

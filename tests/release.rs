@@ -315,5 +315,29 @@ fn check_finds_each_failure_of_the_seeds() {
     assert!(has("tag-mismatch", "only in WHEEL: cp312-cp312-linux_x86_64"), "{list:#?}");
     let text = wheelfix(d, &["check", "linux", "windows"]);
     assert_eq!(text.status.code(), Some(1));
-    assert!(stdout(&text).contains("finding(s)"));
+    assert!(stdout(&text).contains("error: no-local-version: nixl 1.5.2"), "{}", stdout(&text));
+    assert!(stdout(&text).contains(" error(s), "), "{}", stdout(&text));
+}
+
+#[test]
+fn warnings_fail_check_only_with_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheels = gfx950_set(&d.join("gfx950"));
+    // The seeds' triton_kernels 1.0.0: pure, requiring nothing marked, so left unmarked.
+    py3_wheel("triton_kernels", "1.0.0", &[]).write(&d.join("gfx950"));
+    let meta =
+        ["metapackage", "--name", "rocm-torch", "--rocm-version", "10.1.0", "--gpu-target", "gfx950", "-o", "gfx950"];
+    assert!(wheelfix(d, &arg_list(&meta, &wheels)).status.success());
+    let out = wheelfix(d, &["check", "--json", "gfx950"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{value:#}");
+    assert_eq!((value["errors"].as_u64(), value["warnings"].as_u64()), (Some(0), Some(1)), "{value:#}");
+    let finding = &value["findings"][0];
+    assert_eq!((finding["kind"].as_str(), finding["severity"].as_str()), (Some("no-local-version"), Some("warning")));
+    assert!(finding["message"].as_str().unwrap().contains("triton-kernels 1.0.0 (pure Python)"), "{finding}");
+    let strict = wheelfix(d, &["check", "--strict", "gfx950"]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));
+    assert!(stdout(&strict).contains("warning: no-local-version: triton-kernels 1.0.0"), "{}", stdout(&strict));
+    assert!(stdout(&strict).contains("0 error(s), 1 warning(s)"), "{}", stdout(&strict));
 }

@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::python::{cc_extension, cc_shared, pip_install_and_run, python_tag, run, tools_venv};
+use support::python::{auditwheel, cc_extension, cc_shared, pip_install_and_run, python_tag, run};
 use support::wheelgen::WheelSpec;
 use support::{stderr, stdout, wheelfix};
 
@@ -103,13 +103,15 @@ fn the_same_libraries_and_tag_as_auditwheel() {
     let (wheel, dirs) = fixture(d, false);
     let out = wheelfix(d, &["repair", "--ldpaths", &dirs, "-w", "ours", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let status = Command::new(tools_venv().join("bin/auditwheel"))
-        .args(["repair", "--ldpaths", &dirs, "-w"])
-        .arg(d.join("theirs"))
-        .arg(&wheel)
-        .env("PATH", format!("{}:{}", tools_venv().join("bin").display(), std::env::var("PATH").unwrap_or_default()))
-        .output()
-        .unwrap();
+    let theirs_dir = d.join("theirs");
+    let status = auditwheel(&[
+        "repair".as_ref(),
+        "--ldpaths".as_ref(),
+        dirs.as_ref(),
+        "-w".as_ref(),
+        theirs_dir.as_ref(),
+        wheel.as_ref(),
+    ]);
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
     let ours = only_wheel(&d.join("ours"));
     let theirs = only_wheel(&d.join("theirs"));

@@ -24,6 +24,8 @@ use crate::wheel::Wheel;
 /// Where to look for libraries outside the wheel.
 #[derive(Debug, Clone, Default)]
 pub struct LibrarySearch {
+    /// `AUDITWHEEL_LD_LIBRARY_PATH`: searched before `LD_LIBRARY_PATH`, kept with `--ldpaths`.
+    pub extra_dirs: Vec<PathBuf>,
     /// `LD_LIBRARY_PATH` (dropped when `--ldpaths` is given, as auditwheel does).
     pub env_dirs: Vec<PathBuf>,
     /// `/etc/ld.so.conf` directories then the defaults, or `--ldpaths`.
@@ -41,7 +43,7 @@ impl LibrarySearch {
     /// The machine's search path, or `--ldpaths A:B` in place of the system part.
     pub fn from_environment(ldpaths: Option<&str>) -> Self {
         match ldpaths {
-            Some(paths) => LibrarySearch { env_dirs: Vec::new(), system_dirs: split_paths(paths) },
+            Some(paths) => LibrarySearch { system_dirs: split_paths(paths), ..LibrarySearch::default() },
             None => {
                 let env_dirs = std::env::var("LD_LIBRARY_PATH").map(|v| split_paths(&v)).unwrap_or_default();
                 let mut system_dirs = Vec::new();
@@ -50,9 +52,15 @@ impl LibrarySearch {
                     system_dirs.push(PathBuf::from(default));
                 }
                 dedup(&mut system_dirs);
-                LibrarySearch { env_dirs, system_dirs }
+                LibrarySearch { extra_dirs: Vec::new(), env_dirs, system_dirs }
             }
         }
+    }
+
+    /// `AUDITWHEEL_LD_LIBRARY_PATH` (colon-separated): searched before `LD_LIBRARY_PATH`, and
+    /// kept with `--ldpaths`.
+    pub fn set_extra_dirs(&mut self, paths: &str) {
+        self.extra_dirs = split_paths(paths);
     }
 
     /// The directories searched for a DT_NEEDED entry of `object`, whose loaders (nearest first)
@@ -67,6 +75,7 @@ impl LibrarySearch {
                 }
             }
         }
+        dirs.extend(self.extra_dirs.iter().cloned());
         dirs.extend(self.env_dirs.iter().cloned());
         dirs.extend(object.runpath.iter().cloned());
         dirs.extend(self.system_dirs.iter().cloned());
@@ -81,7 +90,7 @@ impl LibrarySearch {
     }
 }
 
-fn split_paths(value: &str) -> Vec<PathBuf> {
+pub fn split_paths(value: &str) -> Vec<PathBuf> {
     value.split(':').filter(|p| !p.is_empty()).map(PathBuf::from).collect()
 }
 
@@ -166,7 +175,7 @@ pub fn normalize(path: &str) -> Option<String> {
 }
 
 /// The dynamic loader itself: every process has it.
-fn is_loader(soname: &str) -> bool {
+pub fn is_loader(soname: &str) -> bool {
     soname.starts_with("ld-linux")
         || soname.starts_with("ld64.so.")
         || soname.starts_with("ld-musl-")
@@ -294,6 +303,7 @@ fn resolve_inside(wheel: &Wheel, analysis: &Analysis) -> Inside {
                     installed.get(&candidate).copied().filter(|&j| facts[j].ident() == facts[i].ident())
                 });
                 if let Some(j) = hit {
+                    crate::debug!("{}: {soname} resolves inside the wheel to {}", paths[i], paths[j]);
                     resolved[i].insert(soname.clone(), j);
                     changed |= loaders[j].insert(i);
                 }
@@ -380,26 +390,33 @@ fn describe_external(
     always_whitelisted: &BTreeSet<String>,
     queue: &mut Vec<(String, ObjectPaths)>,
 ) {
+    let needed_by = || lib.needed_by.iter().cloned().collect::<Vec<_>>().join(", ");
     if is_libpython(&lib.soname) {
+        crate::debug!("{} (needed by {}): libpython, never vendored", lib.soname, needed_by());
         lib.libpython = true;
         return;
     }
     if let Some(reason) = options.exclude.reason(&lib.soname, None) {
+        crate::debug!("{} (needed by {}): provided by the environment: {reason}", lib.soname, needed_by());
         lib.excluded = Some(reason);
         return;
     }
     lib.searched = dirs.iter().map(|d| d.display().to_string()).collect();
     let Some(path) = options.search.find(&lib.soname, dirs, &want) else {
+        crate::debug!("{} (needed by {}): not found; searched {}", lib.soname, needed_by(), lib.searched.join(":"));
         return;
     };
     let display = path.display().to_string();
+    crate::debug!("{} (needed by {}): found {display}; searched {}", lib.soname, needed_by(), lib.searched.join(":"));
     if let Some(reason) = options.exclude.reason(&lib.soname, Some(&display)) {
+        crate::debug!("{}: provided by the environment: {reason}", lib.soname);
         lib.excluded = Some(reason);
         lib.path = Some(display);
         return;
     }
     lib.path = Some(display);
     if always_whitelisted.contains(&lib.soname) {
+        crate::debug!("{}: every policy allows it; its own needs are not walked", lib.soname);
         return;
     }
     // Read the library's own facts: its needs, symbol versions and ISA level.
@@ -438,15 +455,22 @@ mod tests {
 
     #[test]
     fn rpath_of_loaders_only_without_runpath() {
-        let search = LibrarySearch { env_dirs: vec!["/env".into()], system_dirs: vec!["/usr/lib".into()] };
+        let search = LibrarySearch {
+            extra_dirs: vec!["/extra".into()],
+            env_dirs: vec!["/env".into()],
+            system_dirs: vec!["/usr/lib".into()],
+        };
         let object = ObjectPaths { rpath: vec!["/rpath".into()], runpath: vec![] };
         let loader = ObjectPaths { rpath: vec!["/loader".into()], runpath: vec![] };
         let dirs = search.directories(&object, &[&loader]);
-        assert_eq!(dirs, [PathBuf::from("/rpath"), "/loader".into(), "/env".into(), "/usr/lib".into()]);
+        assert_eq!(
+            dirs,
+            [PathBuf::from("/rpath"), "/loader".into(), "/extra".into(), "/env".into(), "/usr/lib".into()]
+        );
 
         let with_runpath = ObjectPaths { rpath: vec!["/ignored".into()], runpath: vec!["/runpath".into()] };
         let dirs = search.directories(&with_runpath, &[&loader]);
-        assert_eq!(dirs, [PathBuf::from("/env"), "/runpath".into(), "/usr/lib".into()]);
+        assert_eq!(dirs, [PathBuf::from("/extra"), "/env".into(), "/runpath".into(), "/usr/lib".into()]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! and on this machine.
 
 pub mod budget;
+pub mod lddtree;
 pub mod linkage;
 pub mod read;
 

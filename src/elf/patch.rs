@@ -73,6 +73,15 @@ impl Patcher for InProcessPatcher {
     }
 }
 
+/// auditwheel's `--patcher none`: files that need patching make the repair fail, naming them.
+pub struct NoPatcher;
+
+impl Patcher for NoPatcher {
+    fn patch(&self, _data: &[u8], _edit: &ElfEdit) -> Result<Vec<u8>, PatchError> {
+        Err(PatchError::External("the 'none' patcher can't patch files (--patcher none)".into()))
+    }
+}
+
 fn patch_elf(data: &[u8], edit: &ElfEdit) -> Result<Vec<u8>, PatchError> {
     let mut builder = Builder::read(data).map_err(|e| PatchError::Read(e.to_string()))?;
     let original: Vec<(SectionId, u64, u64)> = builder

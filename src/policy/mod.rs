@@ -191,6 +191,22 @@ impl Policies {
         Ok(policies)
     }
 
+    /// Whether `tag` names a policy (or `linux_<arch>`) of its architecture and libc.
+    pub fn knows_tag(&self, tag: &str) -> bool {
+        let parsed = PlatformTag::parse(tag);
+        if parsed.is_linux() {
+            return parsed.arch().is_some();
+        }
+        if tag.starts_with("android_") {
+            // Android tags name their API level; the wheel's own policy judges them.
+            return true;
+        }
+        match (parsed.arch(), parsed.libc()) {
+            (Some(arch), Some(libc)) => self.for_platform(arch, libc, &[tag]).index_of(&parsed).is_some(),
+            _ => false,
+        }
+    }
+
     /// The policies that exist for an architecture (a policy exists for an arch when its
     /// `symbol_versions` names the arch, or it is `linux`), most compatible first.
     ///

@@ -182,6 +182,21 @@ impl Verdict {
     }
 }
 
+impl Verdict {
+    /// The versioned dependencies behind [`Verdict::symbol`], as auditwheel reports them: the
+    /// wheel's own plus those of the libraries vendored for the policy that decided it (auditwheel
+    /// walks from the least compatible policy and keeps the first that gives the best result).
+    pub fn deciding_requirements(&self, set: &PolicySet, input: &Analysis) -> Vec<Requirement> {
+        for index in (0..set.policies.len()).rev().filter(|&i| !set.policies[i].is_linux()) {
+            let needs = requirements_with_grafts(&self.requirements, &self.grafted[index], input);
+            if index.max(best_symbol_match(set, &needs)) == self.symbol {
+                return needs;
+            }
+        }
+        self.requirements.clone()
+    }
+}
+
 fn uses(facts: &ElfFacts, pred: &dyn Fn(&str) -> bool) -> bool {
     facts.undefined.iter().any(|s| pred(&s.name))
 }

@@ -22,11 +22,29 @@ use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::requirement::Requirement;
 use crate::wheel::{CoreMetadata, RecordFinding, Wheel};
 
+/// How bad a finding is: errors fail `check` (exit 1); warnings only with `--strict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
 /// One problem found.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Finding {
     /// A stable identifier. Ex) `filename-conflict`
     pub kind: &'static str,
+    pub severity: Severity,
     pub message: String,
     pub files: Vec<String>,
 }
@@ -41,6 +59,8 @@ struct Dist {
     metadata: CoreMetadata,
     /// Platform family of a wheel (`linux_x86_64`, `win_amd64`), `None` for `any` and sdists.
     platform: Option<String>,
+    /// A wheel with no host binary and no device code.
+    pure: bool,
     /// What only a wheel has, read in the same pass.
     wheel: Option<WheelFacts>,
 }
@@ -82,6 +102,7 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
         if variants.len() > 1 {
             findings.push(Finding {
                 kind: "filename-conflict",
+                severity: Severity::Error,
                 message: format!(
                     "{name} exists with {} different contents: an upload would overwrite one with the other",
                     variants.len()
@@ -110,6 +131,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let unreadable = |message: String| Finding {
         kind: "unreadable",
+        severity: Severity::Error,
         message: format!("{file_name}: {message}"),
         files: vec![path.display().to_string()],
     };
@@ -131,6 +153,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
                 version: wheel.metadata.version.text.clone(),
                 platform: super::platform_family(&wheel.filename.platform_tags),
                 file_name: file_name.clone(),
+                pure: analysis.has_no_code(),
                 wheel: Some(WheelFacts {
                     filename_tags: wheel.filename.platform_tags.clone(),
                     python_abi_pairs: wheel.filename.python_abi_pairs(),
@@ -159,6 +182,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
                 platform: d.wheel.as_ref().and_then(|f| super::platform_family(&f.platform_tags)),
                 metadata: d.metadata,
                 file_name: file_name.clone(),
+                pure: false,
                 wheel: None,
             });
             Read { path: path.to_path_buf(), sha256, dist, unreadable: message.map(unreadable) }
@@ -206,6 +230,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             if !requirements.iter().any(|r| r.extra.as_deref() == Some(&extra) && r.package == **device) {
                 findings.push(Finding {
                     kind: "missing-extra",
+                    severity: Severity::Error,
                     message: format!(
                         "{} {} has no extra `{extra}` for {device}, which the set contains",
                         d.project, d.version
@@ -218,6 +243,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             {
                 findings.push(Finding {
                     kind: "device-all-incomplete",
+                    severity: Severity::Error,
                     message: format!("{} {}: `device-all` does not include {device}", d.project, d.version),
                     files: file.clone(),
                 });
@@ -227,6 +253,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             let Some(platforms) = present.get(r.package.as_str()) else {
                 findings.push(Finding {
                     kind: "absent-pin",
+                    severity: Severity::Error,
                     message: format!(
                         "{} {}: extra `{}` requires {}, which the set does not contain",
                         d.project,
@@ -249,6 +276,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
                 if !available {
                     findings.push(Finding {
                         kind: "platform-marker",
+                        severity: Severity::Error,
                         message: format!(
                             "{} {}: {} is required on sys_platform == \"{sys}\", but the set has it only for {}",
                             d.project,
@@ -268,12 +296,33 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
 fn version_findings(dists: &[Dist]) -> Vec<Finding> {
     let mut findings = Vec::new();
     let in_set: BTreeSet<&str> = dists.iter().map(|d| d.project.as_str()).collect();
+    // Projects of the set with a local label: a pure wheel requiring one is marked with it.
+    let labelled: BTreeSet<&str> =
+        dists.iter().filter(|d| d.metadata.version.parsed.is_local()).map(|d| d.project.as_str()).collect();
+    // Pure projects the set carries without a local label (left unmarked on purpose).
+    let unmarked_pure: BTreeSet<&str> =
+        dists.iter().filter(|d| d.pure && !d.metadata.version.parsed.is_local()).map(|d| d.project.as_str()).collect();
     for d in dists {
         let file = vec![d.path.display().to_string()];
         let local = d.metadata.version.parsed.is_local();
-        if !local {
+        let requires_labelled =
+            d.metadata.requires_dist.iter().any(|t| labelled.contains(Requirement::parse(t).package.as_str()));
+        if !local && d.pure && !requires_labelled {
+            // The version rules leave a pure wheel that requires nothing marked unmarked on
+            // purpose (the seeds' triton_kernels 1.0.0): worth knowing, not a broken release.
             findings.push(Finding {
                 kind: "no-local-version",
+                severity: Severity::Warning,
+                message: format!(
+                    "{} {} (pure Python) has no local version label: a same-named release on PyPI can take its place; --mark-pure marks it",
+                    d.project, d.version
+                ),
+                files: file.clone(),
+            });
+        } else if !local {
+            findings.push(Finding {
+                kind: "no-local-version",
+                severity: Severity::Error,
                 message: format!(
                     "{} {} has no local version label: a same-named release on PyPI can take its place",
                     d.project, d.version
@@ -288,8 +337,12 @@ fn version_findings(dists: &[Dist]) -> Vec<Finding> {
             }
             let exact = r.pinned.as_deref().is_some_and(|v| v.contains('+') && !v.contains('*'));
             if !exact {
+                // An exact pin of a pure project the set left unmarked cannot carry a label.
+                let unmarked =
+                    unmarked_pure.contains(r.package.as_str()) && r.pinned.as_deref().is_some_and(|v| !v.contains('*'));
                 findings.push(Finding {
                     kind: "loose-pin",
+                    severity: if unmarked { Severity::Warning } else { Severity::Error },
                     message: format!(
                         "{} {}: `{text}` is not an exact pin with the local label; PyPI's {} could satisfy it",
                         d.project, d.version, r.package
@@ -301,7 +354,12 @@ fn version_findings(dists: &[Dist]) -> Vec<Finding> {
     }
     let versions: Vec<(String, String)> = dists.iter().map(|d| (d.project.clone(), d.version.clone())).collect();
     for hazard in ordering_hazards(&versions) {
-        findings.push(Finding { kind: "local-label-order", message: hazard.message, files: Vec::new() });
+        findings.push(Finding {
+            kind: "local-label-order",
+            severity: Severity::Error,
+            message: hazard.message,
+            files: Vec::new(),
+        });
     }
     findings
 }
@@ -322,7 +380,7 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
         let file = vec![d.path.display().to_string()];
         if let Some(first) = w.record_findings.first() {
             findings.push(Finding {
-                kind: "stale-record",
+                kind: "stale-record", severity: Severity::Warning,
                 message: format!(
                     "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
                     d.file_name,
@@ -345,6 +403,7 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
             };
             findings.push(Finding {
                 kind: "tag-mismatch",
+                severity: Severity::Error,
                 message: format!(
                     "{}: the file name and WHEEL disagree (only in the name: {}; only in WHEEL: {})",
                     d.file_name,
@@ -357,6 +416,7 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
         if d.platform.is_some() && w.root_is_purelib == Some(true) {
             findings.push(Finding {
                 kind: "purelib-platform-wheel",
+                severity: Severity::Error,
                 message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
                 files: file.clone(),
             });
@@ -367,6 +427,7 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
         {
             findings.push(Finding {
                 kind: "wrong-architecture",
+                severity: Severity::Error,
                 message: format!(
                     "{} is in the {arch} index but its device code is for {}",
                     d.file_name,

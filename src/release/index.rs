@@ -6,7 +6,13 @@
 //! normalised project `<project>/index.html`, `<project>/index.json` and
 //! `<project>/<wheel>.metadata`. Without `--base-url` the wheels are linked (or copied) beside
 //! their page and the links are relative, so `pip install --index-url file:///…/site/` works;
-//! with it, links are `<base-url><file name>` and the sidecars must be uploaded beside the wheels.
+//! with it, links are `<base-url>/<file name>` (the base URL is a directory, whether or not it
+//! ends in `/`), and installers fetch `<link>.metadata` beside each wheel: `--upload-dir` collects
+//! every file to upload there (the wheels and their sidecars), and `--no-core-metadata` writes an
+//! index without PEP 658 for hosts that cannot serve sidecars.
+//!
+//! The JSON follows PEP 691 with PEP 700 (api-version 1.1): every file has `size`, every project
+//! page `versions`; optional keys (`requires-python`) are left out rather than `null`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -31,12 +37,14 @@ pub enum IndexError {
         "the output directory {output} {relation} the input {input}: index never moves, replaces or deletes its inputs, so the site must be written elsewhere (Ex: -o site/)"
     )]
     Overlap { output: String, input: String, relation: &'static str },
+    #[error("--upload-dir {0} is the site's own directory (-o) or lies in it; choose a directory of its own")]
+    UploadInSite(String),
 }
 
 impl IndexError {
     /// A usage error (exit 2) rather than a failure of the run.
     pub fn is_usage(&self) -> bool {
-        matches!(self, IndexError::Overlap { .. })
+        matches!(self, IndexError::Overlap { .. } | IndexError::UploadInSite(_))
     }
 }
 
@@ -84,6 +92,17 @@ pub struct IndexOptions {
     pub base_url: Option<String>,
     /// `--python 3.14`: name every wheel that excludes this interpreter.
     pub python: Option<String>,
+    /// `--upload-dir`: every file to upload beside the wheels at `base_url` (the wheels, linked,
+    /// and their `.metadata` sidecars).
+    pub upload_dir: Option<PathBuf>,
+    /// PEP 658/714 metadata (`data-core-metadata`, sidecars); off with `--no-core-metadata`.
+    pub core_metadata: bool,
+}
+
+impl IndexOptions {
+    pub fn new(output: PathBuf) -> IndexOptions {
+        IndexOptions { output, base_url: None, python: None, upload_dir: None, core_metadata: true }
+    }
 }
 
 /// One file of the index.
@@ -93,6 +112,8 @@ pub struct IndexedFile {
     pub filename: String,
     pub version: String,
     pub sha256: String,
+    /// Bytes (PEP 700).
+    pub size: u64,
     pub requires_python: Option<String>,
     /// sha256 of the `.metadata` sidecar (wheels only).
     pub metadata_sha256: Option<String>,
@@ -108,12 +129,21 @@ pub struct IndexSummary {
     pub output: String,
     pub projects: usize,
     pub files: Vec<IndexedFile>,
+    /// Where the files to upload beside the wheels were collected (`--upload-dir`).
+    pub upload_dir: Option<String>,
     /// Wheels that exclude the `--python` interpreter, and why.
     pub notes: Vec<String>,
 }
 
 pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary, IndexError> {
     refuse_overlap(inputs, &options.output)?;
+    if let Some(upload) = &options.upload_dir {
+        refuse_overlap(inputs, upload)?;
+        let (site, up) = (resolved(&options.output), resolved(upload));
+        if up.starts_with(&site) || site.starts_with(&up) {
+            return Err(IndexError::UploadInSite(upload.display().to_string()));
+        }
+    }
     let wheels = super::collect_files(inputs, &[".whl", ".tar.gz"]);
     if wheels.is_empty() {
         return Err(IndexError::Empty);
@@ -121,52 +151,96 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     let mut files: Vec<IndexedFile> =
         crate::parallel::map(&wheels, |p| read_file(p)).into_iter().collect::<Result<_, _>>()?;
     files.sort_by(|a, b| (&a.project, &a.filename).cmp(&(&b.project, &b.filename)));
-    let notes = options.python.as_deref().map(|py| python_notes(&files, py)).unwrap_or_default();
+    if !options.core_metadata {
+        for f in &mut files {
+            f.metadata_sha256 = None;
+        }
+    }
+    let mut notes = options.python.as_deref().map(|py| python_notes(&files, py)).unwrap_or_default();
+    let base_url = options.base_url.as_deref().map(directory_url);
+    if base_url.is_some() && options.upload_dir.is_none() && files.iter().any(|f| f.metadata_sha256.is_some()) {
+        notes.push(format!(
+            "the pages link to {} and announce PEP 658 metadata: upload each wheel's .metadata file (in the site's project folders) beside it, or installers fail on a 404; --upload-dir DIR collects every file to upload, --no-core-metadata leaves PEP 658 out",
+            base_url.as_deref().unwrap_or_default()
+        ));
+    }
 
     let output = &options.output;
-    let write_err = |path: &Path| {
-        let path = path.display().to_string();
-        move |source| IndexError::Write { path: path.clone(), source }
-    };
-    // The site is built beside the output and swapped in whole; nothing of the inputs moves.
+    // The site (and the upload directory) are built beside their destination and swapped in
+    // whole; nothing of the inputs moves.
     let temp = crate::wheel::output::TempDir::create(output)?;
+    let upload = options.upload_dir.as_deref().map(crate::wheel::output::TempDir::create).transpose()?;
     let mut projects: BTreeMap<&str, Vec<&IndexedFile>> = BTreeMap::new();
     for f in &files {
         projects.entry(f.project.as_str()).or_default().push(f);
     }
     for (project, list) in &projects {
         let dir = temp.path().join(project);
-        std::fs::create_dir_all(&dir).map_err(write_err(&dir))?;
+        create_dir(&dir)?;
         for f in list {
-            if f.metadata_sha256.is_some() {
-                let sidecar = dir.join(format!("{}.metadata", f.filename));
-                std::fs::write(&sidecar, &f.metadata).map_err(write_err(&sidecar))?;
+            if base_url.is_none() {
+                write_beside(&dir, f)?;
             }
-            if options.base_url.is_none() {
-                // A new name for the same file (no copy of a multi-GB wheel); a copy across
-                // file systems.
-                let target = dir.join(&f.filename);
-                if std::fs::hard_link(&f.path, &target).is_err() {
-                    std::fs::copy(&f.path, &target).map_err(write_err(&target))?;
-                }
+            if let Some(upload) = &upload {
+                write_beside(upload.path(), f)?;
+            } else if base_url.is_some() && f.metadata_sha256.is_some() {
+                // No upload directory: the sidecar waits in the site for the user to upload.
+                write(&dir.join(format!("{}.metadata", f.filename)), &f.metadata)?;
             }
         }
-        let page = dir.join("index.html");
-        std::fs::write(&page, project_html(project, list, options.base_url.as_deref())).map_err(write_err(&page))?;
-        let json = dir.join("index.json");
-        std::fs::write(&json, project_json(project, list, options.base_url.as_deref())).map_err(write_err(&json))?;
+        write(&dir.join("index.html"), project_html(project, list, base_url.as_deref()).as_bytes())?;
+        write(&dir.join("index.json"), project_json(project, list, base_url.as_deref()).as_bytes())?;
     }
-    let root = temp.path().join("index.html");
-    std::fs::write(&root, root_html(projects.keys().copied())).map_err(write_err(&root))?;
-    let root_json = temp.path().join("index.json");
+    write(&temp.path().join("index.html"), root_html(projects.keys().copied()).as_bytes())?;
     let listing = serde_json::json!({
-        "meta": {"api-version": "1.1"},
+        "meta": {"api-version": API_VERSION},
         "projects": projects.keys().map(|p| serde_json::json!({"name": p})).collect::<Vec<_>>(),
     });
-    std::fs::write(&root_json, serde_json::to_string_pretty(&listing).expect("serialises") + "\n")
-        .map_err(write_err(&root_json))?;
+    write(
+        &temp.path().join("index.json"),
+        (serde_json::to_string_pretty(&listing).expect("serialises") + "\n").as_bytes(),
+    )?;
     temp.commit()?;
-    Ok(IndexSummary { output: output.display().to_string(), projects: projects.len(), files, notes })
+    if let Some(upload) = upload {
+        upload.commit()?;
+    }
+    Ok(IndexSummary {
+        output: output.display().to_string(),
+        projects: projects.len(),
+        files,
+        upload_dir: options.upload_dir.as_ref().map(|p| p.display().to_string()),
+        notes,
+    })
+}
+
+/// The API version the JSON pages declare (PEP 700).
+const API_VERSION: &str = "1.1";
+
+fn write(path: &Path, data: &[u8]) -> Result<(), IndexError> {
+    std::fs::write(path, data).map_err(|source| IndexError::Write { path: path.display().to_string(), source })
+}
+
+fn create_dir(path: &Path) -> Result<(), IndexError> {
+    std::fs::create_dir_all(path).map_err(|source| IndexError::Write { path: path.display().to_string(), source })
+}
+
+/// A file and its `.metadata` sidecar, in `dir`: the wheel hard-linked (a new name for the same
+/// file, no copy of a multi-GB wheel), copied across file systems.
+fn write_beside(dir: &Path, f: &IndexedFile) -> Result<(), IndexError> {
+    let target = dir.join(&f.filename);
+    if std::fs::hard_link(&f.path, &target).is_err() {
+        std::fs::copy(&f.path, &target)
+            .map_err(|source| IndexError::Write { path: target.display().to_string(), source })?;
+    }
+    if f.metadata_sha256.is_some() {
+        write(&dir.join(format!("{}.metadata", f.filename)), &f.metadata)?;
+    }
+    Ok(())
+}
+
+/// A base URL as a directory: `https://h/dl` and `https://h/dl/` both give `https://h/dl/`.
+fn directory_url(base: &str) -> String {
+    if base.ends_with('/') { base.to_string() } else { format!("{base}/") }
 }
 
 fn read_file(path: &Path) -> Result<IndexedFile, IndexError> {
@@ -178,6 +252,9 @@ fn read_file(path: &Path) -> Result<IndexedFile, IndexError> {
         filename: dist.file_name,
         version: dist.metadata.version.text.clone(),
         sha256: dist.sha256,
+        size: std::fs::metadata(path)
+            .map_err(|e| IndexError::Wheel { path: path.display().to_string(), message: e.to_string() })?
+            .len(),
         requires_python: dist.metadata.requires_python,
         // PEP 658 metadata is served for wheels; an sdist's PKG-INFO may be dynamic.
         metadata_sha256: is_wheel.then(|| super::hex(&Sha256::digest(&dist.metadata_bytes))),
@@ -227,20 +304,32 @@ fn project_html(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -
 }
 
 fn project_json(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -> String {
-    let mut versions: Vec<&str> = files.iter().map(|f| f.version.as_str()).collect();
-    versions.dedup();
+    let versions: std::collections::BTreeSet<&str> = files.iter().map(|f| f.version.as_str()).collect();
+    let entries: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| {
+            let mut entry = serde_json::json!({
+                "filename": f.filename,
+                "url": link(f, base_url),
+                "hashes": {"sha256": f.sha256},
+                "size": f.size,
+            });
+            let object = entry.as_object_mut().expect("an object");
+            if let Some(rp) = &f.requires_python {
+                object.insert("requires-python".into(), rp.clone().into());
+            }
+            if let Some(m) = &f.metadata_sha256 {
+                object.insert("core-metadata".into(), serde_json::json!({"sha256": m}));
+                object.insert("dist-info-metadata".into(), serde_json::json!({"sha256": m}));
+            }
+            entry
+        })
+        .collect();
     let value = serde_json::json!({
-        "meta": {"api-version": "1.1"},
+        "meta": {"api-version": API_VERSION},
         "name": project,
         "versions": versions,
-        "files": files.iter().map(|f| serde_json::json!({
-            "filename": f.filename,
-            "url": link(f, base_url),
-            "hashes": {"sha256": f.sha256},
-            "requires-python": f.requires_python,
-            "core-metadata": f.metadata_sha256.as_ref().map_or(serde_json::json!(false), |m| serde_json::json!({"sha256": m})),
-            "dist-info-metadata": f.metadata_sha256.as_ref().map_or(serde_json::json!(false), |m| serde_json::json!({"sha256": m})),
-        })).collect::<Vec<_>>(),
+        "files": entries,
     });
     serde_json::to_string_pretty(&value).expect("serialises") + "\n"
 }

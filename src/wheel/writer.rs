@@ -57,6 +57,15 @@ impl NewMember {
         Ok(NewMember { content: Content::Spilled(Arc::new(Spilled::new(&data, level, dir)?)), mode })
     }
 
+    /// The sha256 of the member's bytes.
+    pub fn sha256(&self) -> [u8; 32] {
+        use sha2::Digest;
+        match &self.content {
+            Content::Bytes(b) => sha2::Sha256::digest(b).into(),
+            Content::Spilled(s) => s.sha256,
+        }
+    }
+
     /// The bytes, when they are held in memory.
     pub fn bytes(&self) -> Option<&[u8]> {
         match &self.content {

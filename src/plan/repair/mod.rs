@@ -1,7 +1,8 @@
 //! `repair`: vendor the external libraries a wheel needs into `<dist>.libs/` and patch every
 //! ELF file that needs them, as edits to the wheel's plan, in the steps auditwheel names:
 //! [`find`] the libraries to vendor, [`copy`] them in under new names, [`patch`] the wheel's own
-//! files, with the [`rpath`] that reaches the copies.
+//! files, with the [`rpath`] that reaches the copies, and record what was vendored in a
+//! [`sbom`].
 //!
 //! Naming follows auditwheel so that both tools produce the same files: `<stem>-<first 8 hex of
 //! the sha256 of the original file>.<rest>` from the resolved file's real name
@@ -12,6 +13,7 @@ pub mod copy;
 pub mod find;
 pub mod patch;
 pub mod rpath;
+pub mod sbom;
 
 use crate::analysis::Analysis;
 use crate::analysis::budget::MemoryBudget;
@@ -112,5 +114,36 @@ pub fn add_to_plan(
             }
         }
     }
+    if !copies.is_empty() {
+        add_sbom(plan, wheel, &copies);
+    }
     Ok(copies.into_iter().map(|c| c.graft).collect())
+}
+
+/// `<dist-info>/sboms/wheelfix.cdx.json`, naming every vendored file and where it came from.
+fn add_sbom(plan: &mut Plan, wheel: &Wheel, copies: &[copy::Copy]) {
+    let vendored: Vec<sbom::Vendored> = copies
+        .iter()
+        .map(|c| sbom::Vendored {
+            soname: c.graft.soname.clone(),
+            source: c.graft.source.clone(),
+            real: c.source_real.display().to_string(),
+            member: c.graft.member.clone(),
+            sha256: crate::release::hex(&c.member.sha256()),
+        })
+        .collect();
+    let owners = vendored
+        .iter()
+        .filter_map(|v| sbom::owner(std::path::Path::new(&v.real)).map(|p| (v.source.clone(), p)))
+        .collect();
+    let file_name = plan.filename.to_string();
+    let text = sbom::document(&plan.filename.name, &plan.filename.version, &file_name, &vendored, &owners);
+    let input_path = format!("{}/sboms/wheelfix.cdx.json", wheel.dist_info);
+    let output_path = format!("{}/sboms/wheelfix.cdx.json", plan.output_dist_info(&wheel.dist_info));
+    let member = NewMember::new(text.into_bytes(), Some(0o644));
+    if wheel.archive.member(&input_path).is_some() {
+        plan.replace.insert(output_path, member);
+    } else {
+        plan.add.insert(output_path, member);
+    }
 }

@@ -1,5 +1,6 @@
 //! Step 3: patch the wheel's own ELF files that need a vendored library (DT_NEEDED and
-//! `.gnu.version_r` renamed, DT_RPATH to the copies) or libpython (the dependency removed).
+//! `.gnu.version_r` renamed, DT_RPATH to the copies) or libpython (the dependency removed);
+//! with `--strip`, every one of them is stripped first.
 //! Executables installed as scripts move behind a shim.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,7 +47,8 @@ pub fn patch_wheel_files(
                 .filter(|n| analysis.external.get(*n).is_some_and(|l| l.libpython))
                 .cloned()
                 .collect();
-            if replace.is_empty() && remove.is_empty() {
+            // `--strip` strips every ELF file of the wheel, as auditwheel does, patched or not.
+            if replace.is_empty() && remove.is_empty() && !settings.strip {
                 return None;
             }
             let location = moved(path).filter(|_| !replace.is_empty()).unwrap_or_else(|| path.to_string());
@@ -76,10 +78,18 @@ pub fn patch_wheel_files(
                 file: path.to_string(),
                 source: PatchError::External(e.to_string()),
             })?;
-            let out = settings
-                .patcher
-                .patch(&data, edit)
-                .map_err(|source| RepairError::Patch { file: path.to_string(), source })?;
+            // Stripped before it is patched (auditwheel #716).
+            let stripped = if settings.strip { Some(super::copy::strip(&data, path)?) } else { None };
+            let input: &[u8] = stripped.as_deref().unwrap_or(&data);
+            let out = if edit.is_empty() {
+                input.to_vec()
+            } else {
+                settings
+                    .patcher
+                    .patch(input, edit)
+                    .map_err(|source| RepairError::Patch { file: path.to_string(), source })?
+            };
+            drop(stripped);
             drop(data);
             let moved_to = moved(path).filter(|_| !edit.replace_needed.is_empty());
             let mode = if moved_to.is_some() { Some(0o755) } else { None };

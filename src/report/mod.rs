@@ -1,10 +1,13 @@
 //! What `show` reports: a plain data structure (serialised as JSON) and its text rendering.
 
+pub mod auditwheel;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::analysis::linkage::is_loader;
 use crate::analysis::{Analysis, BinaryFormats, Note};
 use crate::elf::gpu::GpuCode;
 use crate::plan::tags::{Basis, ClaimCheck, TagRequest, check_claims, first_blocker, true_tags};
@@ -188,7 +191,8 @@ impl ShowReport {
             .overall
             .checked_sub(1)
             .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, analysis, i), true));
-        for r in &verdict.requirements {
+        // The loader's own versions (`ld-linux-x86-64.so.2`) are left out, as auditwheel does.
+        for r in verdict.requirements.iter().filter(|r| !r.external && !is_loader(&r.library)) {
             report.versioned_symbols.entry(r.library.clone()).or_default().push(r.version.clone());
         }
         for versions in report.versioned_symbols.values_mut() {
