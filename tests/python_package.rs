@@ -10,6 +10,18 @@ use support::python::{run, system_python, tools_venv};
 use wheelfix::platform::{Arch, Libc};
 use wheelfix::policy::Policies;
 
+/// A fresh virtual environment in `dir` with `wheel` installed; checks `wheelfix --version`.
+fn install_into_fresh_venv(dir: &Path, wheel: &Path) -> std::path::PathBuf {
+    let venv = dir.join("venv");
+    run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
+    run(Command::new(venv.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .arg(wheel));
+    let version = run(Command::new(venv.join("bin/wheelfix")).arg("--version"));
+    assert_eq!(version.trim(), format!("wheelfix {}", env!("CARGO_PKG_VERSION")));
+    venv
+}
+
 #[test]
 fn the_wheelfix_wheel_installs_runs_and_passes_its_own_audit() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -28,13 +40,7 @@ fn the_wheelfix_wheel_installs_runs_and_passes_its_own_audit() {
     let name = wheel.file_name().unwrap().to_str().unwrap().to_string();
     assert!(name.starts_with(&format!("wheelfix-{}-py3-none-", env!("CARGO_PKG_VERSION"))), "{name}");
 
-    let venv = dir.path().join("venv");
-    run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
-    run(Command::new(venv.join("bin/python"))
-        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-        .arg(&wheel));
-    let version = run(Command::new(venv.join("bin/wheelfix")).arg("--version"));
-    assert_eq!(version.trim(), format!("wheelfix {}", env!("CARGO_PKG_VERSION")));
+    let venv = install_into_fresh_venv(dir.path(), &wheel);
     let shown = run(Command::new(venv.join("bin/wheelfix"))
         .args(["show", "--json"])
         .arg(root.join("testdata/rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl")));
@@ -50,4 +56,43 @@ fn the_wheelfix_wheel_installs_runs_and_passes_its_own_audit() {
     let claimed = claimed.unwrap_or_else(|| panic!("the wheel claims no manylinux tag: {name}"));
     let derived_priority = priority(&derived).unwrap_or_else(|| panic!("wheelfix's own wheel is {derived}: {audit}"));
     assert!(derived_priority >= claimed, "claims priority {claimed}, meets {derived}");
+}
+
+/// The release build (`release/build-wheel.sh`): maturin with zig against glibc 2.17. The wheel
+/// is `manylinux2014`, wheelfix's own audit agrees (no symbol newer than glibc 2.17), and the
+/// binary runs.
+#[test]
+fn the_release_wheel_is_manylinux2014_and_passes_its_own_audit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let dist = dir.path().join("dist");
+    run(Command::new(root.join("release/build-wheel.sh")).arg(&dist).current_dir(root));
+    let wheel = std::fs::read_dir(&dist)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .unwrap();
+    let name = wheel.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(name.ends_with("-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"), "{name}");
+
+    let audit = run(Command::new(env!("CARGO_BIN_EXE_wheelfix")).args(["show", "--json"]).arg(&wheel));
+    let report: serde_json::Value = serde_json::from_str(&audit).unwrap();
+    let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc, &[]);
+    let priority = |tag: &str| set.by_tag(&wheelfix::wheel::platform_tag::PlatformTag::parse(tag)).map(|p| p.priority);
+    let derived = report[0]["platform_tag"].as_str().unwrap();
+    assert!(
+        priority(derived).unwrap() >= priority("manylinux_2_17_x86_64").unwrap(),
+        "the release binary must run on glibc 2.17, but meets {derived}: {audit}"
+    );
+
+    let venv = install_into_fresh_venv(dir.path(), &wheel);
+    // Real work through the paths that copy files (std's copy_file_range) and rename outputs.
+    let out = dir.path().join("out");
+    run(Command::new(venv.join("bin/wheelfix"))
+        .args(["retag", "-q", "-w"])
+        .arg(&out)
+        .arg(root.join("testdata/rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl")));
+    let site = dir.path().join("site");
+    run(Command::new(venv.join("bin/wheelfix")).args(["index", "-o"]).arg(&site).arg(&out));
+    assert!(site.join("rocm-demo/index.html").exists());
 }

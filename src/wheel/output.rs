@@ -346,9 +346,18 @@ pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
     let (from_c, to_c) = (c(from)?, c(to)?);
+    // The system call itself, not glibc's wrapper (glibc 2.28+): the binary then runs on any
+    // glibc from 2.17 on (kernels before 3.15 answer ENOSYS, handled below).
     // SAFETY: two NUL-terminated paths, relative to the working directory.
     let r = unsafe {
-        libc::renameat2(libc::AT_FDCWD, from_c.as_ptr(), libc::AT_FDCWD, to_c.as_ptr(), libc::RENAME_NOREPLACE)
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            from_c.as_ptr(),
+            libc::AT_FDCWD,
+            to_c.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
     };
     if r == 0 {
         return Ok(());
