@@ -12,6 +12,7 @@
 //! strict-record = true
 //! memory = "2G"
 //! zip-compression-level = 6
+//! with-wheels = ["../deps"]
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -42,6 +43,8 @@ pub struct Config {
     pub memory: Option<String>,
     /// `repair -z`.
     pub zip_compression_level: Option<u32>,
+    /// `--with-wheels`: wheel files or directories, relative to this file's directory.
+    pub with_wheels: Option<Vec<String>>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

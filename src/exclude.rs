@@ -6,6 +6,7 @@
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 pub const ROCM_LIBRARIES: &str = include_str!("../policies/rocm-libraries.txt");
+pub const GPU_DRIVER_LIBRARIES: &str = include_str!("../policies/gpu-driver-libraries.txt");
 
 #[derive(Debug, thiserror::Error)]
 #[error("invalid --exclude pattern `{pattern}`: {message}")]
@@ -18,7 +19,19 @@ pub struct ExcludeError {
 #[derive(Debug, Clone)]
 pub struct ExcludeList {
     rocm: Option<GlobSet>,
+    /// The GPU driver's user-space libraries (`libcuda.so.1`): the machine's driver provides them.
+    drivers: Option<GlobSet>,
     user: Vec<(String, GlobSet)>,
+}
+
+fn glob_set(lines: &str) -> GlobSet {
+    let mut builder = GlobSetBuilder::new();
+    for line in lines.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for pattern in line.split_whitespace() {
+            builder.add(Glob::new(pattern).expect("built-in patterns are valid globs"));
+        }
+    }
+    builder.build().expect("built-in patterns are valid globs")
 }
 
 impl ExcludeList {
@@ -42,7 +55,13 @@ impl ExcludeList {
                 .map_err(|e| ExcludeError { pattern: pattern.clone(), message: e.to_string() })?;
             compiled.push((pattern.clone(), set));
         }
-        Ok(ExcludeList { rocm, user: compiled })
+        Ok(ExcludeList { rocm, drivers: Some(glob_set(GPU_DRIVER_LIBRARIES)), user: compiled })
+    }
+
+    /// With the built-in GPU driver list (on by default), or without (`--no-driver-exclude`).
+    pub fn with_drivers(mut self, on: bool) -> Self {
+        self.drivers = on.then(|| glob_set(GPU_DRIVER_LIBRARIES));
+        self
     }
 
     /// Why the environment provides this library, or `None` when it does not.
@@ -61,6 +80,9 @@ impl ExcludeList {
             if set.is_match(soname) || path.is_some_and(|p| set.is_match(p)) {
                 return Some(format!("excluded by --exclude '{pattern}'"));
             }
+        }
+        if self.drivers.as_ref().is_some_and(|set| set.is_match(soname)) {
+            return Some("GPU driver library, provided by the machine's driver (built-in list)".into());
         }
         None
     }

@@ -40,6 +40,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use analysis::Analysis;
+use analysis::site::SitePackages;
 use plan::tags::Basis;
 use plan::version::{BatchMember, Content, OrderingHazard, VersionChange};
 use policy::verdict::Judgement;
@@ -96,8 +97,13 @@ impl Examined {
     }
 }
 
-/// Open, analyse and judge one wheel.
-pub fn examine(path: &Path, settings: &Settings, progress: &dyn Progress) -> Result<Examined, Error> {
+/// Open, analyse and judge one wheel; `site` holds the wheels installed beside it.
+pub fn examine(
+    path: &Path,
+    settings: &Settings,
+    site: &SitePackages,
+    progress: &dyn Progress,
+) -> Result<Examined, Error> {
     let wheel = Wheel::open(path)?;
     let options = &settings.analyze;
     let mut analysis = analysis::scan(&wheel, options, progress)?;
@@ -114,8 +120,11 @@ pub fn examine(path: &Path, settings: &Settings, progress: &dyn Progress) -> Res
     } else {
         options.policies.for_wheel(&wheel, &analysis, settings.plat.value.as_deref())
     };
+    for problem in &site.problems {
+        analysis.notes.push(analysis::Note { file: "--with-wheels".into(), message: problem.clone() });
+    }
     let judgement = set.map(|set| {
-        analysis::linkage::resolve(&wheel, &mut analysis, &set, options);
+        analysis::linkage::resolve(&wheel, &mut analysis, &set, options, site);
         let judgement = Judgement::new(set, &analysis, settings.disable_isa_check);
         let v = &judgement.verdict;
         debug!(
@@ -135,7 +144,8 @@ pub fn examine(path: &Path, settings: &Settings, progress: &dyn Progress) -> Res
 
 /// Analyse one wheel for `show`.
 pub fn show(path: &Path, settings: &Settings, progress: &dyn Progress) -> Result<ShowReport, Error> {
-    let e = examine(path, settings, progress)?;
+    let site = batch_site(&[], settings);
+    let e = examine(path, settings, &site, progress)?;
     Ok(ShowReport::new(&e.wheel, &e.analysis, e.judgement.as_ref()))
 }
 
@@ -178,9 +188,20 @@ pub struct Batch<T> {
     pub hazards: Vec<OrderingHazard>,
 }
 
-/// Examine every wheel, in parallel.
+/// Examine every wheel, in parallel, each beside the `--with-wheels` and the batch's other wheels.
 fn examine_all(paths: &[PathBuf], settings: &Settings, progress: &dyn Progress) -> Vec<Result<Examined, Error>> {
-    parallel::map(paths, |path| examine(path, settings, progress))
+    let site = batch_site(paths, settings);
+    parallel::map(paths, |path| examine(path, settings, &site, progress))
+}
+
+/// The virtual site-packages of a batch: `--with-wheels`, and the batch's own wheels when it has
+/// more than one (the wheels of one invocation are installed together).
+fn batch_site(paths: &[PathBuf], settings: &Settings) -> SitePackages {
+    let mut inputs = settings.with_wheels.value.clone();
+    if paths.len() > 1 {
+        inputs.extend(paths.iter().cloned());
+    }
+    if inputs.is_empty() { SitePackages::default() } else { SitePackages::open(&inputs) }
 }
 
 /// The version decisions and pin rewrites of a batch, and its ordering hazards.

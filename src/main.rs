@@ -211,6 +211,14 @@ struct CommonArgs {
     /// Do not treat the libraries ROCm ships as provided by the environment.
     #[arg(long)]
     no_rocm_exclude: bool,
+    /// Do not treat GPU driver libraries (libcuda.so.1, libnvidia-ml.so.1) as provided by the
+    /// machine's driver.
+    #[arg(long)]
+    no_driver_exclude: bool,
+    /// Wheels (files or directories) that will be installed beside the audited ones; an RPATH
+    /// entry that leaves a wheel is resolved among their files, as a dependency. Repeatable.
+    #[arg(long = "with-wheels", value_name = "PATH")]
+    with_wheels: Vec<PathBuf>,
     /// Search these directories (colon-separated) instead of the system's library path
     /// ($AUDITWHEEL_LD_LIBRARY_PATH is searched first, before $LD_LIBRARY_PATH, in every case).
     #[arg(long, value_name = "PATHS")]
@@ -250,6 +258,8 @@ impl CommonArgs {
         Flags {
             exclude: self.exclude.clone(),
             no_rocm_exclude: self.no_rocm_exclude,
+            no_driver_exclude: self.no_driver_exclude,
+            with_wheels: self.with_wheels.clone(),
             policy_files: self.policy_files.clone(),
             ldpaths: self.ldpaths.clone(),
             disable_isa_ext_check: self.disable_isa_ext_check,

@@ -99,6 +99,10 @@ pub struct Flags {
     pub zip_compression_level: Option<u32>,
     /// `--patcher` (`repair`).
     pub patcher: Option<String>,
+    /// `--with-wheels`.
+    pub with_wheels: Vec<PathBuf>,
+    /// `--no-driver-exclude`.
+    pub no_driver_exclude: bool,
     /// The command is `repair`, the one `AUDITWHEEL_PLAT` applies to (as in auditwheel).
     pub repair: bool,
     /// The command writes wheels (its default memory budget is the larger one).
@@ -127,6 +131,10 @@ pub struct Settings {
     /// auditwheel's `--patcher`: `patchelf` and `lief-patchelf` both mean wheelfix's own ELF
     /// writer (same result); `none` patches nothing.
     pub patcher: Setting<String>,
+    /// Wheels installed beside the audited ones (`--with-wheels`), whose files resolve RPATH
+    /// entries that leave a wheel.
+    pub with_wheels: Setting<Vec<PathBuf>>,
+    pub driver_exclusion: Setting<bool>,
     pub disable_isa_check: bool,
     pub tags: TagRequest,
     pub marking: Option<Marking>,
@@ -253,6 +261,19 @@ impl Settings {
             index_dir: flags.index_dir.clone(),
         });
 
+        let with_wheels = if !flags.with_wheels.is_empty() {
+            Setting { value: flags.with_wheels.clone(), origin: Origin::CommandLine }
+        } else if let Some(list) = &config.with_wheels {
+            // Relative to the configuration file's directory.
+            let base = loaded.path.as_deref().and_then(|p| p.parent()).map(PathBuf::from).unwrap_or_default();
+            Setting { value: list.iter().map(|p| base.join(p)).collect(), origin: file() }
+        } else {
+            Setting { value: Vec::new(), origin: Origin::Default }
+        };
+        let driver_exclusion = Setting {
+            value: !flags.no_driver_exclude,
+            origin: if flags.no_driver_exclude { Origin::CommandLine } else { Origin::Default },
+        };
         let policies = Policies::with_files(&flags.policy_files)?;
         if let Some(value) = &plat.value
             && value != "auto"
@@ -260,7 +281,7 @@ impl Settings {
         {
             return Err(SettingsError::Plat { origin: plat.origin.clone(), value: value.clone() });
         }
-        let exclusion = ExcludeList::new(rocm_exclusion.value, &exclude.value)?;
+        let exclusion = ExcludeList::new(rocm_exclusion.value, &exclude.value)?.with_drivers(driver_exclusion.value);
         let mut search = LibrarySearch::from_environment(flags.ldpaths.as_deref());
         if let Some(extra) = &extra_library_path.value {
             search.set_extra_dirs(extra);
@@ -290,6 +311,8 @@ impl Settings {
             zip_compression_level,
             extra_library_path,
             patcher,
+            with_wheels,
+            driver_exclusion,
             disable_isa_check: flags.disable_isa_ext_check,
             marking,
             analyze,
@@ -314,6 +337,8 @@ impl Settings {
             zip_compression_level: Setting { value: 6, origin: Origin::Default },
             extra_library_path: Setting { value: None, origin: Origin::Default },
             patcher: Setting { value: "patchelf".into(), origin: Origin::Default },
+            with_wheels: Setting { value: Vec::new(), origin: Origin::Default },
+            driver_exclusion: Setting { value: true, origin: Origin::Default },
             disable_isa_check: false,
             tags: TagRequest::default(),
             marking: None,
@@ -343,6 +368,20 @@ impl Settings {
             ("extra library path", text(&self.extra_library_path.value), self.extra_library_path.origin.to_string()),
             ("patcher", format!("{:?}", self.patcher.value), self.patcher.origin.to_string()),
             ("rocm exclusion list", self.rocm_exclusion.value.to_string(), self.rocm_exclusion.origin.to_string()),
+            ("gpu driver list", self.driver_exclusion.value.to_string(), self.driver_exclusion.origin.to_string()),
+            (
+                "with-wheels",
+                format!(
+                    "[{}]",
+                    self.with_wheels
+                        .value
+                        .iter()
+                        .map(|p| format!("{:?}", p.display().to_string()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                self.with_wheels.origin.to_string(),
+            ),
         ]
     }
 }

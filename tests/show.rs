@@ -81,12 +81,12 @@ fn rocm_libraries_are_excluded_and_never_block_a_tag() {
 #[test]
 fn user_excludes_match_sonames() {
     let dir = tempfile::tempdir().unwrap();
-    let so = ext("cu").needs("libcuda.so.1").build();
+    let so = ext("cu").needs("libvendorgpu.so.1").build();
     let wheel = WheelSpec::new("cu", "1", "cp312-cp312-linux_x86_64").file("cu.so", so).write(dir.path());
     assert_eq!(show_json(dir.path(), &wheel, &[])["platform_tag"], "linux_x86_64");
-    let report = show_json(dir.path(), &wheel, &["--exclude", "libcuda.so.*"]);
+    let report = show_json(dir.path(), &wheel, &["--exclude", "libvendorgpu.so.*"]);
     assert_eq!(report["platform_tag"], "manylinux_2_5_x86_64");
-    assert!(report["external_libs"]["libcuda.so.1"]["reason"].as_str().unwrap().contains("libcuda.so.*"));
+    assert!(report["external_libs"]["libvendorgpu.so.1"]["reason"].as_str().unwrap().contains("libvendorgpu.so.*"));
 }
 
 #[test]

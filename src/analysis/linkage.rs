@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::site::{Provider, SitePackages};
 use super::{Analysis, AnalyzeOptions};
 use crate::elf::ElfFacts;
 use crate::elf::header::ElfIdent;
@@ -220,17 +221,233 @@ pub struct ExternalLib {
     /// The directories searched for it, in order (for the error when it is not found).
     #[serde(skip)]
     pub searched: Vec<String>,
+    /// The wheel that provides it in the virtual site-packages (`--with-wheels`): a dependency.
+    pub provided_by: Option<Provider>,
+    /// Whether the consumer's requirements name that wheel's project (directly or through the
+    /// requirements of other `--with-wheels` members).
+    #[serde(skip)]
+    pub declared: bool,
+    /// For a library not found: the RPATH/RUNPATH entries that leave the wheel, where the loader
+    /// will look once other wheels are installed.
+    #[serde(skip)]
+    pub outside: Vec<OutsideEntry>,
+}
+
+/// An RPATH/RUNPATH entry of a wheel file that points out of the wheel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutsideEntry {
+    /// As written. Ex) `$ORIGIN/../../nvidia/cublas/lib`
+    pub entry: String,
+    /// The wheel file it belongs to.
+    pub file: String,
+    /// The site-packages directory it names; `None` when it climbs above site-packages.
+    pub dir: Option<String>,
 }
 
 /// Resolve what the host binaries need, into [`Analysis::external`]: inside the wheel first,
 /// then on this machine, for the policy family `set` (its libc's rules, and the libraries even
 /// its most compatible policy takes from the system, whose own needs are not walked).
-pub fn resolve(wheel: &Wheel, analysis: &mut Analysis, set: &PolicySet, options: &AnalyzeOptions) {
+pub fn resolve(wheel: &Wheel, analysis: &mut Analysis, set: &PolicySet, options: &AnalyzeOptions, site: &SitePackages) {
     if analysis.binaries.is_empty() {
         return;
     }
     let inside = resolve_inside(wheel, analysis);
+    let outside = Outside::of(wheel, analysis, &inside);
     analysis.external = resolve_outside(analysis, &inside, set, options);
+    if !site.is_empty() || outside.entries.iter().any(|e| !e.is_empty()) {
+        resolve_in_site(wheel, analysis, &outside, options, site);
+    }
+}
+
+/// A library a wheel file needs from another wheel: not in the wheel, on an RPATH/RUNPATH
+/// entry that leaves it (`check`'s cross-wheel view of a release set).
+#[derive(Debug, Clone)]
+pub struct CrossNeed {
+    pub soname: String,
+    /// The entries to look in, in the loader's order.
+    pub entries: Vec<OutsideEntry>,
+}
+
+/// Every DT_NEEDED of the wheel's binaries that the wheel does not resolve and that an entry
+/// leaving the wheel may resolve, except the loader.
+pub fn cross_wheel_needs(wheel: &Wheel, analysis: &Analysis) -> Vec<CrossNeed> {
+    if analysis.binaries.is_empty() {
+        return Vec::new();
+    }
+    let inside = resolve_inside(wheel, analysis);
+    let outside = Outside::of(wheel, analysis, &inside);
+    let mut out: BTreeMap<String, CrossNeed> = BTreeMap::new();
+    for (i, binary) in analysis.binaries.iter().enumerate() {
+        if outside.entries[i].is_empty() {
+            continue;
+        }
+        for soname in analysis.binary(binary).1.needed.iter().filter(|s| !inside.resolved[i].contains_key(*s)) {
+            if is_loader(soname) {
+                continue;
+            }
+            out.entry(soname.clone())
+                .or_insert_with(|| CrossNeed { soname: soname.clone(), entries: Vec::new() })
+                .entries
+                .extend(outside.entries[i].iter().cloned());
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Per binary: its `$ORIGIN` RPATH/RUNPATH entries (and its loaders' RPATH) that lead out of the
+/// wheel, in the loader's order, as site-packages directories.
+struct Outside {
+    entries: Vec<Vec<OutsideEntry>>,
+}
+
+impl Outside {
+    fn of(wheel: &Wheel, analysis: &Analysis, inside: &Inside) -> Outside {
+        // Every directory the wheel installs files into (and their parents).
+        let mut own_dirs: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for member in wheel.archive.members() {
+            if let Some(mut path) = wheel.install_path(&member.name) {
+                while let Some((dir, _)) = path.rsplit_once('/') {
+                    if !own_dirs.insert(dir.to_string()) {
+                        break;
+                    }
+                    path = dir.to_string();
+                }
+            }
+        }
+        let binaries: Vec<(&str, &ElfFacts)> = analysis.binaries.iter().map(|b| analysis.binary(b)).collect();
+        let leaving = |i: usize, entries: &[String]| -> Vec<OutsideEntry> {
+            let (path, _) = binaries[i];
+            let Some(install) = wheel.install_path(path) else { return Vec::new() };
+            let origin = install.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default();
+            entries
+                .iter()
+                .filter(|e| is_origin_relative(e))
+                .filter_map(|e| {
+                    let dir = normalize(&expand_origin(e, &origin));
+                    let leaves = dir.as_ref().is_none_or(|d| !own_dirs.contains(d) && !d.is_empty());
+                    leaves.then(|| OutsideEntry { entry: e.clone(), file: path.to_string(), dir })
+                })
+                .collect()
+        };
+        let entries = (0..binaries.len())
+            .map(|i| {
+                let facts = binaries[i].1;
+                let mut out = Vec::new();
+                if facts.runpath.is_empty() {
+                    out.extend(leaving(i, &facts.rpath));
+                    for &l in &inside.loaders[i] {
+                        if binaries[l].1.runpath.is_empty() {
+                            out.extend(leaving(l, &binaries[l].1.rpath));
+                        }
+                    }
+                }
+                out.extend(leaving(i, &facts.runpath));
+                // One entry per directory: loaders often repeat the same RPATH.
+                let mut seen = BTreeSet::new();
+                out.retain(|e| seen.insert(e.dir.clone()));
+                out
+            })
+            .collect();
+        Outside { entries }
+    }
+}
+
+fn join_dir(dir: &str, name: &str) -> String {
+    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
+}
+
+/// Resolve what is still unresolved through the entries that leave the wheel, in the virtual
+/// site-packages: a library found there is a dependency (its own needs are followed there too,
+/// through its own RPATH); one not found keeps the entry for its reason. A dependency found
+/// this way replaces whatever the system search or the exclusion lists said: once the wheels
+/// are installed, the loader takes that file.
+fn resolve_in_site(
+    wheel: &Wheel,
+    analysis: &mut Analysis,
+    outside: &Outside,
+    options: &AnalyzeOptions,
+    site: &SitePackages,
+) {
+    let consumer = wheel.metadata.package.clone();
+    let declared = site.declared(&wheel.metadata.requires_dist);
+    let binaries: Vec<(String, Vec<String>)> =
+        analysis.binaries.iter().map(|b| analysis.binary(b)).map(|(p, f)| (p.to_string(), f.needed.clone())).collect();
+    // (soname, needed by, the directories to search)
+    let mut queue: Vec<(String, String, Vec<OutsideEntry>)> = Vec::new();
+    for (i, (path, needed)) in binaries.iter().enumerate() {
+        for soname in needed {
+            if analysis.external.contains_key(soname) && !outside.entries[i].is_empty() {
+                queue.push((soname.clone(), path.clone(), outside.entries[i].clone()));
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    while let Some((soname, needed_by, entries)) = queue.pop() {
+        if is_loader(&soname) || !seen.insert(soname.clone()) {
+            if let Some(lib) = analysis.external.get_mut(&soname) {
+                lib.needed_by.insert(needed_by);
+            }
+            continue;
+        }
+        let found = entries.iter().find_map(|e| {
+            let dir = e.dir.as_deref()?;
+            let install = join_dir(dir, &soname);
+            site.find(&install, &consumer).map(|(w, m)| (w, m, install))
+        });
+        let lib = analysis
+            .external
+            .entry(soname.clone())
+            .or_insert_with(|| ExternalLib { soname: soname.clone(), ..Default::default() });
+        lib.needed_by.insert(needed_by);
+        let Some((site_wheel, member, install)) = found else {
+            if lib.path.is_none() && lib.excluded.is_none() {
+                lib.outside = entries.clone();
+            }
+            continue;
+        };
+        let provider = SitePackages::provider(site_wheel, &install);
+        crate::debug!("{soname}: provided by {} {} ({}) at {install}", provider.name, provider.version, provider.wheel);
+        lib.declared = declared.iter().any(|d| d.to_string() == provider.name);
+        lib.path = None;
+        lib.excluded = None;
+        lib.outside = Vec::new();
+        lib.searched = Vec::new();
+        match crate::analysis::member_elf_facts(&site_wheel.wheel, member, options) {
+            Ok(Some(facts)) => {
+                lib.needs = facts.needed.clone();
+                lib.version_needs = facts.version_needs.clone();
+                lib.x86_isa_needed = facts.x86_isa_needed;
+                // Its own needs, through its own RPATH, where it is installed.
+                let origin = install.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default();
+                let own: Vec<OutsideEntry> = facts
+                    .rpath
+                    .iter()
+                    .chain(&facts.runpath)
+                    .filter(|e| is_origin_relative(e))
+                    .map(|e| OutsideEntry {
+                        entry: e.clone(),
+                        file: install.clone(),
+                        dir: normalize(&expand_origin(e, &origin)),
+                    })
+                    .collect();
+                for need in &facts.needed {
+                    // Only what the site provides is followed: the rest is the provider's own
+                    // business with the system.
+                    let in_site = own
+                        .iter()
+                        .any(|e| e.dir.as_deref().is_some_and(|d| site.find(&join_dir(d, need), &consumer).is_some()));
+                    if in_site {
+                        queue.push((need.clone(), soname.clone(), own.clone()));
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                analysis.notes.push(super::Note { file: provider.wheel.clone(), message: format!("{install}: {e}") });
+            }
+        }
+        lib.provided_by = Some(provider);
+    }
 }
 
 /// How the binaries find one another inside the wheel.

@@ -11,6 +11,7 @@ pub mod budget;
 pub mod lddtree;
 pub mod linkage;
 pub mod read;
+pub mod site;
 
 use std::collections::BTreeMap;
 
@@ -156,7 +157,7 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
     let members = wheel.archive.members();
     let scans = crate::parallel::each_member(
         members,
-        |index| scan_member(wheel, index, options),
+        |index| scan_member(wheel, index, options, true),
         |m| progress.advance(m.compressed_size),
     )?;
 
@@ -335,7 +336,13 @@ impl Kind {
 /// device-code container; only those are read on, and every member that must be hashed (all of
 /// them, when hashes are verified). Small members are inflated whole; large ones stream past
 /// within the memory budget ([`read`]).
-fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<Scanned, WheelError> {
+/// The ELF facts of one member, read as [`scan`] reads members (within the memory budget, large
+/// ones streamed), without hashing: a library another wheel provides. `None`: not an ELF file.
+pub fn member_elf_facts(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<Option<ElfFacts>, WheelError> {
+    Ok(scan_member(wheel, index, options, false)?.elf.map(|facts| *facts))
+}
+
+fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: bool) -> Result<Scanned, WheelError> {
     let archive = &wheel.archive;
     let member = &archive.members()[index];
     let mut scanned = Scanned {
@@ -350,7 +357,8 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<
     if member.is_dir() {
         return Ok(scanned);
     }
-    let hash = !wheel.is_record_file(&member.name)
+    let hash = hashing
+        && !wheel.is_record_file(&member.name)
         && (options.verify_hashes || (options.hash_for_record && !wheel.row_is_reusable(member)));
     let algorithm = wheel.extra_algorithm(member);
     let budget = &*options.memory;

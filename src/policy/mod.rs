@@ -191,6 +191,11 @@ impl Policies {
         Ok(policies)
     }
 
+    /// Whether some policy of any family lets the system provide `soname` (`libc.so.6`, `libz.so.1`).
+    pub fn system_library(&self, soname: &str) -> bool {
+        self.manylinux.iter().chain(&self.musllinux).any(|e| e.lib_whitelist.iter().any(|l| l == soname))
+    }
+
     /// Whether `tag` names a policy (or `linux_<arch>`) of its architecture and libc.
     pub fn knows_tag(&self, tag: &str) -> bool {
         let parsed = PlatformTag::parse(tag);

@@ -202,7 +202,8 @@ fn uses(facts: &ElfFacts, pred: &dyn Fn(&str) -> bool) -> bool {
 }
 
 /// The external libraries a policy would have vendored: the closure of the binaries' external
-/// needs through libraries that are neither whitelisted by the policy nor excluded.
+/// needs through libraries that are neither whitelisted by the policy, nor excluded, nor
+/// provided by another wheel (a dependency is never vendored, nor is what it needs).
 fn grafted_libs(policy: &Policy, input: &Analysis) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     if policy.is_linux() {
@@ -213,7 +214,11 @@ fn grafted_libs(policy: &Policy, input: &Analysis) -> BTreeSet<String> {
         let Some(lib) = input.external.get(soname) else {
             continue;
         };
-        if lib.excluded.is_some() || policy.lib_whitelist.contains(soname) || !out.insert(soname.to_string()) {
+        if lib.excluded.is_some()
+            || lib.provided_by.is_some()
+            || policy.lib_whitelist.contains(soname)
+            || !out.insert(soname.to_string())
+        {
             continue;
         }
         queue.extend(lib.needs.iter().map(String::as_str));
@@ -242,6 +247,22 @@ fn wheel_requirements(input: &Analysis) -> Vec<Requirement> {
                     version: version.clone(),
                     symbols,
                     external: false,
+                });
+            }
+        }
+    }
+    // Libraries other wheels provide count as the wheel's own needs, under every policy: the
+    // wheel only works on systems where they work.
+    for lib in input.external.values() {
+        let Some(provider) = &lib.provided_by else { continue };
+        for need in &lib.version_needs {
+            for version in &need.versions {
+                out.push(Requirement {
+                    file: format!("{}:{}", provider.wheel, provider.path),
+                    library: need.file.clone(),
+                    version: version.clone(),
+                    symbols: Vec::new(),
+                    external: true,
                 });
             }
         }

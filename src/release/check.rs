@@ -8,7 +8,10 @@
 //! - a wheel in an architecture's directory (`…/gfx950/…`) with device code but none for it;
 //! - platform wheels that say `Root-Is-Purelib: true`, and file-name tags WHEEL does not list;
 //! - RECORDs that disagree with their archive (every member is hashed), and files that cannot be
-//!   read at all: a wheel is never skipped in silence.
+//!   read at all: a wheel is never skipped in silence;
+//! - libraries a wheel takes from another wheel (an RPATH entry that leaves it): each must be in
+//!   the set, per platform and architecture directory, and its project among the wheel's
+//!   requirements.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -73,6 +76,10 @@ struct WheelFacts {
     root_is_purelib: Option<bool>,
     gpu_targets: Vec<String>,
     record_findings: Vec<RecordFinding>,
+    /// Libraries it needs from other wheels.
+    cross: Vec<crate::analysis::linkage::CrossNeed>,
+    /// Every file's install path (for the libraries other wheels need from it).
+    install_paths: std::collections::HashSet<String>,
 }
 
 /// What reading one file gave: its sha256 (when the file could be read at all), the
@@ -120,6 +127,7 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
     findings.extend(selector_findings(&dists));
     findings.extend(version_findings(&dists));
     findings.extend(wheel_findings(&dists));
+    findings.extend(provider_findings(&dists));
     findings.sort();
     findings.dedup();
     findings
@@ -160,6 +168,20 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
                     tag_lines: wheel.wheel_info.tags.clone(),
                     root_is_purelib: wheel.wheel_info.root_is_purelib,
                     gpu_targets: analysis.gpu_targets(),
+                    cross: crate::analysis::linkage::cross_wheel_needs(&wheel, &analysis)
+                        .into_iter()
+                        .filter(|n| {
+                            !options.policies.system_library(&n.soname)
+                                && options.exclude.reason(&n.soname, None).is_none()
+                        })
+                        .collect(),
+                    install_paths: wheel
+                        .archive
+                        .members()
+                        .iter()
+                        .filter(|m| !m.is_dir())
+                        .filter_map(|m| wheel.install_path(&m.name))
+                        .collect(),
                     record_findings: analysis.record_findings,
                 }),
                 metadata: wheel.metadata,
@@ -435,6 +457,81 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
                 ),
                 files: file.clone(),
             });
+        }
+    }
+    findings
+}
+
+/// Each library a wheel needs from another wheel resolves inside the set, among the wheels of
+/// its platform and architecture directory (or of no architecture directory), and the wheel's
+/// requirements name the providing project.
+fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let by_project: BTreeMap<&str, Vec<&Dist>> = dists.iter().fold(BTreeMap::new(), |mut m, d| {
+        m.entry(d.project.as_str()).or_default().push(d);
+        m
+    });
+    for d in dists {
+        let Some(w) = &d.wheel else { continue };
+        let arch = architecture_dir(&d.path);
+        let beside = |o: &&Dist| {
+            !std::ptr::eq(*o, d)
+                && o.project != d.project
+                && o.wheel.is_some()
+                && (o.platform.is_none() || o.platform == d.platform)
+                && architecture_dir(&o.path).is_none_or(|a| Some(&a) == arch.as_ref())
+        };
+        let mut declared: BTreeSet<String> = BTreeSet::new();
+        let mut queue: Vec<String> =
+            d.metadata.requires_dist.iter().map(|r| Requirement::parse(r).package.to_string()).collect();
+        while let Some(name) = queue.pop() {
+            if declared.insert(name.clone()) {
+                for o in by_project.get(name.as_str()).into_iter().flatten() {
+                    queue.extend(o.metadata.requires_dist.iter().map(|r| Requirement::parse(r).package.to_string()));
+                }
+            }
+        }
+        for need in &w.cross {
+            let found = need.entries.iter().find_map(|e| {
+                let dir = e.dir.as_deref()?;
+                let install = if dir.is_empty() { need.soname.clone() } else { format!("{dir}/{}", need.soname) };
+                dists
+                    .iter()
+                    .filter(beside)
+                    .find(|o| o.wheel.as_ref().is_some_and(|ow| ow.install_paths.contains(&install)))
+            });
+            let first = &need.entries[0];
+            match found {
+                None => findings.push(Finding {
+                    kind: "unresolved-provider",
+                    severity: Severity::Error,
+                    message: match &first.dir {
+                        Some(dir) => format!(
+                            "{}: {} needs {}, on `{}` (site-packages/{dir}), but no wheel of the set{} provides it",
+                            d.file_name,
+                            first.file,
+                            need.soname,
+                            first.entry,
+                            arch.as_ref().map(|a| format!(" for {a}")).unwrap_or_default()
+                        ),
+                        None => format!(
+                            "{}: {} needs {} on `{}`, which climbs above site-packages: no wheel can provide it",
+                            d.file_name, first.file, need.soname, first.entry
+                        ),
+                    },
+                    files: vec![d.path.display().to_string()],
+                }),
+                Some(provider) if !declared.contains(&provider.project) => findings.push(Finding {
+                    kind: "undeclared-provider",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{}: {} comes from {} ({}), which its requirements do not name: installers will not bring it",
+                        d.file_name, need.soname, provider.project, provider.file_name
+                    ),
+                    files: vec![d.path.display().to_string(), provider.path.display().to_string()],
+                }),
+                Some(_) => {}
+            }
         }
     }
     findings

@@ -97,7 +97,10 @@ pub fn document(file_name: &str, analysis: &Analysis, judgement: Option<&Judgeme
 
     let external_libs = verdict.grafted[0]
         .iter()
-        .map(|soname| (soname.clone(), analysis.external.get(soname).and_then(|l| l.path.clone())))
+        .map(|soname| {
+            let path = analysis.external.get(soname).and_then(|l| l.path.clone()).map(|p| resolve_file_links(&p));
+            (soname.clone(), path)
+        })
         .collect();
 
     // Least compatible first (auditwheel walks its policies by ascending priority).
@@ -126,6 +129,21 @@ pub fn document(file_name: &str, analysis: &Analysis, judgement: Option<&Judgeme
         policy_upgrades: Upgrades(upgrades),
     };
     Document { text: to_text(&doc), is_error: false }
+}
+
+/// The file a library path names with its own symlinks followed, in the directory it was found
+/// in (`/lib/x86_64-linux-gnu/libdrm.so.2` → `/lib/x86_64-linux-gnu/libdrm.so.2.4.0`), as
+/// auditwheel prints it.
+fn resolve_file_links(path: &str) -> String {
+    let mut current = std::path::PathBuf::from(path);
+    for _ in 0..16 {
+        let Ok(target) = std::fs::read_link(&current) else { break };
+        current = match current.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+    }
+    current.display().to_string()
 }
 
 /// The error form: `{"version": 1, "wheel": …, "error": …}`.

@@ -21,11 +21,14 @@ pub const JSON_VERSION: u32 = 1;
 /// One external library and what happens to it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct ExternalReport {
-    /// `whitelisted` | `excluded` | `vendor` | `not-found`
+    /// `whitelisted` | `excluded` | `vendor` | `dependency` | `not-found`
     pub disposition: &'static str,
     pub path: Option<String>,
     pub needed_by: Vec<String>,
     pub reason: String,
+    /// The wheel that provides a `dependency`: {`name`, `version`, `wheel`, `path`}.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provided_by: Option<crate::analysis::site::Provider>,
 }
 
 /// One versioned dependency in the JSON.
@@ -210,7 +213,32 @@ impl ShowReport {
                 continue;
             }
             let target_name = &set.policies[target].name;
-            let (disposition, reason) = if let Some(why) = &lib.excluded {
+            let (disposition, reason) = if let Some(p) = &lib.provided_by {
+                let mut reason = format!("provided by {} {} ({}) at {}", p.name, p.version, p.wheel, p.path);
+                if !lib.declared {
+                    reason.push_str(&format!(
+                        "; warning: the wheel's Requires-Dist does not name {}, so installers will not bring it",
+                        p.name
+                    ));
+                    let note = Note {
+                        file: p.wheel.clone(),
+                        message: format!(
+                            "warning: provides libraries to this wheel, but no requirement of the wheel names {} (undeclared provider)",
+                            p.name
+                        ),
+                    };
+                    if !report.notes.contains(&note) {
+                        report.notes.push(note);
+                    }
+                }
+                if let Some(message) = less_compatible(set, verdict.overall, p) {
+                    let note = Note { file: p.wheel.clone(), message };
+                    if !report.notes.contains(&note) {
+                        report.notes.push(note);
+                    }
+                }
+                ("dependency", reason)
+            } else if let Some(why) = &lib.excluded {
                 ("excluded", why.clone())
             } else if lib.libpython {
                 ("not-found", "libpython: manylinux wheels must not link it; repair removes the dependency".to_string())
@@ -224,7 +252,11 @@ impl ShowReport {
                         format!("; the wheel has `{p}`, but it is not on the search path of the files that need it")
                     })
                     .unwrap_or_default();
-                ("not-found", format!("not in the wheel and not found on this machine{hint}"))
+                if lib.outside.is_empty() {
+                    ("not-found", format!("not in the wheel and not found on this machine{hint}"))
+                } else {
+                    ("not-found", outside_reason(&lib.outside, soname, &wheel.metadata.requires_dist))
+                }
             };
             report.external_libs.insert(
                 soname.clone(),
@@ -233,6 +265,7 @@ impl ShowReport {
                     path: lib.path.clone(),
                     needed_by: lib.needed_by.iter().cloned().collect(),
                     reason,
+                    provided_by: lib.provided_by.clone(),
                 },
             );
         }
@@ -463,6 +496,64 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
 }
 
 /// A member of the wheel whose file name is `soname`, if any.
+/// Why a library on an RPATH that leaves the wheel is not found, what probably provides it,
+/// and how to check.
+fn outside_reason(entries: &[crate::analysis::linkage::OutsideEntry], soname: &str, requires: &[String]) -> String {
+    use crate::analysis::site::{probable_provider, requirement_naming};
+    let o = &entries[0];
+    if entries.iter().all(|e| e.dir.is_none()) {
+        return format!(
+            "not in the wheel; `{}` of {} climbs above site-packages, where no wheel can provide {soname}",
+            o.entry, o.file
+        );
+    }
+    // The requirement that names the library itself (`cuda-toolkit[cupti]` for libcupti), else
+    // the one that names the only directory.
+    let probable = requirement_naming(soname, requires).or_else(|| match entries {
+        [one] => one.dir.as_deref().and_then(|dir| probable_provider(dir, requires)),
+        _ => None,
+    });
+    let probable = probable.map(|r| format!("; Requires-Dist `{r}` probably provides it")).unwrap_or_default();
+    let place = match entries {
+        [one] => format!(
+            "`{}` of {} leads to site-packages/{}, outside the wheel",
+            one.entry,
+            one.file,
+            one.dir.as_deref().unwrap_or_default()
+        ),
+        many => format!(
+            "{} RPATH/RUNPATH entries of {} lead out of the wheel ({})",
+            many.len(),
+            o.file,
+            many.iter().map(|e| format!("`{}`", e.entry)).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    format!("not in the wheel: {place}{probable}; verify with --with-wheels <that wheel>")
+}
+
+/// A note when a providing wheel's tags are all less compatible than the consumer's tag: where
+/// the consumer installs, the provider may not.
+fn less_compatible(
+    set: &crate::policy::PolicySet,
+    consumer: usize,
+    provider: &crate::analysis::site::Provider,
+) -> Option<String> {
+    let tags: Vec<PlatformTag> = provider.platform_tags.iter().map(|t| PlatformTag::parse(t)).collect();
+    if tags.iter().any(|t| t.is_any()) {
+        return None;
+    }
+    let best = tags.iter().filter_map(|t| set.index_of(t)).min();
+    match best {
+        Some(b) if b <= consumer => None,
+        _ => Some(format!(
+            "its tags ({}) are less compatible than this wheel's {}: where this wheel installs, {} may not",
+            provider.platform_tags.join("."),
+            set.tag(consumer),
+            provider.name
+        )),
+    }
+}
+
 fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a str> {
     analysis.binaries.iter().map(|b| analysis.binary(b).0).find(|p| p.rsplit('/').next() == Some(soname))
 }
