@@ -291,7 +291,12 @@ pub fn cross_wheel_needs(wheel: &Wheel, analysis: &Analysis) -> Vec<CrossNeed> {
                 .extend(outside.entries[i].iter().cloned());
         }
     }
-    out.into_values().collect()
+    let mut needs: Vec<CrossNeed> = out.into_values().collect();
+    for need in &mut needs {
+        let mut seen = BTreeSet::new();
+        need.entries.retain(|e| seen.insert(e.dir.clone()));
+    }
+    needs
 }
 
 /// Per binary: its `$ORIGIN` RPATH/RUNPATH entries (and its loaders' RPATH) that lead out of the

@@ -507,11 +507,14 @@ fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
                     severity: Severity::Error,
                     message: match &first.dir {
                         Some(dir) => format!(
-                            "{}: {} needs {}, on `{}` (site-packages/{dir}), but no wheel of the set{} provides it",
+                            "{}: {} needs {}, {}, but no wheel of the set{} provides it",
                             d.file_name,
                             first.file,
                             need.soname,
-                            first.entry,
+                            match need.entries.len() {
+                                1 => format!("on `{}` (site-packages/{dir})", first.entry),
+                                n => format!("on {n} entries that leave the wheel (`{}`, …)", first.entry),
+                            },
                             arch.as_ref().map(|a| format!(" for {a}")).unwrap_or_default()
                         ),
                         None => format!(
