@@ -378,3 +378,14 @@ fn patcher_choices_as_auditwheel_names_them() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("AUDITWHEEL_PATCHER"), "{}", stderr(&out));
 }
+
+#[test]
+fn rocm_version_help_says_which_wheels_it_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["show", "retag", "repair"] {
+        let help = stdout(&wheelfix(dir.path(), &[command, "--help"]));
+        let text = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(!text.contains("every wheel with ROCm code"), "{command}: {text}");
+        assert!(text.contains("every wheel with compiled code") && text.contains("--mark-pure"), "{command}: {text}");
+    }
+}
