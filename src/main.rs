@@ -60,8 +60,10 @@ enum Command {
     /// Lint a release set: conflicting uploads, selector extras, pins, labels, architectures, tags.
     #[command(after_help = "Examples:\n  wheelfix check dist-linux/ dist-windows/\n  wheelfix check --json site/")]
     Check(CheckArgs),
-    /// The dependency tree of an ELF file, or of a wheel's host binaries (or one member), as the
-    /// loader resolves it, with where each library was found and why that directory was searched.
+    /// The dependency tree of an ELF file or a wheel member, as the loader resolves it.
+    ///
+    /// Each library with the directory it was found in and why that directory was searched; for
+    /// a wheel without MEMBER, every host binary.
     #[command(
         after_help = "Examples:\n  wheelfix lddtree /usr/bin/python3\n  wheelfix lddtree dist/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl torch/_C.cpython-312-x86_64-linux-gnu.so\n  wheelfix lddtree --json build/lib/_ext.so"
     )]
