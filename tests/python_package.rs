@@ -10,6 +10,15 @@ use support::python::{run, system_python, tools_venv};
 use wheelfix::platform::{Arch, Libc};
 use wheelfix::policy::Policies;
 
+/// The wheel a build wrote into `dist`.
+fn built_wheel(dist: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(dist)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .unwrap()
+}
+
 /// A fresh virtual environment in `dir` with `wheel` installed; checks `wheelfix --version`.
 fn install_into_fresh_venv(dir: &Path, wheel: &Path) -> std::path::PathBuf {
     let venv = dir.join("venv");
@@ -32,11 +41,7 @@ fn the_wheelfix_wheel_installs_runs_and_passes_its_own_audit() {
         .arg(&dist)
         .current_dir(root)
         .env("PATH", format!("{}:{}", tools_venv().join("bin").display(), std::env::var("PATH").unwrap_or_default())));
-    let wheel = std::fs::read_dir(&dist)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .unwrap();
+    let wheel = built_wheel(&dist);
     let name = wheel.file_name().unwrap().to_str().unwrap().to_string();
     assert!(name.starts_with(&format!("wheelfix-{}-py3-none-", env!("CARGO_PKG_VERSION"))), "{name}");
 
@@ -67,11 +72,7 @@ fn the_release_wheel_is_manylinux2014_and_passes_its_own_audit() {
     let dir = tempfile::tempdir().unwrap();
     let dist = dir.path().join("dist");
     run(Command::new(root.join("release/build-wheel.sh")).arg(&dist).current_dir(root));
-    let wheel = std::fs::read_dir(&dist)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .unwrap();
+    let wheel = built_wheel(&dist);
     let name = wheel.file_name().unwrap().to_str().unwrap().to_string();
     assert!(name.ends_with("-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"), "{name}");
 
