@@ -315,3 +315,26 @@ fn rocm_sdk_wheels_resolve_through_the_same_mechanism() {
     assert_eq!(lib["provided_by"]["name"], "rocm-sdk-core");
     assert_eq!(lib["provided_by"]["path"], "_rocm_sdk_core/lib/libamdhip64.so.7");
 }
+
+#[test]
+fn a_library_a_required_project_ships_under_the_same_soname_is_named_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // No RPATH reaches the provider (a build-tree path only), as with torch extensions that
+    // rely on `import torch` having loaded libc10.so: the files do not say it will be found.
+    let p = pair(d, "declared", "/build/tree/lib", &["provider"]);
+    let with = show_json(d, &p.consumer, &["--with-wheels", p.provider.to_str().unwrap()]);
+    let lib = &with["external_libs"]["libprov.so.1"];
+    assert_eq!(lib["disposition"], "not-found", "{with:#}");
+    let reason = lib["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("provider 1.0, which the wheel requires, ships it at provider/lib/libprov.so.1"),
+        "{reason}"
+    );
+    assert!(reason.contains("only if provider has loaded it first"), "{reason}");
+    // Not required: nothing to say.
+    let q = pair(d, "undeclared", "/build/tree/lib", &[]);
+    let without = show_json(d, &q.consumer, &["--with-wheels", q.provider.to_str().unwrap()]);
+    let reason = without["external_libs"]["libprov.so.1"]["reason"].as_str().unwrap().to_string();
+    assert!(!reason.contains("ships it"), "{reason}");
+}

@@ -227,6 +227,10 @@ pub struct ExternalLib {
     /// requirements of other `--with-wheels` members).
     #[serde(skip)]
     pub declared: bool,
+    /// For a library not found: a required project ships a library of that soname (a torch
+    /// extension's `libc10.so`), which the loader reuses if that project loaded it first.
+    #[serde(skip)]
+    pub same_soname_in: Option<Provider>,
     /// For a library not found: the RPATH/RUNPATH entries that leave the wheel, where the loader
     /// will look once other wheels are installed.
     #[serde(skip)]
@@ -452,6 +456,23 @@ fn resolve_in_site(
             }
         }
         lib.provided_by = Some(provider);
+    }
+
+    // What is still missing may be loaded already, by soname, by a project the wheel requires:
+    // not something the files say, so it is named in the reason, not counted as found.
+    let missing: Vec<String> = analysis
+        .external
+        .values()
+        .filter(|l| l.direct && l.path.is_none() && l.excluded.is_none() && l.provided_by.is_none() && !l.libpython)
+        .map(|l| l.soname.clone())
+        .collect();
+    for soname in missing {
+        let Some((site_wheel, _, install)) = site.find_loaded(&soname, &consumer, &declared) else { continue };
+        let provider = SitePackages::provider(site_wheel, &install);
+        crate::debug!("{soname}: not reachable, but {} {} ships it at {install}", provider.name, provider.version);
+        if let Some(lib) = analysis.external.get_mut(&soname) {
+            lib.same_soname_in = Some(provider);
+        }
     }
 }
 

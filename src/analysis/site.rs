@@ -43,6 +43,8 @@ pub struct SitePackages {
     wheels: Vec<SiteWheel>,
     /// Install path → (wheel, member index).
     files: HashMap<String, (usize, usize)>,
+    /// File name → install paths with that name (`libc10.so` → `torch/lib/libc10.so`).
+    by_name: HashMap<String, Vec<String>>,
     /// Inputs that could not be used, and why (a corrupt wheel, two versions of one project).
     pub problems: Vec<String>,
 }
@@ -88,6 +90,10 @@ impl SitePackages {
                         continue;
                     }
                     if let Some(install) = wheel.install_path(&member.name) {
+                        let name = install.rsplit('/').next().unwrap_or_default().to_string();
+                        if !site.files.contains_key(&install) {
+                            site.by_name.entry(name).or_default().push(install.clone());
+                        }
                         site.files.entry(install).or_insert((index, member_index));
                     }
                 }
@@ -107,6 +113,31 @@ impl SitePackages {
         let &(wheel, member) = self.files.get(install_path)?;
         let site_wheel = &self.wheels[wheel];
         (site_wheel.wheel.metadata.package != *consumer).then_some((site_wheel, member))
+    }
+
+    /// A library named `soname` that a project of `declared` ships anywhere: the loader reuses
+    /// a library already loaded under that soname, so a wheel that requires the project (torch,
+    /// for its C++ extensions) works if that project loaded it first. Only one such file may
+    /// exist, or the answer would be a guess.
+    pub fn find_loaded(
+        &self,
+        soname: &str,
+        consumer: &PackageName,
+        declared: &BTreeSet<PackageName>,
+    ) -> Option<(&SiteWheel, usize, String)> {
+        let candidates: Vec<(&SiteWheel, usize, &String)> = self
+            .by_name
+            .get(soname)?
+            .iter()
+            .filter_map(|install| {
+                let (w, m) = self.find(install, consumer)?;
+                declared.contains(&w.wheel.metadata.package).then_some((w, m, install))
+            })
+            .collect();
+        match candidates.as_slice() {
+            [(w, m, install)] => Some((*w, *m, (*install).clone())),
+            _ => None,
+        }
     }
 
     /// The provider record of a file found by [`SitePackages::find`].

@@ -215,6 +215,7 @@ impl ShowReport {
             let target_name = &set.policies[target].name;
             let (disposition, reason) = if let Some(p) = &lib.provided_by {
                 let mut reason = format!("provided by {} {} ({}) at {}", p.name, p.version, p.wheel, p.path);
+
                 if !lib.declared {
                     reason.push_str(&format!(
                         "; warning: the wheel's Requires-Dist does not name {}, so installers will not bring it",
@@ -252,11 +253,18 @@ impl ShowReport {
                         format!("; the wheel has `{p}`, but it is not on the search path of the files that need it")
                     })
                     .unwrap_or_default();
-                if lib.outside.is_empty() {
-                    ("not-found", format!("not in the wheel and not found on this machine{hint}"))
+                let mut reason = if lib.outside.is_empty() {
+                    format!("not in the wheel and not found on this machine{hint}")
                 } else {
-                    ("not-found", outside_reason(&lib.outside, soname, &wheel.metadata.requires_dist))
+                    outside_reason(&lib.outside, soname, &wheel.metadata.requires_dist)
+                };
+                if let Some(p) = &lib.same_soname_in {
+                    reason.push_str(&format!(
+                        "; {} {}, which the wheel requires, ships it at {}: the loader reuses it only if {} has loaded it first (no RPATH of this wheel reaches it)",
+                        p.name, p.version, p.path, p.name
+                    ));
                 }
+                ("not-found", reason)
             };
             report.external_libs.insert(
                 soname.clone(),
