@@ -338,3 +338,20 @@ fn a_library_a_required_project_ships_under_the_same_soname_is_named_not_counted
     let reason = without["external_libs"]["libprov.so.1"]["reason"].as_str().unwrap().to_string();
     assert!(!reason.contains("ships it"), "{reason}");
 }
+
+#[test]
+fn with_wheels_from_the_configuration_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = pair(d, "deps", "$ORIGIN/../provider/lib", &["provider"]);
+    let project = d.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("pyproject.toml"), "[tool.wheelfix]\nwith-wheels = [\"../deps\"]\n").unwrap();
+    let shown = show_json(&project, &p.consumer, &[]);
+    assert_eq!(shown["external_libs"]["libprov.so.1"]["disposition"], "dependency", "{shown:#}");
+    let config = stdout(&wheelfix(&project, &["show", "--config"]));
+    assert!(
+        config.contains("with-wheels") && config.contains("../deps") && config.contains("pyproject.toml)"),
+        "{config}"
+    );
+}
