@@ -355,3 +355,29 @@ fn with_wheels_from_the_configuration_file() {
         "{config}"
     );
 }
+
+#[test]
+fn every_binarys_own_entries_are_tried_for_a_shared_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    use support::elfgen::ElfSpec;
+    let good =
+        ElfSpec { runpath: Some("$ORIGIN/../provider/lib".into()), ..ElfSpec::extension("good") }.needs("libprov.so.1");
+    let bad =
+        ElfSpec { runpath: Some("$ORIGIN/../nowhere/lib".into()), ..ElfSpec::extension("bad") }.needs("libprov.so.1");
+    let mut consumer = WheelSpec::new("consumer", "1.0", "cp312-cp312-linux_x86_64")
+        .file("consumer/good.so", good.build())
+        .file("consumer/bad.so", bad.build());
+    consumer.metadata = vec!["Requires-Dist: provider".into()];
+    let consumer = consumer.write(d);
+    let lib = ElfSpec { soname: Some("libprov.so.1".into()), ..ElfSpec::default() }.build();
+    let mut provider =
+        WheelSpec::new("provider", "1.0", "py3-none-linux_x86_64").file("provider/lib/libprov.so.1", lib);
+    provider.purelib = false;
+    let provider = provider.write(&d.join("deps"));
+    let shown = show_json(d, &consumer, &["--with-wheels", provider.to_str().unwrap()]);
+    let lib = &shown["external_libs"]["libprov.so.1"];
+    assert_eq!(lib["disposition"], "dependency", "{shown:#}");
+    let needed_by: Vec<&str> = lib["needed_by"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(needed_by, ["consumer/bad.so", "consumer/good.so"]);
+}

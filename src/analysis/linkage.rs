@@ -390,9 +390,11 @@ fn resolve_in_site(
             }
         }
     }
-    let mut seen = BTreeSet::new();
+    // A soname another binary's entries already found is done; one not found yet is tried
+    // again with each binary's own entries.
     while let Some((soname, needed_by, entries)) = queue.pop() {
-        if is_loader(&soname) || !seen.insert(soname.clone()) {
+        let provided = analysis.external.get(&soname).is_some_and(|l| l.provided_by.is_some());
+        if is_loader(&soname) || provided {
             if let Some(lib) = analysis.external.get_mut(&soname) {
                 lib.needed_by.insert(needed_by);
             }
@@ -410,7 +412,11 @@ fn resolve_in_site(
         lib.needed_by.insert(needed_by);
         let Some((site_wheel, member, install)) = found else {
             if lib.path.is_none() && lib.excluded.is_none() {
-                lib.outside = entries.clone();
+                for e in entries {
+                    if !lib.outside.iter().any(|o| o.dir == e.dir) {
+                        lib.outside.push(e);
+                    }
+                }
             }
             continue;
         };
