@@ -64,10 +64,14 @@ struct Tool {
     wheelfix: Option<toml::Value>,
 }
 
+/// The largest `pyproject.toml` read.
+const MAX_CONFIG: u64 = 16 << 20;
+
 /// Read `[tool.wheelfix]` from a `pyproject.toml` (an empty configuration when the table is absent).
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let display = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: display.clone(), source })?;
+    let text = crate::wheel::inputs::read_text_bounded(path, MAX_CONFIG)
+        .map_err(|source| ConfigError::Read { path: display.clone(), source })?;
     let project: PyProject = toml::from_str(&text)
         .map_err(|e| ConfigError::Invalid { path: display.clone(), message: e.message().to_string() })?;
     let Some(table) = project.tool.and_then(|t| t.wheelfix) else { return Ok(Config::default()) };
@@ -82,7 +86,7 @@ pub fn discover(start: &Path) -> Option<PathBuf> {
     let mut dir = Some(start);
     while let Some(d) = dir {
         let candidate = d.join("pyproject.toml");
-        if let Ok(text) = std::fs::read_to_string(&candidate)
+        if let Ok(text) = crate::wheel::inputs::read_text_bounded(&candidate, MAX_CONFIG)
             && let Ok(project) = toml::from_str::<PyProject>(&text)
             && project.tool.is_some_and(|t| t.wheelfix.is_some())
         {

@@ -77,8 +77,12 @@ pub enum Error {
     Repair { wheel: String, source: plan::repair::RepairError },
     #[error(transparent)]
     Metapackage(#[from] Box<release::metapackage::MetapackageError>),
-    #[error("cannot remove the old file {path}: {source}")]
+    #[error("cannot remove the old file {path} ({source}); the new one was removed again, nothing changed")]
     RemoveOld { path: String, source: std::io::Error },
+    #[error("pip refuses to install it: {}; nothing was written (rebuild the wheel)", problems.join("; "))]
+    Uninstallable { problems: Vec<String> },
+    #[error("another wheelfix run is rewriting {0} in place; nothing was written")]
+    InPlaceBusy(String),
 }
 
 /// One wheel through the first three stages: opened, analysed, judged.
@@ -111,7 +115,7 @@ pub fn examine(
         && let Some(first) = analysis.record_findings.first()
     {
         return Err(Error::Wheel(wheel::WheelError::StrictRecord {
-            summary: wheel::record::summarize(&analysis.record_findings),
+            summary: analysis.record_findings.summarize(),
             first: first.file.clone(),
         }));
     }
@@ -171,7 +175,7 @@ pub struct RetagOutcome {
     /// Libraries `repair` vendored.
     pub grafts: Vec<plan::repair::Graft>,
     /// Where the input's RECORD disagreed with its archive: the output's RECORD is true.
-    pub record_corrected: Vec<wheel::RecordFinding>,
+    pub record_corrected: wheel::RecordFindings,
     /// Whether every member's hash was checked against the input's RECORD.
     pub hashes_checked: bool,
     /// The tag the input meets as it is, and the one its symbol versions allow.
@@ -300,17 +304,15 @@ pub fn lddtree(path: &Path, member: Option<&str>, settings: &Settings) -> Result
     let files = analysis::lddtree::WheelFiles {
         by_install_path: binaries.iter().filter_map(|(p, f)| wheel.install_path(p).map(|i| (i, *f))).collect(),
     };
-    let chosen: Vec<&(&str, &elf::ElfFacts)> = match member {
-        Some(m) => {
-            let found: Vec<_> = binaries.iter().filter(|(p, _)| *p == m).collect();
-            if found.is_empty() {
-                return Err(format!("{}: `{m}` is not an ELF host binary of the wheel", wheel.filename));
-            }
-            found
-        }
-        None => binaries.iter().collect(),
+    let Some(m) = member else {
+        let order: Vec<String> = binaries.iter().filter_map(|(p, _)| wheel.install_path(p)).collect();
+        return Ok(analysis::lddtree::of_wheel(&files, &order, search));
     };
-    Ok(chosen
+    let found: Vec<_> = binaries.iter().filter(|(p, _)| *p == m).collect();
+    if found.is_empty() {
+        return Err(format!("{}: `{m}` is not an ELF host binary of the wheel", wheel.filename));
+    }
+    Ok(found
         .into_iter()
         .map(|(p, f)| {
             let install = wheel.install_path(p).unwrap_or_else(|| p.to_string());
@@ -386,6 +388,9 @@ fn name_output(
     destination: &Destination,
 ) -> Result<Named, Error> {
     let Examined { wheel, analysis, judgement } = &examined;
+    if !wheel.installer_problems.is_empty() {
+        return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
+    }
     let tags =
         plan::tags::true_tags(judgement.as_ref(), analysis, &wheel.filename.platform_tags, &settings.tags, basis)?;
     let changes = plan::Changes { platform_tags: &tags, new_version: change.new_version(), pins: &change.pins };
@@ -406,21 +411,17 @@ fn name_output(
 /// Fail every wheel whose output another wheel of the run also writes, or whose output would
 /// replace another input of the run: before anything is written.
 fn refuse_collisions(named: &mut [Result<Named, Error>], paths: &[PathBuf]) {
-    let key = |p: &Path| -> PathBuf {
-        let dir = wheel::output::parent_dir(p);
-        dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()).join(p.file_name().unwrap_or_default())
-    };
-    let inputs: Vec<PathBuf> = paths.iter().map(|p| key(p)).collect();
-    let mut by_dest: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+    let inputs: Vec<OutputKey> = paths.iter().map(|p| output_key(p)).collect();
+    let mut by_dest: BTreeMap<OutputKey, (PathBuf, Vec<usize>)> = BTreeMap::new();
     for (i, n) in named.iter().enumerate() {
         if let Ok(Named { dest, .. }) = n {
-            by_dest.entry(key(dest)).or_default().push(i);
+            by_dest.entry(output_key(dest)).or_insert_with(|| (dest.clone(), Vec::new())).1.push(i);
         }
     }
-    for (dest, users) in by_dest {
+    for (key, (dest, users)) in by_dest {
         let wheels: Vec<String> = users.iter().map(|&i| paths[i].display().to_string()).collect();
         for &i in &users {
-            let other_input = inputs.iter().enumerate().find(|(j, input)| *j != i && **input == dest);
+            let other_input = inputs.iter().enumerate().find(|(j, input)| *j != i && **input == key);
             if users.len() > 1 {
                 named[i] = Err(Error::Collision { output: dest.display().to_string(), wheels: wheels.clone() });
             } else if let Some((j, _)) = other_input {
@@ -430,6 +431,27 @@ fn refuse_collisions(named: &mut [Result<Named, Error>], paths: &[PathBuf]) {
                 });
             }
         }
+    }
+}
+
+/// Where a file is (or would be), whatever the path's spelling: its directory's device and
+/// inode (a bind mount of a directory, `in/../in/.` and a symlink are one place) and its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum OutputKey {
+    Placed {
+        dir: (u64, u64),
+        name: std::ffi::OsString,
+    },
+    /// A directory that does not exist yet: its path.
+    Unplaced(PathBuf),
+}
+
+fn output_key(path: &Path) -> OutputKey {
+    let dir = wheel::output::parent_dir(path);
+    let name = path.file_name().unwrap_or_default().to_os_string();
+    match wheel::inputs::identity(dir) {
+        Some(dir) => OutputKey::Placed { dir, name },
+        None => OutputKey::Unplaced(path.to_path_buf()),
     }
 }
 
@@ -465,7 +487,7 @@ fn write_one(
         changed,
         version_change: change.clone(),
         grafts: grafts.clone(),
-        record_corrected: if changed { analysis.record_findings.clone() } else { Vec::new() },
+        record_corrected: if changed { analysis.record_findings.clone() } else { Default::default() },
         hashes_checked: analysis.hashes_checked,
         platform_tag: judgement.as_ref().map(|j| j.tag(j.verdict.overall)),
         symbol_tag: judgement.as_ref().map(|j| j.tag(j.verdict.symbol)),
@@ -474,7 +496,7 @@ fn write_one(
         Destination::InPlace if !changed => return Ok(outcome(None)),
         Destination::InPlace => write_in_place(wheel, &plan, &analysis.digests, path, &dest)?,
         Destination::Directory(_) => {
-            if same_file(&dest, path) {
+            if same_file(&dest, path) || output_key(&dest) == output_key(path) {
                 return Err(Error::WouldOverwriteInput(dest));
             }
             if changed {
@@ -498,27 +520,32 @@ fn write_in_place(
     dest: &Path,
 ) -> Result<PathBuf, Error> {
     let (mode, identity) = (wheel.archive.zip.file_mode, wheel.archive.zip.identity);
-    if dest == path {
-        return Ok(wheel::writer::write_wheel(wheel, plan, digests, dest, Commit::ReplaceInput(identity), Some(mode))?);
+    // One run at a time rewrites an input in place: two runs with different flags would both
+    // write, and both say they succeeded.
+    if !wheel::output::try_lock(wheel.archive.zip.file()) {
+        return Err(Error::InPlaceBusy(path.display().to_string()));
     }
-    let input_unchanged = || wheel::zip::FileIdentity::at(path).ok() == Some(identity);
     let replaced = || Error::Output(OutputError::InputChanged(path.display().to_string()));
+    let input_unchanged = || wheel::zip::FileIdentity::at(path).ok() == Some(identity);
     if !input_unchanged() {
         return Err(replaced());
+    }
+    if dest == path {
+        return Ok(wheel::writer::write_wheel(wheel, plan, digests, dest, Commit::ReplaceInput(identity), Some(mode))?);
     }
     let written =
         wheel::writer::write_wheel(wheel, plan, digests, dest, Commit::NoClobber, Some(mode)).map_err(|e| match e {
             WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => replaced(),
             e => e.into(),
         })?;
-    // Another run on the same input may have removed it already.
-    if input_unchanged() {
-        match std::fs::remove_file(path) {
-            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::RemoveOld { path: path.display().to_string(), source });
-            }
-            _ => {}
-        }
+    if input_unchanged()
+        && let Err(source) = std::fs::remove_file(path)
+        && source.kind() != std::io::ErrorKind::NotFound
+    {
+        // The input stays (immutable, a read-only directory): the new file goes again, so
+        // that one wheel is never left as two.
+        let _ = std::fs::remove_file(&written);
+        return Err(Error::RemoveOld { path: path.display().to_string(), source });
     }
     Ok(written)
 }
@@ -545,6 +572,9 @@ pub fn metapackage(
 ) -> Result<release::metapackage::Metapackage, Error> {
     let scanned = parallel::map(paths, |path| -> Result<release::metapackage::Pinned, Error> {
         let wheel = Wheel::open(path)?;
+        if !wheel.installer_problems.is_empty() {
+            return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
+        }
         let analysis = analysis::scan(&wheel, &settings.analyze, progress)?;
         Ok(release::metapackage::Pinned {
             name: wheel.metadata.name.clone(),
@@ -559,9 +589,7 @@ pub fn metapackage(
     release::metapackage::build(&scanned, options).map_err(|e| Error::Metapackage(Box::new(e)))
 }
 
+/// Two paths name one file (by device and inode).
 fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
+    matches!((wheel::inputs::identity(a), wheel::inputs::identity(b)), (Some(a), Some(b)) if a == b)
 }

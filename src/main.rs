@@ -630,6 +630,7 @@ fn run_metapackage(args: MetapackageArgs) -> Result<ExitCode, String> {
         gpu_target: args.gpu_target.clone(),
         output_dir: args.output_dir.clone(),
     };
+    options.validate().map_err(|e| e.to_string())?;
     let progress = progress_bar(&args.wheels, args.common.quiet);
     let result = wheelfix::metapackage(&args.wheels, &settings, &options, progress.as_ref());
     drop(progress);
@@ -665,6 +666,8 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
         Ok(summary) => {
             if args.json {
                 print_out(&(serde_json::to_string_pretty(&with_version(&summary)).expect("serialises") + "\n"));
+            } else if summary.files.is_empty() {
+                print_out(&format!("nothing written to {}: no file could be indexed\n", summary.output));
             } else {
                 print_out(&format!(
                     "wrote {} ({} projects, {} files)\n",
@@ -679,7 +682,15 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
             for note in &summary.notes {
                 eprintln!("wheelfix: note: {note}");
             }
-            Ok(ExitCode::SUCCESS)
+            for skipped in &summary.skipped {
+                eprintln!("wheelfix: error: {}: left out of the index: {}", skipped.file, skipped.reason);
+            }
+            if summary.skipped.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("wheelfix: {} file(s) left out of the index", summary.skipped.len());
+                Ok(ExitCode::from(1))
+            }
         }
         Err(e) if e.is_usage() => Err(e.to_string()),
         Err(e) => {
@@ -690,6 +701,9 @@ fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
 }
 
 fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
+    if let Some(missing) = wheelfix::wheel::inputs::missing(&args.dirs).first() {
+        return Err(format!("no such file or directory: {}", missing.display()));
+    }
     let settings = args.common.settings(|f| f.verify = !args.no_verify)?;
     let findings = wheelfix::release::check::check(&args.dirs, &settings.analyze);
     let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
@@ -770,7 +784,7 @@ fn report_outcomes(wheels: &[PathBuf], batch: wheelfix::Batch<RetagOutcome>, mar
             Ok(outcome) if !outcome.record_corrected.is_empty() => eprintln!(
                 "wheelfix: note: {}: its RECORD disagreed with the archive ({}); the output's RECORD lists every file with its sha256 and size",
                 outcome.wheel,
-                wheelfix::wheel::record::summarize(&outcome.record_corrected)
+                outcome.record_corrected.summarize()
             ),
             Ok(_) => {}
             Err(e) => eprintln!("wheelfix: error: {e}"),

@@ -35,6 +35,10 @@ pub enum SettingsError {
     CompressionLevel { origin: Origin, value: String },
     #[error("{origin}: `{value}` is not a patcher (patchelf, lief-patchelf or none)")]
     Patcher { origin: Origin, value: String },
+    #[error(
+        "{origin}: lib-sdir `{value}` would leave the wheel or name no directory: it is a suffix of the distribution name (Ex: .libs, .libs/vendored)"
+    )]
+    LibSdir { origin: Origin, value: String },
 }
 
 /// Where a setting's value came from.
@@ -141,6 +145,16 @@ pub struct Settings {
     pub analyze: AnalyzeOptions,
 }
 
+/// Whether `-L` names a directory inside the wheel once appended to the distribution name:
+/// no `..`, `.` or empty part after its first, no backslash, NUL or control character.
+/// Ex) `.libs`, `_vendor/libs` → yes; `/../../../tmp/x` → no
+pub fn is_lib_sdir(suffix: &str) -> bool {
+    let mut parts = suffix.split('/');
+    let first = parts.next().unwrap_or_default();
+    let bad_char = |p: &str| p.chars().any(|c| c == '\\' || c.is_control());
+    !bad_char(first) && parts.all(|p| !matches!(p, "" | "." | "..") && !bad_char(p))
+}
+
 /// The environment variables auditwheel reads, which wheelfix honours the same way.
 pub const ENV_PLAT: &str = "AUDITWHEEL_PLAT";
 pub const ENV_ZIP_COMPRESSION_LEVEL: &str = "AUDITWHEEL_ZIP_COMPRESSION_LEVEL";
@@ -195,6 +209,9 @@ impl Settings {
             Setting { value: Some(v), origin } => Setting { value: v, origin },
             Setting { value: None, origin } => Setting { value: ".libs".into(), origin },
         };
+        if !is_lib_sdir(&lib_sdir.value) {
+            return Err(SettingsError::LibSdir { origin: lib_sdir.origin.clone(), value: lib_sdir.value.clone() });
+        }
         let strict_record = if flags.strict_record {
             Setting { value: true, origin: Origin::CommandLine }
         } else {

@@ -64,7 +64,7 @@ pub fn analysis(binaries: Vec<(&str, ElfFacts)>, external: Vec<ExternalLib>) -> 
         notes: Vec::new(),
         unaudited: None,
         digests: Vec::new(),
-        record_findings: Vec::new(),
+        record_findings: Default::default(),
         hashes_checked: false,
         external: external.into_iter().map(|l| (l.soname.clone(), l)).collect::<BTreeMap<_, _>>(),
     }

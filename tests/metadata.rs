@@ -1,5 +1,6 @@
 //! METADATA is read once, into typed values: a missing Name or Version is an error naming the
-//! wheel; a file name that disagrees with METADATA is reported, not refused.
+//! wheel; a file name that disagrees with METADATA is reported by `show` (pip refuses such a
+//! wheel, so the writing commands do too).
 
 mod support;
 
@@ -8,7 +9,7 @@ use support::wheelgen::{WheelSpec, write_zip};
 use support::{show_json, stderr, wheelfix};
 
 #[test]
-fn a_file_name_that_disagrees_with_metadata_is_a_note() {
+fn a_file_name_that_disagrees_with_metadata_is_an_installer_problem() {
     let dir = tempfile::tempdir().unwrap();
     let spec = WheelSpec::new("named", "1.0", "cp312-cp312-linux_x86_64")
         .file("named/_core.so", ElfSpec::extension("_core").build());
@@ -19,13 +20,18 @@ fn a_file_name_that_disagrees_with_metadata_is_a_note() {
     let path = dir.path().join(spec.file_name());
     write_zip(&path, &members);
     let report = show_json(dir.path(), &path, &[]);
-    let notes = report["notes"].as_array().unwrap();
+    let problems: Vec<&str> =
+        report["installer_problems"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
     assert!(
-        notes.iter().any(|n| n["file"] == "named-1.0.dist-info/METADATA"
-            && n["message"].as_str().unwrap().contains("the file name says named 1.0, METADATA says other 2.0")),
+        problems.iter().any(|p| p.contains("inconsistent name") && p.contains("\"named\"") && p.contains("\"other\"")),
         "{report}"
     );
+    assert!(problems.iter().any(|p| p.contains("inconsistent version")), "{report}");
     assert_eq!(report["platform_tag"], "manylinux_2_5_x86_64");
+    let out = wheelfix(dir.path(), &["retag", "-w", "out", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("pip refuses to install it: inconsistent name"), "{}", stderr(&out));
+    assert!(!dir.path().join("out").exists() || std::fs::read_dir(dir.path().join("out")).unwrap().next().is_none());
 }
 
 #[test]

@@ -22,7 +22,7 @@ pub struct MemoryBudget {
 #[derive(Debug)]
 pub struct Permit<'a> {
     budget: &'a MemoryBudget,
-    bytes: u64,
+    bytes: std::cell::Cell<u64>,
 }
 
 impl MemoryBudget {
@@ -42,7 +42,7 @@ impl MemoryBudget {
             used = self.freed.wait(used).unwrap_or_else(|e| e.into_inner());
         }
         *used += bytes;
-        Permit { budget: self, bytes }
+        Permit { budget: self, bytes: bytes.into() }
     }
 
     /// Take `bytes` only if they are free now.
@@ -50,27 +50,39 @@ impl MemoryBudget {
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         (*used + bytes <= self.total).then(|| {
             *used += bytes;
-            Permit { budget: self, bytes }
+            Permit { budget: self, bytes: bytes.into() }
         })
     }
 }
 
 impl Permit<'_> {
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        self.bytes.get()
     }
 
     /// Join another permit's bytes to this one.
     pub fn absorb(&mut self, other: Permit<'_>) {
-        self.bytes += other.bytes;
+        self.bytes.set(self.bytes.get() + other.bytes.get());
         std::mem::forget(other);
+    }
+
+    /// Give back what this permit holds beyond `bytes` (work that learned it needs less).
+    pub fn shrink_to(&self, bytes: u64) {
+        let held = self.bytes.get();
+        if bytes >= held {
+            return;
+        }
+        let mut used = self.budget.used.lock().unwrap_or_else(|e| e.into_inner());
+        *used -= held - bytes;
+        self.bytes.set(bytes);
+        self.budget.freed.notify_all();
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         let mut used = self.budget.used.lock().unwrap_or_else(|e| e.into_inner());
-        *used -= self.bytes;
+        *used -= self.bytes.get();
         self.budget.freed.notify_all();
     }
 }

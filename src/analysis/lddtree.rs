@@ -52,15 +52,17 @@ enum Dir {
     Disk(PathBuf),
 }
 
-/// One loaded object: its facts and its search entries, `$ORIGIN` expanded.
+/// One loaded object: what the loader reads of it (not its symbols: a tree of thousands of
+/// libraries holds only this much of each), its search entries `$ORIGIN` expanded.
 struct Object {
-    facts: ElfFacts,
+    needed: Vec<String>,
+    ident: ElfIdent,
     rpath: Vec<Dir>,
     runpath: Vec<Dir>,
     display: String,
 }
 
-fn object(facts: ElfFacts, origin: &Dir, display: String) -> Object {
+fn object(facts: &ElfFacts, origin: &Dir, display: String) -> Object {
     let expand = |entries: &[String]| -> Vec<Dir> {
         entries
             .iter()
@@ -71,7 +73,13 @@ fn object(facts: ElfFacts, origin: &Dir, display: String) -> Object {
             })
             .collect()
     };
-    Object { rpath: expand(&facts.rpath), runpath: expand(&facts.runpath), facts, display }
+    Object {
+        needed: facts.needed.clone(),
+        ident: facts.ident(),
+        rpath: expand(&facts.rpath),
+        runpath: expand(&facts.runpath),
+        display,
+    }
 }
 
 fn parent(path: &str) -> String {
@@ -80,61 +88,104 @@ fn parent(path: &str) -> String {
 
 /// The tree of a file on disk.
 pub fn of_file(path: &Path, search: &LibrarySearch) -> Result<Tree, String> {
-    let data = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let data = crate::wheel::inputs::read_bounded(path, MAX_FILE)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let facts = ElfFacts::parse(&data).map_err(|e| format!("{}: {e}", path.display()))?;
+    drop(data);
     let dir = path.parent().map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf())).unwrap_or_default();
-    let root = object(facts, &Dir::Disk(dir), path.display().to_string());
-    Ok(build(root, path.display().to_string(), search, None))
+    let root = object(&facts, &Dir::Disk(dir), path.display().to_string());
+    Ok(build(root, &facts, path.display().to_string(), search, None))
 }
+
+/// The largest library file lddtree reads (the facts come from the whole file in memory).
+const MAX_FILE: u64 = 16 << 30;
 
 /// The tree of a wheel member, installed at `install_path`.
 pub fn of_member(install_path: &str, facts: &ElfFacts, files: &WheelFiles<'_>, search: &LibrarySearch) -> Tree {
-    let root = object(facts.clone(), &Dir::Wheel(parent(install_path)), install_path.to_string());
-    build(root, install_path.to_string(), search, Some(files))
+    let root = object(facts, &Dir::Wheel(parent(install_path)), install_path.to_string());
+    build(root, facts, install_path.to_string(), search, Some(files))
 }
 
-fn build(root: Object, file: String, search: &LibrarySearch, wheel: Option<&WheelFiles<'_>>) -> Tree {
-    let want = root.facts.ident();
+/// The binaries of a wheel whose trees show all of it: those no other binary of the wheel names
+/// in its DT_NEEDED (by file name), then any not reached from those (a loop of libraries).
+/// A chain of two thousand libraries is one tree, not two thousand.
+pub fn of_wheel(files: &WheelFiles<'_>, order: &[String], search: &LibrarySearch) -> Vec<Tree> {
+    let needed_names: std::collections::HashSet<&str> =
+        files.by_install_path.values().flat_map(|f| f.needed.iter().map(String::as_str)).collect();
+    let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    let mut trees = Vec::new();
+    let mut reached: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let roots = order.iter().filter(|p| !needed_names.contains(name(p).as_str()));
+    let rest = order.iter().filter(|p| needed_names.contains(name(p).as_str()));
+    for path in roots.chain(rest) {
+        if reached.contains(path) {
+            continue;
+        }
+        let Some(facts) = files.by_install_path.get(path) else { continue };
+        let tree = of_member(path, facts, files, search);
+        reached.insert(path.clone());
+        reached
+            .extend(tree.libs.values().filter_map(|l| l.path.as_deref()?.strip_prefix("wheel:")).map(str::to_string));
+        trees.push(tree);
+    }
+    trees
+}
+
+fn build(root: Object, facts: &ElfFacts, file: String, search: &LibrarySearch, wheel: Option<&WheelFiles<'_>>) -> Tree {
+    let want = root.ident;
     let mut tree = Tree {
         file,
-        interpreter: root.facts.interpreter.clone(),
-        rpath: root.facts.rpath.clone(),
-        runpath: root.facts.runpath.clone(),
-        needed: root.facts.needed.clone(),
+        interpreter: facts.interpreter.clone(),
+        rpath: facts.rpath.clone(),
+        runpath: facts.runpath.clone(),
+        needed: facts.needed.clone(),
         libs: BTreeMap::new(),
     };
     let mut objects = vec![root];
     // Breadth first, as the loader loads: (object index, its loaders' indices).
-    let mut queue: std::collections::VecDeque<(usize, Vec<usize>)> = [(0, Vec::new())].into();
+    let mut queue: std::collections::VecDeque<(usize, std::rc::Rc<Vec<usize>>)> = [(0, Default::default())].into();
     while let Some((index, loaders)) = queue.pop_front() {
         let dirs = directories(&objects, index, &loaders, search);
-        let needed = objects[index].facts.needed.clone();
+        let needed = objects[index].needed.clone();
         for soname in &needed {
             if tree.libs.contains_key(soname) || super::linkage::is_loader(soname) {
                 continue;
             }
-            let found =
-                dirs.iter().find_map(|(dir, source)| locate(soname, dir, wheel, &want).map(|f| (f, dir, source)));
-            let Some((found, dir, source)) = found else {
+            // A name with a slash is a path: opened as it is, never searched for.
+            let found = if soname.contains('/') {
+                let path = Path::new(soname);
+                let dir = Dir::Disk(path.parent().map(Path::to_path_buf).unwrap_or_default());
+                let file = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+                (path.is_absolute())
+                    .then(|| locate(&file, &dir, None, &want).map(|f| (f, &dir, "path".to_string())))
+                    .flatten()
+                    .map(|(f, d, s)| (f, d.clone(), s))
+            } else {
+                dirs.iter().find_map(|(dir, source)| {
+                    locate(soname, dir, wheel, &want).map(|f| (f, dir.clone(), source.clone()))
+                })
+            };
+            let Some(((lib_facts, origin), dir, source)) = found else {
                 tree.libs
                     .insert(soname.clone(), Library { path: None, found_in: None, source: None, needed: Vec::new() });
                 continue;
             };
-            let (display, found_in) = match dir {
-                Dir::Wheel(d) => (format!("wheel:{}", join(d, soname)), format!("wheel:{d}")),
-                Dir::Disk(d) => (d.join(soname).display().to_string(), d.display().to_string()),
+            let base = soname.rsplit('/').next().unwrap_or(soname);
+            let (display, found_in) = match &dir {
+                Dir::Wheel(d) => (format!("wheel:{}", join(d, base)), format!("wheel:{d}")),
+                Dir::Disk(d) => (d.join(base).display().to_string(), d.display().to_string()),
             };
             let library = Library {
                 path: Some(display.clone()),
                 found_in: Some(found_in),
-                source: Some(source.clone()),
-                needed: found.0.needed.clone(),
+                source: Some(source),
+                needed: lib_facts.needed.clone(),
             };
             tree.libs.insert(soname.clone(), library);
-            objects.push(object(found.0, &found.1, display));
-            let mut chain = loaders.clone();
+            objects.push(object(&lib_facts, &origin, display));
+            let mut chain = (*loaders).clone();
             chain.push(index);
-            queue.push_back((objects.len() - 1, chain));
+            queue.push_back((objects.len() - 1, std::rc::Rc::new(chain)));
         }
     }
     tree
@@ -145,20 +196,25 @@ fn join(dir: &str, name: &str) -> String {
 }
 
 /// The facts of `soname` in `dir` and its directory as an origin, if it is there and fits.
-fn locate(soname: &str, dir: &Dir, wheel: Option<&WheelFiles<'_>>, want: &ElfIdent) -> Option<(ElfFacts, Dir)> {
+fn locate<'w>(
+    soname: &str,
+    dir: &Dir,
+    wheel: Option<&WheelFiles<'w>>,
+    want: &ElfIdent,
+) -> Option<(std::borrow::Cow<'w, ElfFacts>, Dir)> {
     match dir {
         Dir::Wheel(d) => {
-            let facts = wheel?.by_install_path.get(&join(d, soname))?;
-            (facts.ident() == *want).then(|| ((*facts).clone(), Dir::Wheel(d.clone())))
+            let facts: &'w ElfFacts = wheel?.by_install_path.get(&join(d, soname))?;
+            (facts.ident() == *want).then(|| (std::borrow::Cow::Borrowed(facts), Dir::Wheel(d.clone())))
         }
         Dir::Disk(d) => {
             let path = d.join(soname);
             if ElfIdent::of_file(&path).is_none_or(|k| k != *want) {
                 return None;
             }
-            let facts = ElfFacts::parse(&std::fs::read(&path).ok()?).ok()?;
+            let facts = ElfFacts::parse(&crate::wheel::inputs::read_bounded(&path, MAX_FILE).ok()?).ok()?;
             let real = path.canonicalize().ok()?;
-            Some((facts, Dir::Disk(real.parent()?.to_path_buf())))
+            Some((std::borrow::Cow::Owned(facts), Dir::Disk(real.parent()?.to_path_buf())))
         }
     }
 }

@@ -105,7 +105,7 @@ fn read_ld_so_conf(path: &Path, out: &mut Vec<PathBuf>, depth: usize) {
     if depth > 8 {
         return;
     }
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = crate::wheel::inputs::read_text_bounded(path, 1 << 20) else {
         return;
     };
     for line in text.lines() {
@@ -235,6 +235,9 @@ pub struct ExternalLib {
     /// will look once other wheels are installed.
     #[serde(skip)]
     pub outside: Vec<OutsideEntry>,
+    /// The DT_NEEDED entry is a path (it has a `/`): the loader opens it as it is.
+    #[serde(skip)]
+    pub path_like: bool,
 }
 
 /// An RPATH/RUNPATH entry of a wheel file that points out of the wheel.
@@ -301,6 +304,20 @@ pub fn cross_wheel_needs(wheel: &Wheel, analysis: &Analysis) -> Vec<CrossNeed> {
         need.entries.retain(|e| seen.insert(e.dir.clone()));
     }
     needs
+}
+
+/// Whether the loader would find `soname` on this machine for the wheel's binaries, as `show`
+/// searches for it (their absolute RPATH/RUNPATH entries, the environment, the system): a library
+/// another wheel might provide that the system provides anyway is no missing provider.
+pub fn found_on_system(analysis: &Analysis, soname: &str, options: &AnalyzeOptions) -> bool {
+    let absolute = |entries: &[String]| -> Vec<PathBuf> {
+        entries.iter().filter(|e| e.starts_with('/')).map(PathBuf::from).collect()
+    };
+    analysis.binaries.iter().map(|b| analysis.binary(b).1).filter(|f| f.needed.iter().any(|n| n == soname)).any(|f| {
+        let object = ObjectPaths { rpath: absolute(&f.rpath), runpath: absolute(&f.runpath) };
+        let dirs = options.search.directories(&object, &[]);
+        options.search.find(soname, &dirs, &f.ident()).is_some()
+    })
 }
 
 /// Per binary: its `$ORIGIN` RPATH/RUNPATH entries (and its loaders' RPATH) that lead out of the
@@ -378,7 +395,10 @@ fn resolve_in_site(
     site: &SitePackages,
 ) {
     let consumer = wheel.metadata.package.clone();
-    let declared = site.declared(&wheel.metadata.requires_dist);
+    // The projects the wheel's requirements reach: walked only when a library needs it (a batch
+    // of thousands of wheels requiring each other must not walk it for every wheel).
+    let declared_cell = std::cell::OnceCell::new();
+    let declared = || declared_cell.get_or_init(|| site.declared(&wheel.metadata.requires_dist));
     let binaries: Vec<(String, Vec<String>)> =
         analysis.binaries.iter().map(|b| analysis.binary(b)).map(|(p, f)| (p.to_string(), f.needed.clone())).collect();
     // (soname, needed by, the directories to search)
@@ -422,7 +442,7 @@ fn resolve_in_site(
         };
         let provider = SitePackages::provider(site_wheel, &install);
         crate::debug!("{soname}: provided by {} {} ({}) at {install}", provider.name, provider.version, provider.wheel);
-        lib.declared = declared.iter().any(|d| d.to_string() == provider.name);
+        lib.declared = declared().iter().any(|d| d.to_string() == provider.name);
         lib.path = None;
         lib.excluded = None;
         lib.outside = Vec::new();
@@ -473,7 +493,7 @@ fn resolve_in_site(
         .map(|l| l.soname.clone())
         .collect();
     for soname in missing {
-        let Some((site_wheel, _, install)) = site.find_loaded(&soname, &consumer, &declared) else { continue };
+        let Some((site_wheel, _, install)) = site.find_loaded(&soname, &consumer, declared()) else { continue };
         let provider = SitePackages::provider(site_wheel, &install);
         crate::debug!("{soname}: not reachable, but {} {} ships it at {install}", provider.name, provider.version);
         if let Some(lib) = analysis.external.get_mut(&soname) {
@@ -544,7 +564,9 @@ fn resolve_inside(wheel: &Wheel, analysis: &Analysis) -> Inside {
             }
             search.extend(&dirs[i].runpath);
             for soname in &facts[i].needed {
-                if resolved[i].contains_key(soname) {
+                // A path is opened as it is, relative to the working directory: never found
+                // through `$ORIGIN`.
+                if resolved[i].contains_key(soname) || soname.contains('/') {
                     continue;
                 }
                 let hit = search.iter().find_map(|d| {
@@ -650,8 +672,17 @@ fn describe_external(
         lib.excluded = Some(reason);
         return;
     }
-    lib.searched = dirs.iter().map(|d| d.display().to_string()).collect();
-    let Some(path) = options.search.find(&lib.soname, dirs, &want) else {
+    // A name with a slash is a path to glibc's loader: opened as it is (relative to the working
+    // directory when it does not start with `/`), never searched for.
+    let found = if lib.soname.contains('/') {
+        lib.path_like = true;
+        let path = PathBuf::from(&lib.soname);
+        (path.is_absolute() && ElfIdent::of_file(&path).is_some_and(|k| k == want)).then_some(path)
+    } else {
+        lib.searched = dirs.iter().map(|d| d.display().to_string()).collect();
+        options.search.find(&lib.soname, dirs, &want)
+    };
+    let Some(path) = found else {
         crate::debug!("{} (needed by {}): not found; searched {}", lib.soname, needed_by(), lib.searched.join(":"));
         return;
     };
@@ -669,7 +700,7 @@ fn describe_external(
         return;
     }
     // Read the library's own facts: its needs, symbol versions and ISA level.
-    let Ok(data) = std::fs::read(&path) else {
+    let Ok(data) = crate::wheel::inputs::read_bounded(&path, 16 << 30) else {
         return;
     };
     let Ok(facts) = ElfFacts::parse(&data) else {

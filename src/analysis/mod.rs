@@ -113,7 +113,7 @@ pub struct Analysis {
     pub digests: Vec<Option<[u8; 32]>>,
     /// Where RECORD and the archive disagree: the wheel's own findings, plus hash mismatches
     /// found while reading.
-    pub record_findings: Vec<RecordFinding>,
+    pub record_findings: crate::wheel::RecordFindings,
     /// Every member's hash was checked against RECORD (all rows checkable, all matched or
     /// reported).
     pub hashes_checked: bool,
@@ -162,18 +162,17 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
     )?;
 
     let mut notes = Vec::new();
-    if let Some(message) = &wheel.name_mismatch {
-        notes.push(Note { file: format!("{}/METADATA", wheel.dist_info), message: message.clone() });
-    }
     let mut elf = Vec::new();
     let mut gpu_code = Vec::new();
     let mut digests = vec![None; members.len()];
-    let mut record_findings = wheel.record_findings.clone();
+    let mut record_findings = wheel.record_findings.clone().builder();
     let mut formats = BinaryFormats::default();
     for scanned in scans {
         let path = &members[scanned.index as usize].name;
         digests[scanned.index as usize] = scanned.digest;
-        record_findings.extend(scanned.finding.map(|f| *f));
+        if let Some(f) = scanned.finding {
+            record_findings.push(*f);
+        }
         match scanned.format {
             Some(ForeignFormat::Pe) => formats.pe += 1,
             Some(ForeignFormat::MachO) => formats.mach_o += 1,
@@ -188,11 +187,11 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
             notes.push(Note { file: path.to_string(), message: message.into() });
         }
     }
-    record_findings.sort();
+    let record_findings = record_findings.finish();
     let hashes_checked = options.verify_hashes
-        && !record_findings.iter().any(|f| {
-            matches!(f.problem, RecordProblem::NoHash | RecordProblem::UnverifiableHash | RecordProblem::NotInRecord)
-        });
+        && ![RecordProblem::NoHash, RecordProblem::UnverifiableHash, RecordProblem::NotInRecord]
+            .into_iter()
+            .any(|p| record_findings.has(p));
 
     let claimed = &wheel.filename.platform_tags;
     let arch = claimed.iter().find_map(PlatformTag::arch).or_else(|| elf.iter().find_map(|m| m.facts.arch()));

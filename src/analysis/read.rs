@@ -24,6 +24,10 @@ const CHUNK: usize = 1 << 20;
 const STREAM_COST: u64 = 2 << 20;
 /// The most of a file's first read-only segment kept on speculation.
 const PREFIX_CAP: u64 = 64 << 20;
+/// The prefix kept on speculation when the code shares the first segment with the tables (one
+/// read-execute segment from offset 0, as aarch64 linkers lay it out): the tables then lie at
+/// its very start, and larger ones cost a second pass rather than tens of MB held.
+const SHARED_SEGMENT_PREFIX: u64 = 8 << 20;
 /// Bytes before the section header table kept for the section names (linkers put them there).
 const NAMES_WINDOW: u64 = 64 << 10;
 /// Bytes kept on each side of a section names table recognised by its content.
@@ -175,16 +179,24 @@ fn keep_chunk(wanted: &mut Vec<Range>, learn: &mut dyn Learn, pos: u64, data: &[
 }
 
 /// The first pass over an ELF file: learns from its headers where the ranges lie.
-pub struct ElfLearner {
+pub struct ElfLearner<'p> {
     prefix_cap: u64,
     layout: Option<HeaderLayout>,
     segments: Option<Segments>,
     dynamic_read: bool,
+    /// The stream's permit, shrunk once the prefix to keep is known.
+    permit: Option<(&'p Permit<'p>, u64)>,
 }
 
-impl ElfLearner {
-    pub fn new(prefix_cap: u64) -> ElfLearner {
-        ElfLearner { prefix_cap, layout: None, segments: None, dynamic_read: false }
+impl<'p> ElfLearner<'p> {
+    pub fn new(prefix_cap: u64) -> ElfLearner<'p> {
+        ElfLearner { prefix_cap, layout: None, segments: None, dynamic_read: false, permit: None }
+    }
+
+    /// Give back what `permit` holds beyond `base` and the prefix, once that is known.
+    pub fn shrinking(mut self, permit: &'p Permit<'p>, base: u64) -> ElfLearner<'p> {
+        self.permit = Some((permit, base));
+        self
     }
 
     /// What to keep from the start.
@@ -193,7 +205,7 @@ impl ElfLearner {
     }
 }
 
-impl Learn for ElfLearner {
+impl Learn for ElfLearner<'_> {
     /// The section names table, wherever it lies: unstripped libraries put the symbol tables
     /// (tens of MB) between it and the section headers, beyond the window kept before those.
     /// Its own name is in it.
@@ -229,8 +241,11 @@ impl Learn for ElfLearner {
             };
             let segments = Segments::of(&headers);
             out.extend(&segments.ranges);
-            let prefix = segments.first_code.unwrap_or(u64::MAX).min(self.prefix_cap).min(kept_len(kept));
+            let prefix = segments.first_code.unwrap_or(SHARED_SEGMENT_PREFIX).min(self.prefix_cap).min(kept_len(kept));
             out.push((0, prefix));
+            if let Some((permit, base)) = self.permit {
+                permit.shrink_to(base + prefix);
+            }
             self.segments = Some(segments);
         }
         let segments = self.segments.as_ref().expect("set above");
@@ -275,15 +290,18 @@ pub fn first_pass<'b>(
     budget: &'b MemoryBudget,
 ) -> Result<Streamed<'b>, WheelError> {
     let prefix_cap = PREFIX_CAP.min(budget.total() / 3);
-    let (keep, mut learn, patterns): (Vec<Range>, Box<dyn Learn>, Option<Patterns>) = match what {
-        FirstPass::Elf => {
-            (ElfLearner::first_ranges(member.size), Box::new(ElfLearner::new(prefix_cap)), Some(Patterns::HOST))
-        }
+    let base = STREAM_COST + 2 * HEAD_KEEP;
+    let cost = if matches!(what, FirstPass::Elf) { base + prefix_cap } else { STREAM_COST };
+    let permit = budget.take(cost);
+    let (keep, mut learn, patterns): (Vec<Range>, Box<dyn Learn + '_>, Option<Patterns>) = match what {
+        FirstPass::Elf => (
+            ElfLearner::first_ranges(member.size),
+            Box::new(ElfLearner::new(prefix_cap).shrinking(&permit, base)),
+            Some(Patterns::HOST),
+        ),
         FirstPass::Container(p) => (vec![(0, 64.min(member.size))], Box::new(ContainerLearner), Some(p)),
         FirstPass::Nothing => (Vec::new(), Box::new(Fixed), None),
     };
-    let cost = STREAM_COST + if matches!(what, FirstPass::Elf) { prefix_cap + 2 * HEAD_KEEP } else { 0 };
-    let permit = budget.take(cost);
     let mut scanner = patterns.map(Scanner::new);
     let mut digester = hash.map(Digester::new);
     let kept = stream(
@@ -291,6 +309,7 @@ pub fn first_pass<'b>(
         member,
         Pass { keep, learn: learn.as_mut(), scanner: scanner.as_mut(), digester: digester.as_mut() },
     )?;
+    drop(learn);
     Ok(Streamed {
         kept,
         hits: scanner.map(Scanner::finish).unwrap_or_default(),

@@ -45,6 +45,8 @@ pub struct SitePackages {
     files: HashMap<String, (usize, usize)>,
     /// File name → install paths with that name (`libc10.so` → `torch/lib/libc10.so`).
     by_name: HashMap<String, Vec<String>>,
+    /// Project → its wheels (indices into `wheels`).
+    by_project: HashMap<PackageName, Vec<usize>>,
     /// Inputs that could not be used, and why (a corrupt wheel, two versions of one project).
     pub problems: Vec<String>,
 }
@@ -59,7 +61,7 @@ impl SitePackages {
     /// The site of these wheel files and directories of wheels. A wheel that cannot be opened,
     /// and every version of a project given more than once, are left out with a problem each.
     pub fn open(inputs: &[PathBuf]) -> SitePackages {
-        let paths = crate::release::collect_files(inputs, &[".whl"]);
+        let paths = crate::wheel::inputs::collect_files(inputs, &[".whl"]);
         let opened: Vec<(PathBuf, Result<Wheel, String>)> =
             crate::parallel::map(&paths, |p| (p.clone(), Wheel::open(p).map_err(|e| e.to_string())));
         let mut site = SitePackages::default();
@@ -97,6 +99,7 @@ impl SitePackages {
                         site.files.entry(install).or_insert((index, member_index));
                     }
                 }
+                site.by_project.entry(wheel.metadata.package.clone()).or_default().push(index);
                 site.wheels.push(SiteWheel { wheel, path });
             }
         }
@@ -161,8 +164,8 @@ impl SitePackages {
             if !declared.insert(name.clone()) {
                 continue;
             }
-            for w in self.wheels.iter().filter(|w| w.wheel.metadata.package == name) {
-                queue.extend(w.wheel.metadata.requires_dist.iter().map(|r| Requirement::parse(r).package));
+            for &w in self.by_project.get(&name).into_iter().flatten() {
+                queue.extend(self.wheels[w].wheel.metadata.requires_dist.iter().map(|r| Requirement::parse(r).package));
             }
         }
         declared

@@ -260,47 +260,68 @@ fn parse_facts<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
             .map(|ph| if ph.p_type == PT_DYNAMIC { ProgramHeader { p_offset: 0, ..ph.clone() } } else { ph.clone() })
             .collect();
         if let Some(dynamic) = Dynamic::parse(bytes, &headers, ctx)? {
-            read_dynamic(view, ctx, &dynamic, &section_headers, &mut facts)?;
+            read_dynamic(view, ctx, &dynamic, &program_headers, &section_headers, &mut facts)?;
         }
     }
     facts.x86_isa_needed = read_x86_isa_needed(view, &section_headers, little_endian, container.is_big())?;
     Ok(facts)
 }
 
+/// More DT_NEEDED entries than this are no real library (the largest have a few hundred): a
+/// file that claims a million is refused before a million library searches.
+pub const MAX_NEEDED: usize = 4096;
+
 fn read_dynamic<V: FileView + ?Sized>(
     view: &V,
     ctx: Ctx,
     dynamic: &Dynamic,
+    program_headers: &[ProgramHeader],
     section_headers: &[SectionHeader],
     facts: &mut ElfFacts,
 ) -> Result<(), ElfError> {
     let info = &dynamic.info;
+    // goblin turns an address no segment maps into offset 0: that is no string table.
+    let raw = |tag: u64| dynamic.dyns.iter().find(|d| d.d_tag == tag).map(|d| d.d_val);
+    if let Some(address) = raw(goblin::elf::dynamic::DT_STRTAB)
+        && vm_to_offset(program_headers, address).is_none()
+    {
+        return Err(ElfError::Malformed(format!(
+            "DT_STRTAB ({address:#x}) lies in no loaded segment: the dynamic string table is outside the file"
+        )));
+    }
     let dynstr = range(view, info.strtab as u64, info.strsz as u64, "dynamic string table")?;
     let string = |offset: u64| -> Result<String, ElfError> {
         string_at(dynstr, offset)
             .ok_or_else(|| ElfError::Malformed(format!("dynamic string offset {offset} is out of range")))
     };
     let split = |s: String| -> Vec<String> { s.split(':').filter(|p| !p.is_empty()).map(str::to_string).collect() };
+    let needed_count = dynamic.dyns.iter().filter(|d| d.d_tag == DT_NEEDED).count();
+    if needed_count > MAX_NEEDED {
+        return Err(ElfError::Malformed(format!(
+            "{needed_count} DT_NEEDED entries: more than {MAX_NEEDED}, which no real library has"
+        )));
+    }
     for d in &dynamic.dyns {
         match d.d_tag {
-            DT_NEEDED => facts.needed.push(string(d.d_val)?),
+            DT_NEEDED => {
+                let name = string(d.d_val)?;
+                if name.is_empty() {
+                    return Err(ElfError::Malformed("a DT_NEEDED entry names an empty string".into()));
+                }
+                facts.needed.push(name);
+            }
             DT_SONAME => facts.soname = Some(string(d.d_val)?),
             DT_RPATH => facts.rpath.extend(split(string(d.d_val)?)),
             DT_RUNPATH => facts.runpath.extend(split(string(d.d_val)?)),
             _ => {}
         }
     }
-    // A section's bytes, with its header moved to offset 0, for goblin's section readers.
-    let section = |kind: u32, what: &str| -> Result<Option<(&[u8], SectionHeader)>, ElfError> {
-        let Some(sh) = section_headers.iter().find(|sh| sh.sh_type == kind) else { return Ok(None) };
-        let bytes = range(view, sh.sh_offset, sh.sh_size, what)?;
-        Ok(Some((bytes, rebased(sh))))
-    };
+    let tables = SymbolTables::find(view, ctx, facts, dynamic, section_headers)?;
 
-    // Version index → (file, version name) from `.gnu.version_r`.
+    // Version index → (file, version name) from the version needs.
     let mut version_names: Vec<(u16, String, String)> = Vec::new();
-    let verneed = match section(SHT_GNU_VERNEED, "version needs")? {
-        Some((bytes, sh)) => VerneedSection::parse(bytes, &[sh], ctx)?,
+    let verneed = match &tables.verneed {
+        Some((bytes, sh)) => VerneedSection::parse(bytes, std::slice::from_ref(sh), ctx)?,
         None => None,
     };
     if let Some(verneed) = verneed {
@@ -316,14 +337,12 @@ fn read_dynamic<V: FileView + ?Sized>(
         }
     }
 
-    let Some((dynsym, dynsym_header)) = section(SHT_DYNSYM, "dynamic symbol table")? else {
+    let Some((dynsym, count)) = tables.dynsym else {
         return Ok(());
     };
-    let entry_size = if facts.is_64 { 24 } else { 16 };
-    let count = (dynsym_header.sh_size / entry_size) as usize;
     let symbols = Symtab::parse(dynsym, 0, count, ctx)?;
-    let versym = match section(SHT_GNU_VERSYM, "symbol versions")? {
-        Some((bytes, sh)) => VersymSection::parse(bytes, &[sh], ctx)?,
+    let versym = match &tables.versym {
+        Some((bytes, sh)) => VersymSection::parse(bytes, std::slice::from_ref(sh), ctx)?,
         None => None,
     };
     for (index, sym) in symbols.iter().enumerate() {
@@ -353,6 +372,143 @@ fn read_dynamic<V: FileView + ?Sized>(
         });
     }
     Ok(())
+}
+
+/// A file offset of a virtual address, through the PT_LOAD segments.
+fn vm_to_offset(program_headers: &[ProgramHeader], address: u64) -> Option<u64> {
+    use goblin::elf::program_header::PT_LOAD;
+    program_headers
+        .iter()
+        .filter(|ph| ph.p_type == PT_LOAD)
+        .find(|ph| address >= ph.p_vaddr && address - ph.p_vaddr < ph.p_filesz)
+        .map(|ph| ph.p_offset + (address - ph.p_vaddr))
+}
+
+/// The bytes of the dynamic symbol table and its version tables, each with a section header
+/// moved to offset 0 for goblin's readers: from the section headers when the file has them, else
+/// from the dynamic segment, as the loader finds them (DT_SYMTAB sized by DT_HASH or
+/// DT_GNU_HASH, DT_VERSYM, DT_VERNEED with DT_VERNEEDNUM): a file with its section headers
+/// stripped still says which symbol versions it needs.
+struct SymbolTables<'a> {
+    /// The symbols' bytes and their count.
+    dynsym: Option<(&'a [u8], usize)>,
+    versym: Option<(&'a [u8], SectionHeader)>,
+    verneed: Option<(&'a [u8], SectionHeader)>,
+}
+
+/// The most bytes of version needs read from the dynamic segment (real tables hold a few
+/// hundred bytes).
+const VERNEED_WINDOW: u64 = 64 << 10;
+
+impl<'a> SymbolTables<'a> {
+    fn find<V: FileView + ?Sized>(
+        view: &'a V,
+        ctx: Ctx,
+        facts: &ElfFacts,
+        dynamic: &Dynamic,
+        section_headers: &[SectionHeader],
+    ) -> Result<SymbolTables<'a>, ElfError> {
+        let section = |kind: u32, what: &str| -> Result<Option<(&'a [u8], SectionHeader)>, ElfError> {
+            let Some(sh) = section_headers.iter().find(|sh| sh.sh_type == kind) else { return Ok(None) };
+            let bytes = range(view, sh.sh_offset, sh.sh_size, what)?;
+            Ok(Some((bytes, rebased(sh))))
+        };
+        let entry_size = if facts.is_64 { 24 } else { 16 };
+        let info = &dynamic.info;
+        let has = |tag: u64| dynamic.dyns.iter().any(|d| d.d_tag == tag);
+        let dynsym = match section(SHT_DYNSYM, "dynamic symbol table")? {
+            Some((bytes, sh)) => Some((bytes, (sh.sh_size / entry_size) as usize)),
+            None if has(goblin::elf::dynamic::DT_SYMTAB) && info.symtab != 0 => {
+                let count = symbol_count(view, ctx, facts, info)?;
+                count
+                    .map(|n| {
+                        range(view, info.symtab as u64, n * entry_size, "dynamic symbol table").map(|b| (b, n as usize))
+                    })
+                    .transpose()?
+            }
+            None => None,
+        };
+        let count = dynsym.map(|(_, n)| n as u64).unwrap_or(0);
+        let versym = match section(SHT_GNU_VERSYM, "symbol versions")? {
+            Some(found) => Some(found),
+            None if has(goblin::elf::dynamic::DT_VERSYM) && info.versym != 0 && count > 0 => {
+                let bytes = range(view, info.versym, count * 2, "symbol versions (DT_VERSYM)")?;
+                Some((bytes, synthetic(SHT_GNU_VERSYM, bytes.len() as u64, 0)))
+            }
+            None => None,
+        };
+        let verneed = match section(SHT_GNU_VERNEED, "version needs")? {
+            Some(found) => Some(found),
+            None if has(goblin::elf::dynamic::DT_VERNEED) && info.verneed != 0 => {
+                let offset = info.verneed;
+                let size = view.len().saturating_sub(offset).min(VERNEED_WINDOW);
+                let bytes = range(view, offset, size, "version needs (DT_VERNEED)")?;
+                Some((bytes, synthetic(SHT_GNU_VERNEED, size, info.verneednum)))
+            }
+            None => None,
+        };
+        Ok(SymbolTables { dynsym, versym, verneed })
+    }
+}
+
+fn synthetic(kind: u32, size: u64, info: u64) -> SectionHeader {
+    SectionHeader { sh_type: kind, sh_offset: 0, sh_size: size, sh_info: info as u32, ..Default::default() }
+}
+
+/// How many dynamic symbols there are, from the hash tables (the only place the dynamic
+/// segment says it): DT_HASH's chain count, or the last symbol DT_GNU_HASH's chains reach.
+fn symbol_count<V: FileView + ?Sized>(
+    view: &V,
+    ctx: Ctx,
+    facts: &ElfFacts,
+    info: &goblin::elf::dynamic::DynamicInfo,
+) -> Result<Option<u64>, ElfError> {
+    let little = ctx.le.is_little();
+    let u32_at = |bytes: &[u8], at: usize| -> Option<u64> {
+        let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+        Some(u64::from(if little { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) }))
+    };
+    // A count past what the file could hold is a lie.
+    let limit = view.len() / if facts.is_64 { 24 } else { 16 };
+    if let Some(hash) = info.hash {
+        // s390x and Alpha write 64-bit hash words.
+        let word = if facts.is_64 && facts.machine == crate::platform::EM_S390 { 8 } else { 4 };
+        let head = range(view, hash, 2 * word, "DT_HASH")?;
+        let nchain = if word == 8 {
+            let b: [u8; 8] = head[8..16].try_into().expect("8 bytes");
+            if little { u64::from_le_bytes(b) } else { u64::from_be_bytes(b) }
+        } else {
+            u32_at(head, 4).unwrap_or(0)
+        };
+        return Ok(Some(nchain.min(limit)));
+    }
+    let Some(gnu) = info.gnu_hash else { return Ok(None) };
+    let head = range(view, gnu, 16, "DT_GNU_HASH")?;
+    let (nbuckets, symoffset, bloom_size) =
+        (u32_at(head, 0).unwrap_or(0), u32_at(head, 4).unwrap_or(0), u32_at(head, 8).unwrap_or(0));
+    if nbuckets > limit || bloom_size > limit {
+        return Err(ElfError::Malformed("DT_GNU_HASH claims more buckets than the file holds".into()));
+    }
+    let word = if facts.is_64 { 8 } else { 4 };
+    let buckets_at = gnu + 16 + bloom_size * word;
+    let buckets = range(view, buckets_at, nbuckets * 4, "DT_GNU_HASH buckets")?;
+    let last = (0..nbuckets as usize).filter_map(|i| u32_at(buckets, i * 4)).max().unwrap_or(0);
+    if last < symoffset {
+        return Ok(Some(symoffset.min(limit)));
+    }
+    // Walk the last bucket's chain to its end (its low bit set).
+    let chains_at = buckets_at + nbuckets * 4;
+    let mut index = last;
+    loop {
+        if index >= limit {
+            return Err(ElfError::Malformed("DT_GNU_HASH chains run past the symbol table".into()));
+        }
+        let entry = range(view, chains_at + (index - symoffset) * 4, 4, "DT_GNU_HASH chain")?;
+        if u32_at(entry, 0).unwrap_or(1) & 1 == 1 {
+            return Ok(Some(index + 1));
+        }
+        index += 1;
+    }
 }
 
 /// The x86 ISA level a file declares it needs, from `.note.gnu.property`

@@ -109,6 +109,8 @@ impl Segments {
         const DT_STRSZ: u64 = 10;
         const DT_VERSYM: u64 = 0x6fff_fff0;
         const DT_VERNEED: u64 = 0x6fff_fffe;
+        const DT_HASH: u64 = 4;
+        const DT_GNU_HASH: u64 = 0x6fff_fef5;
         let ctx = ctx_of.ctx;
         let word = if ctx.container.is_big() { 8 } else { 4 };
         let read = |at: usize| -> Option<u64> {
@@ -127,7 +129,8 @@ impl Segments {
                 DT_NULL => break,
                 DT_STRTAB => strtab = self.offset_of(value),
                 DT_STRSZ => strsz = Some(value),
-                DT_SYMTAB | DT_VERSYM | DT_VERNEED => others.extend(self.offset_of(value)),
+                // The hash tables size the symbol table of a file without section headers.
+                DT_SYMTAB | DT_VERSYM | DT_VERNEED | DT_HASH | DT_GNU_HASH => others.extend(self.offset_of(value)),
                 _ => {}
             }
             at += 2 * word;

@@ -222,7 +222,7 @@ pub fn true_tags(
     if !request.only_plat {
         for tag in claimed {
             let honoured =
-                set.by_tag(tag).and_then(|p| set.policies.iter().position(|q| q == p)).is_some_and(|i| i >= met);
+                set.by_tag(tag).and_then(|p| set.policies.iter().position(|q| **q == *p)).is_some_and(|i| i >= met);
             if tag.arch() == Some(set.arch) && honoured && !tag.is_linux() {
                 tags.push(tag.clone());
             }

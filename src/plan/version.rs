@@ -7,7 +7,7 @@
 //! ends in the label are left alone.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::str::FromStr;
 
 use pep440_rs::{LocalSegment, Version};
@@ -24,6 +24,8 @@ pub enum VersionError {
     LabelNotNormal { label: String, normal: String },
     #[error("the local label `{0}` is empty or not a valid local version label")]
     BadLabel(String),
+    #[error("--rocm-version `{0}` is not a ROCm release version (Ex: 10.1.0, 7.14.0a20260519)")]
+    BadRocmVersion(String),
 }
 
 /// The label to append. Ex) `rocm10.1.0` (`--rocm-version 10.1.0`), `cu128`
@@ -48,8 +50,15 @@ impl LocalLabel {
         Ok(LocalLabel { label: label.to_string(), family })
     }
 
-    /// `--rocm-version 10.1.0` → `rocm10.1.0`
+    /// `--rocm-version 10.1.0` → `rocm10.1.0`; the version must be a PEP 440 public version
+    /// (an empty one would append a bare `rocm`).
     pub fn rocm(version: &str) -> Result<Self, VersionError> {
+        let public = Version::from_str(version)
+            .ok()
+            .filter(|v| !v.is_local() && version.starts_with(|c: char| c.is_ascii_digit()));
+        if public.is_none() {
+            return Err(VersionError::BadRocmVersion(version.to_string()));
+        }
         Self::new(&format!("rocm{version}"))
     }
 }
@@ -137,34 +146,48 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
             decisions[i] = Some(mark(&m.version, &options.label));
         }
     }
-    // Pure wheels that require a marked project follow it, to a fixed point.
-    loop {
-        let marked: Vec<&PackageName> = members
+    // Pure wheels that require a marked project follow it, to a fixed point: round by round, a
+    // wheel is looked at only when a project it requires was marked in the round before, so a
+    // batch of thousands of wheels requiring each other takes time linear in its requirements.
+    let is_marked = |d: &Option<Result<VersionDecision, VersionError>>| matches!(d, Some(Ok(d)) if d.new_version.is_some() || d.reason.starts_with("already marked"));
+    let mut dependents: HashMap<PackageName, Vec<usize>> = HashMap::new();
+    for (i, m) in members.iter().enumerate() {
+        if decisions[i].is_none() {
+            for r in &m.requires_dist {
+                dependents.entry(Requirement::parse(r).package).or_default().push(i);
+            }
+        }
+    }
+    let mut marked: HashSet<PackageName> =
+        members.iter().zip(&decisions).filter(|(_, d)| is_marked(d)).map(|(m, _)| m.name.clone()).collect();
+    let mut fresh: Vec<PackageName> = marked.iter().cloned().collect();
+    while !fresh.is_empty() {
+        let mut candidates: Vec<usize> = fresh
             .iter()
-            .zip(&decisions)
-            .filter(
-                |(_, d)| matches!(d, Some(Ok(d)) if d.new_version.is_some() || d.reason.starts_with("already marked")),
-            )
-            .map(|(m, _)| &m.name)
+            .filter_map(|n| dependents.get(n))
+            .flatten()
+            .copied()
+            .filter(|&i| decisions[i].is_none())
             .collect();
-        let mut changed = false;
-        for (i, m) in members.iter().enumerate() {
-            if decisions[i].is_some() {
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut newly = Vec::new();
+        for i in candidates {
+            let m = &members[i];
+            let Some(dep) = m.requires_dist.iter().map(|r| Requirement::parse(r).package).find(|n| marked.contains(n))
+            else {
                 continue;
-            }
-            if let Some(dep) =
-                m.requires_dist.iter().map(|r| Requirement::parse(r).package).find(|n| marked.contains(&n))
-            {
-                decisions[i] = Some(mark(&m.version, &options.label).map(|mut d| {
-                    d.reason = format!("pure Python requiring `{dep}`, which this batch marks: {}", d.reason);
-                    d
-                }));
-                changed = true;
+            };
+            decisions[i] = Some(mark(&m.version, &options.label).map(|mut d| {
+                d.reason = format!("pure Python requiring `{dep}`, which this batch marks: {}", d.reason);
+                d
+            }));
+            if is_marked(&decisions[i]) {
+                newly.push(m.name.clone());
             }
         }
-        if !changed {
-            break;
-        }
+        marked.extend(newly.iter().cloned());
+        fresh = newly;
     }
     members
         .iter()

@@ -6,8 +6,9 @@
 
 pub mod verdict;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
@@ -85,12 +86,14 @@ pub fn version_prefix(version: &str) -> &str {
     version.split_once('_').map_or(version, |(p, _)| p)
 }
 
-/// The policies for one architecture and libc, most compatible first, `linux` last.
+/// The policies for one architecture and libc, most compatible first, `linux` last. The
+/// policies themselves are shared by every wheel of a run (a batch of thousands of wheels holds
+/// one copy of their version sets).
 #[derive(Debug, Clone)]
 pub struct PolicySet {
     pub arch: Arch,
     pub libc: Libc,
-    pub policies: Vec<Policy>,
+    pub policies: Vec<Arc<Policy>>,
     /// Android: the wheel's own tag, which its policy is written as (auditwheel renames the
     /// policy with the highest API level not above the wheel's to the wheel's tag).
     pub own_tag: Option<PlatformTag>,
@@ -99,7 +102,7 @@ pub struct PolicySet {
 impl PolicySet {
     /// The non-`linux` policies, most compatible first.
     pub fn tagged(&self) -> impl Iterator<Item = &Policy> {
-        self.policies.iter().filter(|p| !p.is_linux())
+        self.policies.iter().map(|p| &**p).filter(|p| !p.is_linux())
     }
 
     pub fn linux(&self) -> &Policy {
@@ -132,11 +135,11 @@ impl PolicySet {
     /// The policy a platform tag names, through its name or an alias. Ex) `manylinux2014_x86_64`
     pub fn by_tag(&self, tag: &PlatformTag) -> Option<&Policy> {
         if self.own_tag.as_ref() == Some(tag) {
-            return self.policies.first();
+            return self.policies.first().map(|p| &**p);
         }
         let text = tag.to_string();
         let base = text.strip_suffix(self.arch.as_str())?.strip_suffix('_')?;
-        self.policies.iter().find(|p| p.name == base || p.aliases.iter().any(|a| a == base))
+        self.policies.iter().map(|p| &**p).find(|p| p.name == base || p.aliases.iter().any(|a| a == base))
     }
 
     /// The index of the policy a tag names (`linux_<arch>` included): the one rule for what a
@@ -146,9 +149,12 @@ impl PolicySet {
             return Some(self.policies.len() - 1);
         }
         let policy = self.by_tag(tag)?;
-        Some(self.policies.iter().position(|q| q == policy).unwrap_or(0))
+        Some(self.policies.iter().position(|q| **q == *policy).unwrap_or(0))
     }
 }
+
+/// The policies of one architecture and libc, shared.
+type SharedPolicies = Arc<Vec<Arc<Policy>>>;
 
 /// Both policy files, parsed: the source of every [`PolicySet`].
 #[derive(Debug, Clone)]
@@ -156,6 +162,8 @@ pub struct Policies {
     manylinux: Vec<PolicyEntry>,
     musllinux: Vec<PolicyEntry>,
     android: Vec<PolicyEntry>,
+    /// The policies of each architecture and libc, made once.
+    made: Arc<Mutex<HashMap<(Arch, Libc), SharedPolicies>>>,
 }
 
 impl Policies {
@@ -167,6 +175,7 @@ impl Policies {
             musllinux: parse_file(MUSLLINUX_JSON, "musllinux-policy.json (embedded)")
                 .expect("embedded policy is valid"),
             android: parse_file(ANDROID_JSON, "android-policy.json (embedded)").expect("embedded policy is valid"),
+            made: Arc::default(),
         }
     }
 
@@ -177,8 +186,8 @@ impl Policies {
         for path in files {
             let path = path.as_ref();
             let origin = path.display().to_string();
-            let text =
-                std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: origin.clone(), source })?;
+            let text = crate::wheel::inputs::read_text_bounded(path, 64 << 20)
+                .map_err(|source| PolicyError::Read { path: origin.clone(), source })?;
             let entries = parse_file(&text, &origin)?;
             if entries.iter().any(|e| e.name.starts_with("musllinux")) {
                 policies.musllinux = entries;
@@ -188,6 +197,7 @@ impl Policies {
                 policies.manylinux = entries;
             }
         }
+        policies.made = Arc::default();
         Ok(policies)
     }
 
@@ -220,16 +230,7 @@ impl Policies {
     /// is offered, unless `claims` (the wheel's tags, a requested `--plat`) name an older one:
     /// then every policy from that one on, since nothing disproves the claim.
     pub fn for_platform(&self, arch: Arch, libc: Libc, claims: &[&str]) -> PolicySet {
-        let entries = match libc {
-            Libc::Glibc => &self.manylinux,
-            Libc::Musl => &self.musllinux,
-            Libc::Android => &self.android,
-        };
-        let mut policies: Vec<Policy> = entries
-            .iter()
-            .filter(|e| e.name == "linux" || e.symbol_versions.contains_key(arch.as_str()))
-            .map(|e| to_policy(e, arch, libc))
-            .collect();
+        let mut policies: Vec<Arc<Policy>> = self.made(arch, libc).as_ref().clone();
         if libc == Libc::Musl {
             let newest = policies.iter().filter(|p| !p.is_linux()).map(|p| p.priority).min();
             let claimed = policies
@@ -240,8 +241,40 @@ impl Policies {
             let floor = claimed.max(newest);
             policies.retain(|p| p.is_linux() || floor.is_some_and(|f| p.priority <= f) && Some(p.priority) >= newest);
         }
+        if libc == Libc::Glibc {
+            for claim in claims {
+                if let PlatformTag::Manylinux { major: 2, minor, arch: tag_arch } = PlatformTag::parse(claim)
+                    && tag_arch == arch.as_str()
+                    && let Some(derived) = derive_minor(&policies, minor)
+                {
+                    policies.push(Arc::new(derived));
+                }
+            }
+        }
         policies.sort_by_key(|p| std::cmp::Reverse(p.priority));
         PolicySet { arch, libc, policies, own_tag: None }
+    }
+
+    /// The policies of the files for one architecture and libc (most compatible first), made
+    /// once per run.
+    fn made(&self, arch: Arch, libc: Libc) -> SharedPolicies {
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        made.entry((arch, libc))
+            .or_insert_with(|| {
+                let entries = match libc {
+                    Libc::Glibc => &self.manylinux,
+                    Libc::Musl => &self.musllinux,
+                    Libc::Android => &self.android,
+                };
+                let mut policies: Vec<Arc<Policy>> = entries
+                    .iter()
+                    .filter(|e| e.name == "linux" || e.symbol_versions.contains_key(arch.as_str()))
+                    .map(|e| Arc::new(to_policy(e, arch, libc)))
+                    .collect();
+                policies.sort_by_key(|p| std::cmp::Reverse(p.priority));
+                Arc::new(policies)
+            })
+            .clone()
     }
 
     /// The policies that judge a wheel, if any do: none for a Windows or macOS wheel or one of
@@ -271,11 +304,51 @@ impl Policies {
         let mut set = self.for_platform(arch, Libc::Android, &[]);
         let level = |p: &Policy| p.name.strip_prefix("android_").and_then(|n| n.parse::<u32>().ok());
         let best = set.policies.iter().filter(|p| level(p).is_some_and(|l| l <= api)).max_by_key(|p| level(p))?.clone();
-        let linux = set.linux().clone();
+        let linux = set.policies.last().expect("a policy set always ends with linux").clone();
         set.policies = vec![best, linux];
         set.own_tag = Some(PlatformTag::parse(wheel_tag));
         Some(set)
     }
+}
+
+/// A policy for `manylinux_2_<minor>`, a glibc minor PEP 600 allows but the policy files do not
+/// list (`manylinux_2_25`, `manylinux_2_32`), from its neighbours: the GLIBC versions up to that
+/// minor (of the next newer policy, which lists every version its glibc has), and everything
+/// else of the next older policy — its other symbol versions, its library whitelist, its
+/// blacklist — which a system of that glibc is sure to have. `None` when the minor is listed,
+/// outside the files' range, or has no room between its neighbours' priorities.
+fn derive_minor(policies: &[Arc<Policy>], minor: u32) -> Option<Policy> {
+    let minor_of = |p: &Policy| p.name.strip_prefix("manylinux_2_").and_then(|m| m.parse::<u32>().ok());
+    if policies.iter().any(|p| minor_of(p) == Some(minor)) {
+        return None;
+    }
+    let older = policies.iter().filter(|p| minor_of(p).is_some_and(|m| m < minor)).max_by_key(|p| minor_of(p))?;
+    let newer = policies.iter().filter(|p| minor_of(p).is_some_and(|m| m > minor)).min_by_key(|p| minor_of(p))?;
+    let (lo, hi) = (minor_of(older)?, minor_of(newer)?);
+    let span = u64::from(older.priority - newer.priority);
+    let priority = newer.priority + (span * u64::from(hi - minor) / u64::from(hi - lo)) as u32;
+    if priority <= newer.priority || priority >= older.priority {
+        return None;
+    }
+    let glibc_minor = |v: &str| -> Option<u32> {
+        let rest = v.strip_prefix("GLIBC_2.")?;
+        rest.split('.').next()?.parse().ok().filter(|_| rest.split('.').all(|p| p.parse::<u32>().is_ok()))
+    };
+    let mut symbol_versions = older.symbol_versions.clone();
+    let glibc = symbol_versions.entry("GLIBC".into()).or_default();
+    for version in newer.symbol_versions.get("GLIBC").into_iter().flatten() {
+        if glibc_minor(version).is_some_and(|m| m <= minor) {
+            glibc.insert(version.clone());
+        }
+    }
+    Some(Policy {
+        name: format!("manylinux_2_{minor}"),
+        aliases: Vec::new(),
+        priority,
+        symbol_versions,
+        lib_whitelist: older.lib_whitelist.clone(),
+        blacklist: older.blacklist.clone(),
+    })
 }
 
 fn to_policy(entry: &PolicyEntry, arch: Arch, libc: Libc) -> Policy {

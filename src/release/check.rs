@@ -23,7 +23,7 @@ use crate::plan::version::ordering_hazards;
 use crate::progress::NoProgress;
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::requirement::Requirement;
-use crate::wheel::{CoreMetadata, RecordFinding, Wheel};
+use crate::wheel::{CoreMetadata, RecordFindings, Wheel};
 
 /// How bad a finding is: errors fail `check` (exit 1); warnings only with `--strict`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -64,6 +64,8 @@ struct Dist {
     platform: Option<String>,
     /// A wheel with no host binary and no device code.
     pure: bool,
+    /// Why pip refuses to install it.
+    installer_problems: Vec<String>,
     /// What only a wheel has, read in the same pass.
     wheel: Option<WheelFacts>,
 }
@@ -75,7 +77,7 @@ struct WheelFacts {
     tag_lines: Vec<String>,
     root_is_purelib: Option<bool>,
     gpu_targets: Vec<String>,
-    record_findings: Vec<RecordFinding>,
+    record_findings: RecordFindings,
     /// Libraries it needs from other wheels.
     cross: Vec<crate::analysis::linkage::CrossNeed>,
     /// Every file's install path (for the libraries other wheels need from it).
@@ -94,24 +96,40 @@ struct Read {
 /// Lint every wheel and sdist under `dirs`.
 pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
     let files = super::collect_files(dirs, &[".whl", ".tar.gz"]);
+    if files.is_empty() {
+        return vec![Finding {
+            kind: "nothing-to-check",
+            severity: Severity::Error,
+            message: format!(
+                "no wheel or sdist under {}: nothing was checked",
+                dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+            ),
+            files: Vec::new(),
+        }];
+    }
     let read: Vec<Read> = crate::parallel::map(&files, |p| read_dist(p, options));
     let mut findings = Vec::new();
 
-    // The same file name with different bytes.
-    let mut by_name: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    // The same file name with different bytes where both would be uploaded to one place: one
+    // directory, or directories of no GPU architecture (a Linux and a Windows build of one
+    // release, ROCm/TheRock#5347). Architecture directories (`gfx942/`, `gfx1100/`) are one
+    // index each: the same file name in two of them is the seeds' layout.
+    let mut by_place: BTreeMap<(String, Option<String>), BTreeMap<String, Vec<String>>> = BTreeMap::new();
     for r in &read {
         let name = r.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if let Some(hash) = &r.sha256 {
-            by_name.entry(name).or_default().entry(hash.clone()).or_default().push(r.path.display().to_string());
+            let place = (name, architecture_dir(&r.path));
+            by_place.entry(place).or_default().entry(hash.clone()).or_default().push(r.path.display().to_string());
         }
     }
-    for (name, variants) in &by_name {
+    for ((name, arch), variants) in &by_place {
         if variants.len() > 1 {
+            let place = arch.as_ref().map(|a| format!(" in the {a} index")).unwrap_or_default();
             findings.push(Finding {
                 kind: "filename-conflict",
                 severity: Severity::Error,
                 message: format!(
-                    "{name} exists with {} different contents: an upload would overwrite one with the other",
+                    "{name} exists with {} different contents{place}: an upload would overwrite one with the other",
                     variants.len()
                 ),
                 files: variants.values().flatten().cloned().collect(),
@@ -123,6 +141,16 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
     for r in read {
         findings.extend(r.unreadable);
         dists.extend(r.dist);
+    }
+    for d in &dists {
+        for problem in &d.installer_problems {
+            findings.push(Finding {
+                kind: "installer-refuses",
+                severity: Severity::Error,
+                message: format!("{}: pip refuses to install it: {problem}", d.file_name),
+                files: vec![d.path.display().to_string()],
+            });
+        }
     }
     findings.extend(selector_findings(&dists));
     findings.extend(version_findings(&dists));
@@ -162,6 +190,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
                 platform: super::platform_family(&wheel.filename.platform_tags),
                 file_name: file_name.clone(),
                 pure: analysis.has_no_code(),
+                installer_problems: wheel.installer_problems.clone(),
                 wheel: Some(WheelFacts {
                     filename_tags: wheel.filename.platform_tags.clone(),
                     python_abi_pairs: wheel.filename.python_abi_pairs(),
@@ -173,6 +202,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
                         .filter(|n| {
                             !options.policies.system_library(&n.soname)
                                 && options.exclude.reason(&n.soname, None).is_none()
+                                && !crate::analysis::linkage::found_on_system(&analysis, &n.soname, options)
                         })
                         .collect(),
                     install_paths: wheel
@@ -205,6 +235,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
                 metadata: d.metadata,
                 file_name: file_name.clone(),
                 pure: false,
+                installer_problems: d.installer_problems,
                 wheel: None,
             });
             Read { path: path.to_path_buf(), sha256, dist, unreadable: message.map(unreadable) }
@@ -354,7 +385,8 @@ fn version_findings(dists: &[Dist]) -> Vec<Finding> {
         }
         for text in &d.metadata.requires_dist {
             let r = Requirement::parse(text);
-            if !in_set.contains(r.package.as_str()) {
+            // `bitsandbytes[test]; extra == "dev"` inside bitsandbytes names its own extras.
+            if !in_set.contains(r.package.as_str()) || r.package.as_str() == d.project {
                 continue;
             }
             let exact = r.pinned.as_deref().is_some_and(|v| v.contains('+') && !v.contains('*'));
@@ -406,7 +438,7 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
                 message: format!(
                     "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
                     d.file_name,
-                    crate::wheel::record::summarize(&w.record_findings),
+                    w.record_findings.summarize(),
                     first.problem.as_str(),
                     first.file
                 ),

@@ -31,8 +31,17 @@ pub enum IndexError {
     Write { path: String, source: std::io::Error },
     #[error(transparent)]
     Output(#[from] crate::wheel::output::OutputError),
+    #[error(transparent)]
+    Upload(#[from] super::upload::UploadError),
     #[error("no wheels found in the inputs")]
     Empty,
+    #[error("no such file or directory: {0}")]
+    Missing(String),
+    #[error(
+        "{name} is given {} times with different bytes ({}): one index can serve only one file of a name; nothing was written",
+        files.len(), files.join(", ")
+    )]
+    SameNameDifferentBytes { name: String, files: Vec<String> },
     #[error(
         "the output directory {output} {relation} the input {input}: index never moves, replaces or deletes its inputs, so the site must be written elsewhere (Ex: -o site/)"
     )]
@@ -44,7 +53,7 @@ pub enum IndexError {
 impl IndexError {
     /// A usage error (exit 2) rather than a failure of the run.
     pub fn is_usage(&self) -> bool {
-        matches!(self, IndexError::Overlap { .. } | IndexError::UploadInSite(_))
+        matches!(self, IndexError::Overlap { .. } | IndexError::UploadInSite(_) | IndexError::Missing(_))
     }
 }
 
@@ -123,6 +132,13 @@ pub struct IndexedFile {
     metadata: Vec<u8>,
 }
 
+/// A file of the inputs that is not in the index, and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Skipped {
+    pub file: String,
+    pub reason: String,
+}
+
 /// What an index build did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct IndexSummary {
@@ -131,11 +147,18 @@ pub struct IndexSummary {
     pub files: Vec<IndexedFile>,
     /// Where the files to upload beside the wheels were collected (`--upload-dir`).
     pub upload_dir: Option<String>,
-    /// Wheels that exclude the `--python` interpreter, and why.
+    /// Files of the inputs left out: unreadable, or wheels pip refuses to install. The rest of
+    /// the site is written; the run fails (exit 1).
+    pub skipped: Vec<Skipped>,
+    /// Wheels that exclude the `--python` interpreter, files given twice with the same bytes,
+    /// what changed in the upload directory.
     pub notes: Vec<String>,
 }
 
 pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary, IndexError> {
+    if let Some(missing) = crate::wheel::inputs::missing(inputs).first() {
+        return Err(IndexError::Missing(missing.display().to_string()));
+    }
     refuse_overlap(inputs, &options.output)?;
     if let Some(upload) = &options.upload_dir {
         refuse_overlap(inputs, upload)?;
@@ -144,19 +167,38 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
             return Err(IndexError::UploadInSite(upload.display().to_string()));
         }
     }
-    let wheels = super::collect_files(inputs, &[".whl", ".tar.gz"]);
+    let wheels = crate::wheel::inputs::collect_files(inputs, &[".whl", ".tar.gz"]);
     if wheels.is_empty() {
         return Err(IndexError::Empty);
     }
-    let mut files: Vec<IndexedFile> =
-        crate::parallel::map(&wheels, |p| read_file(p)).into_iter().collect::<Result<_, _>>()?;
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    for (path, read) in wheels.iter().zip(crate::parallel::map(&wheels, |p| read_file(p))) {
+        match read {
+            Ok(f) => files.push(f),
+            Err(reason) => skipped.push(Skipped { file: path.display().to_string(), reason }),
+        }
+    }
+    let mut notes = Vec::new();
+    let mut files = one_per_name(files, &mut notes)?;
+    if files.is_empty() && !skipped.is_empty() {
+        // Nothing could be read: no site to write.
+        return Ok(IndexSummary {
+            output: options.output.display().to_string(),
+            projects: 0,
+            files,
+            upload_dir: options.upload_dir.as_ref().map(|p| p.display().to_string()),
+            skipped,
+            notes,
+        });
+    }
     files.sort_by(|a, b| (&a.project, &a.filename).cmp(&(&b.project, &b.filename)));
     if !options.core_metadata {
         for f in &mut files {
             f.metadata_sha256 = None;
         }
     }
-    let mut notes = options.python.as_deref().map(|py| python_notes(&files, py)).unwrap_or_default();
+    notes.extend(options.python.as_deref().map(|py| python_notes(&files, py)).unwrap_or_default());
     let base_url = options.base_url.as_deref().map(directory_url);
     if base_url.is_some() && options.upload_dir.is_none() && files.iter().any(|f| f.metadata_sha256.is_some()) {
         notes.push(format!(
@@ -165,11 +207,16 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
         ));
     }
 
+    // Every conflict in the upload directory is found before anything is written.
+    let mut upload = match &options.upload_dir {
+        Some(dir) => Some(super::upload::UploadDir::plan(dir, &resolved(&options.output), uploads(&files))?),
+        None => None,
+    };
+
     let output = &options.output;
-    // The site (and the upload directory) are built beside their destination and swapped in
-    // whole; nothing of the inputs moves.
+    // The site is built beside its destination and swapped in whole; nothing of the inputs
+    // moves, and every file of the site is new (the wheels are new names of the inputs).
     let temp = crate::wheel::output::TempDir::create(output)?;
-    let upload = options.upload_dir.as_deref().map(crate::wheel::output::TempDir::create).transpose()?;
     let mut projects: BTreeMap<&str, Vec<&IndexedFile>> = BTreeMap::new();
     for f in &files {
         projects.entry(f.project.as_str()).or_default().push(f);
@@ -180,10 +227,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
         for f in list {
             if base_url.is_none() {
                 write_beside(&dir, f)?;
-            }
-            if let Some(upload) = &upload {
-                write_beside(upload.path(), f)?;
-            } else if base_url.is_some() && f.metadata_sha256.is_some() {
+            } else if upload.is_none() && f.metadata_sha256.is_some() {
                 // No upload directory: the sidecar waits in the site for the user to upload.
                 write(&dir.join(format!("{}.metadata", f.filename)), &f.metadata)?;
             }
@@ -200,38 +244,85 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
         &temp.path().join("index.json"),
         (serde_json::to_string_pretty(&listing).expect("serialises") + "\n").as_bytes(),
     )?;
+    // The files the new site links are in place before it is.
+    if let Some(upload) = &mut upload {
+        upload.apply()?;
+        notes.append(&mut upload.notes);
+    }
     temp.commit()?;
     if let Some(upload) = upload {
-        upload.commit()?;
+        upload.finish();
     }
+    let projects = projects.len();
     Ok(IndexSummary {
         output: output.display().to_string(),
-        projects: projects.len(),
+        projects,
         files,
         upload_dir: options.upload_dir.as_ref().map(|p| p.display().to_string()),
+        skipped,
         notes,
     })
+}
+
+/// One file per file name: files given more than once with the same bytes (a directory given
+/// twice, a hard link) are listed once; different bytes under one name are an error naming
+/// every copy, since an index, and the upload beside it, can only hold one.
+fn one_per_name(files: Vec<IndexedFile>, notes: &mut Vec<String>) -> Result<Vec<IndexedFile>, IndexError> {
+    let mut by_name: BTreeMap<String, Vec<IndexedFile>> = BTreeMap::new();
+    for f in files {
+        by_name.entry(f.filename.clone()).or_default().push(f);
+    }
+    let mut out = Vec::new();
+    for (name, mut copies) in by_name {
+        copies.sort_by(|a, b| a.path.cmp(&b.path));
+        let first = copies[0].sha256.clone();
+        if copies.iter().any(|c| c.sha256 != first) {
+            return Err(IndexError::SameNameDifferentBytes {
+                name,
+                files: copies.iter().map(|c| c.path.display().to_string()).collect(),
+            });
+        }
+        if copies.len() > 1 {
+            notes.push(format!("{name} is given {} times with the same bytes: listed once", copies.len()));
+        }
+        out.push(copies.swap_remove(0));
+    }
+    Ok(out)
+}
+
+/// What the upload directory gets for these files: each wheel and its sidecar.
+fn uploads(files: &[IndexedFile]) -> Vec<super::upload::Upload> {
+    use super::upload::{Source, Upload};
+    let mut out = Vec::new();
+    for f in files {
+        out.push(Upload { name: f.filename.clone(), sha256: f.sha256.clone(), source: Source::File(f.path.clone()) });
+        if let Some(sha256) = &f.metadata_sha256 {
+            out.push(Upload {
+                name: format!("{}.metadata", f.filename),
+                sha256: sha256.clone(),
+                source: Source::Bytes(f.metadata.clone()),
+            });
+        }
+    }
+    out
 }
 
 /// The API version the JSON pages declare (PEP 700).
 const API_VERSION: &str = "1.1";
 
 fn write(path: &Path, data: &[u8]) -> Result<(), IndexError> {
-    std::fs::write(path, data).map_err(|source| IndexError::Write { path: path.display().to_string(), source })
+    super::write_new_file(path, data).map_err(|source| IndexError::Write { path: path.display().to_string(), source })
 }
 
 fn create_dir(path: &Path) -> Result<(), IndexError> {
     std::fs::create_dir_all(path).map_err(|source| IndexError::Write { path: path.display().to_string(), source })
 }
 
-/// A file and its `.metadata` sidecar, in `dir`: the wheel hard-linked (a new name for the same
-/// file, no copy of a multi-GB wheel), copied across file systems.
+/// A file and its `.metadata` sidecar, in `dir` (new names, never a file that exists).
 fn write_beside(dir: &Path, f: &IndexedFile) -> Result<(), IndexError> {
     let target = dir.join(&f.filename);
-    if std::fs::hard_link(&f.path, &target).is_err() {
-        std::fs::copy(&f.path, &target)
-            .map_err(|source| IndexError::Write { path: target.display().to_string(), source })?;
-    }
+    super::link_or_copy(&f.path, &target)
+        .map_err(|source| IndexError::Write { path: target.display().to_string(), source })?;
     if f.metadata_sha256.is_some() {
         write(&dir.join(format!("{}.metadata", f.filename)), &f.metadata)?;
     }
@@ -243,18 +334,21 @@ fn directory_url(base: &str) -> String {
     if base.ends_with('/') { base.to_string() } else { format!("{base}/") }
 }
 
-fn read_file(path: &Path) -> Result<IndexedFile, IndexError> {
-    let dist = super::Distribution::read(path)
-        .map_err(|message| IndexError::Wheel { path: path.display().to_string(), message })?;
+/// One file of the index, or why it is left out: unreadable, or a wheel pip refuses.
+fn read_file(path: &Path) -> Result<IndexedFile, String> {
+    let dist = super::Distribution::read(path)?;
+    if let Some(problem) = dist.installer_problems.first() {
+        let more = dist.installer_problems.len() - 1;
+        let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+        return Err(format!("pip refuses to install it: {problem}{more}"));
+    }
     let is_wheel = dist.wheel.is_some();
     Ok(IndexedFile {
         project: dist.metadata.package.to_string(),
         filename: dist.file_name,
         version: dist.metadata.version.text.clone(),
         sha256: dist.sha256,
-        size: std::fs::metadata(path)
-            .map_err(|e| IndexError::Wheel { path: path.display().to_string(), message: e.to_string() })?
-            .len(),
+        size: dist.size,
         requires_python: dist.metadata.requires_python,
         // PEP 658 metadata is served for wheels; an sdist's PKG-INFO may be dynamic.
         metadata_sha256: is_wheel.then(|| super::hex(&Sha256::digest(&dist.metadata_bytes))),

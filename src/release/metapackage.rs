@@ -31,6 +31,53 @@ pub enum MetapackageError {
     Write(#[from] crate::wheel::writer::WriteError),
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
+    #[error(
+        "--name `{0}` is not a project name (PEP 508: letters, digits, `.`, `-`, `_`, starting and ending with a letter or digit)"
+    )]
+    Name(String),
+    #[error("--rocm-version `{0}` is not a release version (Ex: 10.1.0)")]
+    RocmVersion(String),
+    #[error("--gpu-target `{0}` is not a GPU processor name (Ex: gfx950, gfx9-4-generic)")]
+    GpuTarget(String),
+}
+
+impl MetapackageError {
+    /// A usage error (exit 2) rather than a failure of the run.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, MetapackageError::Name(_) | MetapackageError::RocmVersion(_) | MetapackageError::GpuTarget(_))
+    }
+}
+
+/// A project name as PEP 508 writes it. Ex) `rocm-torch` → yes; `a b;c`, `/abs/path` → no
+pub fn is_project_name(name: &str) -> bool {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    !name.is_empty()
+        && name.chars().all(ok)
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+impl MetapackageOptions {
+    /// Refuse options that would write outside `-o` or an uninstallable wheel.
+    pub fn validate(&self) -> Result<(), MetapackageError> {
+        if !is_project_name(&self.name) {
+            return Err(MetapackageError::Name(self.name.clone()));
+        }
+        let release = <pep440_rs::Version as std::str::FromStr>::from_str(&self.rocm_version)
+            .ok()
+            .filter(|v| !v.is_local() && self.rocm_version.starts_with(|c: char| c.is_ascii_digit()));
+        if release.is_none() {
+            return Err(MetapackageError::RocmVersion(self.rocm_version.clone()));
+        }
+        let t = &self.gpu_target;
+        let target_ok = !t.is_empty()
+            && t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && t.starts_with(|c: char| c.is_ascii_lowercase());
+        if !target_ok {
+            return Err(MetapackageError::GpuTarget(t.clone()));
+        }
+        Ok(())
+    }
 }
 
 /// What to build.
@@ -65,6 +112,7 @@ pub struct Pinned {
 }
 
 pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapackage, MetapackageError> {
+    options.validate()?;
     let own = PackageName::new(&options.name);
     let mut pins: BTreeMap<PackageName, (&str, &str, &str)> = BTreeMap::new();
     let mut platforms: BTreeMap<String, Vec<String>> = BTreeMap::new();

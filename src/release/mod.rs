@@ -4,33 +4,14 @@
 pub mod check;
 pub mod index;
 pub mod metapackage;
+pub mod upload;
 
 use std::path::{Path, PathBuf};
 
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::{CoreMetadata, WheelFilename, WheelMetadata};
 
-/// Every file under `inputs` (directories are walked; files are taken as they are) whose name
-/// ends in one of `suffixes`, sorted.
-pub fn collect_files(inputs: &[PathBuf], suffixes: &[&str]) -> Vec<PathBuf> {
-    fn walk(path: &Path, suffixes: &[&str], out: &mut Vec<PathBuf>) {
-        if path.is_dir() {
-            let Ok(entries) = std::fs::read_dir(path) else { return };
-            for entry in entries.flatten() {
-                walk(&entry.path(), suffixes, out);
-            }
-        } else if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| suffixes.iter().any(|s| n.ends_with(s))) {
-            out.push(path.to_path_buf());
-        }
-    }
-    let mut out = Vec::new();
-    for input in inputs {
-        walk(input, suffixes, &mut out);
-    }
-    out.sort();
-    out.dedup();
-    out
-}
+pub use crate::wheel::inputs::collect_files;
 
 /// One distribution file of a release set, read once: its core metadata (parsed, and as
 /// stored for PEP 658) and the sha256 of the file.
@@ -44,6 +25,10 @@ pub struct Distribution {
     pub metadata_bytes: Vec<u8>,
     /// Hex. Ex) `e3b0c442…`
     pub sha256: String,
+    /// Bytes, as hashed.
+    pub size: u64,
+    /// Why pip refuses to install it (wheels only; [`WheelMetadata::installer_problems`]).
+    pub installer_problems: Vec<String>,
 }
 
 impl Distribution {
@@ -61,21 +46,34 @@ impl Distribution {
                 metadata: wheel.metadata,
                 wheel: Some(wheel.filename),
                 sha256,
+                size: wheel.archive.zip.identity.len,
+                installer_problems: wheel.installer_problems,
             });
         }
         let metadata_bytes = read_pkg_info(path)?;
         let metadata =
             CoreMetadata::parse(&String::from_utf8_lossy(&metadata_bytes)).map_err(|e| format!("PKG-INFO: {e}"))?;
         let sha256 = file_sha256(path).map_err(|e| e.to_string())?;
-        Ok(Distribution { path: path.to_path_buf(), file_name, wheel: None, metadata, metadata_bytes, sha256 })
+        let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+        Ok(Distribution {
+            path: path.to_path_buf(),
+            file_name,
+            wheel: None,
+            metadata,
+            metadata_bytes,
+            sha256,
+            size,
+            installer_problems: Vec::new(),
+        })
     }
 }
 
 /// An sdist's `<name>-<version>/PKG-INFO`.
 fn read_pkg_info(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let file = crate::wheel::inputs::open_regular(path).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file.take(len)));
     for entry in archive.entries().map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;
         let is_pkg_info = entry.path().ok().is_some_and(|p| p.components().count() == 2 && p.ends_with("PKG-INFO"));
@@ -90,13 +88,12 @@ fn read_pkg_info(path: &Path) -> Result<Vec<u8>, String> {
 
 /// sha256 of a file, streamed. Ex) `e3b0c442…`
 pub fn file_sha256(path: &Path) -> std::io::Result<String> {
-    let file = std::fs::File::open(path)?;
-    crate::wheel::zip::sha256_of(&file)
+    let file = crate::wheel::inputs::open_regular(path)?;
+    let len = file.metadata()?.len();
+    crate::wheel::zip::sha256_of(&file, len)
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::wheel::digest::hex;
 
 /// The platform family of a wheel's platform tags, for telling Linux and Windows builds apart.
 /// Ex) `manylinux_2_28_x86_64` → `linux_x86_64`; `win_amd64` → `win_amd64`; `any` → `None`
@@ -111,4 +108,32 @@ pub fn platform_family(platform_tags: &[PlatformTag]) -> Option<String> {
         return Some(format!("macosx_{}", arch.rsplit('_').next().unwrap_or("")));
     }
     Some(tag.to_string())
+}
+
+/// A new name for an existing file: a hard link (no copy of a multi-GB wheel), or a copy where
+/// links cannot be made (another file system). Never opens an existing file for writing: the
+/// new name must not exist.
+pub fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => {
+            let source = crate::wheel::inputs::open_regular(from)?;
+            let len = source.metadata()?.len();
+            let mut target = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;
+            let copied = std::io::copy(&mut std::io::Read::take(source, len), &mut target);
+            if copied.is_err() {
+                drop(target);
+                let _ = std::fs::remove_file(to);
+            }
+            copied.map(|_| ())
+        }
+    }
+}
+
+/// Write a new file (it must not exist yet).
+pub fn write_new_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+    file.write_all(data)
 }

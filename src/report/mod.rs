@@ -126,8 +126,15 @@ pub struct ShowReport {
     pub host_binaries: usize,
     /// Host binaries by format (ELF, PE, Mach-O), device code not counted.
     pub binaries: BinaryFormats,
-    /// Where RECORD disagrees with the archive (`show --verify` also compares every hash).
+    /// Where RECORD disagrees with the archive (`show --verify` also compares every hash): the
+    /// first thousand, in order.
     pub record: Vec<RecordFinding>,
+    /// How many more disagreements there are than `record` lists.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub record_truncated: usize,
+    /// Every disagreement, counted by kind. Ex) `3 size, 1 not-in-archive`
+    #[serde(skip)]
+    pub record_summary: String,
     /// Whether every member's hash was compared with RECORD.
     pub hashes_checked: bool,
     /// GPU architectures the wheel carries device code for, base names sorted. Ex) [`gfx942`, `gfx950`]
@@ -143,6 +150,9 @@ pub struct ShowReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unaudited: Option<String>,
     pub notes: Vec<Note>,
+    /// Why pip refuses to install the wheel, in pip's words (absent when it installs it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub installer_problems: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -169,13 +179,16 @@ impl ShowReport {
                 .unwrap_or_default(),
             host_binaries: analysis.binaries.len(),
             binaries: analysis.binary_formats,
-            record: analysis.record_findings.clone(),
+            record: analysis.record_findings.items().to_vec(),
+            record_truncated: analysis.record_findings.truncated(),
+            record_summary: analysis.record_findings.summarize(),
             hashes_checked: analysis.hashes_checked,
             unaudited: analysis.unaudited.clone(),
             gpu_targets: analysis.gpu_targets(),
             gpu: analysis.gpu.clone(),
             gpu_only: analysis.is_pure() && analysis.gpu.iter().any(|g| !g.targets.is_empty()),
             notes: analysis.notes.clone(),
+            installer_problems: wheel.installer_problems.clone(),
             ..Default::default()
         };
         let Some(judgement) = judgement else {
@@ -253,7 +266,16 @@ impl ShowReport {
                         format!("; the wheel has `{p}`, but it is not on the search path of the files that need it")
                     })
                     .unwrap_or_default();
-                let mut reason = if lib.outside.is_empty() {
+                let mut reason = if lib.path_like {
+                    format!(
+                        "`{soname}` is a path, not a name: the loader opens it {}, never in a search directory",
+                        if soname.starts_with('/') {
+                            "there, and it is not on this machine"
+                        } else {
+                            "relative to the working directory of the process"
+                        }
+                    )
+                } else if lib.outside.is_empty() {
                     format!("not in the wheel and not found on this machine{hint}")
                 } else {
                     outside_reason(&lib.outside, soname, &wheel.metadata.requires_dist)
@@ -296,6 +318,9 @@ impl ShowReport {
         if let Some(error) = &self.error {
             let _ = writeln!(out, "  error: {error}");
             return out;
+        }
+        for problem in &self.installer_problems {
+            let _ = writeln!(out, "  pip refuses to install it: {problem}");
         }
         if self.gpu_only {
             let _ = writeln!(
@@ -410,7 +435,7 @@ impl ShowReport {
         let _ = writeln!(
             out,
             "\n  RECORD disagrees with the archive: {} (pip installs it; retag and repair write a true RECORD)",
-            crate::wheel::record::summarize(&self.record)
+            self.record_summary.clone()
         );
         if self.record.iter().all(|f| matches!(f.problem, RecordProblem::NoHash)) {
             let _ = writeln!(out, "    RECORD has no hashes: nothing in this wheel could be verified");
@@ -424,8 +449,8 @@ impl ShowReport {
             };
             let _ = writeln!(out, "    {} {}{detail}", f.problem.as_str(), f.file);
         }
-        if self.record.len() > 5 {
-            let _ = writeln!(out, "    ... and {} more", self.record.len() - 5);
+        if self.record.len() + self.record_truncated > 5 {
+            let _ = writeln!(out, "    ... and {} more", self.record.len() + self.record_truncated - 5);
         }
     }
 
@@ -467,6 +492,10 @@ impl ShowReport {
             let _ = writeln!(out, "    ... and {} more", self.notes.len() - 20);
         }
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Requirements grouped by version, newest first: each with its file count and the top files.

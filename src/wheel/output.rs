@@ -77,7 +77,7 @@ pub fn install_signal_cleanup() {
 }
 
 fn remove_path(path: &Path) {
-    if path.is_dir() {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_dir()) {
         let _ = std::fs::remove_dir_all(path);
     } else {
         let _ = std::fs::remove_file(path);
@@ -119,10 +119,9 @@ impl TempOutput {
     pub fn create(dest: &Path) -> Result<TempOutput, OutputError> {
         let dir = parent_dir(dest);
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        remove_leftovers(dir, &name);
+        remove_leftovers(dir, &name, Leftover::File);
         loop {
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(format!(".{name}.wheelfix-{}-{n}.part", std::process::id()));
+            let path = dir.join(temp_name(&name));
             let made = register(&path, || {
                 let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(&path)?;
                 lock_exclusive(&file)?;
@@ -235,10 +234,9 @@ impl TempDir {
         let dir = parent_dir(dest);
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         std::fs::create_dir_all(dir).map_err(|source| OutputError::Io { path: dir.display().to_string(), source })?;
-        remove_leftovers(dir, &name);
+        remove_leftovers(dir, &name, Leftover::Directory);
         loop {
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(format!(".{name}.wheelfix-{}-{n}.part", std::process::id()));
+            let path = dir.join(temp_name(&name));
             let made = register(&path, || {
                 std::fs::DirBuilder::new().mode(0o777).create(&path)?;
                 let lock = File::open(&path)?;
@@ -261,33 +259,47 @@ impl TempDir {
         &self.path
     }
 
-    /// Swap the finished directory in. An existing destination is replaced only when it is
-    /// empty or a directory an earlier run wrote (it holds [`DIR_MARKER`]).
+    /// Swap the finished directory in, in one step: an existing destination (only one an
+    /// earlier run wrote, or an empty one) trades places with it (`renameat2(RENAME_EXCHANGE)`),
+    /// so that at every moment the destination holds the old site or the new one, and the old
+    /// one is then removed from the temporary name. A file system that cannot exchange gets two
+    /// renames instead, the old site kept under a marked name until the new one is in place.
     pub fn commit(mut self) -> Result<PathBuf, OutputError> {
         let io_err = |source| OutputError::Io { path: self.dest.display().to_string(), source };
-        let old = parent_dir(&self.dest).join(format!(
-            ".{}.wheelfix-old-{}.part",
-            self.dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-            std::process::id()
-        ));
-        let replacing = self.dest.exists();
+        let replacing = std::fs::symlink_metadata(&self.dest).is_ok();
         if replacing {
-            if !may_replace_dir(&self.dest) {
+            if !std::fs::metadata(&self.dest).is_ok_and(|m| m.is_dir()) || !may_replace_dir(&self.dest) {
                 return Err(OutputError::NotOurs(self.dest.display().to_string()));
             }
-            std::fs::rename(&self.dest, &old).map_err(io_err)?;
-        }
-        if let Err(e) = std::fs::rename(&self.path, &self.dest) {
-            if replacing {
-                let _ = std::fs::rename(&old, &self.dest);
+            match rename_exchange(&self.path, &self.dest) {
+                Ok(()) => {
+                    // The old site now lies at the temporary name, which is ours to remove.
+                    self.done = true;
+                    unregister(&self.path);
+                    let _ = std::fs::remove_dir_all(&self.path);
+                    sync_dir(parent_dir(&self.dest));
+                    return Ok(self.dest.clone());
+                }
+                Err(e) if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP)) => {
+                    return Err(io_err(e));
+                }
+                Err(_) => {}
             }
-            return Err(io_err(e));
+            // No exchange here: the old site moves to a marked name first (a later run removes
+            // it if this one dies in between), then the new one takes its place.
+            let name = self.dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let old = parent_dir(&self.dest).join(temp_name(&name));
+            std::fs::rename(&self.dest, &old).map_err(io_err)?;
+            if let Err(e) = std::fs::rename(&self.path, &self.dest) {
+                let _ = std::fs::rename(&old, &self.dest);
+                return Err(io_err(e));
+            }
+            let _ = std::fs::remove_dir_all(&old);
+        } else {
+            rename_no_replace(&self.path, &self.dest).map_err(io_err)?;
         }
         self.done = true;
         unregister(&self.path);
-        if replacing {
-            let _ = std::fs::remove_dir_all(&old);
-        }
         sync_dir(parent_dir(&self.dest));
         Ok(self.dest.clone())
     }
@@ -307,24 +319,103 @@ impl Drop for TempDir {
     }
 }
 
-/// Remove the temporary files (and directories) of killed runs for the destination `name` in
-/// `dir`: those whose lock nobody holds.
-fn remove_leftovers(dir: &Path, name: &str) {
-    let prefix = format!(".{name}.wheelfix-");
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(file_name) = file_name.to_str() else { continue };
-        if !(file_name.starts_with(&prefix) && file_name.ends_with(".part")) {
+/// The longest file name most file systems take.
+const NAME_MAX: usize = 255;
+
+/// The stem of every temporary name for the destination `name`: `.<name>`, or, for a name so
+/// long that the suffix would not fit, its start and a hash of the whole (a 250-byte wheel name
+/// that `wheel tags` writes must still be writable).
+fn temp_stem(name: &str) -> String {
+    // `.wheelfix-<pid>-<n>.part`: at most 10 + 10 + 1 + 20 + 5 bytes.
+    const SUFFIX: usize = 46;
+    if 1 + name.len() + SUFFIX <= NAME_MAX {
+        return format!(".{name}");
+    }
+    use sha2::Digest;
+    let hash = crate::wheel::digest::hex(&sha2::Sha256::digest(name.as_bytes())[..4]);
+    let mut keep = NAME_MAX - SUFFIX - 1 - 1 - hash.len();
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!(".{}~{hash}", &name[..keep])
+}
+
+/// A fresh temporary name for the destination `name`.
+pub(crate) fn temp_name(name: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{}.wheelfix-{}-{n}.part", temp_stem(name), std::process::id())
+}
+
+/// What a leftover of a killed run is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leftover {
+    /// A temporary output file: a regular file.
+    File,
+    /// A temporary site: a directory holding [`DIR_MARKER`].
+    Directory,
+}
+
+/// Remove what killed runs left for the destination `name` in `dir`: entries named exactly as
+/// this process would name them, of the kind it makes (a regular file, or a directory that
+/// holds [`DIR_MARKER`]), whose process is gone and whose lock nobody holds. Anything else, a
+/// directory tree that only looks like one included, is left alone.
+fn remove_leftovers(dir: &Path, name: &str, kind: Leftover) {
+    let prefix = format!("{}.wheelfix-", temp_stem(name));
+    for file_name in leftover_candidates(dir) {
+        let Some(rest) = file_name.strip_prefix(&prefix) else { continue };
+        let Some((pid, n)) = rest.strip_suffix(".part").and_then(|r| r.split_once('-')) else { continue };
+        let (Ok(pid), true) = (pid.parse::<u32>(), !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) else {
+            continue;
+        };
+        if pid == std::process::id() || process_alive(pid) {
             continue;
         }
-        let path = entry.path();
+        let path = dir.join(&file_name);
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else { continue };
+        let ours = match kind {
+            Leftover::File => metadata.file_type().is_file(),
+            Leftover::Directory => {
+                metadata.file_type().is_dir()
+                    && std::fs::symlink_metadata(path.join(DIR_MARKER)).is_ok_and(|m| m.file_type().is_file())
+            }
+        };
+        if !ours {
+            continue;
+        }
         if let Ok(file) = File::open(&path)
             && try_lock_exclusive(&file)
         {
             remove_path(&path);
         }
     }
+}
+
+/// The names in `dir` that look like temporary files of some run (`….wheelfix-….part`), read
+/// once per directory and process: a batch writing four thousand wheels into one directory must
+/// not list it four thousand times.
+fn leftover_candidates(dir: &Path) -> Vec<String> {
+    static SEEN: Mutex<Option<std::collections::HashMap<PathBuf, Vec<String>>>> = Mutex::new(None);
+    let key = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let map = seen.get_or_insert_with(Default::default);
+    map.entry(key)
+        .or_insert_with(|| {
+            let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with('.') && n.contains(".wheelfix-") && n.ends_with(".part"))
+                .collect()
+        })
+        .clone()
+}
+
+/// Whether a process of that id exists (one of another user counts).
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 fn lock_exclusive(file: &File) -> io::Result<()> {
@@ -340,37 +431,42 @@ fn try_lock_exclusive(file: &File) -> bool {
     lock_exclusive(file).is_ok()
 }
 
+/// Take an exclusive lock on an open file without waiting; `false` when another process holds
+/// one. The lock lasts as long as the file is open.
+pub fn try_lock(file: &File) -> bool {
+    try_lock_exclusive(file)
+}
+
 /// `rename` that fails with `AlreadyExists` instead of replacing `to`.
 pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    match renameat2(from, to, libc::RENAME_NOREPLACE) {
+        Ok(()) => Ok(()),
+        // The file system cannot do it atomically: a hard link fails on an existing name too.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP)) => {
+            std::fs::hard_link(from, to)?;
+            std::fs::remove_file(from)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Swap two paths in one step (`renameat2(RENAME_EXCHANGE)`).
+pub fn rename_exchange(a: &Path, b: &Path) -> io::Result<()> {
+    renameat2(a, b, libc::RENAME_EXCHANGE)
+}
+
+/// The `renameat2` system call itself, not glibc's wrapper (glibc 2.28+): the binary then runs
+/// on any glibc from 2.17 on (kernels before 3.15 answer ENOSYS, which callers handle).
+fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<()> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
     let (from_c, to_c) = (c(from)?, c(to)?);
-    // The system call itself, not glibc's wrapper (glibc 2.28+): the binary then runs on any
-    // glibc from 2.17 on (kernels before 3.15 answer ENOSYS, handled below).
     // SAFETY: two NUL-terminated paths, relative to the working directory.
     let r = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            from_c.as_ptr(),
-            libc::AT_FDCWD,
-            to_c.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
+        libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, from_c.as_ptr(), libc::AT_FDCWD, to_c.as_ptr(), flags)
     };
-    if r == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        // The file system cannot do it atomically: a hard link fails on an existing name too.
-        Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP) => {
-            std::fs::hard_link(from, to)?;
-            std::fs::remove_file(from)
-        }
-        _ => Err(err),
-    }
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// Make a rename durable: sync the directory that holds the new name.

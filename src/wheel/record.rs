@@ -39,45 +39,15 @@ impl RecordEntry {
     }
 }
 
-/// A parsed RECORD, rows in file order.
+/// A RECORD to write: owned rows in output order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Record {
+pub struct RecordFile {
     pub entries: Vec<RecordEntry>,
-    /// Whether the file used CRLF line endings (kept when rewriting).
+    /// Whether to write CRLF line endings (an input's RECORD keeps its own).
     pub crlf: bool,
 }
 
-impl Record {
-    /// Parse a RECORD as pip reads it: CSV rows of path, hash and size; a missing hash or size
-    /// field is empty. Only broken CSV and rows of more than three fields are errors.
-    pub fn parse(text: &[u8]) -> Result<Self, RecordError> {
-        let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(text);
-        let mut entries = Vec::new();
-        for (i, row) in reader.records().enumerate() {
-            let line = i as u64 + 1;
-            let row = row.map_err(|e| RecordError::Malformed { line, message: e.to_string() })?;
-            if row.iter().all(str::is_empty) {
-                continue;
-            }
-            if row.len() > 3 {
-                return Err(RecordError::Malformed {
-                    line,
-                    message: format!("expected 3 fields, found {} (an unquoted `,` in a path?)", row.len()),
-                });
-            }
-            let field = |i: usize| row.get(i).unwrap_or("").trim();
-            let (size, bad_size) = match field(2) {
-                "" => (None, None),
-                s => match s.parse::<u64>() {
-                    Ok(n) => (Some(n), None),
-                    Err(_) => (None, Some(s.to_string())),
-                },
-            };
-            entries.push(RecordEntry { path: row[0].to_string(), hash: field(1).to_string(), size, bad_size });
-        }
-        Ok(Record { entries, crlf: text.windows(2).any(|w| w == b"\r\n") })
-    }
-
+impl RecordFile {
     /// Serialise, quoting paths that need it (a `,` or `"` in a name).
     pub fn to_bytes(&self) -> Vec<u8> {
         let terminator = if self.crlf { csv::Terminator::CRLF } else { csv::Terminator::Any(b'\n') };
@@ -89,6 +59,192 @@ impl Record {
                 .expect("writing to a Vec cannot fail");
         }
         writer.into_inner().expect("writing to a Vec cannot fail")
+    }
+}
+
+/// One row of a parsed RECORD, borrowed from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRow<'a> {
+    pub path: &'a str,
+    /// `sha256=...`, another `algorithm=digest`, or empty.
+    pub hash: &'a str,
+    /// The size as written: `None` when the field is empty or missing.
+    pub size: Option<u64>,
+    /// The size field when it is not a number.
+    pub bad_size: Option<&'a str>,
+}
+
+impl RecordRow<'_> {
+    pub fn to_entry(&self) -> RecordEntry {
+        RecordEntry {
+            path: self.path.to_string(),
+            hash: self.hash.to_string(),
+            size: self.size,
+            bad_size: self.bad_size.map(str::to_string),
+        }
+    }
+}
+
+/// A byte range of [`Record`]'s text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+/// One row, in 32 bytes: its fields as spans of the text, the size with `u64::MAX` for none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    path: Span,
+    hash: Span,
+    size: u64,
+    /// A size field that is not a number (`len == u32::MAX`: none).
+    bad_size: Span,
+}
+
+const NO_SIZE: u64 = u64::MAX;
+const NO_SPAN: Span = Span { start: 0, len: u32::MAX };
+
+/// A parsed RECORD, rows in file order, held compactly: the fields in one string and each row
+/// as offsets into it (a RECORD of a million rows takes tens of MB, not a GB of strings).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Record {
+    text: String,
+    rows: Vec<Row>,
+    /// Whether the file used CRLF line endings (kept when rewriting).
+    pub crlf: bool,
+    /// Whether the file is valid UTF-8 (pip refuses a RECORD that is not); invalid bytes were
+    /// read as U+FFFD.
+    pub utf8: bool,
+}
+
+/// The largest RECORD read (a RECORD of a million rows is about 60 MB).
+pub const MAX_RECORD: u64 = 1 << 30;
+
+impl Record {
+    /// Parse a RECORD held in memory ([`Record::read`]).
+    pub fn parse(text: &[u8]) -> Result<Self, RecordError> {
+        Self::read(text)
+    }
+
+    /// Parse a RECORD as it streams past, as pip reads it: CSV rows of path, hash and size; a
+    /// missing hash or size field is empty. Only broken CSV, rows of more than three fields and
+    /// a RECORD over [`MAX_RECORD`] are errors; bytes that are not UTF-8 are noted
+    /// ([`Record::utf8`]). The text is never held whole.
+    pub fn read(input: impl std::io::Read) -> Result<Self, RecordError> {
+        let mut watch = Watch { inner: input, last: 0, crlf: false, bytes: 0 };
+        let mut record = Record { text: String::new(), rows: Vec::new(), crlf: false, utf8: true };
+        let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(&mut watch);
+        let mut row = csv::ByteRecord::new();
+        let mut line = 0u64;
+        loop {
+            line += 1;
+            match reader.read_byte_record(&mut row) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(e) => return Err(RecordError::Malformed { line, message: e.to_string() }),
+            }
+            if row.iter().all(<[u8]>::is_empty) {
+                continue;
+            }
+            if row.len() > 3 {
+                return Err(RecordError::Malformed {
+                    line,
+                    message: format!("expected 3 fields, found {} (an unquoted `,` in a path?)", row.len()),
+                });
+            }
+            let mut text = |i: usize| -> std::borrow::Cow<'_, str> {
+                let bytes = row.get(i).unwrap_or(b"");
+                match std::str::from_utf8(bytes) {
+                    Ok(t) => std::borrow::Cow::Borrowed(t),
+                    Err(_) => {
+                        record.utf8 = false;
+                        String::from_utf8_lossy(bytes)
+                    }
+                }
+            };
+            let (path, hash, size) = (text(0).into_owned(), text(1).trim().to_string(), text(2).trim().to_string());
+            let (size, bad_size) = match size.as_str() {
+                "" => (NO_SIZE, NO_SPAN),
+                s => match s.parse::<u64>() {
+                    Ok(n) if n != NO_SIZE => (n, NO_SPAN),
+                    _ => (NO_SIZE, record.push(s)),
+                },
+            };
+            let path = record.push(&path);
+            let hash = record.push(&hash);
+            record.rows.push(Row { path, hash, size, bad_size });
+            if record.text.len() as u64 > MAX_RECORD {
+                return Err(RecordError::Malformed {
+                    line,
+                    message: format!("more than {MAX_RECORD} bytes: no wheel's RECORD is that large"),
+                });
+            }
+        }
+        drop(reader);
+        record.crlf = watch.crlf;
+        record.text.shrink_to_fit();
+        record.rows.shrink_to_fit();
+        Ok(record)
+    }
+
+    fn push(&mut self, field: &str) -> Span {
+        let start = self.text.len() as u32;
+        self.text.push_str(field);
+        Span { start, len: field.len() as u32 }
+    }
+
+    fn get(&self, span: Span) -> &str {
+        &self.text[span.start as usize..(span.start + span.len) as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The row at `index`, in file order.
+    pub fn row(&self, index: usize) -> RecordRow<'_> {
+        let r = &self.rows[index];
+        RecordRow {
+            path: self.get(r.path),
+            hash: self.get(r.hash),
+            size: (r.size != NO_SIZE).then_some(r.size),
+            bad_size: (r.bad_size.len != u32::MAX).then(|| self.get(r.bad_size)),
+        }
+    }
+
+    pub fn rows(&self) -> impl Iterator<Item = RecordRow<'_>> {
+        (0..self.rows.len()).map(|i| self.row(i))
+    }
+}
+
+/// A reader that notes, as the bytes pass, whether a `\r\n` went by and how many bytes did.
+struct Watch<R> {
+    inner: R,
+    last: u8,
+    crlf: bool,
+    bytes: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Watch<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 && !self.crlf {
+            let chunk = &buf[..n];
+            self.crlf = (self.last == b'\r' && chunk[0] == b'\n') || chunk.windows(2).any(|w| w == b"\r\n");
+            self.last = chunk[n - 1];
+        }
+        self.bytes += n as u64;
+        if self.bytes > MAX_RECORD + (1 << 20) {
+            return Err(std::io::Error::other(format!(
+                "more than {MAX_RECORD} bytes: no wheel's RECORD is that large"
+            )));
+        }
+        Ok(n)
     }
 }
 
@@ -220,6 +376,8 @@ pub enum RecordProblem {
     UnverifiableHash,
     /// A row without a hash.
     NoHash,
+    /// A directory entry that holds data: installers drop it, nothing can list it.
+    DirectoryData,
 }
 
 impl RecordProblem {
@@ -232,6 +390,7 @@ impl RecordProblem {
             RecordProblem::DuplicateRow => "duplicate-row",
             RecordProblem::UnverifiableHash => "unverifiable-hash",
             RecordProblem::NoHash => "no-hash",
+            RecordProblem::DirectoryData => "directory-data",
         }
     }
 }
@@ -253,13 +412,87 @@ impl RecordFinding {
     }
 }
 
-/// One line per problem kind, with counts. Ex) `3 size, 1 not-in-archive`
-pub fn summarize(findings: &[RecordFinding]) -> String {
-    let mut counts: std::collections::BTreeMap<RecordProblem, usize> = Default::default();
-    for f in findings {
-        *counts.entry(f.problem).or_default() += 1;
+/// Every difference between RECORD and the archive, counted by kind, with the first
+/// [`RecordFindings::KEEP`] of them (in order) kept whole: a RECORD of a million stale rows is
+/// reported in bounded memory. Made with [`FindingsBuilder`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordFindings {
+    kept: Vec<RecordFinding>,
+    counts: std::collections::BTreeMap<RecordProblem, usize>,
+}
+
+/// Collects findings: counts them all, keeps the smallest [`RecordFindings::KEEP`].
+#[derive(Debug, Default)]
+pub struct FindingsBuilder {
+    /// A max-heap: its top is the largest finding kept.
+    heap: std::collections::BinaryHeap<RecordFinding>,
+    counts: std::collections::BTreeMap<RecordProblem, usize>,
+}
+
+impl FindingsBuilder {
+    pub fn push(&mut self, finding: RecordFinding) {
+        *self.counts.entry(finding.problem).or_default() += 1;
+        if self.heap.len() < RecordFindings::KEEP {
+            self.heap.push(finding);
+        } else if self.heap.peek().is_some_and(|largest| finding < *largest) {
+            self.heap.pop();
+            self.heap.push(finding);
+        }
     }
-    counts.iter().map(|(p, n)| format!("{n} {}", p.as_str())).collect::<Vec<_>>().join(", ")
+
+    pub fn finish(self) -> RecordFindings {
+        let mut kept = self.heap.into_sorted_vec();
+        kept.dedup();
+        RecordFindings { kept, counts: self.counts }
+    }
+}
+
+impl RecordFindings {
+    /// How many findings are kept whole.
+    pub const KEEP: usize = 1000;
+
+    /// These findings and more, as a builder.
+    pub fn builder(self) -> FindingsBuilder {
+        FindingsBuilder { heap: self.kept.into_iter().collect(), counts: self.counts }
+    }
+
+    /// The kept findings, in order.
+    pub fn items(&self) -> &[RecordFinding] {
+        &self.kept
+    }
+
+    pub fn first(&self) -> Option<&RecordFinding> {
+        self.kept.first()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Every finding, kept or not.
+    pub fn total(&self) -> usize {
+        self.counts.values().sum()
+    }
+
+    /// Findings counted but not kept whole.
+    pub fn truncated(&self) -> usize {
+        self.total() - self.kept.len()
+    }
+
+    pub fn has(&self, problem: RecordProblem) -> bool {
+        self.counts.contains_key(&problem)
+    }
+
+    /// One line per problem kind, with counts. Ex) `3 size, 1 not-in-archive`
+    pub fn summarize(&self) -> String {
+        self.counts.iter().map(|(p, n)| format!("{n} {}", p.as_str())).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl serde::Serialize for RecordFindings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.kept.serialize(s)
+    }
 }
 
 #[cfg(test)]
@@ -270,10 +503,11 @@ mod tests {
     fn round_trips_quoted_paths_and_crlf() {
         let text = b"a/b.py,sha256=x,3\r\n\"we,ird.py\",sha256=y,4\r\na-1.0.dist-info/RECORD,,\r\n";
         let record = Record::parse(text).unwrap();
-        assert_eq!(record.entries[1].path, "we,ird.py");
-        assert_eq!(record.entries[2].size, None);
+        assert_eq!(record.row(1).path, "we,ird.py");
+        assert_eq!(record.row(2).size, None);
         assert!(record.crlf);
-        assert_eq!(record.to_bytes(), text);
+        let file = RecordFile { entries: record.rows().map(|r| r.to_entry()).collect(), crlf: true };
+        assert_eq!(file.to_bytes(), text);
     }
 
     #[test]
@@ -285,11 +519,26 @@ mod tests {
     #[test]
     fn tolerates_short_rows_and_bad_sizes() {
         let record = Record::parse(b"a,sha256=x,3\nb,sha256=y,big\nc,sha256=z\nd\n").unwrap();
-        assert_eq!(record.entries[1].bad_size.as_deref(), Some("big"));
-        assert_eq!(record.entries[2].size, None);
-        assert_eq!(record.entries[3].hash, "");
+        assert_eq!(record.row(1).bad_size, Some("big"));
+        assert_eq!(record.row(2).size, None);
+        assert_eq!(record.row(3).hash, "");
         let err = Record::parse(b"a,b,c,d\n").unwrap_err();
         assert!(err.to_string().contains("RECORD line 1: expected 3 fields, found 4"), "{err}");
+    }
+
+    #[test]
+    fn findings_are_counted_all_and_kept_in_order_up_to_the_bound() {
+        let mut findings = FindingsBuilder::default();
+        for i in (0..3 * RecordFindings::KEEP).rev() {
+            findings.push(RecordFinding::new(&format!("f{i:05}"), RecordProblem::NotInArchive, None, None));
+        }
+        findings.push(RecordFinding::new("a", RecordProblem::Size, None, None));
+        let findings = findings.finish();
+        assert_eq!(findings.total(), 3 * RecordFindings::KEEP + 1);
+        assert_eq!(findings.items().len(), RecordFindings::KEEP);
+        assert_eq!(findings.first().unwrap().file, "a");
+        assert_eq!(findings.items()[1].file, "f00000");
+        assert_eq!(findings.summarize(), "1 size, 3000 not-in-archive");
     }
 
     #[test]

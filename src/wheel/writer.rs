@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::output::{Commit, OutputError, TempOutput};
 use super::zip::{Compressed, DosTime, Spilled, ZipWriter};
-use super::{Record, RecordEntry, Wheel, WheelFilename};
+use super::{RecordEntry, RecordFile, Wheel, WheelFilename};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -25,6 +25,8 @@ pub enum WriteError {
     Read { name: String, message: String },
     #[error("SOURCE_DATE_EPOCH=`{0}` is not a number of seconds")]
     SourceDateEpoch(String),
+    #[error("the output would hold {0}; nothing was written")]
+    Layout(String),
 }
 
 /// A new file for the output wheel.
@@ -180,10 +182,11 @@ pub fn write_wheel(
     let dist_info_prefix = format!("{}/", plan.output_dist_info(&wheel.dist_info));
     let insert_at = names.iter().position(|(n, _)| n.starts_with(&dist_info_prefix)).unwrap_or(names.len());
     names.splice(insert_at..insert_at, plan.add.keys().map(|k| (k.clone(), None)));
+    check_layout(&names)?;
 
     // RECORD: every file with its sha256 and size, in output order; signatures keep the rows
     // the input gave them (usually none: they are made after RECORD).
-    let mut record = Record { entries: Vec::with_capacity(names.len() + 1), crlf: wheel.record.crlf };
+    let mut record = RecordFile { entries: Vec::with_capacity(names.len() + 1), crlf: wheel.record.crlf };
     for (name, source) in &names {
         if name.ends_with('/') {
             continue; // directory entries have no rows
@@ -191,7 +194,7 @@ pub fn write_wheel(
         let row = match (plan.replace.get(name).or_else(|| plan.add.get(name)), source) {
             (Some(new), _) => new.record_entry(name),
             (None, Some(index)) if signature(name) => match wheel.record_entry(&members[*index].name) {
-                Some(row) => RecordEntry { path: name.clone(), ..row.clone() },
+                Some(row) => RecordEntry { path: name.clone(), ..row.to_entry() },
                 None => continue,
             },
             (None, Some(index)) => input_row(wheel, *index, name, digests)?,
@@ -202,8 +205,12 @@ pub fn write_wheel(
     record.entries.push(RecordEntry { path: output_record.clone(), hash: String::new(), size: None, bad_size: None });
     let mut record_bytes = record.to_bytes();
     // Signatures sign RECORD's bytes: they stay only if RECORD does.
-    let input_record_bytes =
-        wheel.archive.member(&input_record).and_then(|m| wheel.archive.read(m).ok()).map(|b| b.into_vec());
+    // Read only when it can be the same (the same size): a stale RECORD may be huge.
+    let input_record_bytes = wheel
+        .archive
+        .member(&input_record)
+        .filter(|m| m.size == record_bytes.len() as u64)
+        .and_then(|m| wheel.archive.read(m).ok());
     let record_unchanged = output_record == input_record && input_record_bytes.as_deref() == Some(&record_bytes[..]);
     if !record_unchanged && names.iter().any(|(n, _)| signature(n)) {
         names.retain(|(n, _)| !signature(n));
@@ -244,19 +251,50 @@ pub fn write_wheel(
         })?
         .into_iter()
         .collect();
-    let mut order: Vec<(String, Source)> = names
-        .into_iter()
-        .map(|(name, source)| {
-            let from = compressed.remove(&name).unwrap_or_else(|| Source::Copy(source.expect("an unchanged member")));
-            (name, from)
-        })
-        .collect();
+    let mut order: Vec<(String, Source)> = Vec::with_capacity(names.len() + 1);
+    for (name, source) in names {
+        let from = match (compressed.remove(&name), source) {
+            (Some(new), _) => new,
+            // A directory entry that holds data is written empty: installers drop the data,
+            // and no RECORD row can list it.
+            (None, Some(index)) if members[index].is_dir() && members[index].compressed_size > 0 => {
+                let m = &members[index];
+                let time = DosTime { time: m.dos_time, date: m.dos_date };
+                Source::New { mode: m.unix_mode().unwrap_or(0o755), time, compressed: Compressed::new(&[], 0) }
+            }
+            (None, Some(index)) => Source::Copy(index),
+            (None, None) => return Err(WriteError::Layout(format!("`{name}` without content"))),
+        };
+        order.push((name, from));
+    }
     let record_source = match compressed.remove(&output_record) {
         Some(new) => new,
         None => Source::Copy(members.iter().position(|m| *m.name == input_record).expect("RECORD is a member")),
     };
     order.push((output_record, record_source));
     emit(order, Some(wheel), dest, commit, mode)
+}
+
+/// Every member name once, and no name both a file and a directory another member lies in
+/// (`hz.libs` beside `hz.libs/libz.so`): installers cannot unpack such an archive.
+fn check_layout(names: &[(String, Option<usize>)]) -> Result<(), WriteError> {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::with_capacity(names.len());
+    for (name, _) in names {
+        if !seen.insert(name.as_str()) {
+            return Err(WriteError::Layout(format!("`{name}` twice")));
+        }
+    }
+    for (name, _) in names {
+        let mut at = name.len();
+        while let Some(slash) = name[..at].rfind('/') {
+            let dir = &name[..slash];
+            if seen.contains(dir) {
+                return Err(WriteError::Layout(format!("a file `{dir}` and the member `{name}` inside it")));
+            }
+            at = slash;
+        }
+    }
+    Ok(())
 }
 
 /// The RECORD row of an unchanged input member: from its digest when the analysis hashed it,
@@ -267,7 +305,7 @@ fn input_row(wheel: &Wheel, index: usize, name: &str, digests: &[Option<[u8; 32]
         return Ok(RecordEntry::for_digest(name, digest, member.size));
     }
     if wheel.row_is_reusable(member) {
-        let mut row = wheel.record_entry(&member.name).expect("a reusable row exists").clone();
+        let mut row = wheel.record_entry(&member.name).expect("a reusable row exists").to_entry();
         row.path = name.to_string();
         return Ok(row);
     }
@@ -291,9 +329,10 @@ fn input_row(wheel: &Wheel, index: usize, name: &str, digests: &[Option<[u8; 32]
 pub fn copy_wheel(input: &Path, dest: &Path, commit: Commit, mode: Option<u32>) -> Result<PathBuf, WriteError> {
     let temp = TempOutput::create(dest)?;
     let io_err = |source| WriteError::Io { path: dest.display().to_string(), source };
-    let mut from = std::fs::File::open(input).map_err(io_err)?;
+    let from = super::inputs::open_regular(input).map_err(io_err)?;
+    let len = from.metadata().map_err(io_err)?.len();
     let mut to = temp.file()?;
-    std::io::copy(&mut from, &mut to).map_err(io_err)?;
+    std::io::copy(&mut std::io::Read::take(from, len), &mut to).map_err(io_err)?;
     drop(to);
     if let Some(mode) = mode {
         temp.set_mode(mode)?;
@@ -304,7 +343,7 @@ pub fn copy_wheel(input: &Path, dest: &Path, commit: Commit, mode: Option<u32>) 
 /// Write a wheel that has no input (a metapackage): `members` in order, RECORD generated last.
 pub fn write_new_wheel(dist_info: &str, members: &[(String, NewMember)], dest: &Path) -> Result<PathBuf, WriteError> {
     let record_path = format!("{dist_info}/RECORD");
-    let mut record = Record::default();
+    let mut record = RecordFile::default();
     for (name, member) in members {
         record.entries.push(member.record_entry(name));
     }

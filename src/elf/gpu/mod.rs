@@ -325,6 +325,7 @@ pub fn host_binary_view<V: FileView + ?Sized>(
         return vec![code.finish()];
     }
     let mut found = Vec::new();
+    let fatbins = fatbins_in_data(file, facts, view.len(), hits);
     if let Some((start, end)) = section_range(".hip_fatbin") {
         let mut code = GpuCode::new(file, Container::HipFatbin);
         hits.blob(start, end, &mut code);
@@ -335,10 +336,41 @@ pub fn host_binary_view<V: FileView + ?Sized>(
     } else if let Some((start, end)) = section_range(".nv_fatbin") {
         let mut code = GpuCode::new(file, Container::NvFatbin);
         hits.nv_fatbins(start, end, &mut code);
+        if let Some(more) = fatbins {
+            code.objects += more.objects;
+            code.targets.extend(more.targets);
+            code.notes.extend(more.notes);
+        }
         found.push(code.finish());
+    } else if let Some(code) = fatbins {
+        found.push(code);
     }
     found.extend(embedded_code_objects(file, facts, view.len(), hits));
     found
+}
+
+/// NVIDIA fatbins in the data of a host binary outside `.nv_fatbin` (CUPTI keeps its kernels in
+/// `.rodata`, bitsandbytes its PTX in `__nv_relfatbin`), each validated by its header.
+fn fatbins_in_data(file: &str, facts: &ElfFacts, len: u64, hits: &scan::Hits) -> Option<GpuCode> {
+    const SHF_EXECINSTR: u64 = 4;
+    let mut code = GpuCode::new(file, Container::NvFatbin);
+    let mut places: Vec<String> = Vec::new();
+    for s in &facts.sections {
+        let end = s.offset.saturating_add(s.size);
+        let device_section = matches!(s.name.as_str(), ".hip_fatbin" | ".nv_fatbin");
+        if s.kind == 8 || s.flags & SHF_EXECINSTR != 0 || device_section || end > len || s.size < 32 {
+            continue;
+        }
+        let n = hits.nv_fatbins_in_data(s.offset, end, &mut code);
+        if n > 0 {
+            places.push(format!("{n} in `{}`", s.name));
+        }
+    }
+    if code.objects == 0 {
+        return None;
+    }
+    code.notes.push(format!("fatbins outside .nv_fatbin: {}", places.join(", ")));
+    Some(code.finish())
 }
 
 /// Whole AMDGPU code objects inside the data sections of a host binary (not in its code, not in

@@ -590,7 +590,9 @@ impl Hits {
     pub fn of_sections(data: &[u8], facts: &ElfFacts) -> Hits {
         let mut hits = Vec::new();
         const SHF_EXECINSTR: u64 = 4;
-        let code_objects = Patterns { code_objects: true, ..Patterns::NONE };
+        // Data sections may hold code objects without a bundle, and fatbins outside
+        // `.nv_fatbin` (`.rodata`, `__nv_relfatbin`).
+        let code_objects = Patterns { code_objects: true, nv_fatbins: true, ..Patterns::NONE };
         for s in &facts.sections {
             let patterns = match s.name.as_str() {
                 ".hip_fatbin" | ".nv_fatbin" => Patterns::HOST,
@@ -669,15 +671,33 @@ impl Hits {
 
     /// Read the NVIDIA fatbins of the file range [start, end) into `code`.
     pub fn nv_fatbins(&self, start: u64, end: u64, code: &mut GpuCode) {
+        self.read_fatbins(start, end, code, false);
+    }
+
+    /// Fatbins embedded in a host binary's data outside `.nv_fatbin` (`.rodata`, `__nv_relfatbin`),
+    /// found by their magic: only those whose header is a fatbin's (version 1, a 16-byte header,
+    /// a payload within the range, entries of a known kind) count. Returns how many there are.
+    pub fn nv_fatbins_in_data(&self, start: u64, end: u64, code: &mut GpuCode) -> usize {
+        self.read_fatbins(start, end, code, true)
+    }
+
+    fn read_fatbins(&self, start: u64, end: u64, code: &mut GpuCode, strict: bool) -> usize {
         let mut at = start;
+        let mut found = 0;
         for hit in self.within(start, end) {
             let Hit::Nv { at: base, header, entries } = hit else { continue };
             if *base < at {
                 continue;
             }
+            let version = header.get(4..6).map(|b| u16::from_le_bytes([b[0], b[1]]));
             let header_size = header.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]]) as u64).unwrap_or(16);
             let payload = header.get(8..16).map(|b| u64::from_le_bytes(b.try_into().unwrap())).unwrap_or(0);
-            let stop = (base + header_size).saturating_add(payload).min(end);
+            let stop = (base + header_size).saturating_add(payload);
+            if strict && (version != Some(1) || header_size != 16 || payload == 0 || stop > end) {
+                continue;
+            }
+            let stop = stop.min(end);
+            let mut targets = Vec::new();
             for (entry, bytes) in entries {
                 if entry + 0x20 > stop || bytes.len() < 0x20 {
                     break;
@@ -685,14 +705,21 @@ impl Hits {
                 let kind = u16::from_le_bytes([bytes[0], bytes[1]]);
                 let entry_header = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
                 let sm = u32::from_le_bytes(bytes[0x1c..0x20].try_into().unwrap());
-                if entry_header == 0 {
+                if entry_header == 0 || (strict && (!matches!(kind, 1 | 2) || !(0x20..=0x1000).contains(&entry_header)))
+                {
                     break;
                 }
-                code.objects += 1;
-                code.targets.push(if kind == 1 { format!("compute_{sm}") } else { format!("sm_{sm}") });
+                targets.push(if kind == 1 { format!("compute_{sm}") } else { format!("sm_{sm}") });
             }
+            if strict && targets.is_empty() {
+                continue;
+            }
+            found += 1;
+            code.objects += targets.len();
+            code.targets.extend(targets);
             at = stop.max(base + 4);
         }
+        found
     }
 
     /// The code objects embedded in [start, end) into `code`, each validated by its header and

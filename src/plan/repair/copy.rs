@@ -4,8 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use sha2::{Digest, Sha256};
-
 use super::{Graft, RepairError, RepairSettings, Spill};
 use crate::analysis::Analysis;
 use crate::elf::patch::{ElfEdit, RpathEdit};
@@ -51,7 +49,7 @@ pub fn vendor(
             let read_error = |source_err| RepairError::Read { path: source.clone(), source: source_err };
             let size = std::fs::metadata(real).map_err(read_error)?.len();
             let _permit = spill.budget.take(size.saturating_mul(2));
-            let data = std::fs::read(real).map_err(read_error)?;
+            let data = crate::wheel::inputs::read_bounded(real, u64::MAX).map_err(read_error)?;
             let data = if settings.strip { strip(&data, &source)? } else { data };
             let needs: BTreeMap<String, String> = analysis.external[&soname]
                 .needs
@@ -83,19 +81,11 @@ pub fn vendor(
     )
 }
 
-/// The sha256 of a file, read in chunks.
+/// The sha256 of a file, read in chunks (as far as its size when it was opened).
 fn file_sha256(path: &std::path::Path) -> std::io::Result<[u8; 32]> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            return Ok(hasher.finalize().into());
-        }
-        hasher.update(&buf[..n]);
-    }
+    let file = crate::wheel::inputs::open_regular(path)?;
+    let len = file.metadata()?.len();
+    crate::wheel::digest::sha256_of_reader(std::io::Read::take(file, len))
 }
 
 /// Old soname → the copy's file name.
@@ -111,7 +101,7 @@ pub fn vendored_name(file_name: &str, hash: &str) -> String {
 }
 
 fn hex8(digest: &[u8]) -> String {
-    digest.iter().take(4).map(|b| format!("{b:02x}")).collect()
+    crate::wheel::digest::hex(&digest[..4])
 }
 
 /// `strip -s` on a copy of a library, before patching (auditwheel #716).

@@ -40,6 +40,10 @@ pub enum RepairError {
     Strip { path: String, message: String },
     #[error("cannot write the patched `{file}` aside: {source}")]
     Spill { file: String, source: std::io::Error },
+    #[error(
+        "the wheel holds a file `{file}` where repair would create the directory of vendored libraries; choose another with -L"
+    )]
+    LibsDirIsAFile { file: String },
 }
 
 /// Where patched files wait for the writer, and the memory budget patching takes from.
@@ -100,8 +104,13 @@ pub fn add_to_plan(
     let libs_dir = format!("{}{}", wheel.filename.name, settings.lib_sdir);
     let copies = copy::vendor(&libs, analysis, &libs_dir, settings, spill)?;
     let renames = copy::renames(&copies);
+    if !copies.is_empty()
+        && let Some(file) = wheel.archive.members().iter().find(|m| *m.name == libs_dir)
+    {
+        return Err(RepairError::LibsDirIsAFile { file: file.name.to_string() });
+    }
     for copy in &copies {
-        plan.add.insert(copy.graft.member.clone(), copy.member.clone());
+        add_or_replace(plan, wheel, &copy.graft.member, copy.member.clone());
     }
     for (path, member) in patch::patch_wheel_files(wheel, analysis, &renames, &libs_dir, settings, spill)? {
         match member {
@@ -109,7 +118,7 @@ pub fn add_to_plan(
                 plan.replace.insert(plan.output_name(&path).to_string(), m);
             }
             patch::Patched::Moved { shim, moved_to, executable } => {
-                plan.add.insert(moved_to, executable);
+                add_or_replace(plan, wheel, &moved_to, executable);
                 plan.replace.insert(plan.output_name(&path).to_string(), shim);
             }
         }
@@ -118,6 +127,16 @@ pub fn add_to_plan(
         add_sbom(plan, wheel, &copies);
     }
     Ok(copies.into_iter().map(|c| c.graft).collect())
+}
+
+/// A member to write at `path`: it replaces the input's member there (a wheel repaired before
+/// already holds `<pkg>.libs/<lib-hash>.so`), or is added.
+fn add_or_replace(plan: &mut Plan, wheel: &Wheel, path: &str, member: NewMember) {
+    if wheel.archive.member(path).is_some() && plan.output_name(path) == path {
+        plan.replace.insert(path.to_string(), member);
+    } else {
+        plan.add.insert(path.to_string(), member);
+    }
 }
 
 /// `<dist-info>/sboms/wheelfix.cdx.json`, naming every vendored file and where it came from.

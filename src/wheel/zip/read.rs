@@ -20,6 +20,8 @@ const ZIP64_LOCATOR: u32 = 0x0706_4b50;
 const ZIP64_EXTRA: u16 = 0x0001;
 /// General purpose flag bit 0: the member is encrypted.
 const FLAG_ENCRYPTED: u16 = 1;
+/// General purpose flag bit 11: the name is UTF-8.
+const FLAG_UTF8: u16 = 1 << 11;
 
 /// One member of the central directory: what it takes to find, read and copy it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,9 @@ pub struct Entry {
     /// `version made by`: the high byte names the system (3 = Unix).
     pub made_by: u16,
     pub external_attr: u32,
+    /// Where the next member's local header (or the central directory) starts: the member's
+    /// header and data must end there, or two members share bytes.
+    pub end: u64,
 }
 
 impl Entry {
@@ -88,13 +93,13 @@ pub struct ZipReader {
     central_start: u64,
 }
 
-/// Bytes read from the end of the file to find the end-of-central-directory record (its
-/// 22 bytes, a comment of up to 65,535 bytes, and the 20-byte zip64 locator before it).
-const TAIL: u64 = 22 + 0xffff + 20;
+/// Bytes read from the end of the file to find the end-of-central-directory record: zipfile's
+/// window, its 22 bytes and a comment of up to 64 KiB.
+const TAIL: u64 = (1 << 16) + 22;
 
 impl ZipReader {
     pub fn open(path: &Path) -> Result<ZipReader, ZipError> {
-        let file = File::open(path).map_err(ZipError::Open)?;
+        let file = crate::wheel::inputs::open_regular(path).map_err(ZipError::Open)?;
         let metadata = file.metadata().map_err(ZipError::Open)?;
         let len = metadata.len();
         if len < 22 {
@@ -106,44 +111,48 @@ impl ZipReader {
         let eocd_at = find_eocd(&tail).ok_or_else(|| {
             ZipError::NotZip("no end-of-central-directory record (not a zip file, or truncated)".into())
         })?;
-        let eocd = &tail[eocd_at..];
-        let mut count = u64::from(le16(eocd, 10));
+        let eocd = &tail[eocd_at..eocd_at + 22];
         let mut cd_size = u64::from(le32(eocd, 12));
         let mut cd_offset = u64::from(le32(eocd, 16));
         let eocd_pos = tail_start + eocd_at as u64;
         let mut directory_end = eocd_pos;
-        // A zip64 locator right before the record points at the zip64 end record.
-        if eocd_at >= 20 && le32(&tail, eocd_at - 20) == ZIP64_LOCATOR {
-            let record_at = le64(&tail, eocd_at - 20 + 8);
-            let mut record = [0u8; 56];
-            read_exact_at(&file, &mut record, record_at)
+        // As Python's zipfile reads it: a zip64 locator right before the end record, and the
+        // zip64 end record right before the locator (anything else: no zip64).
+        if eocd_pos >= 20 + 56 {
+            let mut records = [0u8; 76];
+            read_exact_at(&file, &mut records, eocd_pos - 76)
                 .map_err(|e| ZipError::NotZip(format!("unreadable zip64 end record: {e}")))?;
-            if le32(&record, 0) != ZIP64_END_OF_CENTRAL_DIRECTORY {
-                return Err(ZipError::NotZip("the zip64 locator points at no zip64 end record".into()));
+            let (record, locator) = records.split_at(56);
+            if le32(locator, 0) == ZIP64_LOCATOR {
+                if le32(locator, 4) != 0 || le32(locator, 16) > 1 {
+                    return Err(ZipError::NotZip("zipfiles that span multiple disks are not supported".into()));
+                }
+                if le32(record, 0) == ZIP64_END_OF_CENTRAL_DIRECTORY {
+                    cd_size = le64(record, 40);
+                    cd_offset = le64(record, 48);
+                    directory_end = eocd_pos - 76;
+                }
             }
-            count = le64(&record, 32);
-            cd_size = le64(&record, 40);
-            cd_offset = le64(&record, 48);
-            directory_end = record_at;
         }
         // Data prepended to the archive (a self-extracting stub) shifts every offset; Python's
         // zipfile corrects for it the same way.
         let shift = directory_end
             .checked_sub(cd_size)
             .and_then(|start| start.checked_sub(cd_offset))
-            .ok_or_else(|| ZipError::NotZip("the central directory lies outside the file".into()))?;
+            .ok_or_else(|| ZipError::NotZip("Bad offset for central directory".into()))?;
         let central_start = cd_offset + shift;
-        // Each central record takes at least 46 bytes: a larger count is a lie.
-        if count > cd_size / 46 + 1 {
-            return Err(ZipError::NotZip(format!("the central directory claims {count} members in {cd_size} bytes")));
-        }
+        // The records fill the central directory's size, whatever count the end record gives
+        // (zipfile reads them so); each takes at least 46 bytes.
         let mut reader = io::BufReader::with_capacity(1 << 20, PositionalReader::new(&file, central_start, cd_size));
-        let mut entries = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let mut entry = read_central_record(&mut reader)?;
+        let mut entries = Vec::with_capacity((cd_size / 46).min(1 << 20) as usize);
+        let mut consumed = 0u64;
+        while consumed < cd_size {
+            let (mut entry, record_len) = read_central_record(&mut reader)?;
             entry.header_offset += shift;
+            consumed += record_len;
             entries.push(entry);
         }
+        limit_entries(&mut entries, central_start)?;
         let file_mode = metadata.mode() & 0o7777;
         Ok(ZipReader {
             path: path.to_path_buf(),
@@ -157,18 +166,40 @@ impl ZipReader {
 
     /// Where the member's compressed data starts, read from its local header.
     pub fn data_offset(&self, entry: &Entry) -> Result<u64, ZipError> {
-        let mut header = [0u8; 30];
+        let mut header = vec![0u8; 30 + entry.name.len()];
         self.read_at(entry, &mut header, entry.header_offset)?;
         self.data_offset_from(entry, &header)
     }
 
+    /// The data offset from a buffer holding the local header and (at least) as many bytes of
+    /// its name as the central directory's name has. The checks are Python's zipfile's, with
+    /// its words: a missing signature, a name that differs from the directory's, and data that
+    /// runs into the next member (which zipfile refuses since 3.12 as a possible zip bomb).
     fn data_offset_from(&self, entry: &Entry, header: &[u8]) -> Result<u64, ZipError> {
-        if le32(header, 0) != LOCAL_HEADER {
-            return Err(self.member_error(entry, "its local header is missing (corrupt archive)"));
+        if header.len() < 30 || le32(header, 0) != LOCAL_HEADER {
+            return Err(self.member_error(entry, "Bad magic number for file header (corrupt archive)"));
         }
-        let start = entry.header_offset + 30 + u64::from(le16(header, 26)) + u64::from(le16(header, 28));
+        let name_len = usize::from(le16(header, 26));
+        if header.len() < 30 + name_len.min(entry.name.len()) {
+            return Err(self.member_error(entry, "its local header lies past the end of the file (truncated?)"));
+        }
+        let local_name = header.get(30..30 + name_len.min(entry.name.len()));
+        let local_utf8 = le16(header, 6) & FLAG_UTF8 != 0;
+        let same_flags = entry.name.is_ascii() || local_utf8 == (entry.flags & FLAG_UTF8 != 0);
+        if name_len != entry.name.len() || local_name != Some(entry.name.as_bytes()) || !same_flags {
+            let shown = local_name.map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
+            return Err(self.member_error(
+                entry,
+                &format!(
+                    "File name in directory {:?} and header {:?} differ (pip and Python's zipfile refuse such an archive)",
+                    &*entry.name, shown
+                ),
+            ));
+        }
+        let start = entry.header_offset + 30 + name_len as u64 + u64::from(le16(header, 28));
         match start.checked_add(entry.compressed_size) {
-            Some(end) if end <= self.central_start => Ok(start),
+            Some(end) if end <= entry.end => Ok(start),
+            Some(end) if end <= self.central_start => Err(overlapped(entry)),
             _ => Err(self.member_error(entry, "its data runs into the central directory (truncated or corrupt)")),
         }
     }
@@ -227,7 +258,7 @@ impl ZipReader {
 
     /// sha256 of the whole file, in hex (read by positional reads from the same descriptor).
     pub fn sha256(&self) -> io::Result<String> {
-        sha256_of(&self.file)
+        sha256_of(&self.file, self.identity.len)
     }
 
     fn io_error(&self, entry: &Entry, e: io::Error) -> ZipError {
@@ -315,7 +346,36 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
     file.read_exact_at(buf, offset)
 }
 
-fn read_central_record(reader: &mut impl Read) -> Result<Entry, ZipError> {
+/// Give every entry the offset its bytes must end before: the next local header in file order,
+/// or the central directory. Two entries whose local headers cannot both fit (one stream
+/// shared by a thousand entries) are refused at once, before any member is read.
+fn limit_entries(entries: &mut [Entry], central_start: u64) -> Result<(), ZipError> {
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_by_key(|&i| (entries[i].header_offset, i));
+    let mut next = central_start;
+    for &i in order.iter().rev() {
+        let entry = &mut entries[i];
+        entry.end = next;
+        if entry.header_offset.saturating_add(30 + entry.name.len() as u64) > next && next < central_start {
+            return Err(overlapped(entry));
+        }
+        next = entry.header_offset;
+    }
+    Ok(())
+}
+
+fn overlapped(entry: &Entry) -> ZipError {
+    ZipError::Member {
+        name: entry.name.to_string(),
+        message: format!(
+            "Overlapped entries: {:?} (possible zip bomb): its bytes run into another member's, which Python's zipfile refuses",
+            &*entry.name
+        ),
+    }
+}
+
+/// One central directory record, and the bytes it took.
+fn read_central_record(reader: &mut impl Read) -> Result<(Entry, u64), ZipError> {
     let corrupt = |what: &str| ZipError::NotZip(format!("the central directory is corrupt ({what})"));
     let mut fixed = [0u8; 46];
     reader.read_exact(&mut fixed).map_err(|_| corrupt("it ends early"))?;
@@ -367,7 +427,7 @@ fn read_central_record(reader: &mut impl Read) -> Result<Entry, ZipError> {
         }
         extra = &extra[4 + len..];
     }
-    Ok(Entry {
+    let entry = Entry {
         name: name.into_boxed_str(),
         method,
         flags,
@@ -379,7 +439,9 @@ fn read_central_record(reader: &mut impl Read) -> Result<Entry, ZipError> {
         dos_date: le16(&fixed, 14),
         made_by: le16(&fixed, 4),
         external_attr: le32(&fixed, 38),
-    })
+        end: u64::MAX,
+    };
+    Ok((entry, 46 + (name_len + extra_len + comment_len) as u64))
 }
 
 fn method_name(method: u16) -> String {
@@ -392,13 +454,20 @@ fn method_name(method: u16) -> String {
     }
 }
 
-/// The last end-of-central-directory record in `tail` whose comment fits the file.
+/// The end-of-central-directory record in `tail` (the file's last bytes), found as Python's
+/// zipfile finds it, so that wheelfix reads the archive pip reads: the record that ends the
+/// file when it has no comment; else the last signature in the last 64 KiB + 22 bytes, whatever
+/// its comment length says (a signature inside a comment wins, and usually makes the archive
+/// unreadable, as it does for pip). `None` when there is none, or fewer than 22 bytes follow it.
 fn find_eocd(tail: &[u8]) -> Option<usize> {
     let sig = END_OF_CENTRAL_DIRECTORY.to_le_bytes();
-    (0..=tail.len().checked_sub(22)?)
-        .rev()
-        .find(|&at| tail[at..at + 4] == sig && at + 22 + le16(tail, at + 20) as usize == tail.len())
-        .or_else(|| (0..=tail.len() - 22).rev().find(|&at| tail[at..at + 4] == sig))
+    let last = tail.len().checked_sub(22)?;
+    if tail[last..last + 4] == sig && tail[tail.len() - 2..] == [0, 0] {
+        return Some(last);
+    }
+    let search_from = tail.len().saturating_sub((1 << 16) + 22);
+    let at = search_from + memchr::memmem::rfind(&tail[search_from..], &sig)?;
+    (at + 22 <= tail.len()).then_some(at)
 }
 
 pub(crate) fn le16(b: &[u8], at: usize) -> u16 {
@@ -413,19 +482,21 @@ pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }
 
-/// sha256 of a whole file, in hex, read in chunks by `pread`. Ex) `e3b0c442…`
-pub fn sha256_of(file: &File) -> io::Result<String> {
+/// sha256 of the first `len` bytes of a file (its size when it was opened), in hex, read in
+/// chunks by `pread`; a file that ends early is an error. Ex) `e3b0c442…`
+pub fn sha256_of(file: &File, len: u64) -> io::Result<String> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut at = 0;
-    loop {
-        let n = file.read_at(&mut buf, at)?;
+    while at < len {
+        let want = (len - at).min(buf.len() as u64) as usize;
+        let n = file.read_at(&mut buf[..want], at)?;
         if n == 0 {
-            break;
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while it was hashed"));
         }
         hasher.update(&buf[..n]);
         at += n as u64;
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::wheel::digest::hex(&hasher.finalize()))
 }

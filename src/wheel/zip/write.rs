@@ -232,7 +232,12 @@ impl ZipWriter {
             header_offset: self.offset,
             time,
             made_by: MADE_BY_UNIX,
-            external_attr: (0o100000 | (mode & 0o7777)) << 16,
+            // A name ending in `/` is a directory (`S_IFDIR`, and MS-DOS's directory bit).
+            external_attr: if name.ends_with('/') {
+                (0o040000 | (mode & 0o7777)) << 16 | 0x10
+            } else {
+                (0o100000 | (mode & 0o7777)) << 16
+            },
         }
     }
 

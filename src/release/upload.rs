@@ -1,0 +1,240 @@
+//! `index --upload-dir`: one directory of files to upload beside the wheels at `--base-url`,
+//! shared by every site that links there (one per architecture, say), that never loses a file
+//! another site still links.
+//!
+//! A manifest in the directory (`.wheelfix-upload.json`) records each file wheelfix put there,
+//! its sha256 and the sites (by their absolute path) that link it. A run for one site adds the
+//! files it links, keeps identical ones, replaces a file of another content only when no other
+//! site links it (and says so), refuses when one does, and removes the files only it linked
+//! and no longer does. A file it did not put there is never replaced. Runs take turns on a lock
+//! file; every file is placed under a temporary name and renamed into place.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The manifest's name inside the upload directory.
+pub const MANIFEST: &str = ".wheelfix-upload.json";
+const LOCK: &str = ".wheelfix-upload.lock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("--upload-dir {dir}: {source}")]
+    Io { dir: String, source: io::Error },
+    #[error("--upload-dir {dir}: its manifest {MANIFEST} is unreadable ({message}); move it away to start afresh")]
+    Manifest { dir: String, message: String },
+    #[error(
+        "--upload-dir {dir}: {name} is linked by {} with other bytes (sha256 {theirs}, this run's {ours}); it is left as it is and nothing was written",
+        sites.join(", ")
+    )]
+    LinkedElsewhere { dir: String, name: String, sites: Vec<String>, theirs: String, ours: String },
+    #[error(
+        "--upload-dir {dir}: {name} exists with other bytes and was not put there by wheelfix; it is left as it is and nothing was written"
+    )]
+    NotOurs { dir: String, name: String },
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Manifest {
+    files: BTreeMap<String, ManifestEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ManifestEntry {
+    sha256: String,
+    sites: BTreeSet<String>,
+}
+
+/// Where an uploaded file's bytes come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A file to link (or copy): a wheel.
+    File(PathBuf),
+    /// Bytes to write: a `.metadata` sidecar.
+    Bytes(Vec<u8>),
+}
+
+/// One file a site links.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    pub name: String,
+    /// Hex.
+    pub sha256: String,
+    pub source: Source,
+}
+
+/// An upload directory, locked for this run, with what the run will do to it.
+pub struct UploadDir {
+    dir: PathBuf,
+    _lock: File,
+    manifest: Manifest,
+    site: String,
+    add: Vec<Upload>,
+    replace: Vec<Upload>,
+    remove: Vec<String>,
+    /// What a user should know: files replaced, removed, adopted.
+    pub notes: Vec<String>,
+}
+
+impl UploadDir {
+    /// Lock the directory (waiting for another run on it) and plan what `site` needs there:
+    /// every conflict is found here, before anything is written.
+    pub fn plan(dir: &Path, site: &Path, files: Vec<Upload>) -> Result<UploadDir, UploadError> {
+        let io_err = |source| UploadError::Io { dir: dir.display().to_string(), source };
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+        let lock = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.join(LOCK));
+        let lock = lock.map_err(io_err)?;
+        // SAFETY: flock on a descriptor this process owns.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io_err(io::Error::last_os_error()));
+        }
+        let manifest = match crate::wheel::inputs::read_bounded(&dir.join(MANIFEST), 64 << 20) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| UploadError::Manifest { dir: dir.display().to_string(), message: e.to_string() })?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Manifest::default(),
+            Err(e) => return Err(UploadError::Manifest { dir: dir.display().to_string(), message: e.to_string() }),
+        };
+        let site = site.display().to_string();
+        let mut plan = UploadDir {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            manifest,
+            site,
+            add: Vec::new(),
+            replace: Vec::new(),
+            remove: Vec::new(),
+            notes: Vec::new(),
+        };
+        let wanted: BTreeSet<String> = files.iter().map(|f| f.name.clone()).collect();
+        for file in files {
+            plan.place(file)?;
+        }
+        // Files only this site linked, and no longer links, go.
+        let me = plan.site.clone();
+        for (name, entry) in &mut plan.manifest.files {
+            if wanted.contains(name) || !entry.sites.remove(&me) {
+                continue;
+            }
+            if entry.sites.is_empty() {
+                plan.remove.push(name.clone());
+            }
+        }
+        for name in &plan.remove {
+            plan.manifest.files.remove(name);
+            plan.notes.push(format!("removed {name} from the upload directory: no index links it any more"));
+        }
+        Ok(plan)
+    }
+
+    fn place(&mut self, file: Upload) -> Result<(), UploadError> {
+        let dir = self.dir.display().to_string();
+        let path = self.dir.join(&file.name);
+        let on_disk = std::fs::symlink_metadata(&path).is_ok();
+        let me = self.site.clone();
+        match self.manifest.files.get_mut(&file.name) {
+            Some(entry) if on_disk && entry.sha256 == file.sha256 => {
+                entry.sites.insert(me);
+            }
+            Some(entry) if on_disk => {
+                let others: Vec<String> = entry.sites.iter().filter(|s| **s != me).cloned().collect();
+                if !others.is_empty() {
+                    return Err(UploadError::LinkedElsewhere {
+                        dir,
+                        name: file.name,
+                        sites: others,
+                        theirs: entry.sha256.clone(),
+                        ours: file.sha256,
+                    });
+                }
+                self.notes.push(format!(
+                    "replaced {} in the upload directory (sha256 {} → {}): only this site linked it",
+                    file.name,
+                    &entry.sha256[..12.min(entry.sha256.len())],
+                    &file.sha256[..12.min(file.sha256.len())]
+                ));
+                *entry = ManifestEntry { sha256: file.sha256.clone(), sites: [me].into() };
+                self.replace.push(file);
+            }
+            _ if on_disk => {
+                // Not ours: identical bytes are adopted, anything else is left alone.
+                let theirs = crate::release::file_sha256(&path).unwrap_or_default();
+                if theirs != file.sha256 {
+                    return Err(UploadError::NotOurs { dir, name: file.name });
+                }
+                self.manifest.files.insert(file.name, ManifestEntry { sha256: file.sha256, sites: [me].into() });
+            }
+            _ => {
+                self.manifest
+                    .files
+                    .insert(file.name.clone(), ManifestEntry { sha256: file.sha256.clone(), sites: [me].into() });
+                self.add.push(file);
+            }
+        }
+        Ok(())
+    }
+
+    /// Put the new files in place (each under a temporary name, renamed without replacing),
+    /// replace this site's own earlier files, and write the manifest. Stale files stay until
+    /// [`UploadDir::finish`], after the site that linked them was swapped out.
+    pub fn apply(&mut self) -> Result<(), UploadError> {
+        let io_err = |source| UploadError::Io { dir: self.dir.display().to_string(), source };
+        for file in &self.add {
+            let temp = self.staged(file).map_err(io_err)?;
+            let placed = crate::wheel::output::rename_no_replace(&temp, &self.dir.join(&file.name));
+            crate::wheel::output::unregister(&temp);
+            if let Err(e) = placed {
+                let _ = std::fs::remove_file(&temp);
+                return Err(io_err(e));
+            }
+        }
+        for file in &self.replace {
+            let temp = self.staged(file).map_err(io_err)?;
+            let placed = std::fs::rename(&temp, self.dir.join(&file.name));
+            crate::wheel::output::unregister(&temp);
+            if let Err(e) = placed {
+                let _ = std::fs::remove_file(&temp);
+                return Err(io_err(e));
+            }
+        }
+        let text = serde_json::to_string_pretty(&self.manifest).expect("serialises") + "\n";
+        let temp = self
+            .staged(&Upload { name: MANIFEST.into(), sha256: String::new(), source: Source::Bytes(text.into_bytes()) })
+            .map_err(io_err)?;
+        let placed = std::fs::rename(&temp, self.dir.join(MANIFEST));
+        crate::wheel::output::unregister(&temp);
+        placed.map_err(io_err)?;
+        crate::wheel::output::sync_dir(&self.dir);
+        Ok(())
+    }
+
+    /// Remove the files no site links any more.
+    pub fn finish(self) {
+        for name in &self.remove {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+    }
+
+    /// The file's bytes under a fresh temporary name in the directory (removed by a signal).
+    fn staged(&self, file: &Upload) -> io::Result<PathBuf> {
+        loop {
+            let temp = self.dir.join(crate::wheel::output::temp_name(&file.name));
+            let made = crate::wheel::output::register(&temp, || match &file.source {
+                Source::File(from) => crate::release::link_or_copy(from, &temp),
+                Source::Bytes(bytes) => crate::release::write_new_file(&temp, bytes),
+            });
+            match made {
+                Ok(()) => return Ok(temp),
+                Err(crate::wheel::output::OutputError::Io { source, .. })
+                    if source.kind() == io::ErrorKind::AlreadyExists =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            }
+        }
+    }
+}
