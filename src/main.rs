@@ -369,6 +369,7 @@ struct RetagArgs {
 }
 
 fn main() -> ExitCode {
+    wheelfix::parallel::fix_allocator_thresholds();
     let cli = Cli::parse();
     wheelfix::log::set_verbose(cli.verbose);
     wheelfix::wheel::output::install_signal_cleanup();

@@ -6,39 +6,11 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
 use support::elfgen::ElfSpec;
 use support::wheelgen::WheelSpec;
-use support::{stderr, stdout};
+use support::{run_measured, stderr, stdout};
 
 const MIB: u64 = 1 << 20;
-
-/// Run wheelfix and return its output and peak RSS in bytes, as `/usr/bin/time` reports it
-/// (`ru_maxrss` of the waited child). The child is started by a small Python process, not by
-/// this one: a process started from a large one has that one's peak in its `ru_maxrss` (the
-/// kernel carries the old address space's high-water mark across exec), and this test process
-/// holds the libraries it generated.
-fn run_measured(dir: &Path, args: &[&str]) -> (Output, u64) {
-    const MEASURE: &str = "import resource, subprocess, sys\n\
-        code = subprocess.run(sys.argv[1:]).returncode\n\
-        sys.stderr.write('\\nWHEELFIX-MAXRSS-KB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
-        sys.exit(code)\n";
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg(MEASURE)
-        .arg(env!("CARGO_BIN_EXE_wheelfix"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stderr).into_owned();
-    let (rest, peak) = text.rsplit_once("\nWHEELFIX-MAXRSS-KB ").expect("the measuring wrapper ran");
-    let kb: u64 = peak.trim().parse().unwrap();
-    (Output { stderr: rest.as_bytes().to_vec(), ..output }, kb * 1024)
-}
 
 #[test]
 fn a_library_larger_than_the_budget_is_read_within_it() {

@@ -113,7 +113,7 @@ pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_>) -> Result<Kept, Wh
     let Pass { keep: mut wanted, learn, mut scanner, mut digester } = pass;
     let mut kept = Kept::new(member.size);
     let mut reader = wheel.archive.zip.stream(member)?;
-    let mut chunk = vec![0u8; CHUNK];
+    let mut chunk = vec![0u8; CHUNK.min(member.size.max(1) as usize)];
     let mut pos = 0u64;
     loop {
         // Fill the chunk: learning works on whole chunks, and few large calls are cheaper.

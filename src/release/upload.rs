@@ -135,6 +135,19 @@ impl UploadDir {
         let path = self.dir.join(&file.name);
         let on_disk = std::fs::symlink_metadata(&path).is_ok();
         let me = self.site.clone();
+        // The file there is the input itself (an earlier run linked it): whatever its bytes
+        // now, it is what this run would put there.
+        let same_file = match &file.source {
+            Source::File(from) => {
+                on_disk && crate::wheel::inputs::identity(from) == crate::wheel::inputs::identity(&path)
+            }
+            Source::Bytes(_) => false,
+        };
+        if same_file && let Some(entry) = self.manifest.files.get_mut(&file.name) {
+            entry.sha256 = file.sha256;
+            entry.sites.insert(me);
+            return Ok(());
+        }
         match self.manifest.files.get_mut(&file.name) {
             Some(entry) if on_disk && entry.sha256 == file.sha256 => {
                 entry.sites.insert(me);

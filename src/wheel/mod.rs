@@ -83,6 +83,7 @@ impl WheelMetadata {
         let (wheel_text, wheel_utf8) = read_lossy(&archive, &format!("{dist_info}/WHEEL"))?;
         let record_path = format!("{dist_info}/RECORD");
         let record_utf8 = match archive.member(&record_path) {
+            Some(member) if member.size <= SMALL_MEMBER => std::str::from_utf8(&archive.read(member)?).is_ok(),
             Some(member) => is_utf8(archive.zip.stream(member)?).map_err(|e| {
                 WheelError::Archive(ArchiveError::Member { name: record_path.clone(), message: e.to_string() })
             })?,
@@ -101,6 +102,9 @@ impl WheelMetadata {
         Ok(meta)
     }
 }
+
+/// Metadata members up to this size are read whole; larger ones stream.
+const SMALL_MEMBER: u64 = 4 << 20;
 
 /// Why pip (26) refuses to install a wheel, in pip's own words: the checks of its
 /// `parse_wheel` (the `.dist-info` directory must start with the project's name, WHEEL must be
@@ -215,8 +219,13 @@ impl Wheel {
         let wheel_info = WheelInfo::parse(&wheel_text);
         let record_path = format!("{dist_info}/RECORD");
         let record_member = archive.member(&record_path).ok_or_else(|| WheelError::Missing(record_path.clone()))?;
-        let stream = archive.zip.stream(record_member)?;
-        let record = Record::read(stream).map_err(|source| WheelError::Record { path: record_path.clone(), source })?;
+        // A RECORD of a few MB is read whole; a larger one streams past, never held whole.
+        let record = if record_member.size <= SMALL_MEMBER {
+            Record::parse(&archive.read(record_member)?)
+        } else {
+            Record::read(archive.zip.stream(record_member)?)
+        };
+        let record = record.map_err(|source| WheelError::Record { path: record_path.clone(), source })?;
         let mut record_index: Vec<u32> = (0..record.len() as u32).collect();
         record_index.sort_by(|&a, &b| record.row(a as usize).path.cmp(record.row(b as usize).path).then(a.cmp(&b)));
         let mut wheel = Wheel {

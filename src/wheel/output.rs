@@ -357,7 +357,7 @@ enum Leftover {
 
 /// Remove what killed runs left for the destination `name` in `dir`: entries named exactly as
 /// this process would name them, of the kind it makes (a regular file, or a directory that
-/// holds [`DIR_MARKER`]), whose process is gone and whose lock nobody holds. Anything else, a
+/// holds [`DIR_MARKER`] or nothing), whose process is gone and whose lock nobody holds. Anything else, a
 /// directory tree that only looks like one included, is left alone.
 fn remove_leftovers(dir: &Path, name: &str, kind: Leftover) {
     let prefix = format!("{}.wheelfix-", temp_stem(name));
@@ -374,9 +374,11 @@ fn remove_leftovers(dir: &Path, name: &str, kind: Leftover) {
         let Ok(metadata) = std::fs::symlink_metadata(&path) else { continue };
         let ours = match kind {
             Leftover::File => metadata.file_type().is_file(),
+            // Marked, or empty (a run killed before it wrote its marker).
             Leftover::Directory => {
                 metadata.file_type().is_dir()
-                    && std::fs::symlink_metadata(path.join(DIR_MARKER)).is_ok_and(|m| m.file_type().is_file())
+                    && (std::fs::symlink_metadata(path.join(DIR_MARKER)).is_ok_and(|m| m.file_type().is_file())
+                        || std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none()))
             }
         };
         if !ours {

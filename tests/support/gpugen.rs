@@ -193,11 +193,16 @@ pub fn kpack_split_host(module: &str) -> Vec<u8> {
 
 /// An NVIDIA fatbin container with a cubin entry per SM.
 pub fn nv_fatbin(sms: &[u32]) -> Vec<u8> {
-    let mut entries = Vec::new();
-    for sm in sms {
+    nv_fatbin_of(&sms.iter().map(|sm| (2, *sm)).collect::<Vec<_>>())
+}
+
+/// An NVIDIA fatbin container of `(kind, sm)` entries: kind 2 a cubin, 1 PTX.
+pub fn nv_fatbin_of(entries: &[(u16, u32)]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (kind, sm) in entries {
         let payload = vec![0u8; 32];
         let mut e = Vec::new();
-        e.extend(2u16.to_le_bytes()); // kind: cubin
+        e.extend(kind.to_le_bytes());
         e.extend(0x0101u16.to_le_bytes());
         e.extend(64u32.to_le_bytes()); // entry header size
         e.extend((payload.len() as u64).to_le_bytes());
@@ -205,13 +210,13 @@ pub fn nv_fatbin(sms: &[u32]) -> Vec<u8> {
         e.extend(sm.to_le_bytes());
         e.resize(64, 0);
         e.extend(payload);
-        entries.extend(e);
+        body.extend(e);
     }
     let mut out = vec![0x50, 0xed, 0x55, 0xba];
     out.extend(1u16.to_le_bytes());
     out.extend(16u16.to_le_bytes());
-    out.extend((entries.len() as u64).to_le_bytes());
-    out.extend(entries);
+    out.extend((body.len() as u64).to_le_bytes());
+    out.extend(body);
     out
 }
 

@@ -5,10 +5,11 @@
 pub mod elfgen;
 pub mod gpugen;
 pub mod python;
+pub mod rawzip;
 pub mod wheelgen;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// Run the real `wheelfix` binary with `args` in `cwd`.
 pub fn wheelfix(cwd: &Path, args: &[&str]) -> Output {
@@ -45,4 +46,29 @@ pub fn show_json(cwd: &Path, wheel: &Path, extra: &[&str]) -> serde_json::Value 
     let value: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("show --json printed no JSON ({e}): {}{}", stdout(&out), stderr(&out)));
     value[0].clone()
+}
+
+/// Run wheelfix and return its output and peak RSS in bytes, as `/usr/bin/time` reports it
+/// (`ru_maxrss` of the waited child). The child is started by a small Python process, not by
+/// this one: a process started from a large one has that one's peak in its `ru_maxrss` (the
+/// kernel carries the old address space's high-water mark across exec), and this test process
+/// holds the libraries it generated.
+pub fn run_measured(dir: &Path, args: &[&str]) -> (Output, u64) {
+    const MEASURE: &str = "import resource, subprocess, sys\n\
+        code = subprocess.run(sys.argv[1:]).returncode\n\
+        sys.stderr.write('\\nWHEELFIX-MAXRSS-KB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
+        sys.exit(code)\n";
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(MEASURE)
+        .arg(env!("CARGO_BIN_EXE_wheelfix"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stderr).into_owned();
+    let (rest, peak) = text.rsplit_once("\nWHEELFIX-MAXRSS-KB ").expect("the measuring wrapper ran");
+    let kb: u64 = peak.trim().parse().unwrap();
+    (Output { stderr: rest.as_bytes().to_vec(), ..output }, kb * 1024)
 }

@@ -166,7 +166,8 @@ impl ZipReader {
             entry,
             raw: self.raw_reader(entry)?,
             inflate: (entry.method == Method::Deflated).then(|| flate2::Decompress::new(false)),
-            input: vec![0u8; 256 << 10].into_boxed_slice(),
+            // No larger than the compressed member: a batch streams thousands of small ones.
+            input: vec![0u8; (256 << 10).min(entry.compressed_size.max(1) as usize)].into_boxed_slice(),
             input_at: 0,
             input_len: 0,
             produced: 0,

@@ -143,7 +143,9 @@ impl ZipReader {
         let central_start = cd_offset + shift;
         // The records fill the central directory's size, whatever count the end record gives
         // (zipfile reads them so); each takes at least 46 bytes.
-        let mut reader = io::BufReader::with_capacity(1 << 20, PositionalReader::new(&file, central_start, cd_size));
+        // A buffer no larger than the directory (it is filled, zeroed, before each read).
+        let capacity = (1 << 20).min(cd_size.max(1) as usize);
+        let mut reader = io::BufReader::with_capacity(capacity, PositionalReader::new(&file, central_start, cd_size));
         let mut entries = Vec::with_capacity((cd_size / 46).min(1 << 20) as usize);
         let mut consumed = 0u64;
         while consumed < cd_size {
