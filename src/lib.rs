@@ -34,6 +34,7 @@ pub mod report;
 pub mod settings;
 #[cfg(test)]
 mod testing;
+pub mod version;
 pub mod wheel;
 
 use std::collections::BTreeMap;
@@ -42,11 +43,11 @@ use std::path::{Path, PathBuf};
 use analysis::Analysis;
 use analysis::site::SitePackages;
 use plan::tags::Basis;
-use plan::version::{BatchMember, Content, OrderingHazard, VersionChange};
 use policy::verdict::Judgement;
 use progress::Progress;
 use report::ShowReport;
 use settings::Settings;
+use version::{BatchMember, Content, OrderingHazard, VersionChange};
 use wheel::Wheel;
 use wheel::output::{Commit, OutputError};
 use wheel::platform_tag::PlatformTag;
@@ -72,7 +73,7 @@ pub enum Error {
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
     #[error("{source}")]
-    Version { wheel: String, source: plan::version::VersionError },
+    Version { wheel: String, source: version::VersionError },
     #[error("{source}")]
     Repair { wheel: String, source: plan::repair::RepairError },
     #[error(transparent)]
@@ -218,7 +219,7 @@ fn decide_versions(
         .map(|r| {
             r.as_ref().ok().map(|e| BatchMember {
                 name: e.wheel.metadata.package.clone(),
-                version: e.wheel.metadata.version.text.clone(),
+                version: e.wheel.metadata.version.clone(),
                 content: if e.analysis.has_no_code() { Content::Pure } else { Content::Compiled },
                 requires_dist: e.wheel.metadata.requires_dist.clone(),
             })
@@ -228,7 +229,7 @@ fn decide_versions(
         Some(dir) => published_versions(dir),
         None => Vec::new(),
     };
-    let (changes, hazards) = plan::version::decide(&members, settings.marking.as_ref(), &published);
+    let (changes, hazards) = version::decide(&members, settings.marking.as_ref(), &published);
     let changes = changes
         .into_iter()
         .zip(examined)
@@ -244,10 +245,10 @@ fn decide_versions(
 
 /// `(name, version)` of every wheel file in a directory tree (from the file names).
 fn published_versions(dir: &Path) -> Vec<(String, String)> {
-    release::collect_files(&[dir.to_path_buf()], &[".whl"])
+    wheel::inputs::collect_files(&[dir.to_path_buf()], &[".whl"])
         .iter()
         .filter_map(|path| wheel::WheelFilename::parse(path.file_name()?.to_str()?).ok())
-        .map(|f| (f.name, f.version))
+        .map(|f| (f.name.to_string(), f.version.text))
         .collect()
 }
 
@@ -496,7 +497,7 @@ fn write_one(
         Destination::InPlace if !changed => return Ok(outcome(None)),
         Destination::InPlace => write_in_place(wheel, &plan, &analysis.digests, path, &dest)?,
         Destination::Directory(_) => {
-            if same_file(&dest, path) || output_key(&dest) == output_key(path) {
+            if wheel::inputs::same_file(&dest, path) || output_key(&dest) == output_key(path) {
                 return Err(Error::WouldOverwriteInput(dest));
             }
             if changed {
@@ -587,9 +588,4 @@ pub fn metapackage(
     // The first failure in argument order is the one reported.
     let scanned: Vec<release::metapackage::Pinned> = scanned.into_iter().collect::<Result<_, _>>()?;
     release::metapackage::build(&scanned, options).map_err(|e| Error::Metapackage(Box::new(e)))
-}
-
-/// Two paths name one file (by device and inode).
-fn same_file(a: &Path, b: &Path) -> bool {
-    matches!((wheel::inputs::identity(a), wheel::inputs::identity(b)), (Some(a), Some(b)) if a == b)
 }

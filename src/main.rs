@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use wheelfix::config::LoadedConfig;
-use wheelfix::plan::version::{OrderingHazard, VersionChange};
 use wheelfix::progress::{NoProgress, Progress};
 use wheelfix::release::check::Severity;
 use wheelfix::report::ShowReport;
 use wheelfix::settings::{Flags, Settings};
+use wheelfix::version::{OrderingHazard, VersionChange};
 use wheelfix::{Destination, RetagOutcome};
 
 #[derive(Parser)]

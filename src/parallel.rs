@@ -5,8 +5,6 @@
 
 use rayon::prelude::*;
 
-use crate::wheel::Member;
-
 /// Keep glibc's allocator from holding freed buffers: by default it raises its mmap threshold
 /// each time a large buffer is freed, after which the 1 MiB buffers every wheel and member
 /// passes through come from the per-thread heaps, where small allocations that outlive them
@@ -20,31 +18,31 @@ pub fn fix_allocator_thresholds() {
     }
 }
 
-/// Run `f` on every member index of an archive, largest members first, each worker taking the
-/// next member from one queue as it finishes the last: on a wheel dominated by a few huge
-/// libraries, every core starts on one of them at once and the others work through the rest
-/// meanwhile (rayon's splitting would hand a second core the middle of the list). `done` is told
-/// of each member as it finishes. Results in archive order; of several errors, the one of the
-/// first member in archive order.
-pub fn each_member<R: Send, E: Send>(
-    members: &[Member],
+/// Run `f` on every index of `sizes` (an archive's members, by compressed size), largest first,
+/// each worker taking the next item from one queue as it finishes the last: on a wheel dominated
+/// by a few huge libraries, every core starts on one of them at once and the others work through
+/// the rest meanwhile (rayon's splitting would hand a second core the middle of the list). `done`
+/// is told of each index as it finishes. Results in index order; of several errors, the one of the
+/// first index.
+pub fn largest_first<R: Send, E: Send>(
+    sizes: &[u64],
     f: impl Fn(usize) -> Result<R, E> + Sync + Send,
-    done: impl Fn(&Member) + Sync,
+    done: impl Fn(usize) + Sync,
 ) -> Result<Vec<R>, E> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let mut order: Vec<usize> = (0..members.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(members[i].compressed_size));
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Result<R, E>)>> = Mutex::new(Vec::with_capacity(members.len()));
-    let workers = rayon::current_num_threads().min(members.len()).max(1);
+    let results: Mutex<Vec<(usize, Result<R, E>)>> = Mutex::new(Vec::with_capacity(sizes.len()));
+    let workers = rayon::current_num_threads().min(sizes.len()).max(1);
     rayon::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|_| {
                 let mut mine = Vec::new();
                 while let Some(&index) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let result = f(index);
-                    done(&members[index]);
+                    done(index);
                     let failed = result.is_err();
                     mine.push((index, result));
                     if failed {

@@ -14,8 +14,8 @@ use crate::analysis::{AnalyzeOptions, budget};
 use crate::config::LoadedConfig;
 use crate::exclude::ExcludeList;
 use crate::plan::tags::TagRequest;
-use crate::plan::version::{LocalLabel, MarkOptions, Marking};
 use crate::policy::Policies;
+use crate::version::{LocalLabel, MarkOptions, Marking};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
@@ -24,7 +24,7 @@ pub enum SettingsError {
     #[error(transparent)]
     Exclude(#[from] crate::exclude::ExcludeError),
     #[error(transparent)]
-    Version(#[from] crate::plan::version::VersionError),
+    Version(#[from] crate::version::VersionError),
     #[error("--mark-pure, --no-mark and --index-dir need --rocm-version or --local-version")]
     MarkingWithoutLabel,
     #[error("memory `{0}` is not a size (write it like 512M or 2G)")]

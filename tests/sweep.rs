@@ -23,7 +23,7 @@ use support::{stderr, stdout, wheelfix};
 
 fn fingerprint(path: &Path) -> (u64, u64, i64, i64, String) {
     let meta = std::fs::metadata(path).unwrap();
-    let hash = wheelfix::release::file_sha256(path).unwrap();
+    let hash = wheelfix::wheel::digest::file_sha256_hex(path).unwrap();
     (meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec(), hash)
 }
 

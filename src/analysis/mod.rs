@@ -155,10 +155,11 @@ const HEAD: usize = 512;
 /// later, once the policies that apply are known ([`linkage::resolve`]).
 pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) -> Result<Analysis, WheelError> {
     let members = wheel.archive.members();
-    let scans = crate::parallel::each_member(
-        members,
+    let sizes: Vec<u64> = members.iter().map(|m| m.compressed_size).collect();
+    let scans = crate::parallel::largest_first(
+        &sizes,
         |index| scan_member(wheel, index, options, true),
-        |m| progress.advance(m.compressed_size),
+        |index| progress.advance(sizes[index]),
     )?;
 
     let mut notes = Vec::new();

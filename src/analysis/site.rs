@@ -8,13 +8,13 @@
 //! lookup finds it, within the run's memory budget.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::wheel::Wheel;
 use crate::wheel::name::PackageName;
-use crate::wheel::requirement::Requirement;
+use crate::wheel::requirement::{Requirement, required_projects};
 
 /// The wheel a library comes from, and where it lies in site-packages.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -75,7 +75,7 @@ impl SitePackages {
         for (project, mut wheels) in by_project {
             // The same file given twice (a directory and its wheel) is one wheel.
             wheels.sort_by(|a, b| a.0.cmp(&b.0));
-            wheels.dedup_by(|a, b| same_file(&a.0, &b.0));
+            wheels.dedup_by(|a, b| crate::wheel::inputs::same_file(&a.0, &b.0));
             let versions: BTreeSet<&str> = wheels.iter().map(|(_, w)| w.metadata.version.text.as_str()).collect();
             if versions.len() > 1 {
                 site.problems.push(format!(
@@ -157,67 +157,54 @@ impl SitePackages {
 
     /// The projects `requires` names, directly or through the requirements of the site's wheels
     /// (every requirement counts, extras included).
-    pub fn declared(&self, requires: &[String]) -> BTreeSet<PackageName> {
-        let mut declared: BTreeSet<PackageName> = BTreeSet::new();
-        let mut queue: Vec<PackageName> = requires.iter().map(|r| Requirement::parse(r).package).collect();
-        while let Some(name) = queue.pop() {
-            if !declared.insert(name.clone()) {
-                continue;
-            }
-            for &w in self.by_project.get(&name).into_iter().flatten() {
-                queue.extend(self.wheels[w].wheel.metadata.requires_dist.iter().map(|r| Requirement::parse(r).package));
-            }
-        }
-        declared
+    pub fn declared(&self, requires: &[Requirement]) -> BTreeSet<PackageName> {
+        required_projects(requires, |name| {
+            let wheels = self.by_project.get(name).map(Vec::as_slice).unwrap_or_default();
+            wheels.iter().map(|&w| self.wheels[w].wheel.metadata.requires_dist.as_slice()).collect()
+        })
     }
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    a == b || a.canonicalize().ok().is_some_and(|a| b.canonicalize().ok().is_some_and(|b| a == b))
 }
 
 /// The requirement of `requires` that probably provides the site-packages directory `dir`
 /// (`nvidia/cublas/lib` ← `nvidia-cublas`, `_rocm_sdk_core/lib` ← `rocm-sdk-core`,
 /// `torch/lib` ← `torch`), by name.
-pub fn probable_provider<'a>(dir: &str, requires: &'a [String]) -> Option<&'a str> {
+pub fn probable_provider<'a>(dir: &str, requires: &'a [Requirement]) -> Option<&'a str> {
     let parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty() && *p != "lib" && *p != "lib64").collect();
     let mut candidates: Vec<String> = Vec::new();
     for n in (1..=parts.len()).rev() {
         candidates.push(parts[..n].join("-"));
     }
-    let normal = |s: &str| s.trim_start_matches('_').to_lowercase().replace(['_', '.'], "-");
-    let candidates: Vec<String> = candidates.iter().map(|c| normal(c)).collect();
+    // `_rocm_sdk_core` names the project `rocm-sdk-core`.
+    let candidates: Vec<PackageName> = candidates.iter().map(|c| PackageName::new(c.trim_start_matches('_'))).collect();
     requires
         .iter()
         .find(|r| {
-            let name = Requirement::parse(r).package.to_string();
+            let name = r.package.as_str();
             // `nvidia-cublas`, or a CUDA-versioned name (`nvidia-cublas-cu12`).
             let cuda_suffixed = |c: &str| {
                 name.strip_prefix(c)
                     .and_then(|rest| rest.strip_prefix("-cu"))
                     .is_some_and(|v| !v.is_empty() && v.chars().all(|ch| ch.is_ascii_digit()))
             };
-            candidates.iter().any(|c| *c == name || cuda_suffixed(c))
+            candidates.iter().any(|c| c.as_str() == name || cuda_suffixed(c.as_str()))
         })
-        .map(String::as_str)
+        .map(|r| r.text.as_str())
 }
 
 /// The requirement whose name or extras name the library. Ex) `libcupti.so.13` ←
 /// `cuda-toolkit[cublas,cupti]==13.2.2`, `libnccl.so.2` ← `nvidia-nccl-cu13`
-pub fn requirement_naming<'a>(soname: &str, requires: &'a [String]) -> Option<&'a str> {
-    let stem = soname.strip_prefix("lib")?.split(".so").next()?.to_lowercase().replace('_', "-");
-    if stem.len() < 3 {
+pub fn requirement_naming<'a>(soname: &str, requires: &'a [Requirement]) -> Option<&'a str> {
+    let stem = PackageName::new(soname.strip_prefix("lib")?.split(".so").next()?);
+    if stem.as_str().len() < 3 {
         return None;
     }
     requires
         .iter()
         .find(|r| {
-            let r = Requirement::parse(r);
-            let extras = r.spec.split_once('[').and_then(|(_, e)| e.split_once(']')).map(|(e, _)| e).unwrap_or("");
-            r.package.to_string().split('-').any(|part| part == stem)
-                || extras.split(',').any(|e| e.trim().to_lowercase().replace('_', "-") == stem)
+            r.package.as_str().split('-').any(|part| part == stem.as_str())
+                || r.extras().any(|e| PackageName::new(e) == stem)
         })
-        .map(String::as_str)
+        .map(|r| r.text.as_str())
 }
 
 #[cfg(test)]
@@ -226,20 +213,18 @@ mod tests {
 
     #[test]
     fn requirements_that_name_a_directory() {
-        let requires = vec![
-            "nvidia-cublas==13.1.0.3; platform_system == \"Linux\"".to_string(),
-            "rocm-sdk-core==7.13.0".to_string(),
-            "torch>=2.9".to_string(),
-        ];
-        assert_eq!(probable_provider("nvidia/cublas/lib", &requires), Some(requires[0].as_str()));
-        assert_eq!(probable_provider("_rocm_sdk_core/lib", &requires), Some(requires[1].as_str()));
-        assert_eq!(probable_provider("torch/lib", &requires), Some(requires[2].as_str()));
+        let parse = |list: &[&str]| list.iter().map(|r| Requirement::parse(r)).collect::<Vec<_>>();
+        let requires =
+            parse(&["nvidia-cublas==13.1.0.3; platform_system == \"Linux\"", "rocm-sdk-core==7.13.0", "torch>=2.9"]);
+        assert_eq!(probable_provider("nvidia/cublas/lib", &requires), Some(requires[0].text.as_str()));
+        assert_eq!(probable_provider("_rocm_sdk_core/lib", &requires), Some(requires[1].text.as_str()));
+        assert_eq!(probable_provider("torch/lib", &requires), Some(requires[2].text.as_str()));
         assert_eq!(probable_provider("nvidia/cudnn/lib", &requires), None);
-        let toolkit = vec!["cuda-toolkit[cublas,cupti]==13.2.2".to_string(), "nvidia-nccl-cu13".to_string()];
-        assert_eq!(requirement_naming("libcupti.so.13", &toolkit), Some(toolkit[0].as_str()));
-        assert_eq!(requirement_naming("libnccl.so.2", &toolkit), Some(toolkit[1].as_str()));
+        let toolkit = parse(&["cuda-toolkit[cublas,cupti]==13.2.2", "nvidia-nccl-cu13"]);
+        assert_eq!(requirement_naming("libcupti.so.13", &toolkit), Some(toolkit[0].text.as_str()));
+        assert_eq!(requirement_naming("libnccl.so.2", &toolkit), Some(toolkit[1].text.as_str()));
         assert_eq!(requirement_naming("libfoo.so.1", &toolkit), None);
-        let cu13 = vec!["nvidia-cudnn-cu13==9.26.0.51".to_string()];
-        assert_eq!(probable_provider("nvidia/cudnn/lib", &cu13), Some(cu13[0].as_str()));
+        let cu13 = parse(&["nvidia-cudnn-cu13==9.26.0.51"]);
+        assert_eq!(probable_provider("nvidia/cudnn/lib", &cu13), Some(cu13[0].text.as_str()));
     }
 }

@@ -8,14 +8,13 @@
 
 pub mod repair;
 pub mod tags;
-pub mod version;
 
 use crate::analysis::Analysis;
+use crate::version::{PinRewrite, rewrite_metadata};
 use crate::wheel::filename::escape_version;
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::writer::{NewMember, Plan};
-use crate::wheel::{Wheel, WheelFilename, WheelInfo};
-use version::{PinRewrite, rewrite_metadata};
+use crate::wheel::{DistVersion, Wheel, WheelFilename, WheelInfo};
 
 /// What a retag plan reads of a wheel and its facts: plain values, so that a plan is made
 /// without touching a file.
@@ -49,7 +48,7 @@ impl<'a> Input<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct Changes<'a> {
     pub platform_tags: &'a [PlatformTag],
-    pub new_version: Option<&'a str>,
+    pub new_version: Option<&'a DistVersion>,
     pub pins: &'a [PinRewrite],
 }
 
@@ -82,9 +81,9 @@ pub fn retag(input: &Input<'_>, changes: &Changes<'_>) -> Plan {
     // A new version renames the `.dist-info` and `.data` directories.
     if let Some(version) = changes.new_version {
         plan.filename = plan.filename.with_version(version);
-        let old_stem = input.dist_info.trim_end_matches(".dist-info");
+        let old_stem = crate::wheel::dist_info_stem(input.dist_info);
         let name = old_stem.rsplit_once('-').map_or("", |(n, _)| n);
-        let new_stem = format!("{name}-{}", escape_version(version));
+        let new_stem = format!("{name}-{}", escape_version(&version.text));
         for member in &input.members {
             for suffix in [".dist-info/", ".data/"] {
                 if let Some(rest) = member.strip_prefix(&format!("{old_stem}{suffix}")) {
@@ -117,7 +116,7 @@ pub fn retag(input: &Input<'_>, changes: &Changes<'_>) -> Plan {
     if wheel_text != wheel_info.text {
         plan.replace.insert(format!("{dist_info}/WHEEL"), NewMember::new(wheel_text.into_bytes(), None));
     }
-    let metadata = rewrite_metadata(input.metadata_text, changes.new_version, changes.pins);
+    let metadata = rewrite_metadata(input.metadata_text, changes.new_version.map(|v| v.text.as_str()), changes.pins);
     if metadata != input.metadata_text {
         plan.replace.insert(format!("{dist_info}/METADATA"), NewMember::new(metadata.into_bytes(), None));
     }
@@ -181,12 +180,13 @@ mod tests {
         let filename = WheelFilename::parse("pkg-1.0-cp312-cp312-linux_x86_64.whl").unwrap();
         let info = WheelInfo::parse(WHEEL);
         let tags = vec![PlatformTag::parse("linux_x86_64")];
-        let pins = vec![version::PinRewrite {
+        let pins = vec![crate::version::PinRewrite {
             requirement: "dep==2.0".into(),
             new_requirement: Some("dep==2.0+rocm10.1.0".into()),
             message: String::new(),
         }];
-        let changes = Changes { platform_tags: &tags, new_version: Some("1.0+rocm10.1.0"), pins: &pins };
+        let version = DistVersion::parse("1.0+rocm10.1.0").unwrap();
+        let changes = Changes { platform_tags: &tags, new_version: Some(&version), pins: &pins };
         let plan = retag(&input(&filename, &info), &changes);
         assert_eq!(plan.filename.to_string(), "pkg-1.0+rocm10.1.0-cp312-cp312-linux_x86_64.whl");
         assert_eq!(plan.renames["pkg-1.0.data/scripts/tool"], "pkg-1.0+rocm10.1.0.data/scripts/tool");

@@ -19,10 +19,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::analysis::{AnalyzeOptions, scan};
-use crate::plan::version::ordering_hazards;
 use crate::progress::NoProgress;
+use crate::version::ordering_hazards;
+use crate::wheel::name::PackageName;
 use crate::wheel::platform_tag::PlatformTag;
-use crate::wheel::requirement::Requirement;
+use crate::wheel::requirement::required_projects;
 use crate::wheel::{CoreMetadata, RecordFindings, Wheel};
 
 /// How bad a finding is: errors fail `check` (exit 1); warnings only with `--strict`.
@@ -95,7 +96,7 @@ struct Read {
 
 /// Lint every wheel and sdist under `dirs`.
 pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
-    let files = super::collect_files(dirs, &[".whl", ".tar.gz"]);
+    let files = crate::wheel::inputs::collect_files(dirs, &[".whl", ".tar.gz"]);
     if files.is_empty() {
         return vec![Finding {
             kind: "nothing-to-check",
@@ -225,7 +226,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
             let message = if file_name.ends_with(".whl") { Some(wheel_error) } else { dist.as_ref().err().cloned() };
             let sha256 = match &dist {
                 Ok(d) => Some(d.sha256.clone()),
-                Err(_) => super::file_sha256(path).ok(),
+                Err(_) => crate::wheel::digest::file_sha256_hex(path).ok(),
             };
             let dist = dist.ok().map(|d| Dist {
                 path: path.to_path_buf(),
@@ -262,7 +263,7 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             continue;
         }
         let file = vec![d.path.display().to_string()];
-        let requirements: Vec<Requirement> = d.metadata.requires_dist.iter().map(|r| Requirement::parse(r)).collect();
+        let requirements = &d.metadata.requires_dist;
         // The device packages this selector is about: those its extras name, and every present
         // package of the same family (`rocm-sdk-device-*`).
         let families: BTreeSet<String> = requirements
@@ -358,8 +359,7 @@ fn version_findings(dists: &[Dist]) -> Vec<Finding> {
     for d in dists {
         let file = vec![d.path.display().to_string()];
         let local = d.metadata.version.parsed.is_local();
-        let requires_labelled =
-            d.metadata.requires_dist.iter().any(|t| labelled.contains(Requirement::parse(t).package.as_str()));
+        let requires_labelled = d.metadata.requires_dist.iter().any(|r| labelled.contains(r.package.as_str()));
         if !local && d.pure && !requires_labelled {
             // The version rules leave a pure wheel that requires nothing marked unmarked on
             // purpose (the seeds' triton_kernels 1.0.0): worth knowing, not a broken release.
@@ -383,8 +383,8 @@ fn version_findings(dists: &[Dist]) -> Vec<Finding> {
                 files: file.clone(),
             });
         }
-        for text in &d.metadata.requires_dist {
-            let r = Requirement::parse(text);
+        for r in &d.metadata.requires_dist {
+            let text = &r.text;
             // `bitsandbytes[test]; extra == "dev"` inside bitsandbytes names its own extras.
             if !in_set.contains(r.package.as_str()) || r.package.as_str() == d.project {
                 continue;
@@ -513,16 +513,10 @@ fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
                 && (o.platform.is_none() || o.platform == d.platform)
                 && architecture_dir(&o.path).is_none_or(|a| Some(&a) == arch.as_ref())
         };
-        let mut declared: BTreeSet<String> = BTreeSet::new();
-        let mut queue: Vec<String> =
-            d.metadata.requires_dist.iter().map(|r| Requirement::parse(r).package.to_string()).collect();
-        while let Some(name) = queue.pop() {
-            if declared.insert(name.clone()) {
-                for o in by_project.get(name.as_str()).into_iter().flatten() {
-                    queue.extend(o.metadata.requires_dist.iter().map(|r| Requirement::parse(r).package.to_string()));
-                }
-            }
-        }
+        let declared = required_projects(&d.metadata.requires_dist, |name| {
+            let of = by_project.get(name.as_str()).map(Vec::as_slice).unwrap_or_default();
+            of.iter().map(|o| o.metadata.requires_dist.as_slice()).collect()
+        });
         for need in &w.cross {
             let found = need.entries.iter().find_map(|e| {
                 let dir = e.dir.as_deref()?;
@@ -556,7 +550,7 @@ fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
                     },
                     files: vec![d.path.display().to_string()],
                 }),
-                Some(provider) if !declared.contains(&provider.project) => findings.push(Finding {
+                Some(provider) if !declared.contains(&PackageName::new(&provider.project)) => findings.push(Finding {
                     kind: "undeclared-provider",
                     severity: Severity::Error,
                     message: format!(

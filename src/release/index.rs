@@ -351,7 +351,7 @@ fn read_file(path: &Path) -> Result<IndexedFile, String> {
         size: dist.size,
         requires_python: dist.metadata.requires_python,
         // PEP 658 metadata is served for wheels; an sdist's PKG-INFO may be dynamic.
-        metadata_sha256: is_wheel.then(|| super::hex(&Sha256::digest(&dist.metadata_bytes))),
+        metadata_sha256: is_wheel.then(|| crate::wheel::digest::hex(&Sha256::digest(&dist.metadata_bytes))),
         path: path.to_path_buf(),
         metadata: dist.metadata_bytes,
     })

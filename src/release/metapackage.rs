@@ -156,7 +156,8 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
     let requirements: Vec<String> =
         pins.values().map(|(version, name, _)| format!("{name}=={version}; extra == \"{extra}\"")).collect();
     let digest = Sha256::digest(requirements.join("\n").as_bytes());
-    let version = format!("{}+{}.{}", options.rocm_version, options.gpu_target, &super::hex(&digest)[..8]);
+    let version =
+        format!("{}+{}.{}", options.rocm_version, options.gpu_target, &crate::wheel::digest::hex(&digest)[..8]);
     <pep440_rs::Version as std::str::FromStr>::from_str(&version)
         .map_err(|e| MetapackageError::Version(version.clone(), e.to_string()))?;
 

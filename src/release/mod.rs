@@ -11,8 +11,6 @@ use std::path::{Path, PathBuf};
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::{CoreMetadata, WheelFilename, WheelMetadata};
 
-pub use crate::wheel::inputs::collect_files;
-
 /// One distribution file of a release set, read once: its core metadata (parsed, and as
 /// stored for PEP 658) and the sha256 of the file.
 pub struct Distribution {
@@ -53,7 +51,7 @@ impl Distribution {
         let metadata_bytes = read_pkg_info(path)?;
         let metadata =
             CoreMetadata::parse(&String::from_utf8_lossy(&metadata_bytes)).map_err(|e| format!("PKG-INFO: {e}"))?;
-        let sha256 = file_sha256(path).map_err(|e| e.to_string())?;
+        let sha256 = crate::wheel::digest::file_sha256_hex(path).map_err(|e| e.to_string())?;
         let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
         Ok(Distribution {
             path: path.to_path_buf(),
@@ -85,15 +83,6 @@ fn read_pkg_info(path: &Path) -> Result<Vec<u8>, String> {
     }
     Err("an sdist without PKG-INFO".into())
 }
-
-/// sha256 of a file, streamed. Ex) `e3b0c442…`
-pub fn file_sha256(path: &Path) -> std::io::Result<String> {
-    let file = crate::wheel::inputs::open_regular(path)?;
-    let len = file.metadata()?.len();
-    crate::wheel::zip::sha256_of(&file, len)
-}
-
-pub use crate::wheel::digest::hex;
 
 /// The platform family of a wheel's platform tags, for telling Linux and Windows builds apart.
 /// Ex) `manylinux_2_28_x86_64` → `linux_x86_64`; `win_amd64` → `win_amd64`; `any` → `None`

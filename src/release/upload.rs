@@ -174,7 +174,7 @@ impl UploadDir {
             }
             _ if on_disk => {
                 // Not ours: identical bytes are adopted, anything else is left alone.
-                let theirs = crate::release::file_sha256(&path).unwrap_or_default();
+                let theirs = crate::wheel::digest::file_sha256_hex(&path).unwrap_or_default();
                 if theirs != file.sha256 {
                     return Err(UploadError::NotOurs { dir, name: file.name });
                 }
@@ -233,21 +233,10 @@ impl UploadDir {
 
     /// The file's bytes under a fresh temporary name in the directory (removed by a signal).
     fn staged(&self, file: &Upload) -> io::Result<PathBuf> {
-        loop {
-            let temp = self.dir.join(crate::wheel::output::temp_name(&file.name));
-            let made = crate::wheel::output::register(&temp, || match &file.source {
-                Source::File(from) => crate::release::link_or_copy(from, &temp),
-                Source::Bytes(bytes) => crate::release::write_new_file(&temp, bytes),
-            });
-            match made {
-                Ok(()) => return Ok(temp),
-                Err(crate::wheel::output::OutputError::Io { source, .. })
-                    if source.kind() == io::ErrorKind::AlreadyExists =>
-                {
-                    continue;
-                }
-                Err(e) => return Err(io::Error::other(e.to_string())),
-            }
-        }
+        let made = crate::wheel::output::create_temporary(&self.dir, &file.name, |temp| match &file.source {
+            Source::File(from) => crate::release::link_or_copy(from, temp),
+            Source::Bytes(bytes) => crate::release::write_new_file(temp, bytes),
+        });
+        made.map(|(temp, ())| temp).map_err(|e| io::Error::other(e.to_string()))
     }
 }

@@ -535,7 +535,11 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
 /// A member of the wheel whose file name is `soname`, if any.
 /// Why a library on an RPATH that leaves the wheel is not found, what probably provides it,
 /// and how to check.
-fn outside_reason(entries: &[crate::analysis::linkage::OutsideEntry], soname: &str, requires: &[String]) -> String {
+fn outside_reason(
+    entries: &[crate::analysis::linkage::OutsideEntry],
+    soname: &str,
+    requires: &[crate::wheel::requirement::Requirement],
+) -> String {
     use crate::analysis::site::{probable_provider, requirement_naming};
     let o = &entries[0];
     if entries.iter().all(|e| e.dir.is_none()) {

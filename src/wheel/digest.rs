@@ -16,6 +16,20 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The sha256 of a regular file, as far as its size when it was opened (a file that grows
+/// while it is read is never read forever).
+pub fn file_sha256(path: &std::path::Path) -> io::Result<[u8; 32]> {
+    let file = super::inputs::open_regular(path)?;
+    let len = file.metadata()?.len();
+    let digest = sha256_of_reader(file.take(len))?;
+    Ok(digest)
+}
+
+/// [`file_sha256`] in hex. Ex) `e3b0c442…`
+pub fn file_sha256_hex(path: &std::path::Path) -> io::Result<String> {
+    file_sha256(path).map(|d| hex(&d))
+}
+
 /// The sha256 of everything `reader` gives, read in chunks of 1 MiB.
 pub fn sha256_of_reader(mut reader: impl Read) -> io::Result<[u8; 32]> {
     let mut hasher = Sha256::new();

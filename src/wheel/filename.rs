@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use super::metadata::DistVersion;
 use super::name::PackageName;
 use super::platform_tag::{PlatformTag, join_tags};
 
@@ -20,15 +21,20 @@ pub enum FilenameError {
     BuildTag(String, String),
     #[error("`{0}` is not a valid wheel file name: an empty tag in `{1}`")]
     EmptyTag(String, String),
+    #[error("`{0}` is not a valid wheel file name: its version {1}")]
+    Version(String, String),
 }
 
 /// The parsed parts of a wheel file name. Compressed tag sets (`py2.py3`) are split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WheelFilename {
     /// The distribution name as written in the file name (escaped, `-` replaced by `_`).
-    pub name: String,
-    /// The version as written in the file name.
-    pub version: String,
+    /// Ex) `Foo_Bar`
+    pub distribution: String,
+    /// The distribution name, normalised. Ex) `foo-bar`
+    pub name: PackageName,
+    /// The version as written in the file name, and as PEP 440 reads it.
+    pub version: DistVersion,
     pub build: Option<String>,
     pub python_tags: Vec<String>,
     pub abi_tags: Vec<String>,
@@ -60,19 +66,20 @@ impl WheelFilename {
             }
             Ok(tags)
         };
+        let parsed_version = DistVersion::parse(version).map_err(|e| {
+            let detail = e.to_string();
+            let detail = detail.strip_prefix("its ").unwrap_or(&detail).to_string();
+            FilenameError::Version(filename.to_string(), detail)
+        })?;
         Ok(WheelFilename {
-            name: name.to_string(),
-            version: version.to_string(),
+            distribution: name.to_string(),
+            name: PackageName::new(name),
+            version: parsed_version,
             build: build.map(str::to_string),
             python_tags: split(py)?,
             abi_tags: split(abi)?,
             platform_tags: split(plat)?.iter().map(|t| PlatformTag::parse(t)).collect(),
         })
-    }
-
-    /// The distribution name, normalised.
-    pub fn package(&self) -> PackageName {
-        PackageName::new(&self.name)
     }
 
     /// The `{python}-{abi}` pairs this file name claims, in file-name order.
@@ -92,8 +99,9 @@ impl WheelFilename {
     }
 
     /// The same name with another version (a `-` in it escaped as `_`, as file names need).
-    pub fn with_version(&self, version: &str) -> Self {
-        WheelFilename { version: escape_version(version), ..self.clone() }
+    pub fn with_version(&self, version: &DistVersion) -> Self {
+        let escaped = DistVersion { text: escape_version(&version.text), parsed: version.parsed.clone() };
+        WheelFilename { version: escaped, ..self.clone() }
     }
 }
 
@@ -104,7 +112,7 @@ pub fn escape_version(version: &str) -> String {
 
 impl fmt::Display for WheelFilename {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.name, self.version)?;
+        write!(f, "{}-{}", self.distribution, self.version.text)?;
         if let Some(b) = &self.build {
             write!(f, "-{b}")?;
         }
@@ -120,13 +128,14 @@ mod tests {
     fn parses_compressed_tag_sets_and_build_tag() {
         let f =
             WheelFilename::parse("foo_bar-1.0-1a-py2.py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl").unwrap();
-        assert_eq!(f.name, "foo_bar");
+        assert_eq!(f.distribution, "foo_bar");
+        assert_eq!(f.name.as_str(), "foo-bar");
+        assert_eq!(f.version.parsed, "1.0".parse().unwrap());
         assert_eq!(f.build.as_deref(), Some("1a"));
         assert_eq!(f.python_tags, ["py2", "py3"]);
         assert_eq!(join_tags(&f.platform_tags), "manylinux_2_17_x86_64.manylinux2014_x86_64");
         assert_eq!(f.python_abi_pairs(), ["py2-none", "py3-none"]);
         assert_eq!(f.to_string(), "foo_bar-1.0-1a-py2.py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl");
-        assert_eq!(f.package().as_str(), "foo-bar");
     }
 
     #[test]
@@ -135,5 +144,6 @@ mod tests {
         assert!(matches!(WheelFilename::parse("foo-1.0-py3-none.whl"), Err(FilenameError::Shape(_))));
         assert!(matches!(WheelFilename::parse("foo-1.0-x1-py3-none-any.whl"), Err(FilenameError::BuildTag(..))));
         assert!(matches!(WheelFilename::parse("foo-1.0-py3.-none-any.whl"), Err(FilenameError::EmptyTag(..))));
+        assert!(matches!(WheelFilename::parse("foo-one-py3-none-any.whl"), Err(FilenameError::Version(..))));
     }
 }

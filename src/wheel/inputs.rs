@@ -106,6 +106,11 @@ pub fn missing(inputs: &[PathBuf]) -> Vec<&PathBuf> {
     inputs.iter().filter(|p| std::fs::symlink_metadata(p).is_err()).collect()
 }
 
+/// Whether two paths name one file or directory (by device and inode).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    matches!((identity(a), identity(b)), (Some(a), Some(b)) if a == b)
+}
+
 /// The device and inode of a path (following symlinks): what decides whether two paths are one
 /// file or one directory, whatever their spelling (bind mounts, `in/../in/.`).
 pub fn identity(path: &Path) -> Option<(u64, u64)> {

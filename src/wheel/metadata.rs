@@ -10,6 +10,7 @@ use pep440_rs::Version;
 
 use super::name::PackageName;
 use super::platform_tag::PlatformTag;
+use super::requirement::Requirement;
 
 /// Header fields of an email-style file, in file order, up to the first empty line.
 /// Continuation lines (starting with whitespace) are folded into the previous value.
@@ -159,6 +160,12 @@ impl DistVersion {
     }
 }
 
+impl serde::Serialize for DistVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
 impl std::fmt::Display for DistVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.text)
@@ -174,7 +181,7 @@ pub struct CoreMetadata {
     pub package: PackageName,
     pub version: DistVersion,
     pub requires_python: Option<String>,
-    pub requires_dist: Vec<String>,
+    pub requires_dist: Vec<Requirement>,
     pub provides_extra: Vec<String>,
 }
 
@@ -189,7 +196,7 @@ impl CoreMetadata {
                 "name" => name = Some(value),
                 "version" => version = Some(value),
                 "requires-python" => requires_python = Some(value),
-                "requires-dist" => requires_dist.push(value),
+                "requires-dist" => requires_dist.push(Requirement::parse(&value)),
                 "provides-extra" => provides_extra.push(value),
                 _ => {}
             }
@@ -243,7 +250,8 @@ mod tests {
         assert_eq!(meta.version.text, "2.15.0a0+git31a77fc");
         assert!(meta.version.parsed.is_local());
         assert_eq!(meta.requires_python.as_deref(), Some(">=3.10"));
-        assert_eq!(meta.requires_dist, ["triton==3.9.0; extra == \"x\""]);
+        assert_eq!(meta.requires_dist, [Requirement::parse("triton==3.9.0; extra == \"x\"")]);
+        assert_eq!(meta.requires_dist[0].extra.as_deref(), Some("x"));
         assert_eq!(CoreMetadata::parse("Name: x\n"), Err(MetadataError::Missing("Version")));
         assert!(matches!(CoreMetadata::parse("Name: x\nVersion: one\n"), Err(MetadataError::Version(..))));
     }

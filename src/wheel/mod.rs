@@ -14,7 +14,6 @@ pub mod writer;
 pub mod zip;
 
 use std::path::Path;
-use std::str::FromStr;
 
 use name::PackageName;
 
@@ -113,7 +112,7 @@ const SMALL_MEMBER: u64 = 4 << 20;
 fn installer_problems(meta: &WheelMetadata, wheel_utf8: bool, record_utf8: bool) -> Vec<String> {
     let mut problems = Vec::new();
     let (f, m) = (&meta.filename, &meta.metadata);
-    let project = f.package();
+    let project = &f.name;
     if !PackageName::new(&meta.dist_info).as_str().starts_with(project.as_str()) {
         problems.push(format!(".dist-info directory {:?} does not start with {:?}", meta.dist_info, project.as_str()));
     }
@@ -135,17 +134,17 @@ fn installer_problems(meta: &WheelMetadata, wheel_utf8: bool, record_utf8: bool)
     if !record_utf8 {
         problems.push(format!("error decoding {:?}: it is not valid UTF-8", format!("{}/RECORD", meta.dist_info)));
     }
-    if project != m.package {
+    if *project != m.package {
         problems.push(format!(
             "inconsistent name: the file name says {:?}, but METADATA has {:?}",
             project.as_str(),
             m.package.as_str()
         ));
     }
-    if pep440_rs::Version::from_str(&f.version).ok().as_ref() != Some(&m.version.parsed) {
+    if f.version.parsed != m.version.parsed {
         problems.push(format!(
             "inconsistent version: the file name says {:?}, but METADATA has {:?}",
-            f.version, m.version.text
+            f.version.text, m.version.text
         ));
     }
     problems
@@ -251,7 +250,7 @@ impl Wheel {
     /// `{name}-{version}`, the stem of the `.dist-info` and `.data` directories.
     /// Ex) `torch-2.15.0`
     pub fn dist_info_stem(&self) -> &str {
-        self.dist_info.trim_end_matches(".dist-info")
+        dist_info_stem(&self.dist_info)
     }
 
     /// The `.data` directory's prefix. Ex) `torch-2.15.0.data/`
@@ -381,6 +380,11 @@ fn row_text(row: &RecordRow<'_>) -> String {
         row.hash,
         row.size.map(|s| s.to_string()).or_else(|| row.bad_size.map(str::to_string)).unwrap_or_default()
     )
+}
+
+/// `{name}-{version}` of a `.dist-info` directory's name. Ex) `torch-2.15.0.dist-info` → `torch-2.15.0`
+pub fn dist_info_stem(dist_info: &str) -> &str {
+    dist_info.strip_suffix(".dist-info").unwrap_or(dist_info)
 }
 
 /// The one top-level `*.dist-info` directory that holds members.

@@ -120,19 +120,12 @@ impl TempOutput {
         let dir = parent_dir(dest);
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         remove_leftovers(dir, &name, Leftover::File);
-        loop {
-            let path = dir.join(temp_name(&name));
-            let made = register(&path, || {
-                let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(&path)?;
-                lock_exclusive(&file)?;
-                Ok(file)
-            });
-            match made {
-                Ok(lock) => return Ok(TempOutput { path, dest: dest.to_path_buf(), lock, done: false }),
-                Err(OutputError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        let (path, lock) = create_temporary(dir, &name, |path| {
+            let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(path)?;
+            lock_exclusive(&file)?;
+            Ok(file)
+        })?;
+        Ok(TempOutput { path, dest: dest.to_path_buf(), lock, done: false })
     }
 
     pub fn path(&self) -> &Path {
@@ -235,24 +228,14 @@ impl TempDir {
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         std::fs::create_dir_all(dir).map_err(|source| OutputError::Io { path: dir.display().to_string(), source })?;
         remove_leftovers(dir, &name, Leftover::Directory);
-        loop {
-            let path = dir.join(temp_name(&name));
-            let made = register(&path, || {
-                std::fs::DirBuilder::new().mode(0o777).create(&path)?;
-                let lock = File::open(&path)?;
-                lock_exclusive(&lock)?;
-                std::fs::write(
-                    path.join(DIR_MARKER),
-                    b"written by wheelfix; a later run may replace this directory\n",
-                )?;
-                Ok(lock)
-            });
-            match made {
-                Ok(lock) => return Ok(TempDir { path, dest: dest.to_path_buf(), _lock: lock, done: false }),
-                Err(OutputError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        let (path, lock) = create_temporary(dir, &name, |path| {
+            std::fs::DirBuilder::new().mode(0o777).create(path)?;
+            let lock = File::open(path)?;
+            lock_exclusive(&lock)?;
+            std::fs::write(path.join(DIR_MARKER), b"written by wheelfix; a later run may replace this directory\n")?;
+            Ok(lock)
+        })?;
+        Ok(TempDir { path, dest: dest.to_path_buf(), _lock: lock, done: false })
     }
 
     pub fn path(&self) -> &Path {
@@ -340,8 +323,25 @@ fn temp_stem(name: &str) -> String {
     format!(".{}~{hash}", &name[..keep])
 }
 
+/// Make a temporary file or directory for the destination `name` in `dir` with `make`, under a
+/// fresh name (trying the next one while a name exists), registered for removal on a signal.
+pub fn create_temporary<T>(
+    dir: &Path,
+    name: &str,
+    make: impl Fn(&Path) -> io::Result<T>,
+) -> Result<(PathBuf, T), OutputError> {
+    loop {
+        let path = dir.join(temp_name(name));
+        match register(&path, || make(&path)) {
+            Ok(made) => return Ok((path, made)),
+            Err(OutputError::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A fresh temporary name for the destination `name`.
-pub(crate) fn temp_name(name: &str) -> String {
+fn temp_name(name: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{}.wheelfix-{}-{n}.part", temp_stem(name), std::process::id())
 }

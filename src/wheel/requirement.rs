@@ -1,25 +1,25 @@
-//! `Requires-Dist` lines ([PEP 508](https://peps.python.org/pep-0508/)), taken apart once: the
-//! name, the exact pin if there is one, and the `extra` and `sys_platform` a marker names.
+//! `Requires-Dist` lines ([PEP 508](https://peps.python.org/pep-0508/)), taken apart once, where
+//! METADATA is read: the name, the exact pin if there is one, and the `extra` and `sys_platform`
+//! a marker names.
 //!
 //! Ex) `triton[tests] === 3.9.0+gitaad2a60d ; python_version >= "3.10"`
 
 use super::name::PackageName;
 
-/// One requirement.
+/// One requirement, parsed once where METADATA is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requirement<'a> {
-    pub text: &'a str,
+pub struct Requirement {
+    /// As written. Ex) `triton[tests] === 3.9.0+gitaad2a60d ; python_version >= "3.10"`
+    pub text: String,
     /// The project name as written. Ex) `amd_aiter`
-    pub name: &'a str,
+    pub name: String,
     pub package: PackageName,
-    /// Everything before the marker's `;`.
-    pub spec: &'a str,
-    /// Everything after the `;`, as written.
-    pub marker: Option<&'a str>,
+    /// Where the marker's `;` stands in `text`, if there is one.
+    marker_at: Option<usize>,
     /// The version an `==`/`===` clause names, whatever follows it. Ex) `3.9.0+gitaad2a60d`
     pub pinned: Option<String>,
     /// The requirement is exactly one `==`/`===` clause (not a range, not a wildcard).
-    pub exact: Option<ExactPin<'a>>,
+    pub exact: Option<ExactPin>,
     /// The `extra == "…"` the marker names.
     pub extra: Option<String>,
     /// The `sys_platform == "…"` the marker names.
@@ -28,16 +28,17 @@ pub struct Requirement<'a> {
 
 /// An exact pin: its operator, its version, and where the version stands in [`Requirement::spec`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExactPin<'a> {
+pub struct ExactPin {
     pub op: &'static str,
-    pub version: &'a str,
+    pub version: String,
     pub range: std::ops::Range<usize>,
 }
 
-impl<'a> Requirement<'a> {
-    pub fn parse(text: &'a str) -> Requirement<'a> {
-        let (spec, marker) = match text.split_once(';') {
-            Some((s, m)) => (s, Some(m)),
+impl Requirement {
+    pub fn parse(text: &str) -> Requirement {
+        let marker_at = text.find(';');
+        let (spec, marker) = match marker_at {
+            Some(at) => (&text[..at], Some(&text[at + 1..])),
             None => (text, None),
         };
         let name = project_name(text);
@@ -53,11 +54,10 @@ impl<'a> Requirement<'a> {
             Some(rest[start..end].to_string())
         };
         Requirement {
-            text,
-            name,
+            text: text.to_string(),
+            name: name.to_string(),
             package: PackageName::new(name),
-            spec,
-            marker,
+            marker_at,
             pinned,
             exact: exact_pin(spec),
             extra: quoted_after("extra"),
@@ -65,20 +65,63 @@ impl<'a> Requirement<'a> {
         }
     }
 
+    /// Everything before the marker's `;`.
+    pub fn spec(&self) -> &str {
+        &self.text[..self.marker_at.unwrap_or(self.text.len())]
+    }
+
+    /// Everything after the `;`, as written.
+    pub fn marker(&self) -> Option<&str> {
+        self.marker_at.map(|at| &self.text[at + 1..])
+    }
+
+    /// The extras it asks for. Ex) `cuda-toolkit[cublas,cupti]` → `cublas`, `cupti`
+    pub fn extras(&self) -> impl Iterator<Item = &str> {
+        let spec = self.spec();
+        let inside = spec.split_once('[').and_then(|(_, e)| e.split_once(']')).map(|(e, _)| e).unwrap_or("");
+        inside.split(',').map(str::trim).filter(|e| !e.is_empty())
+    }
+
     /// The same requirement with its exact pin's version replaced (extras, spacing and marker
     /// kept). `None` without an exact pin.
     pub fn with_pinned_version(&self, version: &str) -> Option<String> {
         let pin = self.exact.as_ref()?;
+        let spec = self.spec();
         let mut out = String::with_capacity(self.text.len() + version.len());
-        out.push_str(&self.spec[..pin.range.start]);
+        out.push_str(&spec[..pin.range.start]);
         out.push_str(version);
-        out.push_str(&self.spec[pin.range.end..]);
-        if let Some(m) = self.marker {
+        out.push_str(&spec[pin.range.end..]);
+        if let Some(m) = self.marker() {
             out.push(';');
             out.push_str(m);
         }
         Some(out)
     }
+}
+
+impl std::fmt::Display for Requirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Every project `requires` names, directly or through the requirements of the projects it
+/// names, as `requires_of` gives them (every requirement counts, extras included): the projects an
+/// install of them brings. Ex) `torch` → `torch`, `triton`, `rocm-sdk-core`, …
+pub fn required_projects<'a>(
+    requires: &'a [Requirement],
+    requires_of: impl Fn(&PackageName) -> Vec<&'a [Requirement]>,
+) -> std::collections::BTreeSet<PackageName> {
+    let mut found = std::collections::BTreeSet::new();
+    let mut queue: Vec<&PackageName> = requires.iter().map(|r| &r.package).collect();
+    while let Some(name) = queue.pop() {
+        if found.insert(name.clone()) {
+            for list in requires_of(name) {
+                queue.extend(list.iter().map(|r| &r.package));
+            }
+        }
+    }
+    found
 }
 
 /// The project name at the start of a requirement. Ex) `triton[x]==3.9.0; python_version>"3"` → `triton`
@@ -90,7 +133,7 @@ pub fn project_name(requirement: &str) -> &str {
 }
 
 /// An exact pin in a requirement's specifier part: the operator, the version and its byte range.
-fn exact_pin(spec: &str) -> Option<ExactPin<'_>> {
+fn exact_pin(spec: &str) -> Option<ExactPin> {
     let (op, at) = if let Some(i) = spec.find("===") { ("===", i + 3) } else { ("==", spec.find("==")? + 2) };
     // Only a single clause is an exact pin (`==1.0,<2` is a range).
     if spec.contains(',') {
@@ -103,7 +146,7 @@ fn exact_pin(spec: &str) -> Option<ExactPin<'_>> {
     if version.is_empty() || version.contains('*') {
         return None;
     }
-    Some(ExactPin { op, version, range: start..start + len })
+    Some(ExactPin { op, version: version.to_string(), range: start..start + len })
 }
 
 #[cfg(test)]
@@ -117,7 +160,7 @@ mod tests {
         );
         assert_eq!(r.package.as_str(), "rocm-sdk-device-gfx942");
         assert_eq!(r.pinned.as_deref(), Some("7.13.0"));
-        assert_eq!(r.exact.as_ref().map(|p| p.version), Some("7.13.0"));
+        assert_eq!(r.exact.as_ref().map(|p| p.version.as_str()), Some("7.13.0"));
         assert_eq!(r.extra.as_deref(), Some("device-gfx942"));
         assert_eq!(r.sys_platform.as_deref(), Some("linux"));
     }

@@ -32,7 +32,10 @@ pub fn vendor(
     let named: Vec<(String, PathBuf, String)> = crate::parallel::try_map(&libs, |soname| {
         let path = analysis.external[*soname].path.clone().unwrap_or_default();
         let real = std::fs::canonicalize(&path).unwrap_or_else(|_| PathBuf::from(&path));
-        let hash = hex8(&file_sha256(&real).map_err(|source| RepairError::Read { path: path.clone(), source })?);
+        let hash = hex8(
+            &crate::wheel::digest::file_sha256(&real)
+                .map_err(|source| RepairError::Read { path: path.clone(), source })?,
+        );
         let base_name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| (*soname).clone());
         Ok(((*soname).clone(), real, vendored_name(&base_name, &hash)))
     })?;
@@ -79,13 +82,6 @@ pub fn vendor(
             })
         },
     )
-}
-
-/// The sha256 of a file, read in chunks (as far as its size when it was opened).
-fn file_sha256(path: &std::path::Path) -> std::io::Result<[u8; 32]> {
-    let file = crate::wheel::inputs::open_regular(path)?;
-    let len = file.metadata()?.len();
-    crate::wheel::digest::sha256_of_reader(std::io::Read::take(file, len))
 }
 
 /// Old soname → the copy's file name.

@@ -101,7 +101,7 @@ pub fn add_to_plan(
     plan.compression_level = settings.compression_level;
     let Some(judgement) = judgement else { return Ok(Vec::new()) };
     let libs = find::libraries_to_vendor(analysis, judgement, target)?;
-    let libs_dir = format!("{}{}", wheel.filename.name, settings.lib_sdir);
+    let libs_dir = format!("{}{}", wheel.filename.distribution, settings.lib_sdir);
     let copies = copy::vendor(&libs, analysis, &libs_dir, settings, spill)?;
     let renames = copy::renames(&copies);
     if !copies.is_empty()
@@ -148,7 +148,7 @@ fn add_sbom(plan: &mut Plan, wheel: &Wheel, copies: &[copy::Copy]) {
             source: c.graft.source.clone(),
             real: c.source_real.display().to_string(),
             member: c.graft.member.clone(),
-            sha256: crate::release::hex(&c.member.sha256()),
+            sha256: crate::wheel::digest::hex(&c.member.sha256()),
         })
         .collect();
     let owners = vendored
@@ -156,7 +156,7 @@ fn add_sbom(plan: &mut Plan, wheel: &Wheel, copies: &[copy::Copy]) {
         .filter_map(|v| sbom::owner(std::path::Path::new(&v.real)).map(|p| (v.source.clone(), p)))
         .collect();
     let file_name = plan.filename.to_string();
-    let text = sbom::document(&plan.filename.name, &plan.filename.version, &file_name, &vendored, &owners);
+    let text = sbom::document(&plan.filename.distribution, &plan.filename.version.text, &file_name, &vendored, &owners);
     let input_path = format!("{}/sboms/wheelfix.cdx.json", wheel.dist_info);
     let output_path = format!("{}/sboms/wheelfix.cdx.json", plan.output_dist_info(&wheel.dist_info));
     let member = NewMember::new(text.into_bytes(), Some(0o644));

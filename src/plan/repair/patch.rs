@@ -30,7 +30,7 @@ pub fn patch_wheel_files(
     // reaches the libs directory: like auditwheel (#340), they move to `<dist>.scripts/` in the
     // wheel root and a Python shim that execs them takes their place.
     let scripts_prefix = format!("{}scripts/", wheel.data_prefix());
-    let scripts_dir = format!("{}.scripts", wheel.filename.name);
+    let scripts_dir = format!("{}.scripts", wheel.filename.distribution);
     let moved =
         |path: &str| -> Option<String> { path.strip_prefix(&scripts_prefix).map(|exe| format!("{scripts_dir}/{exe}")) };
 

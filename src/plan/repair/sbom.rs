@@ -124,7 +124,7 @@ pub fn document(
             }
             properties.push(json!({"name": "wheelfix:soname", "value": v.soname}));
             let hashes = json!([{"alg": "SHA-256", "content": v.sha256}]);
-            let source_hash = crate::release::hex(&Sha256::digest(v.source.as_bytes()));
+            let source_hash = crate::wheel::digest::hex(&Sha256::digest(v.source.as_bytes()));
             let component = match owners.get(&v.source) {
                 Some(p) => json!({
                     "type": "library",

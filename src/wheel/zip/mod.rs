@@ -6,7 +6,7 @@ pub mod write;
 
 use std::io::{self, Read};
 
-pub use read::{Entry, FileIdentity, ZipReader, sha256_of};
+pub use read::{Entry, FileIdentity, ZipReader};
 pub use write::{Compressed, Spilled, ZipWriter};
 
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +24,17 @@ pub enum ZipError {
     #[error("member `{name}`: {message}")]
     Member { name: String, message: String },
 }
+
+/// The records' signatures (APPNOTE.TXT 4.3).
+pub(crate) const LOCAL_HEADER: u32 = 0x0403_4b50;
+pub(crate) const CENTRAL_HEADER: u32 = 0x0201_4b50;
+pub(crate) const END_OF_CENTRAL_DIRECTORY: u32 = 0x0605_4b50;
+pub(crate) const ZIP64_END_OF_CENTRAL_DIRECTORY: u32 = 0x0606_4b50;
+pub(crate) const ZIP64_LOCATOR: u32 = 0x0706_4b50;
+/// The zip64 extended information extra field.
+pub(crate) const ZIP64_EXTRA: u16 = 0x0001;
+/// General purpose flag bit 11: the name is UTF-8.
+pub(crate) const FLAG_UTF8: u16 = 1 << 11;
 
 /// Compression methods a wheel may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

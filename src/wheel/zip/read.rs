@@ -10,18 +10,13 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use super::{Method, ZipError};
+use super::{
+    CENTRAL_HEADER, END_OF_CENTRAL_DIRECTORY, FLAG_UTF8, LOCAL_HEADER, Method, ZIP64_END_OF_CENTRAL_DIRECTORY,
+    ZIP64_EXTRA, ZIP64_LOCATOR, ZipError,
+};
 
-const LOCAL_HEADER: u32 = 0x0403_4b50;
-const CENTRAL_HEADER: u32 = 0x0201_4b50;
-const END_OF_CENTRAL_DIRECTORY: u32 = 0x0605_4b50;
-const ZIP64_END_OF_CENTRAL_DIRECTORY: u32 = 0x0606_4b50;
-const ZIP64_LOCATOR: u32 = 0x0706_4b50;
-const ZIP64_EXTRA: u16 = 0x0001;
 /// General purpose flag bit 0: the member is encrypted.
 const FLAG_ENCRYPTED: u16 = 1;
-/// General purpose flag bit 11: the name is UTF-8.
-const FLAG_UTF8: u16 = 1 << 11;
 
 /// One member of the central directory: what it takes to find, read and copy it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,7 +255,12 @@ impl ZipReader {
 
     /// sha256 of the whole file, in hex (read by positional reads from the same descriptor).
     pub fn sha256(&self) -> io::Result<String> {
-        sha256_of(&self.file, self.identity.len)
+        let mut reader = PositionalReader::new(&self.file, 0, self.identity.len);
+        let digest = crate::wheel::digest::sha256_of_reader(&mut reader)?;
+        if reader.at != self.identity.len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while it was hashed"));
+        }
+        Ok(crate::wheel::digest::hex(&digest))
     }
 
     fn io_error(&self, entry: &Entry, e: io::Error) -> ZipError {
@@ -482,23 +482,4 @@ pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
 
 pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
-
-/// sha256 of the first `len` bytes of a file (its size when it was opened), in hex, read in
-/// chunks by `pread`; a file that ends early is an error. Ex) `e3b0c442…`
-pub fn sha256_of(file: &File, len: u64) -> io::Result<String> {
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0;
-    while at < len {
-        let want = (len - at).min(buf.len() as u64) as usize;
-        let n = file.read_at(&mut buf[..want], at)?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while it was hashed"));
-        }
-        hasher.update(&buf[..n]);
-        at += n as u64;
-    }
-    Ok(crate::wheel::digest::hex(&hasher.finalize()))
 }

@@ -9,15 +9,11 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use super::read::{Entry, ZipReader};
-use super::{DosTime, Method};
+use super::{
+    CENTRAL_HEADER, DosTime, END_OF_CENTRAL_DIRECTORY, FLAG_UTF8, LOCAL_HEADER, Method, ZIP64_END_OF_CENTRAL_DIRECTORY,
+    ZIP64_EXTRA, ZIP64_LOCATOR,
+};
 
-const LOCAL_HEADER: u32 = 0x0403_4b50;
-const CENTRAL_HEADER: u32 = 0x0201_4b50;
-const END_OF_CENTRAL_DIRECTORY: u32 = 0x0605_4b50;
-const ZIP64_END_OF_CENTRAL_DIRECTORY: u32 = 0x0606_4b50;
-const ZIP64_LOCATOR: u32 = 0x0706_4b50;
-/// General purpose flag bit 11: the name is UTF-8.
-const FLAG_UTF8: u16 = 1 << 11;
 /// `version made by`: Unix, spec 3.0 (the value Python's zipfile writes on Unix).
 const MADE_BY_UNIX: u16 = 3 << 8 | 20;
 const U32_MAX: u64 = 0xffff_ffff;
@@ -257,7 +253,7 @@ impl ZipWriter {
         put16(&mut h, if zip64 { 20 } else { 0 });
         h.extend_from_slice(w.name.as_bytes());
         if zip64 {
-            put16(&mut h, 0x0001);
+            put16(&mut h, ZIP64_EXTRA);
             put16(&mut h, 16);
             put64(&mut h, w.size);
             put64(&mut h, w.compressed_size);
@@ -285,7 +281,7 @@ impl ZipWriter {
                 if big_offset {
                     put64(&mut body, w.header_offset);
                 }
-                put16(&mut extra, 0x0001);
+                put16(&mut extra, ZIP64_EXTRA);
                 put16(&mut extra, body.len() as u16);
                 extra.extend(body);
             }

@@ -13,6 +13,7 @@ use std::str::FromStr;
 use pep440_rs::{LocalSegment, Version};
 use serde::Serialize;
 
+use crate::wheel::DistVersion;
 use crate::wheel::name::PackageName;
 use crate::wheel::requirement::Requirement;
 
@@ -66,9 +67,9 @@ impl LocalLabel {
 /// What happens to one wheel's version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct VersionDecision {
-    pub version: String,
+    pub version: DistVersion,
     /// The new version, `None` when it stays.
-    pub new_version: Option<String>,
+    pub new_version: Option<DistVersion>,
     pub reason: String,
 }
 
@@ -82,10 +83,10 @@ pub enum Content {
 }
 
 /// Decide for one version, given that the wheel should be marked.
-pub fn mark(version: &str, label: &LocalLabel) -> Result<VersionDecision, VersionError> {
-    let parsed = Version::from_str(version).map_err(|e| VersionError::Invalid(version.to_string(), e.to_string()))?;
+pub fn mark(dist_version: &DistVersion, label: &LocalLabel) -> Result<VersionDecision, VersionError> {
+    let (version, parsed) = (dist_version.text.as_str(), &dist_version.parsed);
     let local = local_text(parsed.local());
-    let keep = |reason: String| VersionDecision { version: version.to_string(), new_version: None, reason };
+    let keep = |reason: String| VersionDecision { version: dist_version.clone(), new_version: None, reason };
     if !local.is_empty() {
         if local == label.label || local.ends_with(&format!(".{}", label.label)) {
             return Ok(keep(format!("already marked `+{local}`")));
@@ -105,7 +106,8 @@ pub fn mark(version: &str, label: &LocalLabel) -> Result<VersionDecision, Versio
     if original_local != local {
         reason.push_str(&format!(" (note: `+{original_local}` is not in normal form, PEP 440 reads it as `+{local}`)"));
     }
-    Ok(VersionDecision { version: version.to_string(), new_version: Some(new), reason })
+    let new = DistVersion::parse(&new).map_err(|e| VersionError::Invalid(new.clone(), e.to_string()))?;
+    Ok(VersionDecision { version: dist_version.clone(), new_version: Some(new), reason })
 }
 
 /// PEP 440 text of local segments. Ex) [`git31a77fc`, 1] → `git31a77fc.1`
@@ -117,9 +119,9 @@ fn local_text(local: &[LocalSegment]) -> String {
 #[derive(Debug, Clone)]
 pub struct BatchMember {
     pub name: PackageName,
-    pub version: String,
+    pub version: DistVersion,
     pub content: Content,
-    pub requires_dist: Vec<String>,
+    pub requires_dist: Vec<Requirement>,
 }
 
 /// Settings of a marking run.
@@ -154,7 +156,7 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
     for (i, m) in members.iter().enumerate() {
         if decisions[i].is_none() {
             for r in &m.requires_dist {
-                dependents.entry(Requirement::parse(r).package).or_default().push(i);
+                dependents.entry(r.package.clone()).or_default().push(i);
             }
         }
     }
@@ -174,8 +176,7 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
         let mut newly = Vec::new();
         for i in candidates {
             let m = &members[i];
-            let Some(dep) = m.requires_dist.iter().map(|r| Requirement::parse(r).package).find(|n| marked.contains(n))
-            else {
+            let Some(dep) = m.requires_dist.iter().map(|r| &r.package).find(|n| marked.contains(*n)) else {
                 continue;
             };
             decisions[i] = Some(mark(&m.version, &options.label).map(|mut d| {
@@ -211,30 +212,31 @@ pub struct PinRewrite {
 
 /// Rewrite exact pins (`==` / `===`) that name a batch project at its old version to its new
 /// version, keeping extras and markers. `versions` maps normalised names to (old, new).
-pub fn rewrite_pins(requires_dist: &[String], versions: &BTreeMap<PackageName, (String, String)>) -> Vec<PinRewrite> {
+pub fn rewrite_pins(
+    requires_dist: &[Requirement],
+    versions: &BTreeMap<PackageName, (DistVersion, DistVersion)>,
+) -> Vec<PinRewrite> {
     let mut out = Vec::new();
-    for requirement in requires_dist {
-        let parsed = Requirement::parse(requirement);
+    for parsed in requires_dist {
+        let requirement = &parsed.text;
         let name = &parsed.package;
         let Some((old, new)) = versions.get(name) else { continue };
         let Some(pin) = &parsed.exact else { continue };
-        let (op, pinned) = (pin.op, pin.version);
-        if pinned == old.as_str() || Version::from_str(pinned).ok() == Version::from_str(old).ok() {
+        let (op, pinned) = (pin.op, pin.version.as_str());
+        let pinned_version = Version::from_str(pinned).ok();
+        if pinned == old.text || pinned_version.as_ref() == Some(&old.parsed) {
             if old == new {
                 continue;
             }
             out.push(PinRewrite {
                 requirement: requirement.clone(),
-                new_requirement: parsed.with_pinned_version(new),
+                new_requirement: parsed.with_pinned_version(&new.text),
                 message: format!("pin {op}{pinned} follows {name} to {new}"),
             });
-        } else if pinned == new.as_str() {
+        } else if pinned == new.text {
             continue;
         } else {
-            let loose = Version::from_str(pinned)
-                .ok()
-                .zip(Version::from_str(old).ok())
-                .is_some_and(|(p, o)| !p.is_local() && p == o.clone().without_local());
+            let loose = pinned_version.is_some_and(|p| !p.is_local() && p == old.parsed.clone().without_local());
             let message = if loose {
                 format!(
                     "pin {op}{pinned} matches this batch's {name} {new} but also any other {pinned} build (a same-named project could satisfy it): pin the full version"
@@ -265,8 +267,8 @@ pub struct VersionChange {
 
 impl VersionChange {
     /// The new version, when the wheel gets one.
-    pub fn new_version(&self) -> Option<&str> {
-        self.local_version.as_ref().and_then(|d| d.new_version.as_deref())
+    pub fn new_version(&self) -> Option<&DistVersion> {
+        self.local_version.as_ref().and_then(|d| d.new_version.as_ref())
     }
 }
 
@@ -284,7 +286,7 @@ pub fn decide(
         members.iter().enumerate().filter_map(|(i, m)| m.as_ref().map(|m| (i, m))).collect();
     let batch: Vec<BatchMember> = present.iter().map(|(_, m)| (*m).clone()).collect();
     let decisions = decide_batch(&batch, &marking.options);
-    let mut versions: BTreeMap<PackageName, (String, String)> = BTreeMap::new();
+    let mut versions: BTreeMap<PackageName, (DistVersion, DistVersion)> = BTreeMap::new();
     for (m, d) in batch.iter().zip(&decisions) {
         if let Ok(d) = d {
             versions.insert(m.name.clone(), (m.version.clone(), d.new_version.clone().unwrap_or(m.version.clone())));
@@ -297,7 +299,8 @@ pub fn decide(
             .map(|d| VersionChange { local_version: Some(d), pins: rewrite_pins(&member.requires_dist, &versions) });
     }
     // The hazard: this batch's new versions plus what is already published.
-    let mut all: Vec<(String, String)> = versions.iter().map(|(n, (_, new))| (n.to_string(), new.clone())).collect();
+    let mut all: Vec<(String, String)> =
+        versions.iter().map(|(n, (_, new))| (n.to_string(), new.text.clone())).collect();
     all.extend(published.iter().cloned());
     (changes, ordering_hazards(&all))
 }
@@ -414,6 +417,15 @@ mod tests {
         LocalLabel::rocm("10.1.0").unwrap()
     }
 
+    fn v(text: &str) -> DistVersion {
+        DistVersion::parse(text).unwrap()
+    }
+
+    /// The new version's text.
+    fn new_text(d: &VersionDecision) -> Option<&str> {
+        d.new_version.as_ref().map(|v| v.text.as_str())
+    }
+
     #[test]
     fn the_version_table() {
         let cases = [
@@ -426,16 +438,16 @@ mod tests {
             ("1.0.post1", Some("1.0.post1+rocm10.1.0")),
         ];
         for (input, expected) in cases {
-            let d = mark(input, &rocm()).unwrap();
-            assert_eq!(d.new_version.as_deref(), expected, "{input}: {}", d.reason);
+            let d = mark(&v(input), &rocm()).unwrap();
+            assert_eq!(new_text(&d), expected, "{input}: {}", d.reason);
         }
-        assert!(mark("0.33.0+rocm101", &rocm()).unwrap().reason.contains("upstream's own rocm marker"));
-        assert!(mark("3.9.0+gitaad2a60d.rocm10.1.0", &rocm()).unwrap().reason.contains("already marked"));
+        assert!(mark(&v("0.33.0+rocm101"), &rocm()).unwrap().reason.contains("upstream's own rocm marker"));
+        assert!(mark(&v("3.9.0+gitaad2a60d.rocm10.1.0"), &rocm()).unwrap().reason.contains("already marked"));
     }
 
     #[test]
     fn running_twice_changes_nothing() {
-        let once = mark("2.15.0a0+git31a77fc", &rocm()).unwrap().new_version.unwrap();
+        let once = mark(&v("2.15.0a0+git31a77fc"), &rocm()).unwrap().new_version.unwrap();
         assert_eq!(mark(&once, &rocm()).unwrap().new_version, None);
     }
 
@@ -454,8 +466,8 @@ mod tests {
         assert!(LocalLabel::new("a+b").is_err());
         assert_eq!(LocalLabel::new("cu128").unwrap().family, "cu");
         // A non-normal existing local is kept as written, with a note.
-        let d = mark("1.0+Ubuntu-1", &rocm()).unwrap();
-        assert_eq!(d.new_version.as_deref(), Some("1.0+Ubuntu-1.rocm10.1.0"));
+        let d = mark(&v("1.0+Ubuntu-1"), &rocm()).unwrap();
+        assert_eq!(new_text(&d), Some("1.0+Ubuntu-1.rocm10.1.0"));
         assert!(d.reason.contains("ubuntu.1"), "{}", d.reason);
     }
 
@@ -463,9 +475,9 @@ mod tests {
     fn pure_wheels_follow_what_they_require() {
         let member = |name: &str, version: &str, content, requires: &[&str]| BatchMember {
             name: PackageName::new(name),
-            version: version.into(),
+            version: v(version),
             content,
-            requires_dist: requires.iter().map(|s| s.to_string()).collect(),
+            requires_dist: requires.iter().map(|s| Requirement::parse(s)).collect(),
         };
         let members = [
             member("nixl_rocm", "1.5.2", Content::Compiled, &[]),
@@ -477,7 +489,7 @@ mod tests {
         ];
         let options = MarkOptions { label: rocm(), mark_pure: false, no_mark: vec!["SkipMe".into()] };
         let d: Vec<Option<String>> =
-            decide_batch(&members, &options).into_iter().map(|d| d.unwrap().new_version).collect();
+            decide_batch(&members, &options).into_iter().map(|d| new_text(&d.unwrap()).map(str::to_string)).collect();
         assert_eq!(
             d,
             [
@@ -490,17 +502,14 @@ mod tests {
             ]
         );
         let options = MarkOptions { mark_pure: true, ..options };
-        assert_eq!(
-            decide_batch(&members, &options)[3].as_ref().unwrap().new_version.as_deref(),
-            Some("1.0.0+rocm10.1.0")
-        );
+        assert_eq!(new_text(decide_batch(&members, &options)[3].as_ref().unwrap()), Some("1.0.0+rocm10.1.0"));
     }
 
     #[test]
     fn exact_pins_follow_their_project() {
-        let versions: BTreeMap<PackageName, (String, String)> = [
-            (PackageName::new("triton"), ("3.9.0+gitaad2a60d".to_string(), "3.9.0+gitaad2a60d.rocm10.1.0".to_string())),
-            (PackageName::new("amd-aiter"), ("0.1.29".to_string(), "0.1.29+rocm10.1.0".to_string())),
+        let versions: BTreeMap<PackageName, (DistVersion, DistVersion)> = [
+            (PackageName::new("triton"), (v("3.9.0+gitaad2a60d"), v("3.9.0+gitaad2a60d.rocm10.1.0"))),
+            (PackageName::new("amd-aiter"), (v("0.1.29"), v("0.1.29+rocm10.1.0"))),
         ]
         .into();
         let requires = [
@@ -512,6 +521,7 @@ mod tests {
             "triton==3.9.0".to_string(),
             "numpy==2.0".to_string(),
         ];
+        let requires: Vec<Requirement> = requires.iter().map(|r| Requirement::parse(r)).collect();
         let rewrites = rewrite_pins(&requires, &versions);
         let new: Vec<Option<&str>> = rewrites.iter().map(|r| r.new_requirement.as_deref()).collect();
         assert_eq!(
