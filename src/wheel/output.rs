@@ -78,10 +78,31 @@ pub fn install_signal_cleanup() {
 
 fn remove_path(path: &Path) {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_dir()) {
-        let _ = std::fs::remove_dir_all(path);
+        remove_marked_dir(path);
     } else {
         let _ = std::fs::remove_file(path);
     }
+}
+
+/// Remove a directory wheelfix wrote, its [`DIR_MARKER`] last: a run killed halfway through
+/// leaves a directory still marked (or empty), which the next run recognises and removes, never
+/// an unmarked one that it must leave alone.
+fn remove_marked_dir(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_name() == DIR_MARKER {
+                continue;
+            }
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(&path);
+            } else {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let _ = std::fs::remove_file(dir.join(DIR_MARKER));
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Register a temporary path made by `make` so that a signal removes it; refused once the
@@ -259,7 +280,7 @@ impl TempDir {
                     // The old site now lies at the temporary name, which is ours to remove.
                     self.done = true;
                     unregister(&self.path);
-                    let _ = std::fs::remove_dir_all(&self.path);
+                    remove_marked_dir(&self.path);
                     sync_dir(parent_dir(&self.dest));
                     return Ok(self.dest.clone());
                 }
@@ -277,7 +298,7 @@ impl TempDir {
                 let _ = std::fs::rename(&old, &self.dest);
                 return Err(io_err(e));
             }
-            let _ = std::fs::remove_dir_all(&old);
+            remove_marked_dir(&old);
         } else {
             rename_no_replace(&self.path, &self.dest).map_err(io_err)?;
         }
@@ -296,7 +317,7 @@ pub fn may_replace_dir(dir: &Path) -> bool {
 impl Drop for TempDir {
     fn drop(&mut self) {
         if !self.done {
-            let _ = std::fs::remove_dir_all(&self.path);
+            remove_marked_dir(&self.path);
             unregister(&self.path);
         }
     }
