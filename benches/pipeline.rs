@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use wheelfix::analysis::AnalyzeOptions;
 use wheelfix::analysis::linkage::LibrarySearch;
 use wheelfix::exclude::ExcludeList;
-use wheelfix::policy::Policies;
 use wheelfix::progress::NoProgress;
 use wheelfix::settings::Settings;
 
@@ -47,11 +46,8 @@ fn main() {
     }
     let wheel = spec.write(dir.path());
     let size = std::fs::metadata(&wheel).unwrap().len();
-    let options = Settings::with_options(AnalyzeOptions::new(
-        Policies::embedded(),
-        ExcludeList::new(true, &[]).unwrap(),
-        LibrarySearch::default(),
-    ));
+    let options =
+        Settings::with_options(AnalyzeOptions::new(ExcludeList::new(true, &[]).unwrap(), LibrarySearch::default()));
     let mut verify = options.clone();
     verify.analyze.verify_hashes = true;
     verify.analyze.hash_for_record = true;

@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use analysis::Analysis;
 use analysis::site::SitePackages;
 use plan::tags::Basis;
-use policy::verdict::Judgement;
+use policy::judgement::{Claims, Judgement};
 use progress::Progress;
 use report::ShowReport;
 use settings::Settings;
@@ -90,9 +90,9 @@ pub enum Error {
 pub struct Examined {
     pub wheel: Wheel,
     pub analysis: Analysis,
-    /// The policies that apply and their verdict; `None` when none apply (a pure wheel, a
-    /// Windows wheel, binaries of no covered architecture).
-    pub judgement: Option<Judgement>,
+    /// What the policies make of it: nothing to judge (a pure wheel), binaries no policy covers
+    /// (a Windows wheel, binaries of no covered architecture), or their verdict.
+    pub judgement: Judgement,
 }
 
 impl Examined {
@@ -120,30 +120,28 @@ pub fn examine(
             first: first.file.clone(),
         }));
     }
-    let set = if analysis.binaries.is_empty() {
-        None
-    } else {
-        options.policies.for_wheel(&wheel, &analysis, settings.plat.value.as_deref())
-    };
+    let plat = settings.plat.value.as_deref().filter(|p| *p != "auto").map(PlatformTag::parse);
+    let selection = settings.policies.select(&Claims::of(&wheel), &mut analysis, plat.as_ref());
     for problem in &site.problems {
         analysis.notes.push(analysis::Note { file: "--with-wheels".into(), message: problem.clone() });
     }
-    let judgement = set.map(|set| {
-        analysis::linkage::resolve(&wheel, &mut analysis, &set, options, site);
-        let judgement = Judgement::new(set, &analysis, settings.disable_isa_check);
-        let v = &judgement.verdict;
+    if let Some(rules) = selection.linkage_rules() {
+        analysis::linkage::resolve(&wheel, &mut analysis, rules, options, site);
+    }
+    let judgement = selection.judge(&analysis, settings.disable_isa_check);
+    if let Some(j) = judgement.judged() {
+        let v = &j.verdict;
         debug!(
             "{}: symbol versions allow {}; without external libraries {}; blacklist {}; ISA {}; as it is {}; once repaired {}",
             wheel.filename,
-            judgement.tag(v.symbol),
-            judgement.tag(v.reference),
-            judgement.tag(v.blacklist),
-            judgement.tag(v.machine),
-            judgement.tag(v.overall),
-            judgement.tag(v.repairable)
+            j.tag(v.symbol),
+            j.tag(v.reference),
+            j.tag(v.blacklist),
+            j.tag(v.machine),
+            j.tag(v.overall),
+            j.tag(v.repairable)
         );
-        judgement
-    });
+    }
     Ok(Examined { wheel, analysis, judgement })
 }
 
@@ -151,7 +149,7 @@ pub fn examine(
 pub fn show(path: &Path, settings: &Settings, progress: &dyn Progress) -> Result<ShowReport, Error> {
     let site = batch_site(&[], settings);
     let e = examine(path, settings, &site, progress)?;
-    Ok(ShowReport::new(&e.wheel, &e.analysis, e.judgement.as_ref()))
+    Ok(ShowReport::new(&e.wheel, &e.analysis, &e.judgement))
 }
 
 /// Where `retag` writes.
@@ -265,7 +263,7 @@ pub fn show_batch(
         .zip(changes)
         .map(|(e, change)| {
             let e = e?;
-            Ok((ShowReport::new(&e.wheel, &e.analysis, e.judgement.as_ref()), change?))
+            Ok((ShowReport::new(&e.wheel, &e.analysis, &e.judgement), change?))
         })
         .collect();
     Batch { results, hazards }
@@ -283,7 +281,7 @@ pub fn show_auditwheel_batch(
         .map(|e| {
             let e = e?;
             let name = e.wheel.filename.to_string();
-            Ok(report::auditwheel::document(&name, &e.analysis, e.judgement.as_ref(), allow_pure))
+            Ok(report::auditwheel::document(&name, &e.analysis, &e.judgement, allow_pure))
         })
         .collect()
 }
@@ -393,7 +391,7 @@ fn name_output(
         return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
     }
     let tags =
-        plan::tags::true_tags(judgement.as_ref(), analysis, &wheel.filename.platform_tags, &settings.tags, basis)?;
+        plan::tags::true_tags(judgement.judged(), analysis, &wheel.filename.platform_tags, &settings.tags, basis)?;
     let changes = plan::Changes { platform_tags: &tags, new_version: change.new_version(), pins: &change.pins };
     let plan = plan::retag(&plan::Input::of(wheel, analysis), &changes);
     let file_name = plan.filename.to_string();
@@ -470,12 +468,12 @@ fn write_one(
         Some(repair) => {
             let target = match settings.tags.plat() {
                 Some(plat) => {
-                    Some(plan::tags::requested_policy(judgement.as_ref().expect("--plat was checked"), &plat)?)
+                    Some(plan::tags::requested_policy(judgement.judged().expect("--plat was checked"), &plat)?)
                 }
                 None => None,
             };
             let spill = plan::repair::Spill { dir: wheel::output::parent_dir(&dest), budget: &settings.analyze.memory };
-            plan::repair::add_to_plan(&mut plan, wheel, analysis, judgement.as_ref(), target, repair, &spill)
+            plan::repair::add_to_plan(&mut plan, wheel, analysis, judgement.judged(), target, repair, &spill)
                 .map_err(|source| Error::Repair { wheel: wheel.filename.to_string(), source })?
         }
         None => Vec::new(),
@@ -490,8 +488,8 @@ fn write_one(
         grafts: grafts.clone(),
         record_corrected: if changed { analysis.record_findings.clone() } else { Default::default() },
         hashes_checked: analysis.hashes_checked,
-        platform_tag: judgement.as_ref().map(|j| j.tag(j.verdict.overall)),
-        symbol_tag: judgement.as_ref().map(|j| j.tag(j.verdict.symbol)),
+        platform_tag: judgement.judged().map(|j| j.tag(j.verdict.overall).to_string()),
+        symbol_tag: judgement.judged().map(|j| j.tag(j.verdict.symbol).to_string()),
     };
     let output = match destination {
         Destination::InPlace if !changed => return Ok(outcome(None)),

@@ -706,7 +706,7 @@ fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
         return Err(format!("no such file or directory: {}", missing.display()));
     }
     let settings = args.common.settings(|f| f.verify = !args.no_verify)?;
-    let findings = wheelfix::release::check::check(&args.dirs, &settings.analyze);
+    let findings = wheelfix::release::check::check(&args.dirs, &settings.analyze, &settings.policies);
     let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
     let warnings = findings.len() - errors;
     if args.common.json {

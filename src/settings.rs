@@ -142,6 +142,8 @@ pub struct Settings {
     pub disable_isa_check: bool,
     pub tags: TagRequest,
     pub marking: Option<Marking>,
+    /// The policies: auditwheel's, or `--policy-file`'s.
+    pub policies: Policies,
     pub analyze: AnalyzeOptions,
 }
 
@@ -303,7 +305,7 @@ impl Settings {
         if let Some(extra) = &extra_library_path.value {
             search.set_extra_dirs(extra);
         }
-        let mut analyze = AnalyzeOptions::new(policies, exclusion, search);
+        let mut analyze = AnalyzeOptions::new(exclusion, search);
         analyze.verify_hashes = flags.verify;
         analyze.hash_for_record = flags.hash_for_record;
         analyze.memory = std::sync::Arc::new(budget::MemoryBudget::new(memory.value));
@@ -332,6 +334,7 @@ impl Settings {
             driver_exclusion,
             disable_isa_check: flags.disable_isa_ext_check,
             marking,
+            policies,
             analyze,
         })
     }
@@ -359,6 +362,7 @@ impl Settings {
             disable_isa_check: false,
             tags: TagRequest::default(),
             marking: None,
+            policies: Policies::embedded(),
             analyze,
         }
     }

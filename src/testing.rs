@@ -8,7 +8,7 @@ use crate::analysis::{Analysis, BinaryFormats, ElfMember, HostBinary};
 use crate::elf::{ElfFacts, UndefinedSymbol, VersionNeed};
 use crate::platform::{Arch, EM_X86_64, Libc};
 use crate::policy::Policies;
-use crate::policy::verdict::Judgement;
+use crate::policy::judgement::Judged;
 
 /// An x86-64 ELF file that needs these versioned symbols (`(library, version)`, one symbol each).
 pub fn elf(needs: &[(&str, &str)]) -> ElfFacts {
@@ -62,7 +62,6 @@ pub fn analysis(binaries: Vec<(&str, ElfFacts)>, external: Vec<ExternalLib>) -> 
         elf,
         gpu: Vec::new(),
         notes: Vec::new(),
-        unaudited: None,
         digests: Vec::new(),
         record_findings: Default::default(),
         hashes_checked: false,
@@ -84,7 +83,7 @@ pub fn external(soname: &str, path: Option<&str>, versions: &[(&str, &str)]) -> 
 }
 
 /// The judgement of the embedded manylinux policies for x86-64.
-pub fn judge(analysis: &Analysis) -> Judgement {
+pub fn judge(analysis: &Analysis) -> Judged {
     let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc, &[]);
-    Judgement::new(set, analysis, false)
+    Judged::new(set, analysis, false)
 }

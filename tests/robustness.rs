@@ -114,7 +114,6 @@ fn corrupted_wheels_fail_cleanly() {
         .write(dir.path());
     let bytes = std::fs::read(&good).unwrap();
     let options = wheelfix::settings::Settings::with_options(wheelfix::analysis::AnalyzeOptions::new(
-        wheelfix::policy::Policies::embedded(),
         wheelfix::exclude::ExcludeList::new(true, &[]).unwrap(),
         wheelfix::analysis::linkage::LibrarySearch::default(),
     ));

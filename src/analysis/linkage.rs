@@ -19,7 +19,6 @@ use super::{Analysis, AnalyzeOptions};
 use crate::elf::ElfFacts;
 use crate::elf::header::ElfIdent;
 use crate::platform::Libc;
-use crate::policy::PolicySet;
 use crate::wheel::Wheel;
 
 /// Where to look for libraries outside the wheel.
@@ -251,16 +250,31 @@ pub struct OutsideEntry {
     pub dir: Option<String>,
 }
 
+/// What the policy family that judges a wheel says about resolving its libraries.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkageRules<'a> {
+    /// The family's libc, whose loader rules apply.
+    pub libc: Libc,
+    /// The libraries even its most compatible policy takes from the system: found, but their
+    /// own needs are not walked.
+    pub always_allowed: &'a BTreeSet<String>,
+}
+
 /// Resolve what the host binaries need, into [`Analysis::external`]: inside the wheel first,
-/// then on this machine, for the policy family `set` (its libc's rules, and the libraries even
-/// its most compatible policy takes from the system, whose own needs are not walked).
-pub fn resolve(wheel: &Wheel, analysis: &mut Analysis, set: &PolicySet, options: &AnalyzeOptions, site: &SitePackages) {
+/// then on this machine, by the `rules` of the policy family that judges the wheel.
+pub fn resolve(
+    wheel: &Wheel,
+    analysis: &mut Analysis,
+    rules: LinkageRules<'_>,
+    options: &AnalyzeOptions,
+    site: &SitePackages,
+) {
     if analysis.binaries.is_empty() {
         return;
     }
     let inside = resolve_inside(wheel, analysis);
     let outside = Outside::of(wheel, analysis, &inside);
-    analysis.external = resolve_outside(analysis, &inside, set, options);
+    analysis.external = resolve_outside(analysis, &inside, rules, options);
     if !site.is_empty() || outside.entries.iter().any(|e| !e.is_empty()) {
         resolve_in_site(wheel, analysis, &outside, options, site);
     }
@@ -592,20 +606,20 @@ fn resolve_inside(wheel: &Wheel, analysis: &Analysis) -> Inside {
 fn resolve_outside(
     analysis: &Analysis,
     inside: &Inside,
-    set: &PolicySet,
+    rules: LinkageRules<'_>,
     options: &AnalyzeOptions,
 ) -> BTreeMap<String, ExternalLib> {
     let facts: Vec<&ElfFacts> = analysis.binaries.iter().map(|b| analysis.binary(b).1).collect();
     let paths: Vec<&str> = analysis.binaries.iter().map(|b| analysis.binary(b).0).collect();
     let mut external: BTreeMap<String, ExternalLib> = BTreeMap::new();
     let mut queue: Vec<(String, ObjectPaths)> = Vec::new();
-    let always_whitelisted = &set.policies[0].lib_whitelist;
+    let always_whitelisted = rules.always_allowed;
     // On Android the interpreter provides libpython (auditwheel's android rule); every musl
     // system provides musl's C library, under either name its loader answers to.
     let provided = |s: &str| {
         is_loader(s)
-            || (set.libc == Libc::Android && is_libpython(s))
-            || (set.libc == Libc::Musl && crate::platform::is_musl_libc(s))
+            || (rules.libc == Libc::Android && is_libpython(s))
+            || (rules.libc == Libc::Musl && crate::platform::is_musl_libc(s))
     };
     let absolute = |entries: &[String]| -> Vec<PathBuf> {
         entries.iter().filter(|e| e.starts_with('/')).map(PathBuf::from).collect()

@@ -1,6 +1,7 @@
 //! Analysis: from an opened wheel to plain facts about its members, its host binaries and the
-//! libraries they need. No verdict here: the verdict is computed from these facts and the
-//! policies ([`crate::policy::verdict`]).
+//! libraries they need. No policy here: the policies judge these facts ([`crate::policy`]); the
+//! libraries are resolved by the rules of the family that judges the wheel
+//! ([`linkage::LinkageRules`]).
 //!
 //! [`scan`] reads every member once, in parallel (its first bytes when that is enough to
 //! classify it, else inflated whole), hashes it against RECORD when asked, and parses it if it is
@@ -20,7 +21,6 @@ use crate::elf::gpu::{self, GpuCode};
 use crate::elf::header::{ElfIdent, ForeignFormat};
 use crate::exclude::ExcludeList;
 use crate::platform::{Arch, Libc, machine_name};
-use crate::policy::Policies;
 use crate::progress::Progress;
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::{Member, MemberDigest, RecordFinding, RecordProblem, Wheel, WheelError};
@@ -29,7 +29,6 @@ use linkage::{ExternalLib, LibrarySearch};
 /// What an analysis reads and where it looks for libraries, shared by every wheel of a run.
 #[derive(Debug, Clone)]
 pub struct AnalyzeOptions {
-    pub policies: Policies,
     pub exclude: ExcludeList,
     pub search: LibrarySearch,
     /// Check every member's hash against RECORD while reading.
@@ -42,9 +41,8 @@ pub struct AnalyzeOptions {
 }
 
 impl AnalyzeOptions {
-    pub fn new(policies: Policies, exclude: ExcludeList, search: LibrarySearch) -> Self {
+    pub fn new(exclude: ExcludeList, search: LibrarySearch) -> Self {
         AnalyzeOptions {
-            policies,
             exclude,
             search,
             verify_hashes: false,
@@ -104,9 +102,6 @@ pub struct Analysis {
     /// Device code, per member that carries some, in archive order.
     pub gpu: Vec<GpuCode>,
     pub notes: Vec<Note>,
-    /// Why no policy applies although the wheel has host binaries (a Windows or macOS wheel,
-    /// an Android wheel, or binaries only for architectures no policy covers).
-    pub unaudited: Option<String>,
     /// Host binaries by format, GPU code objects not counted.
     pub binary_formats: BinaryFormats,
     /// The sha256 of every member that was hashed, by member index.
@@ -122,11 +117,6 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    /// No host binary of any format: a pure wheel as far as platform tags go.
-    pub fn is_pure(&self) -> bool {
-        self.binaries.is_empty() && self.unaudited.is_none() && self.binary_formats.total() == 0
-    }
-
     /// Path and facts of a host binary.
     pub fn binary(&self, binary: &HostBinary) -> (&str, &ElfFacts) {
         let member = &self.elf[binary.elf];
@@ -211,17 +201,12 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
         binaries,
         gpu: gpu_code,
         notes,
-        unaudited: None,
         binary_formats: formats,
         digests,
         record_findings,
         hashes_checked,
         external: BTreeMap::new(),
     };
-    analysis.unaudited = unaudited(wheel, &analysis, &options.policies);
-    if analysis.unaudited.is_some() {
-        analysis.binaries.clear();
-    }
     analysis.notes.sort();
     Ok(analysis)
 }
@@ -251,34 +236,6 @@ fn host_binaries(elf: &[ElfMember], arch: Option<Arch>, libc: Libc, notes: &mut 
         }
     }
     binaries
-}
-
-/// Why no policy applies to a wheel that has binaries, if none does: a Windows or macOS
-/// wheel, an Android tag no android policy covers, binaries of no platform a policy names.
-fn unaudited(wheel: &Wheel, analysis: &Analysis, policies: &Policies) -> Option<String> {
-    let claimed = &wheel.filename.platform_tags;
-    let formats = &analysis.binary_formats;
-    if let Some(os) = claimed.iter().map(PlatformTag::os).find(|o| *o != crate::platform::Os::Any)
-        && !os.has_policies()
-    {
-        return (formats.total() > 0).then(|| format!("{} wheel: no manylinux/musllinux policy applies", os.name()));
-    }
-    let android = claimed.iter().any(|t| t.libc() == Some(Libc::Android));
-    if android && !analysis.binaries.is_empty() && policies.for_wheel(wheel, analysis, None).is_none() {
-        return Some("an Android wheel whose tag names no API level an android policy covers".into());
-    }
-    let foreign_elf = !analysis.elf.is_empty();
-    if analysis.binaries.is_empty() && (foreign_elf || formats.total() > 0) {
-        let tag = claimed.iter().find(|t| !t.is_any()).map(|t| t.to_string()).unwrap_or_else(|| "any".into());
-        return Some(if formats.pe + formats.mach_o > 0 && !foreign_elf {
-            format!(
-                "the binaries of this `{tag}` wheel are PE or Mach-O files, which no manylinux or musllinux policy covers"
-            )
-        } else {
-            format!("no manylinux or musllinux policy covers the binaries of this `{tag}` wheel")
-        });
-    }
-    None
 }
 
 /// What one member turned out to be. Compact (the rare findings boxed): a wheel may have

@@ -6,7 +6,7 @@
 //! another order is not a change.
 
 use crate::analysis::Analysis;
-use crate::policy::verdict::{Blockers, Judgement, Requirement};
+use crate::policy::judgement::Judged;
 use crate::wheel::platform_tag::{PlatformTag, sort_tags};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -48,109 +48,9 @@ pub enum Basis {
     Repaired,
 }
 
-/// What a claimed tag is worth.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ClaimCheck {
-    pub tag: PlatformTag,
-    /// Where the claim is made: `filename`, `WHEEL`, or both.
-    pub claimed_in: Vec<&'static str>,
-    pub honoured: bool,
-    /// Why not, when it is not honoured.
-    pub reason: Option<String>,
-}
-
-/// Check each claimed tag against the judgement (`None`: no host binary, every claim stands).
-pub fn check_claims(
-    judgement: Option<&Judgement>,
-    analysis: &Analysis,
-    filename_tags: &[PlatformTag],
-    wheel_tags: &[PlatformTag],
-) -> Vec<ClaimCheck> {
-    let mut all: Vec<PlatformTag> = filename_tags.to_vec();
-    for t in wheel_tags {
-        if !all.contains(t) {
-            all.push(t.clone());
-        }
-    }
-    all.into_iter()
-        .map(|tag| {
-            let mut claimed_in = Vec::new();
-            if filename_tags.contains(&tag) {
-                claimed_in.push("filename");
-            }
-            if wheel_tags.contains(&tag) {
-                claimed_in.push("WHEEL");
-            }
-            let reason = judgement.and_then(|j| claim_problem(j, analysis, &tag));
-            ClaimCheck { honoured: reason.is_none(), reason, tag, claimed_in }
-        })
-        .collect()
-}
-
-/// `None` when the binaries honour `tag`, else why not.
-fn claim_problem(judgement: &Judgement, analysis: &Analysis, tag: &PlatformTag) -> Option<String> {
-    let (set, verdict) = (&judgement.set, &judgement.verdict);
-    let linux = judgement.linux();
-    if *tag == set.linux_tag() {
-        return (verdict.overall != linux).then(|| format!("the wheel meets {}", judgement.tag(verdict.overall)));
-    }
-    if set.own_tag.as_ref() == Some(tag) && verdict.overall == linux {
-        // An Android wheel keeps its tag (no other tag applies), but it does not meet its policy.
-        let blockers = verdict.blockers(set, analysis, 0);
-        return Some(format!(
-            "{}; the tag stays, since no other tag applies to an Android wheel",
-            first_blocker(&blockers)
-        ));
-    }
-    let Some(index) = set.index_of(tag) else {
-        return Some(format!("not a tag for {} {} binaries", set.arch, set.libc.as_str()));
-    };
-    if index >= verdict.overall {
-        return None;
-    }
-    Some(first_blocker(&verdict.blockers(set, analysis, index)))
-}
-
-/// One line that says the most important reason a policy is not met: the wheel's own symbol
-/// versions, then external libraries the policy does not allow (as the wheel is, they are the
-/// blocker; their own symbol versions matter only once repair vendors them), then those.
-pub fn first_blocker(blockers: &Blockers) -> String {
-    let describe = |r: &Requirement| {
-        let count = blockers.versions.iter().filter(|x| x.version == r.version && x.external == r.external).count();
-        let more = if count > 1 { format!(" (and {} more files)", count - 1) } else { String::new() };
-        let symbol = r.symbols.first().map(|s| format!(" for `{s}`")).unwrap_or_default();
-        let which = if r.external { " (it would be vendored)" } else { "" };
-        format!("`{}`{which} needs {}{symbol}{more}", r.file, r.version)
-    };
-    if let Some(r) = blockers.versions.iter().find(|r| !r.external) {
-        return describe(r);
-    }
-    if let Some(lib) = blockers.libs_to_eliminate.first() {
-        return format!(
-            "it needs the external library {lib}, which the policy does not allow (repair would vendor it)"
-        );
-    }
-    if let Some(r) = blockers.versions.first() {
-        return describe(r);
-    }
-    if let Some((lib, syms)) = blockers.blacklisted_symbols.iter().next() {
-        return format!("it references blacklisted symbols of {lib}: {}", syms.join(", "));
-    }
-    if let Some(file) = blockers.isa.first() {
-        return format!("{file} needs an ISA extension beyond the baseline");
-    }
-    if blockers.pyfpe {
-        return "it uses the PyFPE_jbuf function (PEP 513)".into();
-    }
-    if blockers.ucs2 {
-        return "it is compiled against a narrow unicode (UCS2) Python".into();
-    }
-    "the policy is not met".into()
-}
-
 /// The index of the policy a `--plat` names for this wheel; an error for a tag of another
 /// architecture or libc.
-pub fn requested_policy(judgement: &Judgement, plat: &PlatformTag) -> Result<usize, TagError> {
+pub fn requested_policy(judgement: &Judged, plat: &PlatformTag) -> Result<usize, TagError> {
     judgement.set.index_of(plat).ok_or_else(|| {
         TagError::UnknownPlat(
             plat.to_string(),
@@ -161,7 +61,7 @@ pub fn requested_policy(judgement: &Judgement, plat: &PlatformTag) -> Result<usi
 
 /// The platform tags the wheel should carry. `claimed` are the input's platform tags.
 pub fn true_tags(
-    judgement: Option<&Judgement>,
+    judgement: Option<&Judged>,
     analysis: &Analysis,
     claimed: &[PlatformTag],
     request: &TagRequest,
@@ -189,7 +89,7 @@ pub fn true_tags(
         let newest = linux.saturating_sub(1);
         let mut blockers = verdict.blockers(set, analysis, newest);
         blockers.libs_to_eliminate.clear();
-        return Err(TagError::NoPolicy { reason: first_blocker(&blockers), linux: set.linux_tag().to_string() });
+        return Err(TagError::NoPolicy { reason: blockers.summary(), linux: set.linux_tag().to_string() });
     }
     if request.keep_tags {
         return Ok(claimed.to_vec());
@@ -207,7 +107,7 @@ pub fn true_tags(
             if basis == Basis::Repaired {
                 blockers.libs_to_eliminate.clear();
             }
-            return Err(TagError::NotMet { tag: p.to_string(), reason: first_blocker(&blockers) });
+            return Err(TagError::NotMet { tag: p.to_string(), reason: blockers.summary() });
         }
         let requested = set.tags(index);
         if request.only_plat {
@@ -307,19 +207,5 @@ mod tests {
         assert!(matches!(err, TagError::NoPolicy { .. }), "{err}");
         let linux = request(Some("linux_x86_64"), false);
         assert_eq!(join_tags(&true_tags(Some(&j), &newer, &claimed, &linux, Basis::Repaired).unwrap()), "linux_x86_64");
-    }
-
-    #[test]
-    fn a_claim_blocked_by_an_external_library_names_the_library_first() {
-        let lib = external("libnuma.so.1", Some("/usr/lib/libnuma.so.1"), &[("libc.so.6", "GLIBC_2.33")]);
-        let a = analysis(
-            vec![("pkg/_core.so", elf(&[("libnuma.so.1", "libnuma_1.1"), ("libc.so.6", "GLIBC_2.17")]))],
-            vec![lib],
-        );
-        let j = judge(&a);
-        let claims = check_claims(Some(&j), &a, &tags("manylinux_2_27_x86_64"), &[]);
-        let reason = claims[0].reason.as_deref().unwrap();
-        assert!(reason.starts_with("it needs the external library libnuma.so.1"), "{reason}");
-        assert!(!claims[0].honoured);
     }
 }

@@ -4,6 +4,8 @@
 //! A policy names the symbol versions and libraries a wheel may take from the system. The policy
 //! files are auditwheel's, embedded at build time (see `policies/README.md`).
 
+pub mod claims;
+pub mod judgement;
 pub mod verdict;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -12,9 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
-use crate::analysis::Analysis;
-use crate::platform::{Arch, Libc, Os};
-use crate::wheel::Wheel;
+use crate::platform::{Arch, Libc};
 use crate::wheel::platform_tag::PlatformTag;
 
 pub const MANYLINUX_JSON: &str = include_str!("../../policies/manylinux-policy.json");
@@ -275,26 +275,6 @@ impl Policies {
                 Arc::new(policies)
             })
             .clone()
-    }
-
-    /// The policies that judge a wheel, if any do: none for a Windows or macOS wheel or one of
-    /// no known architecture; an Android wheel's own ([`Policies::for_android`]); else the
-    /// manylinux or musllinux family of its libc, with its claims (file name, WHEEL, and a
-    /// requested `--plat`) for [`Policies::for_platform`].
-    pub fn for_wheel(&self, wheel: &Wheel, analysis: &Analysis, requested_plat: Option<&str>) -> Option<PolicySet> {
-        let claimed = &wheel.filename.platform_tags;
-        if claimed.iter().map(PlatformTag::os).find(|o| *o != Os::Any).is_some_and(|os| !os.has_policies()) {
-            return None;
-        }
-        let arch = analysis.arch?;
-        if let Some(tag) = claimed.iter().find(|t| t.libc() == Some(Libc::Android)) {
-            return self.for_android(arch, &tag.to_string());
-        }
-        let wheel_tags = wheel.wheel_info.platform_tags();
-        let mut claims: Vec<String> = claimed.iter().chain(&wheel_tags).map(|t| t.to_string()).collect();
-        claims.extend(requested_plat.map(str::to_string));
-        let claims: Vec<&str> = claims.iter().map(String::as_str).collect();
-        Some(self.for_platform(arch, analysis.libc, &claims))
     }
 
     /// The policies for an Android wheel tagged `android_<api>_<abi>`: the policy with the

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::judgement::Disposition;
 use super::{Policy, PolicySet};
 use crate::analysis::Analysis;
 use crate::elf::{ElfFacts, x86_isa_level};
@@ -43,6 +44,44 @@ pub struct Blockers {
 }
 
 impl Blockers {
+    /// One line that says the most important reason the policy is not met: the wheel's own
+    /// symbol versions, then external libraries the policy does not allow (as the wheel is, they
+    /// are the blocker; their own symbol versions matter only once repair vendors them), then
+    /// those.
+    pub fn summary(&self) -> String {
+        let describe = |r: &Requirement| {
+            let count = self.versions.iter().filter(|x| x.version == r.version && x.external == r.external).count();
+            let more = if count > 1 { format!(" (and {} more files)", count - 1) } else { String::new() };
+            let symbol = r.symbols.first().map(|s| format!(" for `{s}`")).unwrap_or_default();
+            let which = if r.external { " (it would be vendored)" } else { "" };
+            format!("`{}`{which} needs {}{symbol}{more}", r.file, r.version)
+        };
+        if let Some(r) = self.versions.iter().find(|r| !r.external) {
+            return describe(r);
+        }
+        if let Some(lib) = self.libs_to_eliminate.first() {
+            return format!(
+                "it needs the external library {lib}, which the policy does not allow (repair would vendor it)"
+            );
+        }
+        if let Some(r) = self.versions.first() {
+            return describe(r);
+        }
+        if let Some((lib, syms)) = self.blacklisted_symbols.iter().next() {
+            return format!("it references blacklisted symbols of {lib}: {}", syms.join(", "));
+        }
+        if let Some(file) = self.isa.first() {
+            return format!("{file} needs an ISA extension beyond the baseline");
+        }
+        if self.pyfpe {
+            return "it uses the PyFPE_jbuf function (PEP 513)".into();
+        }
+        if self.ucs2 {
+            return "it is compiled against a narrow unicode (UCS2) Python".into();
+        }
+        "the policy is not met".into()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.versions.is_empty()
             && self.libs_to_eliminate.is_empty()
@@ -75,36 +114,6 @@ pub struct Verdict {
 
 /// Undefined symbols that make a Python extension incompatible with every tag (PEP 513).
 const PYFPE_SYMBOLS: [&str; 3] = ["PyFPE_jbuf", "PyFPE_dummy", "PyFPE_counter"];
-
-/// The policies that judge a wheel and what they say about it, computed once per wheel.
-#[derive(Debug, Clone)]
-pub struct Judgement {
-    pub set: PolicySet,
-    pub verdict: Verdict,
-}
-
-impl Judgement {
-    pub fn new(set: PolicySet, analysis: &Analysis, disable_isa_check: bool) -> Judgement {
-        let verdict = Verdict::compute(&set, analysis, disable_isa_check);
-        Judgement { set, verdict }
-    }
-
-    /// The tag of the policy at `index`. Ex) `manylinux_2_17_x86_64`
-    pub fn tag(&self, index: usize) -> String {
-        self.set.tag(index)
-    }
-
-    /// The index of `linux`, the least compatible policy.
-    pub fn linux(&self) -> usize {
-        self.set.policies.len() - 1
-    }
-
-    /// The policy whose whitelist decides what `repair` vendors: `--plat` when given, else the
-    /// policy the repaired wheel meets, or the newest tagged policy when that is `linux`.
-    pub fn repair_target(&self, plat: Option<usize>) -> usize {
-        plat.unwrap_or_else(|| self.verdict.repairable.min(self.linux().saturating_sub(1)))
-    }
-}
 
 impl Verdict {
     pub fn compute(set: &PolicySet, input: &Analysis, disable_isa_check: bool) -> Verdict {
@@ -214,11 +223,7 @@ fn grafted_libs(policy: &Policy, input: &Analysis) -> BTreeSet<String> {
         let Some(lib) = input.external.get(soname) else {
             continue;
         };
-        if lib.excluded.is_some()
-            || lib.provided_by.is_some()
-            || policy.lib_whitelist.contains(soname)
-            || !out.insert(soname.to_string())
-        {
+        if !Disposition::of(lib, policy).is_grafted() || !out.insert(soname.to_string()) {
             continue;
         }
         queue.extend(lib.needs.iter().map(String::as_str));
@@ -416,10 +421,11 @@ fn isa_offenders(input: &Analysis, grafted: &[BTreeSet<String>]) -> Vec<String> 
 mod tests {
     use super::*;
     use crate::elf::UndefinedSymbol;
+    use crate::policy::judgement::Judged;
     use crate::testing::{analysis, elf, external, judge};
 
-    fn tag(j: &Judgement, index: usize) -> String {
-        j.tag(index)
+    fn tag(j: &Judged, index: usize) -> String {
+        j.tag(index).to_string()
     }
 
     #[test]

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::analysis::{AnalyzeOptions, scan};
+use crate::policy::Policies;
+use crate::policy::judgement::Claims;
 use crate::progress::NoProgress;
 use crate::version::ordering_hazards;
 use crate::wheel::name::PackageName;
@@ -95,7 +97,7 @@ struct Read {
 }
 
 /// Lint every wheel and sdist under `dirs`.
-pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
+pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -> Vec<Finding> {
     let files = crate::wheel::inputs::collect_files(dirs, &[".whl", ".tar.gz"]);
     if files.is_empty() {
         return vec![Finding {
@@ -108,7 +110,7 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
             files: Vec::new(),
         }];
     }
-    let read: Vec<Read> = crate::parallel::map(&files, |p| read_dist(p, options));
+    let read: Vec<Read> = crate::parallel::map(&files, |p| read_dist(p, options, policies));
     let mut findings = Vec::new();
 
     // The same file name with different bytes where both would be uploaded to one place: one
@@ -164,7 +166,7 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions) -> Vec<Finding> {
 
 /// Read one file once: a wheel opened whole and its members scanned (device code, RECORD), or
 /// an sdist's PKG-INFO; the file's sha256 from the same open file.
-fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
+fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let unreadable = |message: String| Finding {
         kind: "unreadable",
@@ -174,7 +176,9 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
     };
     let opened = if file_name.ends_with(".whl") {
         Wheel::open(path).map_err(|e| e.to_string()).and_then(|wheel| {
-            let analysis = scan(&wheel, options, &NoProgress).map_err(|e| e.to_string())?;
+            let mut analysis = scan(&wheel, options, &NoProgress).map_err(|e| e.to_string())?;
+            // The binaries of a wheel no policy covers are set aside; there is nothing to check.
+            policies.select(&Claims::of(&wheel), &mut analysis, None);
             Ok((wheel, analysis))
         })
     } else {
@@ -201,7 +205,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions) -> Read {
                     cross: crate::analysis::linkage::cross_wheel_needs(&wheel, &analysis)
                         .into_iter()
                         .filter(|n| {
-                            !options.policies.system_library(&n.soname)
+                            !policies.system_library(&n.soname)
                                 && options.exclude.reason(&n.soname, None).is_none()
                                 && !crate::analysis::linkage::found_on_system(&analysis, &n.soname, options)
                         })

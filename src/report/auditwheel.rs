@@ -14,7 +14,7 @@ use serde::ser::SerializeMap;
 
 use crate::analysis::Analysis;
 use crate::analysis::linkage::is_loader;
-use crate::policy::verdict::Judgement;
+use crate::policy::judgement::Judgement;
 
 /// The platform form, fields in auditwheel's order.
 #[derive(Serialize)]
@@ -66,9 +66,10 @@ pub struct Document {
 }
 
 /// The document for one wheel.
-pub fn document(file_name: &str, analysis: &Analysis, judgement: Option<&Judgement>, allow_pure: bool) -> Document {
-    let Some(judgement) = judgement else {
-        if analysis.binaries.is_empty() && allow_pure && file_name.ends_with("-any.whl") {
+pub fn document(file_name: &str, analysis: &Analysis, judgement: &Judgement, allow_pure: bool) -> Document {
+    let Some(judgement) = judgement.judged() else {
+        // auditwheel names no reason: a wheel it does not audit is no platform wheel.
+        if allow_pure && file_name.ends_with("-any.whl") {
             #[derive(Serialize)]
             struct Pure<'a> {
                 version: u32,
@@ -77,11 +78,7 @@ pub fn document(file_name: &str, analysis: &Analysis, judgement: Option<&Judgeme
             }
             return Document { text: to_text(&Pure { version: 1, wheel: file_name, pure: true }), is_error: false };
         }
-        let message = match &analysis.unaudited {
-            Some(reason) if !analysis.binaries.is_empty() => reason.clone(),
-            _ => NOT_A_PLATFORM_WHEEL.to_string(),
-        };
-        return error(file_name, &message);
+        return error(file_name, NOT_A_PLATFORM_WHEEL);
     };
     let (set, verdict) = (&judgement.set, &judgement.verdict);
     let linux = judgement.linux();
@@ -112,15 +109,15 @@ pub fn document(file_name: &str, analysis: &Analysis, judgement: Option<&Judgeme
             blacklisted_symbols: blockers.blacklisted_symbols,
         };
         if !upgrade.libs_to_eliminate.is_empty() || !upgrade.blacklisted_symbols.is_empty() {
-            upgrades.push((judgement.tag(index), upgrade));
+            upgrades.push((judgement.tag(index).to_string(), upgrade));
         }
     }
     let doc = Platform {
         version: 1,
         wheel: file_name.to_string(),
         pure: false,
-        overall_tag: judgement.tag(verdict.overall),
-        sym_tag: judgement.tag(verdict.symbol),
+        overall_tag: judgement.tag(verdict.overall).to_string(),
+        sym_tag: judgement.tag(verdict.symbol).to_string(),
         pyfpe: verdict.pyfpe,
         ucs2: verdict.ucs2,
         unsupported_isa: verdict.machine == linux,

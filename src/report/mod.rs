@@ -10,8 +10,10 @@ use serde::Serialize;
 use crate::analysis::linkage::is_loader;
 use crate::analysis::{Analysis, BinaryFormats, Note};
 use crate::elf::gpu::GpuCode;
-use crate::plan::tags::{Basis, ClaimCheck, TagRequest, check_claims, first_blocker, true_tags};
-use crate::policy::verdict::{Blockers, Judgement, Requirement, compare_versions};
+use crate::plan::tags::{Basis, TagRequest, true_tags};
+use crate::policy::claims::{ClaimCheck, check_claims};
+use crate::policy::judgement::{Disposition, Judged, Judgement};
+use crate::policy::verdict::{Blockers, Requirement, compare_versions};
 use crate::wheel::platform_tag::{PlatformTag, join_tags};
 use crate::wheel::{RecordFinding, RecordProblem, Wheel};
 
@@ -82,7 +84,7 @@ impl BlockerReport {
         }
         BlockerReport {
             tag,
-            summary: first_blocker(b),
+            summary: b.summary(),
             missing_versions,
             versions: if detailed { b.versions.iter().map(ConstraintReport::from).collect() } else { Vec::new() },
             libs_to_eliminate: b.libs_to_eliminate.clone(),
@@ -163,7 +165,8 @@ impl ShowReport {
         ShowReport { version: JSON_VERSION, wheel: wheel.to_string(), error: Some(error), ..Default::default() }
     }
 
-    pub fn new(wheel: &Wheel, analysis: &Analysis, judgement: Option<&Judgement>) -> Self {
+    pub fn new(wheel: &Wheel, analysis: &Analysis, judgement: &Judgement) -> Self {
+        let judged = judgement.judged();
         let filename_tags = wheel.filename.platform_tags.clone();
         let wheel_tags = wheel.wheel_info.platform_tags();
         let mut report = ShowReport {
@@ -172,10 +175,10 @@ impl ShowReport {
             tags: filename_tags.clone(),
             wheel_tags: wheel_tags.clone(),
             arch: analysis.arch.map(|a| a.to_string()),
-            libc: judgement.map(|j| j.set.libc.as_str().to_string()),
-            pure: analysis.is_pure(),
-            claims: check_claims(judgement, analysis, &filename_tags, &wheel_tags),
-            retag_tags: true_tags(judgement, analysis, &filename_tags, &TagRequest::default(), Basis::AsIs)
+            libc: judged.map(|j| j.set.libc.as_str().to_string()),
+            pure: judgement.is_pure(),
+            claims: check_claims(judged, analysis, &filename_tags, &wheel_tags),
+            retag_tags: true_tags(judged, analysis, &filename_tags, &TagRequest::default(), Basis::AsIs)
                 .unwrap_or_default(),
             host_binaries: analysis.binaries.len(),
             binaries: analysis.binary_formats,
@@ -183,15 +186,15 @@ impl ShowReport {
             record_truncated: analysis.record_findings.truncated(),
             record_summary: analysis.record_findings.summarize(),
             hashes_checked: analysis.hashes_checked,
-            unaudited: analysis.unaudited.clone(),
+            unaudited: judgement.unaudited().map(str::to_string),
             gpu_targets: analysis.gpu_targets(),
             gpu: analysis.gpu.clone(),
-            gpu_only: analysis.is_pure() && analysis.gpu.iter().any(|g| !g.targets.is_empty()),
+            gpu_only: judgement.is_pure() && analysis.gpu.iter().any(|g| !g.targets.is_empty()),
             notes: analysis.notes.clone(),
             installer_problems: wheel.installer_problems.clone(),
             ..Default::default()
         };
-        let Some(judgement) = judgement else {
+        let Some(judgement) = judged else {
             return report;
         };
         let (set, verdict) = (&judgement.set, &judgement.verdict);
@@ -216,88 +219,9 @@ impl ShowReport {
             versions.dedup();
         }
 
-        // Dispositions relative to the policy the wheel would get once repaired (the newest
-        // tagged policy when that is `linux`).
-        let target = judgement.repair_target(None);
-        let whitelist = &set.policies[target].lib_whitelist;
-        let grafted = &verdict.grafted[target];
-        for (soname, lib) in &analysis.external {
-            if !lib.direct && !grafted.contains(soname) {
-                continue;
-            }
-            let target_name = &set.policies[target].name;
-            let (disposition, reason) = if let Some(p) = &lib.provided_by {
-                let mut reason = format!("provided by {} {} ({}) at {}", p.name, p.version, p.wheel, p.path);
-
-                if !lib.declared {
-                    reason.push_str(&format!(
-                        "; warning: the wheel's Requires-Dist does not name {}, so installers will not bring it",
-                        p.name
-                    ));
-                    let note = Note {
-                        file: p.wheel.clone(),
-                        message: format!(
-                            "warning: provides libraries to this wheel, but no requirement of the wheel names {} (undeclared provider)",
-                            p.name
-                        ),
-                    };
-                    if !report.notes.contains(&note) {
-                        report.notes.push(note);
-                    }
-                }
-                if let Some(message) = less_compatible(set, verdict.overall, p) {
-                    let note = Note { file: p.wheel.clone(), message };
-                    if !report.notes.contains(&note) {
-                        report.notes.push(note);
-                    }
-                }
-                ("dependency", reason)
-            } else if let Some(why) = &lib.excluded {
-                ("excluded", why.clone())
-            } else if lib.libpython {
-                ("not-found", "libpython: manylinux wheels must not link it; repair removes the dependency".to_string())
-            } else if whitelist.contains(soname) {
-                ("whitelisted", format!("{target_name} allows it from the system"))
-            } else if lib.path.is_some() {
-                ("vendor", format!("not allowed by {target_name}; repair would copy it into the wheel"))
-            } else {
-                let hint = in_wheel_elsewhere(analysis, soname)
-                    .map(|p| {
-                        format!("; the wheel has `{p}`, but it is not on the search path of the files that need it")
-                    })
-                    .unwrap_or_default();
-                let mut reason = if lib.path_like {
-                    format!(
-                        "`{soname}` is a path, not a name: the loader opens it {}, never in a search directory",
-                        if soname.starts_with('/') {
-                            "there, and it is not on this machine"
-                        } else {
-                            "relative to the working directory of the process"
-                        }
-                    )
-                } else if lib.outside.is_empty() {
-                    format!("not in the wheel and not found on this machine{hint}")
-                } else {
-                    outside_reason(&lib.outside, soname, &wheel.metadata.requires_dist)
-                };
-                if let Some(p) = &lib.same_soname_in {
-                    reason.push_str(&format!(
-                        "; {} {}, which the wheel requires, ships it at {}: the loader reuses it only if {} has loaded it first (no RPATH of this wheel reaches it)",
-                        p.name, p.version, p.path, p.name
-                    ));
-                }
-                ("not-found", reason)
-            };
-            report.external_libs.insert(
-                soname.clone(),
-                ExternalReport {
-                    disposition,
-                    path: lib.path.clone(),
-                    needed_by: lib.needed_by.iter().cloned().collect(),
-                    reason,
-                    provided_by: lib.provided_by.clone(),
-                },
-            );
+        for (soname, disposition) in &judgement.dispositions {
+            let external = external_report(wheel, analysis, judgement, soname, disposition, &mut report.notes);
+            report.external_libs.insert(soname.clone(), external);
         }
         report
     }
@@ -570,6 +494,88 @@ fn outside_reason(
         ),
     };
     format!("not in the wheel: {place}{probable}; verify with --with-wheels <that wheel>")
+}
+
+/// One external library in the report: what happens to it ([`Judged::dispositions`], relative
+/// to the policy the wheel gets once repaired) and why; notes about the wheel that provides it.
+fn external_report(
+    wheel: &Wheel,
+    analysis: &Analysis,
+    judged: &Judged,
+    soname: &str,
+    disposition: &Disposition,
+    notes: &mut Vec<Note>,
+) -> ExternalReport {
+    let lib = &analysis.external[soname];
+    let mut note = |note: Note| {
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    };
+    let reason = match disposition {
+        Disposition::Dependency(p) => {
+            let mut reason = format!("provided by {} {} ({}) at {}", p.name, p.version, p.wheel, p.path);
+            if !lib.declared {
+                reason.push_str(&format!(
+                    "; warning: the wheel's Requires-Dist does not name {}, so installers will not bring it",
+                    p.name
+                ));
+                note(Note {
+                    file: p.wheel.clone(),
+                    message: format!(
+                        "warning: provides libraries to this wheel, but no requirement of the wheel names {} (undeclared provider)",
+                        p.name
+                    ),
+                });
+            }
+            if let Some(message) = less_compatible(&judged.set, judged.verdict.overall, p) {
+                note(Note { file: p.wheel.clone(), message });
+            }
+            reason
+        }
+        Disposition::Excluded(why) => why.clone(),
+        Disposition::LibPython => "libpython: manylinux wheels must not link it; repair removes the dependency".into(),
+        Disposition::Whitelisted { policy } => format!("{policy} allows it from the system"),
+        Disposition::Vendor { policy } => format!("not allowed by {policy}; repair would copy it into the wheel"),
+        Disposition::NotFound => not_found_reason(wheel, analysis, soname),
+    };
+    ExternalReport {
+        disposition: disposition.kind(),
+        path: lib.path.clone(),
+        needed_by: lib.needed_by.iter().cloned().collect(),
+        reason,
+        provided_by: lib.provided_by.clone(),
+    }
+}
+
+/// Why a library the binaries need was not found: a path the loader opens as it is, an RPATH
+/// entry that leads out of the wheel, or nowhere; and a copy the loader might reuse.
+fn not_found_reason(wheel: &Wheel, analysis: &Analysis, soname: &str) -> String {
+    let lib = &analysis.external[soname];
+    let hint = in_wheel_elsewhere(analysis, soname)
+        .map(|p| format!("; the wheel has `{p}`, but it is not on the search path of the files that need it"))
+        .unwrap_or_default();
+    let mut reason = if lib.path_like {
+        format!(
+            "`{soname}` is a path, not a name: the loader opens it {}, never in a search directory",
+            if soname.starts_with('/') {
+                "there, and it is not on this machine"
+            } else {
+                "relative to the working directory of the process"
+            }
+        )
+    } else if lib.outside.is_empty() {
+        format!("not in the wheel and not found on this machine{hint}")
+    } else {
+        outside_reason(&lib.outside, soname, &wheel.metadata.requires_dist)
+    };
+    if let Some(p) = &lib.same_soname_in {
+        reason.push_str(&format!(
+            "; {} {}, which the wheel requires, ships it at {}: the loader reuses it only if {} has loaded it first (no RPATH of this wheel reaches it)",
+            p.name, p.version, p.path, p.name
+        ));
+    }
+    reason
 }
 
 /// A note when a providing wheel's tags are all less compatible than the consumer's tag: where

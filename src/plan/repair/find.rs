@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 
 use super::RepairError;
 use crate::analysis::Analysis;
-use crate::policy::verdict::Judgement;
+use crate::policy::judgement::Judged;
 
 /// The sonames to vendor for the target policy (`None`: the one the repaired wheel meets).
 pub fn libraries_to_vendor(
     analysis: &Analysis,
-    judgement: &Judgement,
+    judgement: &Judged,
     target: Option<usize>,
 ) -> Result<BTreeSet<String>, RepairError> {
     let target = judgement.repair_target(target);

@@ -18,7 +18,7 @@ pub mod sbom;
 use crate::analysis::Analysis;
 use crate::analysis::budget::MemoryBudget;
 use crate::elf::patch::{PatchError, Patcher};
-use crate::policy::verdict::Judgement;
+use crate::policy::judgement::Judged;
 use crate::wheel::Wheel;
 use crate::wheel::writer::{NewMember, Plan};
 
@@ -88,12 +88,12 @@ pub struct Graft {
 
 /// Add `repair`'s edits to `plan`: the vendored libraries, and the wheel's files patched to use
 /// them. `target` is the policy whose whitelist decides what is vendored
-/// ([`Judgement::repair_target`]). Returns what was vendored.
+/// ([`Judged::repair_target`]). Returns what was vendored.
 pub fn add_to_plan(
     plan: &mut Plan,
     wheel: &Wheel,
     analysis: &Analysis,
-    judgement: Option<&Judgement>,
+    judgement: Option<&Judged>,
     target: Option<usize>,
     settings: &RepairSettings<'_>,
     spill: &Spill<'_>,

@@ -1,0 +1,268 @@
+//! What the policies make of one wheel, computed once from its facts: no platform tag applies
+//! (a pure wheel), no policy covers its binaries (and why), or the policies that apply with their
+//! verdict, what each claimed tag is worth, and what happens to each external library. Reports,
+//! plans and checks read this; none works it out again.
+
+use std::collections::BTreeMap;
+
+use super::verdict::{Blockers, Verdict};
+use super::{Policies, Policy, PolicySet};
+use crate::analysis::Analysis;
+use crate::analysis::linkage::{ExternalLib, LinkageRules};
+use crate::analysis::site::Provider;
+use crate::platform::{Libc, Os};
+use crate::wheel::Wheel;
+use crate::wheel::platform_tag::PlatformTag;
+
+/// The policies' view of one wheel.
+#[derive(Debug, Clone)]
+pub enum Judgement {
+    /// No host binary of any format: no platform tag says more than its file name does.
+    Pure,
+    /// Host binaries no policy covers (a Windows or macOS wheel, an Android API level no policy
+    /// names, binaries of no covered architecture), and why.
+    Unaudited(String),
+    /// The policies that apply, and what they say.
+    Judged(Box<Judged>),
+}
+
+impl Judgement {
+    pub fn judged(&self) -> Option<&Judged> {
+        match self {
+            Judgement::Judged(j) => Some(j),
+            _ => None,
+        }
+    }
+
+    pub fn unaudited(&self) -> Option<&str> {
+        match self {
+            Judgement::Unaudited(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    pub fn is_pure(&self) -> bool {
+        matches!(self, Judgement::Pure)
+    }
+}
+
+/// The policies that judge a wheel and their verdict.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub set: PolicySet,
+    pub verdict: Verdict,
+    /// What happens to each external library the report lists: those the binaries need
+    /// directly, and those repair would vendor for [`Judged::repair_target`].
+    pub dispositions: BTreeMap<String, Disposition>,
+}
+
+/// What happens to one external library, relative to the policy the wheel gets once repaired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// Another wheel provides it (`--with-wheels`).
+    Dependency(Provider),
+    /// The environment provides it (a ROCm library, `--exclude`, the GPU driver), and why.
+    Excluded(String),
+    /// `libpythonX.Y.so`: never vendored; repair removes the dependency.
+    LibPython,
+    /// The policy lets the system provide it.
+    Whitelisted { policy: String },
+    /// The policy does not allow it, and it was found: repair would copy it into the wheel.
+    Vendor { policy: String },
+    /// Not in the wheel and not found.
+    NotFound,
+}
+
+impl Disposition {
+    /// Ex) `whitelisted`
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Disposition::Dependency(_) => "dependency",
+            Disposition::Excluded(_) => "excluded",
+            Disposition::LibPython | Disposition::NotFound => "not-found",
+            Disposition::Whitelisted { .. } => "whitelisted",
+            Disposition::Vendor { .. } => "vendor",
+        }
+    }
+
+    /// What a policy does with an external library: the one rule that both the verdict (which
+    /// libraries a policy would graft) and the reports (what happens to each) follow.
+    pub fn of(lib: &ExternalLib, policy: &Policy) -> Disposition {
+        if let Some(provider) = &lib.provided_by {
+            Disposition::Dependency(provider.clone())
+        } else if let Some(why) = &lib.excluded {
+            Disposition::Excluded(why.clone())
+        } else if lib.libpython {
+            Disposition::LibPython
+        } else if policy.lib_whitelist.contains(&lib.soname) {
+            Disposition::Whitelisted { policy: policy.name.clone() }
+        } else if lib.path.is_some() {
+            Disposition::Vendor { policy: policy.name.clone() }
+        } else {
+            Disposition::NotFound
+        }
+    }
+
+    /// Whether the policy would graft the library (vendor it, or fail for want of it).
+    pub fn is_grafted(&self) -> bool {
+        matches!(self, Disposition::LibPython | Disposition::Vendor { .. } | Disposition::NotFound)
+    }
+}
+
+impl Judged {
+    pub fn new(set: PolicySet, analysis: &Analysis, disable_isa_check: bool) -> Judged {
+        let verdict = Verdict::compute(&set, analysis, disable_isa_check);
+        let mut judged = Judged { set, verdict, dispositions: BTreeMap::new() };
+        let target = judged.repair_target(None);
+        let grafted = &judged.verdict.grafted[target];
+        let policy = &judged.set.policies[target];
+        judged.dispositions = analysis
+            .external
+            .iter()
+            .filter(|(soname, lib)| lib.direct || grafted.contains(*soname))
+            .map(|(soname, lib)| (soname.clone(), Disposition::of(lib, policy)))
+            .collect();
+        judged
+    }
+
+    /// The main tag of the policy at `index`. Ex) `manylinux_2_17_x86_64`
+    pub fn tag(&self, index: usize) -> PlatformTag {
+        self.set.tags(index).swap_remove(0)
+    }
+
+    /// The index of `linux`, the least compatible policy.
+    pub fn linux(&self) -> usize {
+        self.set.policies.len() - 1
+    }
+
+    /// The policy whose whitelist decides what `repair` vendors: `--plat` when given, else the
+    /// policy the repaired wheel meets, or the newest tagged policy when that is `linux`.
+    pub fn repair_target(&self, plat: Option<usize>) -> usize {
+        plat.unwrap_or_else(|| self.verdict.repairable.min(self.linux().saturating_sub(1)))
+    }
+
+    /// Everything that keeps the wheel from meeting the policy at `index`.
+    pub fn blockers(&self, analysis: &Analysis, index: usize) -> Blockers {
+        self.verdict.blockers(&self.set, analysis, index)
+    }
+}
+
+/// The tags a wheel claims, as the policies see them: its file name's and its WHEEL file's.
+#[derive(Debug, Clone)]
+pub struct Claims<'a> {
+    pub filename: &'a [PlatformTag],
+    pub wheel: Vec<PlatformTag>,
+}
+
+impl<'a> Claims<'a> {
+    pub fn of(wheel: &'a Wheel) -> Claims<'a> {
+        Claims { filename: &wheel.filename.platform_tags, wheel: wheel.wheel_info.platform_tags() }
+    }
+}
+
+/// What the policies have to say before a verdict: nothing applies, the binaries are not
+/// covered, or these policies judge them.
+pub enum Selection {
+    Pure,
+    Unaudited(String),
+    Judge(PolicySet),
+}
+
+impl Selection {
+    /// How the libraries of the wheel are resolved for this selection (its libc's rules, the
+    /// libraries even its most compatible policy takes from the system).
+    pub fn linkage_rules(&self) -> Option<LinkageRules<'_>> {
+        match self {
+            Selection::Judge(set) => {
+                Some(LinkageRules { libc: set.libc, always_allowed: &set.policies[0].lib_whitelist })
+            }
+            _ => None,
+        }
+    }
+
+    /// The judgement, once the libraries are resolved (`analysis.external`).
+    pub fn judge(self, analysis: &Analysis, disable_isa_check: bool) -> Judgement {
+        match self {
+            Selection::Pure => Judgement::Pure,
+            Selection::Unaudited(reason) => Judgement::Unaudited(reason),
+            Selection::Judge(set) => Judgement::Judged(Box::new(Judged::new(set, analysis, disable_isa_check))),
+        }
+    }
+}
+
+impl Policies {
+    /// The policies that judge a wheel, if any do: none for a Windows or macOS wheel or one of
+    /// no known architecture; an Android wheel's own ([`Policies::for_android`]); else the
+    /// manylinux or musllinux family of its libc, with its claims (file name, WHEEL, and a
+    /// requested `--plat`) for [`Policies::for_platform`].
+    ///
+    /// The binaries of a wheel no policy covers are set aside (`analysis.binaries` emptied):
+    /// nothing resolves, judges or patches them.
+    pub fn select(
+        &self,
+        claims: &Claims<'_>,
+        analysis: &mut Analysis,
+        requested_plat: Option<&PlatformTag>,
+    ) -> Selection {
+        if let Some(reason) = self.unaudited(claims, analysis) {
+            analysis.binaries.clear();
+            return Selection::Unaudited(reason);
+        }
+        if analysis.binaries.is_empty() {
+            return Selection::Pure;
+        }
+        match self.for_claims(claims, analysis, requested_plat) {
+            Some(set) => Selection::Judge(set),
+            None => Selection::Unaudited("no manylinux or musllinux policy covers these binaries".into()),
+        }
+    }
+
+    fn for_claims(
+        &self,
+        claims: &Claims<'_>,
+        analysis: &Analysis,
+        requested_plat: Option<&PlatformTag>,
+    ) -> Option<PolicySet> {
+        let claimed = claims.filename;
+        if claimed.iter().map(PlatformTag::os).find(|o| *o != Os::Any).is_some_and(|os| !os.has_policies()) {
+            return None;
+        }
+        let arch = analysis.arch?;
+        if let Some(tag) = claimed.iter().find(|t| t.libc() == Some(Libc::Android)) {
+            return self.for_android(arch, &tag.to_string());
+        }
+        let mut all: Vec<String> = claimed.iter().chain(&claims.wheel).map(|t| t.to_string()).collect();
+        all.extend(requested_plat.map(|p| p.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        Some(self.for_platform(arch, analysis.libc, &all))
+    }
+
+    /// Why no policy applies to a wheel that has binaries, if none does: a Windows or macOS
+    /// wheel, an Android tag no android policy covers, binaries of no platform a policy names.
+    fn unaudited(&self, claims: &Claims<'_>, analysis: &Analysis) -> Option<String> {
+        let claimed = claims.filename;
+        let formats = &analysis.binary_formats;
+        if let Some(os) = claimed.iter().map(PlatformTag::os).find(|o| *o != Os::Any)
+            && !os.has_policies()
+        {
+            return (formats.total() > 0)
+                .then(|| format!("{} wheel: no manylinux/musllinux policy applies", os.name()));
+        }
+        let android = claimed.iter().any(|t| t.libc() == Some(Libc::Android));
+        if android && !analysis.binaries.is_empty() && self.for_claims(claims, analysis, None).is_none() {
+            return Some("an Android wheel whose tag names no API level an android policy covers".into());
+        }
+        let foreign_elf = !analysis.elf.is_empty();
+        if analysis.binaries.is_empty() && (foreign_elf || formats.total() > 0) {
+            let tag = claimed.iter().find(|t| !t.is_any()).map(|t| t.to_string()).unwrap_or_else(|| "any".into());
+            return Some(if formats.pe + formats.mach_o > 0 && !foreign_elf {
+                format!(
+                    "the binaries of this `{tag}` wheel are PE or Mach-O files, which no manylinux or musllinux policy covers"
+                )
+            } else {
+                format!("no manylinux or musllinux policy covers the binaries of this `{tag}` wheel")
+            });
+        }
+        None
+    }
+}
