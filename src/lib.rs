@@ -36,12 +36,14 @@ pub mod settings;
 mod testing;
 pub mod version;
 pub mod wheel;
+pub mod writer;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use analysis::Analysis;
 use analysis::site::SitePackages;
+use plan::Plan;
 use plan::tags::Basis;
 use policy::judgement::{Claims, Judgement};
 use progress::Progress;
@@ -51,7 +53,7 @@ use version::{BatchMember, Content, OrderingHazard, VersionChange};
 use wheel::Wheel;
 use wheel::output::{Commit, OutputError};
 use wheel::platform_tag::PlatformTag;
-use wheel::writer::{Plan, WriteError};
+use writer::{WriteError, WriteOptions};
 
 /// Any failure of one wheel; the message names the wheel's member where there is one.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +78,8 @@ pub enum Error {
     Version { wheel: String, source: version::VersionError },
     #[error("{source}")]
     Repair { wheel: String, source: plan::repair::RepairError },
+    #[error("{source}")]
+    Vendor { wheel: String, source: analysis::vendor::VendorError },
     #[error(transparent)]
     Metapackage(#[from] Box<release::metapackage::MetapackageError>),
     #[error("cannot remove the old file {path} ({source}); the new one was removed again, nothing changed")]
@@ -320,6 +324,26 @@ pub fn lddtree(path: &Path, member: Option<&str>, settings: &Settings) -> Result
         .collect())
 }
 
+/// What a writing batch does to each wheel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    /// Its true tags and, when marking, its new version and pins.
+    Retag,
+    /// Its external libraries vendored and what needs them patched, then the tags the result
+    /// meets (and, when marking, the new version), as `Retag` does.
+    Repair,
+}
+
+impl Job {
+    /// What the tags are derived from: the wheel as it is, or as repair leaves it.
+    fn basis(self) -> Basis {
+        match self {
+            Job::Retag => Basis::AsIs,
+            Job::Repair => Basis::Repaired,
+        }
+    }
+}
+
 /// Retag a batch: examine every wheel (verifying hashes unless told not to), derive its true
 /// tags and, when marking, its new version and pins; write each result.
 pub fn retag_batch(
@@ -328,19 +352,17 @@ pub fn retag_batch(
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
-    write_batch(paths, settings, None, destination, progress)
+    write_batch(paths, settings, Job::Retag, destination, progress)
 }
 
-/// Repair a batch: vendor each wheel's external libraries, patch what needs them, write the
-/// tags the result meets (and, when marking, the new versions), as `retag` does.
+/// Repair a batch ([`Job::Repair`]).
 pub fn repair_batch(
     paths: &[PathBuf],
     settings: &Settings,
-    repair: &plan::repair::RepairSettings<'_>,
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
-    write_batch(paths, settings, Some(repair), destination, progress)
+    write_batch(paths, settings, Job::Repair, destination, progress)
 }
 
 /// One wheel of a writing batch whose output name is known.
@@ -357,13 +379,13 @@ struct Named {
 fn write_batch(
     paths: &[PathBuf],
     settings: &Settings,
-    repair: Option<&plan::repair::RepairSettings<'_>>,
+    job: Job,
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
     let examined = examine_all(paths, settings, progress);
     let (changes, hazards) = decide_versions(&examined, settings);
-    let basis = if repair.is_some() { Basis::Repaired } else { Basis::AsIs };
+    let basis = job.basis();
     // First every output's name, so that collisions are found before anything is written.
     let mut named: Vec<Result<Named, Error>> = examined
         .into_iter()
@@ -373,7 +395,7 @@ fn write_batch(
         .collect();
     refuse_collisions(&mut named, paths);
     let work: Vec<(Result<Named, Error>, &PathBuf)> = named.into_iter().zip(paths).collect();
-    let results = parallel::map_owned(work, |(named, path)| write_one(named?, path, settings, repair, destination));
+    let results = parallel::map_owned(work, |(named, path)| write_one(named?, path, settings, job, destination));
     Batch { results, hazards }
 }
 
@@ -459,24 +481,14 @@ fn write_one(
     named: Named,
     path: &Path,
     settings: &Settings,
-    repair: Option<&plan::repair::RepairSettings<'_>>,
+    job: Job,
     destination: &Destination,
 ) -> Result<RetagOutcome, Error> {
     let Named { examined, change, tags, mut plan, dest } = named;
     let Examined { wheel, analysis, judgement } = &examined;
-    let grafts = match repair {
-        Some(repair) => {
-            let target = match settings.tags.plat() {
-                Some(plat) => {
-                    Some(plan::tags::requested_policy(judgement.judged().expect("--plat was checked"), &plat)?)
-                }
-                None => None,
-            };
-            let spill = plan::repair::Spill { dir: wheel::output::parent_dir(&dest), budget: &settings.analyze.memory };
-            plan::repair::add_to_plan(&mut plan, wheel, analysis, judgement.judged(), target, repair, &spill)
-                .map_err(|source| Error::Repair { wheel: wheel.filename.to_string(), source })?
-        }
-        None => Vec::new(),
+    let grafts = match job {
+        Job::Repair => repair_edits(&mut plan, &examined, settings)?,
+        Job::Retag => Vec::new(),
     };
     let changed = plan::changes_anything(&plan, wheel, analysis);
     let outcome = |output: Option<PathBuf>| RetagOutcome {
@@ -493,19 +505,48 @@ fn write_one(
     };
     let output = match destination {
         Destination::InPlace if !changed => return Ok(outcome(None)),
-        Destination::InPlace => write_in_place(wheel, &plan, &analysis.digests, path, &dest)?,
+        Destination::InPlace => write_in_place(wheel, &plan, &analysis.digests, &write_options(settings), path, &dest)?,
         Destination::Directory(_) => {
             if wheel::inputs::same_file(&dest, path) || output_key(&dest) == output_key(path) {
                 return Err(Error::WouldOverwriteInput(dest));
             }
             if changed {
-                wheel::writer::write_wheel(wheel, &plan, &analysis.digests, &dest, Commit::Replace, None)?
+                writer::write_wheel(
+                    wheel,
+                    &plan,
+                    &analysis.digests,
+                    &write_options(settings),
+                    &dest,
+                    Commit::Replace,
+                    None,
+                )?
             } else {
-                wheel::writer::copy_wheel(path, &dest, Commit::Replace, None)?
+                writer::copy_wheel(path, &dest, Commit::Replace, None)?
             }
         }
     };
     Ok(outcome(Some(output)))
+}
+
+/// Add `repair`'s edits to a wheel's plan: the libraries the target policy would graft
+/// (`--plat`'s, else the one the repaired wheel meets), their facts gathered, then copied in
+/// and the wheel's files patched to use them.
+fn repair_edits(plan: &mut Plan, examined: &Examined, settings: &Settings) -> Result<Vec<plan::repair::Graft>, Error> {
+    let Examined { wheel, analysis, judgement } = examined;
+    let repair = settings.repair();
+    plan.compression_level = repair.compression_level;
+    let Some(judged) = judgement.judged() else { return Ok(Vec::new()) };
+    let target = match settings.tags.plat() {
+        Some(plat) => Some(plan::tags::requested_policy(judged, &plat)?),
+        None => None,
+    };
+    let name = || wheel.filename.to_string();
+    let libs = plan::repair::find::libraries_to_vendor(analysis, judged, target)
+        .map_err(|source| Error::Repair { wheel: name(), source })?;
+    let sources =
+        analysis::vendor::sources(&libs, analysis).map_err(|source| Error::Vendor { wheel: name(), source })?;
+    plan::repair::add_to_plan(plan, &plan::Input::of(wheel, analysis), analysis, &sources, &repair)
+        .map_err(|source| Error::Repair { wheel: name(), source })
 }
 
 /// `--in-place`: replace the input (keeping its mode), or write the new name and remove the
@@ -515,6 +556,7 @@ fn write_in_place(
     wheel: &Wheel,
     plan: &Plan,
     digests: &[Option<[u8; 32]>],
+    options: &WriteOptions<'_>,
     path: &Path,
     dest: &Path,
 ) -> Result<PathBuf, Error> {
@@ -530,13 +572,22 @@ fn write_in_place(
         return Err(replaced());
     }
     if dest == path {
-        return Ok(wheel::writer::write_wheel(wheel, plan, digests, dest, Commit::ReplaceInput(identity), Some(mode))?);
+        return Ok(writer::write_wheel(
+            wheel,
+            plan,
+            digests,
+            options,
+            dest,
+            Commit::ReplaceInput(identity),
+            Some(mode),
+        )?);
     }
-    let written =
-        wheel::writer::write_wheel(wheel, plan, digests, dest, Commit::NoClobber, Some(mode)).map_err(|e| match e {
+    let written = writer::write_wheel(wheel, plan, digests, options, dest, Commit::NoClobber, Some(mode)).map_err(
+        |e| match e {
             WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => replaced(),
             e => e.into(),
-        })?;
+        },
+    )?;
     if input_unchanged()
         && let Err(source) = std::fs::remove_file(path)
         && source.kind() != std::io::ErrorKind::NotFound
@@ -547,6 +598,11 @@ fn write_in_place(
         return Err(Error::RemoveOld { path: path.display().to_string(), source });
     }
     Ok(written)
+}
+
+/// What the writer needs of the run's settings.
+fn write_options(settings: &Settings) -> WriteOptions<'_> {
+    WriteOptions { patcher: settings.patcher.value.patcher(), budget: &settings.analyze.memory }
 }
 
 /// The directory a wheel's output goes to (created when needed).

@@ -583,21 +583,12 @@ fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
         f.repair = true;
         f.zip_compression_level = args.zip_compression_level;
         f.patcher = args.patcher.clone();
+        f.strip = args.strip;
     })?;
     let _ = args.allow_pure_python_wheel;
-    let repair = wheelfix::plan::repair::RepairSettings {
-        lib_sdir: settings.lib_sdir.value.clone(),
-        strip: args.strip,
-        patcher: if settings.patcher.value == "none" {
-            &wheelfix::elf::patch::NoPatcher
-        } else {
-            &wheelfix::elf::patch::InProcessPatcher
-        },
-        compression_level: settings.zip_compression_level.value,
-    };
     let destination = Destination::Directory(args.wheel_dir.clone());
     let progress = progress_bar(&args.wheels, args.common.quiet);
-    let batch = wheelfix::repair_batch(&args.wheels, &settings, &repair, &destination, progress.as_ref());
+    let batch = wheelfix::repair_batch(&args.wheels, &settings, &destination, progress.as_ref());
     drop(progress);
     Ok(report_outcomes(&args.wheels, batch, settings.marking.is_some(), args.common.json))
 }

@@ -103,6 +103,8 @@ pub struct Flags {
     pub zip_compression_level: Option<u32>,
     /// `--patcher` (`repair`).
     pub patcher: Option<String>,
+    /// `--strip` (`repair`).
+    pub strip: bool,
     /// `--with-wheels`.
     pub with_wheels: Vec<PathBuf>,
     /// `--no-driver-exclude`.
@@ -132,9 +134,10 @@ pub struct Settings {
     pub zip_compression_level: Setting<u32>,
     /// `AUDITWHEEL_LD_LIBRARY_PATH`: directories searched before `LD_LIBRARY_PATH`.
     pub extra_library_path: Setting<Option<String>>,
-    /// auditwheel's `--patcher`: `patchelf` and `lief-patchelf` both mean wheelfix's own ELF
-    /// writer (same result); `none` patches nothing.
-    pub patcher: Setting<String>,
+    /// auditwheel's `--patcher`.
+    pub patcher: Setting<PatcherChoice>,
+    /// `repair --strip`.
+    pub strip: bool,
     /// Wheels installed beside the audited ones (`--with-wheels`), whose files resolve RPATH
     /// entries that leave a wheel.
     pub with_wheels: Setting<Vec<PathBuf>>,
@@ -145,6 +148,42 @@ pub struct Settings {
     /// The policies: auditwheel's, or `--policy-file`'s.
     pub policies: Policies,
     pub analyze: AnalyzeOptions,
+}
+
+/// auditwheel's `--patcher` choice: `patchelf` and `lief-patchelf` both mean wheelfix's own ELF
+/// writer (same result); `none` patches nothing, so that a wheel whose files need patching fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatcherChoice {
+    Patchelf,
+    LiefPatchelf,
+    None,
+}
+
+impl PatcherChoice {
+    pub fn parse(name: &str) -> Option<PatcherChoice> {
+        match name {
+            "patchelf" => Some(PatcherChoice::Patchelf),
+            "lief-patchelf" => Some(PatcherChoice::LiefPatchelf),
+            "none" => Some(PatcherChoice::None),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PatcherChoice::Patchelf => "patchelf",
+            PatcherChoice::LiefPatchelf => "lief-patchelf",
+            PatcherChoice::None => "none",
+        }
+    }
+
+    /// The patcher that does what the choice says.
+    pub fn patcher(self) -> &'static dyn crate::elf::patch::Patcher {
+        match self {
+            PatcherChoice::None => &crate::elf::patch::NoPatcher,
+            PatcherChoice::Patchelf | PatcherChoice::LiefPatchelf => &crate::elf::patch::InProcessPatcher,
+        }
+    }
 }
 
 /// Whether `-L` names a directory inside the wheel once appended to the distribution name:
@@ -248,9 +287,10 @@ impl Settings {
             (None, Some(p)) => Setting { value: p, origin: Origin::Environment(ENV_PATCHER) },
             (None, None) => Setting { value: "patchelf".into(), origin: Origin::Default },
         };
-        if !["patchelf", "lief-patchelf", "none"].contains(&patcher.value.as_str()) {
-            return Err(SettingsError::Patcher { origin: patcher.origin.clone(), value: patcher.value.clone() });
-        }
+        let patcher = match PatcherChoice::parse(&patcher.value) {
+            Some(choice) => Setting { value: choice, origin: patcher.origin },
+            None => return Err(SettingsError::Patcher { origin: patcher.origin, value: patcher.value }),
+        };
         let extra_library_path = match env(ENV_LD_LIBRARY_PATH) {
             Some(v) => Setting { value: Some(v), origin: Origin::Environment(ENV_LD_LIBRARY_PATH) },
             None => Setting { value: None, origin: Origin::Default },
@@ -330,6 +370,7 @@ impl Settings {
             zip_compression_level,
             extra_library_path,
             patcher,
+            strip: flags.strip,
             with_wheels,
             driver_exclusion,
             disable_isa_check: flags.disable_isa_ext_check,
@@ -356,7 +397,8 @@ impl Settings {
             memory: Setting { value: analyze.memory.total(), origin: Origin::Default },
             zip_compression_level: Setting { value: 6, origin: Origin::Default },
             extra_library_path: Setting { value: None, origin: Origin::Default },
-            patcher: Setting { value: "patchelf".into(), origin: Origin::Default },
+            patcher: Setting { value: PatcherChoice::Patchelf, origin: Origin::Default },
+            strip: false,
             with_wheels: Setting { value: Vec::new(), origin: Origin::Default },
             driver_exclusion: Setting { value: true, origin: Origin::Default },
             disable_isa_check: false,
@@ -364,6 +406,15 @@ impl Settings {
             marking: None,
             policies: Policies::embedded(),
             analyze,
+        }
+    }
+
+    /// What `repair` is asked to do besides vendoring.
+    pub fn repair(&self) -> crate::plan::repair::RepairSettings {
+        crate::plan::repair::RepairSettings {
+            lib_sdir: self.lib_sdir.value.clone(),
+            strip: self.strip,
+            compression_level: self.zip_compression_level.value,
         }
     }
 
@@ -387,7 +438,7 @@ impl Settings {
                 self.zip_compression_level.origin.to_string(),
             ),
             ("extra library path", text(&self.extra_library_path.value), self.extra_library_path.origin.to_string()),
-            ("patcher", format!("{:?}", self.patcher.value), self.patcher.origin.to_string()),
+            ("patcher", format!("{:?}", self.patcher.value.as_str()), self.patcher.origin.to_string()),
             ("rocm exclusion list", self.rocm_exclusion.value.to_string(), self.rocm_exclusion.origin.to_string()),
             ("gpu driver list", self.driver_exclusion.value.to_string(), self.driver_exclusion.origin.to_string()),
             (

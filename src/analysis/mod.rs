@@ -13,6 +13,7 @@ pub mod lddtree;
 pub mod linkage;
 pub mod read;
 pub mod site;
+pub mod vendor;
 
 use std::collections::BTreeMap;
 

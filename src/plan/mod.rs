@@ -1,23 +1,25 @@
 //! Plans: what a writing command changes in one wheel, as edits to one [`Plan`] that the one
-//! writer applies ([`crate::wheel::writer`]).
+//! writer applies ([`crate::writer`]).
 //!
 //! Every command starts from the same edits ([`retag`]): the true platform tags in the file
 //! name and the WHEEL `Tag:` lines ([`tags`]), and, when marking, the new local version with the
 //! batch's pins ([`version`]). `repair` then adds its edits ([`repair`]): vendored libraries,
-//! patched ELF files, moved scripts. Nothing here touches a file.
+//! patched ELF files, moved scripts. Nothing here touches a file: a plan is made from facts
+//! ([`Input`], the analysis, the judgement, the facts of the libraries to vendor).
 
+pub mod edit;
 pub mod repair;
 pub mod tags;
+
+pub use edit::{Content, ElfChange, ElfSource, NewMember, Plan};
 
 use crate::analysis::Analysis;
 use crate::version::{PinRewrite, rewrite_metadata};
 use crate::wheel::filename::escape_version;
 use crate::wheel::platform_tag::PlatformTag;
-use crate::wheel::writer::{NewMember, Plan};
 use crate::wheel::{DistVersion, Wheel, WheelFilename, WheelInfo};
 
-/// What a retag plan reads of a wheel and its facts: plain values, so that a plan is made
-/// without touching a file.
+/// What a plan reads of a wheel: plain values, so that a plan is made without touching a file.
 #[derive(Debug, Clone)]
 pub struct Input<'a> {
     pub filename: &'a WheelFilename,
@@ -41,6 +43,21 @@ impl<'a> Input<'a> {
             members: wheel.archive.members().iter().map(|m| &*m.name).collect(),
             has_binaries: !analysis.binaries.is_empty(),
         }
+    }
+
+    /// The `.data` directory's prefix. Ex) `torch-2.15.0.data/`
+    pub fn data_prefix(&self) -> String {
+        format!("{}.data/", crate::wheel::dist_info_stem(self.dist_info))
+    }
+
+    /// Where a member lands relative to site-packages ([`crate::wheel::install_path`]).
+    pub fn install_path(&self, member: &str) -> Option<String> {
+        crate::wheel::install_path(self.dist_info, member)
+    }
+
+    /// Whether the input has a member of that path.
+    pub fn has_member(&self, path: &str) -> bool {
+        self.members.contains(&path)
     }
 }
 

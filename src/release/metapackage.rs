@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::wheel::name::PackageName;
 use crate::wheel::platform_tag::PlatformTag;
-use crate::wheel::writer::{NewMember, write_new_wheel};
+use crate::writer::write_new_wheel;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetapackageError {
@@ -28,7 +28,7 @@ pub enum MetapackageError {
     #[error("invalid metapackage version `{0}`: {1}")]
     Version(String, String),
     #[error(transparent)]
-    Write(#[from] crate::wheel::writer::WriteError),
+    Write(#[from] crate::writer::WriteError),
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
     #[error(
@@ -176,8 +176,8 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
         platform == "any"
     );
     let members = vec![
-        (format!("{dist_info}/METADATA"), NewMember::new(metadata.into_bytes(), Some(0o644))),
-        (format!("{dist_info}/WHEEL"), NewMember::new(wheel.into_bytes(), Some(0o644))),
+        (format!("{dist_info}/METADATA"), metadata.into_bytes()),
+        (format!("{dist_info}/WHEEL"), wheel.into_bytes()),
     ];
     std::fs::create_dir_all(&options.output_dir)
         .map_err(|source| MetapackageError::CreateDir { path: options.output_dir.display().to_string(), source })?;

@@ -10,7 +10,6 @@ pub mod output;
 pub mod platform_tag;
 pub mod record;
 pub mod requirement;
-pub mod writer;
 pub mod zip;
 
 use std::path::Path;
@@ -261,10 +260,7 @@ impl Wheel {
     /// Where a member lands relative to site-packages: `.data/platlib` and `.data/purelib` are
     /// installed at the root; other `.data` categories land elsewhere (`None`).
     pub fn install_path(&self, member: &str) -> Option<String> {
-        match member.strip_prefix(&self.data_prefix()) {
-            None => Some(member.to_string()),
-            Some(rest) => rest.strip_prefix("platlib/").or_else(|| rest.strip_prefix("purelib/")).map(str::to_string),
-        }
+        install_path(&self.dist_info, member)
     }
 
     /// The first RECORD row of a path.
@@ -385,6 +381,15 @@ fn row_text(row: &RecordRow<'_>) -> String {
 /// `{name}-{version}` of a `.dist-info` directory's name. Ex) `torch-2.15.0.dist-info` → `torch-2.15.0`
 pub fn dist_info_stem(dist_info: &str) -> &str {
     dist_info.strip_suffix(".dist-info").unwrap_or(dist_info)
+}
+
+/// Where a member of the wheel whose `.dist-info` directory is `dist_info` lands relative to
+/// site-packages (see [`Wheel::install_path`]).
+pub fn install_path(dist_info: &str, member: &str) -> Option<String> {
+    match member.strip_prefix(dist_info_stem(dist_info)).and_then(|rest| rest.strip_prefix(".data/")) {
+        None => Some(member.to_string()),
+        Some(rest) => rest.strip_prefix("platlib/").or_else(|| rest.strip_prefix("purelib/")).map(str::to_string),
+    }
 }
 
 /// The one top-level `*.dist-info` directory that holds members.

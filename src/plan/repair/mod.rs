@@ -15,12 +15,9 @@ pub mod patch;
 pub mod rpath;
 pub mod sbom;
 
+use super::{Input, NewMember, Plan};
 use crate::analysis::Analysis;
-use crate::analysis::budget::MemoryBudget;
-use crate::elf::patch::{PatchError, Patcher};
-use crate::policy::judgement::Judged;
-use crate::wheel::Wheel;
-use crate::wheel::writer::{NewMember, Plan};
+use crate::analysis::vendor::VendorSource;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepairError {
@@ -32,47 +29,19 @@ pub enum RepairError {
         "vendoring into Android wheels is not supported (they need RUNPATH and the Android sysroot's libraries); build the wheel with its libraries, then use `wheelfix retag`"
     )]
     Android,
-    #[error("cannot read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
-    #[error("cannot patch `{file}`: {source}")]
-    Patch { file: String, source: PatchError },
-    #[error("cannot strip {path}: {message}")]
-    Strip { path: String, message: String },
-    #[error("cannot write the patched `{file}` aside: {source}")]
-    Spill { file: String, source: std::io::Error },
     #[error(
         "the wheel holds a file `{file}` where repair would create the directory of vendored libraries; choose another with -L"
     )]
     LibsDirIsAFile { file: String },
 }
 
-/// Where patched files wait for the writer, and the memory budget patching takes from.
-pub struct Spill<'a> {
-    /// The output's directory: a patched file is deflated into an unlinked file there.
-    pub dir: &'a std::path::Path,
-    pub budget: &'a MemoryBudget,
-}
-
-impl Spill<'_> {
-    /// A patched file as a new member: deflated into a file of its own when it is large.
-    fn member(
-        &self,
-        data: Vec<u8>,
-        mode: Option<u32>,
-        settings: &RepairSettings<'_>,
-        file: &str,
-    ) -> Result<NewMember, RepairError> {
-        NewMember::spilled_if_large(data, mode, settings.compression_level, self.dir)
-            .map_err(|source| RepairError::Spill { file: file.to_string(), source })
-    }
-}
-
-/// Settings of `repair`.
-pub struct RepairSettings<'a> {
+/// What `repair` is asked to do besides vendoring.
+#[derive(Debug, Clone)]
+pub struct RepairSettings {
     /// `-L`: the libs directory's suffix. Ex) `.libs` → `numpy.libs/`
     pub lib_sdir: String,
+    /// `--strip`: strip every ELF file of the wheel and every copy, before patching.
     pub strip: bool,
-    pub patcher: &'a dyn Patcher,
     /// `-z`: deflate level for the members written anew.
     pub compression_level: u32,
 }
@@ -86,81 +55,67 @@ pub struct Graft {
     pub member: String,
 }
 
-/// Add `repair`'s edits to `plan`: the vendored libraries, and the wheel's files patched to use
-/// them. `target` is the policy whose whitelist decides what is vendored
-/// ([`Judged::repair_target`]). Returns what was vendored.
+/// Add `repair`'s edits to `plan`: a copy of each library of `sources` (the libraries
+/// [`find::libraries_to_vendor`] names, with their facts), and the wheel's files patched to
+/// use them. Returns what is vendored.
 pub fn add_to_plan(
     plan: &mut Plan,
-    wheel: &Wheel,
+    input: &Input<'_>,
     analysis: &Analysis,
-    judgement: Option<&Judged>,
-    target: Option<usize>,
-    settings: &RepairSettings<'_>,
-    spill: &Spill<'_>,
+    sources: &[VendorSource],
+    settings: &RepairSettings,
 ) -> Result<Vec<Graft>, RepairError> {
-    plan.compression_level = settings.compression_level;
-    let Some(judgement) = judgement else { return Ok(Vec::new()) };
-    let libs = find::libraries_to_vendor(analysis, judgement, target)?;
-    let libs_dir = format!("{}{}", wheel.filename.distribution, settings.lib_sdir);
-    let copies = copy::vendor(&libs, analysis, &libs_dir, settings, spill)?;
+    let libs_dir = format!("{}{}", input.filename.distribution, settings.lib_sdir);
+    let copies = copy::vendor(sources, analysis, &libs_dir, settings);
     let renames = copy::renames(&copies);
     if !copies.is_empty()
-        && let Some(file) = wheel.archive.members().iter().find(|m| *m.name == libs_dir)
+        && let Some(file) = input.members.iter().find(|m| **m == libs_dir)
     {
-        return Err(RepairError::LibsDirIsAFile { file: file.name.to_string() });
+        return Err(RepairError::LibsDirIsAFile { file: file.to_string() });
     }
+    let has = |path: &str| input.has_member(path);
     for copy in &copies {
-        add_or_replace(plan, wheel, &copy.graft.member, copy.member.clone());
+        plan.add_or_replace(&copy.graft.member, copy.member.clone(), has);
     }
-    for (path, member) in patch::patch_wheel_files(wheel, analysis, &renames, &libs_dir, settings, spill)? {
+    for (path, member) in patch::patch_wheel_files(input, analysis, &renames, &libs_dir, settings) {
         match member {
             patch::Patched::InPlace(m) => {
                 plan.replace.insert(plan.output_name(&path).to_string(), m);
             }
             patch::Patched::Moved { shim, moved_to, executable } => {
-                add_or_replace(plan, wheel, &moved_to, executable);
+                plan.add_or_replace(&moved_to, executable, has);
                 plan.replace.insert(plan.output_name(&path).to_string(), shim);
             }
         }
     }
     if !copies.is_empty() {
-        add_sbom(plan, wheel, &copies);
+        add_sbom(plan, input, &copies);
     }
     Ok(copies.into_iter().map(|c| c.graft).collect())
 }
 
-/// A member to write at `path`: it replaces the input's member there (a wheel repaired before
-/// already holds `<pkg>.libs/<lib-hash>.so`), or is added.
-fn add_or_replace(plan: &mut Plan, wheel: &Wheel, path: &str, member: NewMember) {
-    if wheel.archive.member(path).is_some() && plan.output_name(path) == path {
-        plan.replace.insert(path.to_string(), member);
-    } else {
-        plan.add.insert(path.to_string(), member);
-    }
-}
-
 /// `<dist-info>/sboms/wheelfix.cdx.json`, naming every vendored file and where it came from.
-fn add_sbom(plan: &mut Plan, wheel: &Wheel, copies: &[copy::Copy]) {
-    let vendored: Vec<sbom::Vendored> = copies
+fn add_sbom(plan: &mut Plan, input: &Input<'_>, copies: &[copy::Copy]) {
+    let vendored = copies
         .iter()
-        .map(|c| sbom::Vendored {
+        .map(|c| sbom::Planned {
             soname: c.graft.soname.clone(),
             source: c.graft.source.clone(),
-            real: c.source_real.display().to_string(),
+            real: c.source.real.display().to_string(),
             member: c.graft.member.clone(),
-            sha256: crate::wheel::digest::hex(&c.member.sha256()),
+            owner: c.source.owner.clone(),
         })
         .collect();
-    let owners = vendored
-        .iter()
-        .filter_map(|v| sbom::owner(std::path::Path::new(&v.real)).map(|p| (v.source.clone(), p)))
-        .collect();
-    let file_name = plan.filename.to_string();
-    let text = sbom::document(&plan.filename.distribution, &plan.filename.version.text, &file_name, &vendored, &owners);
-    let input_path = format!("{}/sboms/wheelfix.cdx.json", wheel.dist_info);
-    let output_path = format!("{}/sboms/wheelfix.cdx.json", plan.output_dist_info(&wheel.dist_info));
-    let member = NewMember::new(text.into_bytes(), Some(0o644));
-    if wheel.archive.member(&input_path).is_some() {
+    let sbom = sbom::SbomPlan {
+        name: plan.filename.distribution.clone(),
+        version: plan.filename.version.text.clone(),
+        wheel_file_name: plan.filename.to_string(),
+        vendored,
+    };
+    let input_path = format!("{}/sboms/wheelfix.cdx.json", input.dist_info);
+    let output_path = format!("{}/sboms/wheelfix.cdx.json", plan.output_dist_info(input.dist_info));
+    let member = NewMember { content: super::Content::Sbom(Box::new(sbom)), mode: Some(0o644) };
+    if input.has_member(&input_path) {
         plan.replace.insert(output_path, member);
     } else {
         plan.add.insert(output_path, member);

@@ -9,27 +9,53 @@
 //! document has no timestamp and a fixed order, so the same repair gives the same bytes.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-/// The OS package a file belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Package {
-    /// `deb`, `rpm` or `apk`.
-    pub kind: &'static str,
-    /// `/etc/os-release` `ID`. Ex) `debian`
-    pub distro: String,
+use crate::analysis::vendor::{Package, quote};
+
+/// The bill of materials `repair` adds, as the plan knows it: everything but the sha256 of each
+/// copy, which the writer knows once it has made them ([`SbomPlan::render`]).
+#[derive(Debug, Clone)]
+pub struct SbomPlan {
     pub name: String,
     pub version: String,
+    /// The repaired wheel's file name.
+    pub wheel_file_name: String,
+    pub vendored: Vec<Planned>,
 }
 
-impl Package {
-    /// The package URL. Ex) `pkg:deb/debian/libssl3@3.0.17-1~deb12u2`
-    pub fn purl(&self) -> String {
-        format!("pkg:{}/{}/{}@{}", self.kind, quote(&self.distro), quote(&self.name), quote(&self.version))
+/// One vendored library in the plan.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub soname: String,
+    /// The file it was copied from, as the search found it (auditwheel's path for the bom-ref).
+    pub source: String,
+    /// That file with symlinks resolved (the path package managers know).
+    pub real: String,
+    /// Its path in the wheel.
+    pub member: String,
+    /// The OS package that owns it.
+    pub owner: Option<Package>,
+}
+
+impl SbomPlan {
+    /// The document, given the sha256 of each copy as the wheel holds it (by member path).
+    pub fn render(&self, sha256_of: &dyn Fn(&str) -> Option<[u8; 32]>) -> String {
+        let vendored: Vec<Vendored> = self
+            .vendored
+            .iter()
+            .map(|v| Vendored {
+                soname: v.soname.clone(),
+                source: v.source.clone(),
+                real: v.real.clone(),
+                member: v.member.clone(),
+                sha256: sha256_of(&v.member).map(|d| crate::wheel::digest::hex(&d)).unwrap_or_default(),
+            })
+            .collect();
+        let owners = self.vendored.iter().filter_map(|v| v.owner.clone().map(|p| (v.source.clone(), p))).collect();
+        document(&self.name, &self.version, &self.wheel_file_name, &vendored, &owners)
     }
 }
 
@@ -45,61 +71,6 @@ pub struct Vendored {
     pub member: String,
     /// Hex sha256 of the file as the wheel holds it.
     pub sha256: String,
-}
-
-/// Percent-encoding as purl wants it (every byte but unreserved characters).
-fn quote(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// `ID` of `/etc/os-release`.
-fn distro() -> Option<String> {
-    let text = std::fs::read_to_string("/etc/os-release").ok()?;
-    text.lines().find_map(|l| l.strip_prefix("ID=")).map(|v| v.trim_matches('"').to_string())
-}
-
-fn output(program: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(program).args(args).stderr(std::process::Stdio::null()).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The package that owns `path`, if the machine's package manager knows it.
-pub fn owner(path: &Path) -> Option<Package> {
-    let distro = distro()?;
-    let path = path.to_str()?;
-    if let Some(found) = output("dpkg", &["-S", path]) {
-        // `libssl3:amd64: /usr/lib/x86_64-linux-gnu/libssl.so.3`
-        let name = found.lines().next()?.split(':').next()?.trim().to_string();
-        let status = output("dpkg", &["-s", &name])?;
-        let version = status.lines().find_map(|l| l.strip_prefix("Version: "))?.trim().to_string();
-        return Some(Package { kind: "deb", distro, name, version });
-    }
-    if let Some(found) = output("rpm", &["-qf", "--queryformat", "%{NAME} %{VERSION} %{RELEASE}", path]) {
-        let mut parts = found.split_whitespace();
-        let (name, version, release) = (parts.next()?, parts.next()?, parts.next()?);
-        return Some(Package { kind: "rpm", distro, name: name.into(), version: format!("{version}-{release}") });
-    }
-    if let Some(found) = output("apk", &["info", "--who-owns", path]) {
-        // `/usr/lib/libz.so.1 is owned by zlib-1.3.1-r2`
-        let owned = found.lines().next()?.rsplit_once(" is owned by ")?.1.trim();
-        let (name, version) = split_apk(owned)?;
-        return Some(Package { kind: "apk", distro, name: name.into(), version: version.into() });
-    }
-    None
-}
-
-/// `zlib-1.3.1-r2` → (`zlib`, `1.3.1-r2`): the version starts at the first `-` before a digit.
-fn split_apk(text: &str) -> Option<(&str, &str)> {
-    let at = text.match_indices('-').find(|(i, _)| text[i + 1..].starts_with(|c: char| c.is_ascii_digit()))?.0;
-    Some((&text[..at], &text[at + 1..]))
 }
 
 /// The CycloneDX document for a repaired wheel. `owners`: source path → its package.
@@ -166,22 +137,4 @@ pub fn document(
         "dependencies": dependencies,
     });
     serde_json::to_string_pretty(&doc).expect("serialises") + "\n"
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn purls_and_apk_versions() {
-        let p = Package {
-            kind: "deb",
-            distro: "debian".into(),
-            name: "libssl3".into(),
-            version: "3.0.17-1~deb12u2".into(),
-        };
-        assert_eq!(p.purl(), "pkg:deb/debian/libssl3@3.0.17-1~deb12u2");
-        assert_eq!(split_apk("zlib-1.3.1-r2"), Some(("zlib", "1.3.1-r2")));
-        assert_eq!(split_apk("libstdc++-14.2.0-r4"), Some(("libstdc++", "14.2.0-r4")));
-    }
 }

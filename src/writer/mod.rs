@@ -1,19 +1,26 @@
 //! The one writer: applies a [`Plan`] to a wheel and writes the result atomically.
 //!
-//! Unchanged members are copied as their compressed bytes (no inflate, no deflate); only new and
-//! changed members are compressed, in parallel. RECORD is always regenerated, so no caller can
+//! Unchanged members are copied as their compressed bytes (no inflate, no deflate); new and
+//! changed members are made first ([`materialize`]: ELF files read, stripped and patched), then
+//! compressed, in parallel. RECORD is always regenerated, so no caller can
 //! forget it: every file with its sha256 and size, from the new content, the digests the
 //! analysis computed, or the input's row where that is sound. Output goes to a temporary file
 //! beside the destination and is renamed into place only when everything succeeded
-//! ([`super::output`]).
+//! ([`crate::wheel::output`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+pub mod materialize;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::output::{Commit, OutputError, TempOutput};
-use super::zip::{Compressed, DosTime, Spilled, ZipWriter};
-use super::{RecordEntry, RecordFile, Wheel, WheelFilename};
+use crate::analysis::budget::MemoryBudget;
+use crate::elf::patch::{PatchError, Patcher};
+use crate::plan::Plan;
+use crate::wheel::output::{Commit, OutputError, TempOutput};
+use crate::wheel::zip::{Compressed, DosTime, Spilled, ZipWriter};
+use crate::wheel::{RecordEntry, RecordFile, Wheel};
+use materialize::Made;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -27,110 +34,20 @@ pub enum WriteError {
     SourceDateEpoch(String),
     #[error("the output would hold {0}; nothing was written")]
     Layout(String),
+    #[error("cannot read {path}: {source}")]
+    ReadSource { path: String, source: std::io::Error },
+    #[error("cannot patch `{file}`: {source}")]
+    Patch { file: String, source: PatchError },
+    #[error("cannot strip {path}: {message}")]
+    Strip { path: String, message: String },
+    #[error("cannot write the patched `{file}` aside: {source}")]
+    Spill { file: String, source: std::io::Error },
 }
 
-/// A new file for the output wheel.
-#[derive(Debug, Clone)]
-pub struct NewMember {
-    pub content: Content,
-    /// Unix permission bits; `None` keeps the replaced member's.
-    pub mode: Option<u32>,
-}
-
-/// The bytes of a new member: in memory, or already deflated into a file of their own (large
-/// members, so that a wheel of many patched libraries never holds them all).
-#[derive(Debug, Clone)]
-pub enum Content {
-    Bytes(Vec<u8>),
-    Spilled(Arc<Spilled>),
-}
-
-impl NewMember {
-    pub fn new(data: Vec<u8>, mode: Option<u32>) -> NewMember {
-        NewMember { content: Content::Bytes(data), mode }
-    }
-
-    /// Deflate `data` at `level` into a file in `dir` when it is large, else keep it.
-    pub fn spilled_if_large(data: Vec<u8>, mode: Option<u32>, level: u32, dir: &Path) -> std::io::Result<NewMember> {
-        const SPILL_FROM: usize = 1 << 20;
-        if data.len() < SPILL_FROM {
-            return Ok(NewMember::new(data, mode));
-        }
-        Ok(NewMember { content: Content::Spilled(Arc::new(Spilled::new(&data, level, dir)?)), mode })
-    }
-
-    /// The sha256 of the member's bytes.
-    pub fn sha256(&self) -> [u8; 32] {
-        use sha2::Digest;
-        match &self.content {
-            Content::Bytes(b) => sha2::Sha256::digest(b).into(),
-            Content::Spilled(s) => s.sha256,
-        }
-    }
-
-    /// The bytes, when they are held in memory.
-    pub fn bytes(&self) -> Option<&[u8]> {
-        match &self.content {
-            Content::Bytes(b) => Some(b),
-            Content::Spilled(_) => None,
-        }
-    }
-
-    fn record_entry(&self, name: &str) -> RecordEntry {
-        match &self.content {
-            Content::Bytes(b) => RecordEntry::for_bytes(name, b),
-            Content::Spilled(s) => RecordEntry::for_digest(name, &s.sha256, s.size),
-        }
-    }
-}
-
-/// What to change in a wheel. Everything not named here is copied unchanged.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    pub filename: WheelFilename,
-    /// Old member path → new member path (a version change renames `.dist-info`).
-    pub renames: BTreeMap<String, String>,
-    /// Members whose content changes, by their *output* path.
-    pub replace: BTreeMap<String, NewMember>,
-    /// Members added, by output path (written before the `.dist-info` directory).
-    pub add: BTreeMap<String, NewMember>,
-    /// Members dropped, by input path.
-    pub remove: BTreeSet<String>,
-    /// Deflate level for new members (zlib levels 0–9).
-    pub compression_level: u32,
-}
-
-impl Plan {
-    pub fn new(filename: WheelFilename) -> Self {
-        Plan {
-            filename,
-            renames: BTreeMap::new(),
-            replace: BTreeMap::new(),
-            add: BTreeMap::new(),
-            remove: BTreeSet::new(),
-            compression_level: 6,
-        }
-    }
-
-    /// The output path of an input member.
-    pub fn output_name<'a>(&'a self, input: &'a str) -> &'a str {
-        self.renames.get(input).map(String::as_str).unwrap_or(input)
-    }
-
-    /// The output's `.dist-info` directory, given the input's. Ex) `torch-2.15.0+rocm10.1.0.dist-info`
-    pub fn output_dist_info(&self, input_dist_info: &str) -> String {
-        let prefix = format!("{input_dist_info}/");
-        self.renames
-            .iter()
-            .find(|(old, _)| old.starts_with(&prefix))
-            .and_then(|(_, new)| new.split_once('/'))
-            .map_or_else(|| input_dist_info.to_string(), |(dir, _)| dir.to_string())
-    }
-
-    /// Whether the plan changes any member (a file name change alone changes none).
-    pub fn changes_members(&self) -> bool {
-        !self.replace.is_empty() || !self.add.is_empty() || !self.remove.is_empty() || !self.renames.is_empty()
-    }
+/// What the writer needs besides the plan: how to patch, and the memory it may take.
+pub struct WriteOptions<'a> {
+    pub patcher: &'a dyn Patcher,
+    pub budget: &'a MemoryBudget,
 }
 
 /// The timestamp for members written anew: `SOURCE_DATE_EPOCH` when set (clamped to the zip
@@ -161,10 +78,12 @@ pub fn write_wheel(
     wheel: &Wheel,
     plan: &Plan,
     digests: &[Option<[u8; 32]>],
+    options: &WriteOptions<'_>,
     dest: &Path,
     commit: Commit,
     mode: Option<u32>,
 ) -> Result<PathBuf, WriteError> {
+    let made = materialize::materialize(wheel, plan, options, crate::wheel::output::parent_dir(dest))?;
     let members = wheel.archive.members();
     let input_record = wheel.record_path();
     let output_record = plan.output_name(&input_record).to_string();
@@ -191,8 +110,8 @@ pub fn write_wheel(
         if name.ends_with('/') {
             continue; // directory entries have no rows
         }
-        let row = match (plan.replace.get(name).or_else(|| plan.add.get(name)), source) {
-            (Some(new), _) => new.record_entry(name),
+        let row = match (made.get(name.as_str()), source) {
+            (Some(new), _) => record_entry(name, new),
             (None, Some(index)) if signature(name) => match wheel.record_entry(&members[*index].name) {
                 Some(row) => RecordEntry { path: name.clone(), ..row.to_entry() },
                 None => continue,
@@ -221,20 +140,15 @@ pub fn write_wheel(
     // Compress new content in parallel; copies are written in order below.
     let level = plan.compression_level;
     let record_member = wheel.archive.member(&input_record);
-    let mut jobs: Vec<(String, &Content, u32, Option<DosTime>)> = Vec::new();
+    let mut jobs: Vec<(String, &Made<'_>, u32, Option<DosTime>)> = Vec::new();
     for (name, source) in &names {
-        if let Some(new) = plan.replace.get(name).or_else(|| plan.add.get(name)) {
+        if let (Some(new), Some(content)) = (plan.new_member(name), made.get(name.as_str())) {
             let input = source.map(|i| &members[i]);
             let mode = new.mode.or_else(|| input.and_then(|m| m.unix_mode())).unwrap_or(0o644);
-            jobs.push((
-                name.clone(),
-                &new.content,
-                mode,
-                input.map(|m| DosTime { time: m.dos_time, date: m.dos_date }),
-            ));
+            jobs.push((name.clone(), content, mode, input.map(|m| DosTime { time: m.dos_time, date: m.dos_date })));
         }
     }
-    let record_content = Content::Bytes(record_bytes);
+    let record_content = Made::Bytes(record_bytes.into());
     if !record_unchanged {
         let mode = record_member.and_then(|m| m.unix_mode()).unwrap_or(0o644);
         let time = record_member.map(|m| DosTime { time: m.dos_time, date: m.dos_date });
@@ -244,8 +158,8 @@ pub fn write_wheel(
         crate::parallel::try_map_owned(jobs, |(name, content, mode, time)| {
             let time: DosTime = new_member_time(time)?;
             let source = match content {
-                Content::Bytes(data) => Source::New { mode, time, compressed: Compressed::new(data, level) },
-                Content::Spilled(spilled) => Source::Spilled { mode, time, spilled: spilled.clone() },
+                Made::Bytes(data) => Source::New { mode, time, compressed: Compressed::new(data, level) },
+                Made::Spilled(spilled) => Source::Spilled { mode, time, spilled: spilled.clone() },
             };
             Ok::<_, WriteError>((name, source))
         })?
@@ -329,7 +243,7 @@ fn input_row(wheel: &Wheel, index: usize, name: &str, digests: &[Option<[u8; 32]
 pub fn copy_wheel(input: &Path, dest: &Path, commit: Commit, mode: Option<u32>) -> Result<PathBuf, WriteError> {
     let temp = TempOutput::create(dest)?;
     let io_err = |source| WriteError::Io { path: dest.display().to_string(), source };
-    let from = super::inputs::open_regular(input).map_err(io_err)?;
+    let from = crate::wheel::inputs::open_regular(input).map_err(io_err)?;
     let len = from.metadata().map_err(io_err)?.len();
     let mut to = temp.file()?;
     std::io::copy(&mut std::io::Read::take(from, len), &mut to).map_err(io_err)?;
@@ -340,29 +254,32 @@ pub fn copy_wheel(input: &Path, dest: &Path, commit: Commit, mode: Option<u32>) 
     Ok(temp.commit(commit)?)
 }
 
-/// Write a wheel that has no input (a metapackage): `members` in order, RECORD generated last.
-pub fn write_new_wheel(dist_info: &str, members: &[(String, NewMember)], dest: &Path) -> Result<PathBuf, WriteError> {
+/// Write a wheel that has no input (a metapackage): `members` in order (mode 0644), RECORD
+/// generated last.
+pub fn write_new_wheel(dist_info: &str, members: &[(String, Vec<u8>)], dest: &Path) -> Result<PathBuf, WriteError> {
     let record_path = format!("{dist_info}/RECORD");
     let mut record = RecordFile::default();
-    for (name, member) in members {
-        record.entries.push(member.record_entry(name));
+    for (name, data) in members {
+        record.entries.push(RecordEntry::for_bytes(name, data));
     }
     record.entries.push(RecordEntry { path: record_path.clone(), hash: String::new(), size: None, bad_size: None });
-    let record_member = NewMember::new(record.to_bytes(), Some(0o644));
+    let record_bytes = record.to_bytes();
     let time = new_member_time(None)?;
     let order = members
         .iter()
-        .chain(std::iter::once(&(record_path, record_member)))
-        .map(|(name, m)| {
-            let mode = m.mode.unwrap_or(0o644);
-            let source = match &m.content {
-                Content::Bytes(data) => Source::New { mode, time, compressed: Compressed::new(data, 6) },
-                Content::Spilled(spilled) => Source::Spilled { mode, time, spilled: spilled.clone() },
-            };
-            (name.clone(), source)
-        })
+        .map(|(name, data)| (name.as_str(), data.as_slice()))
+        .chain(std::iter::once((record_path.as_str(), record_bytes.as_slice())))
+        .map(|(name, data)| (name.to_string(), Source::New { mode: 0o644, time, compressed: Compressed::new(data, 6) }))
         .collect();
     emit(order, None, dest, Commit::Replace, None)
+}
+
+/// The RECORD row of a new member.
+fn record_entry(name: &str, made: &Made<'_>) -> RecordEntry {
+    match made {
+        Made::Bytes(b) => RecordEntry::for_bytes(name, b),
+        Made::Spilled(s) => RecordEntry::for_digest(name, &s.sha256, s.size),
+    }
 }
 
 /// Write the members in order to a temporary file beside `dest`, then move it into place.
