@@ -1,18 +1,17 @@
-//! The `wheelfix` command: parse arguments, call the library, render, exit with the truth.
+//! The `wheelfix` command: the command line parsed into a request, the command run
+//! ([`wheelfix::cmd::run`]), its output printed, its exit code returned.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use wheelfix::config::LoadedConfig;
-use wheelfix::progress::{NoProgress, Progress};
-use wheelfix::release::check::Severity;
-use wheelfix::report::ShowReport;
-use wheelfix::settings::{Flags, Settings};
-use wheelfix::version::{OrderingHazard, VersionChange};
-use wheelfix::{Destination, RetagOutcome};
+use wheelfix::Destination;
+use wheelfix::cmd::{self, Common};
+use wheelfix::release::index::IndexOptions;
+use wheelfix::release::metapackage::MetapackageOptions;
+use wheelfix::settings::Flags;
 
 #[derive(Parser)]
 #[command(
@@ -250,14 +249,9 @@ struct CommonArgs {
 }
 
 impl CommonArgs {
-    fn load_config(&self) -> Result<LoadedConfig, String> {
-        let explicit = self.config.clone().flatten();
-        wheelfix::config::resolve(explicit.as_deref()).map_err(|e| e.to_string())
-    }
-
-    /// The flags every command shares, as plain values.
-    fn flags(&self) -> Flags {
-        Flags {
+    /// The flags every command shares, and what the command makes of its own.
+    fn common(&self, complete: impl FnOnce(&mut Flags)) -> Common {
+        let mut flags = Flags {
             exclude: self.exclude.clone(),
             no_rocm_exclude: self.no_rocm_exclude,
             no_driver_exclude: self.no_driver_exclude,
@@ -268,16 +262,9 @@ impl CommonArgs {
             strict_record: self.strict_record,
             memory: self.memory.clone(),
             ..Flags::default()
-        }
-    }
-
-    /// Resolve the run's settings from these flags (completed by `complete`) and the
-    /// configuration file.
-    fn settings(&self, complete: impl FnOnce(&mut Flags)) -> Result<Settings, String> {
-        let loaded = self.load_config()?;
-        let mut flags = self.flags();
+        };
         complete(&mut flags);
-        Settings::resolve(&flags, &loaded).map_err(|e| e.to_string())
+        Common { flags, config: self.config.clone().flatten(), json: self.json, quiet: self.quiet }
     }
 }
 
@@ -373,181 +360,66 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     wheelfix::log::set_verbose(cli.verbose);
     wheelfix::wheel::output::install_signal_cleanup();
-    let result = match cli.command {
-        Command::Show(args) => run_show(args),
-        Command::Retag(args) => run_retag(args),
-        Command::Repair(args) => run_repair(args),
-        Command::Metapackage(args) => run_metapackage(args),
-        Command::Index(args) => run_index(args),
-        Command::Check(args) => run_check(args),
-        Command::Lddtree(args) => run_lddtree(args),
+    let command = match cli.command {
+        Command::Show(args) => cmd::Command::Show(show_request(args)),
+        Command::Retag(args) => cmd::Command::Retag(retag_request(args)),
+        Command::Repair(args) => cmd::Command::Repair(repair_request(args)),
+        Command::Metapackage(args) => cmd::Command::Metapackage(cmd::release::MetapackageRequest {
+            common: args.common.common(|_| {}),
+            options: MetapackageOptions {
+                name: args.name,
+                rocm_version: args.rocm_version,
+                gpu_target: args.gpu_target,
+                output_dir: args.output_dir,
+            },
+            wheels: args.wheels,
+        }),
+        Command::Index(args) => cmd::Command::Index(cmd::release::IndexRequest {
+            options: IndexOptions {
+                base_url: args.base_url,
+                python: args.python,
+                upload_dir: args.upload_dir,
+                core_metadata: !args.no_core_metadata,
+                ..IndexOptions::new(args.output)
+            },
+            inputs: args.inputs,
+            json: args.json,
+        }),
+        Command::Check(args) => cmd::Command::Check(cmd::release::CheckRequest {
+            common: args.common.common(|f| f.verify = !args.no_verify),
+            dirs: args.dirs,
+            strict: args.strict,
+        }),
+        Command::Lddtree(args) => cmd::Command::Lddtree(cmd::lddtree::LddtreeRequest {
+            file: args.file,
+            member: args.member,
+            ldpaths: args.ldpaths,
+            json: args.json,
+        }),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            let mut command = Cli::command();
             let mut out = Vec::new();
-            clap_complete::generate(shell, &mut command, "wheelfix", &mut out);
-            print_out(&String::from_utf8_lossy(&out));
-            Ok(ExitCode::SUCCESS)
+            clap_complete::generate(shell, &mut Cli::command(), "wheelfix", &mut out);
+            print(&cmd::Output { stdout: String::from_utf8_lossy(&out).into_owned(), ..cmd::Output::default() });
+            return ExitCode::SUCCESS;
         }
     };
-    match result {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("wheelfix: error: {message}");
-            ExitCode::from(2)
-        }
-    }
+    let output = cmd::run(command);
+    print(&output);
+    ExitCode::from(output.code)
 }
 
-/// A byte progress bar on stderr, only when stderr is a terminal.
-struct Bar(indicatif::ProgressBar);
-
-impl Progress for Bar {
-    fn advance(&self, bytes: u64) {
-        self.0.inc(bytes);
-    }
-}
-
-fn progress_bar(wheels: &[PathBuf], quiet: bool) -> Box<dyn Progress> {
-    if quiet || !std::io::stderr().is_terminal() {
-        return Box::new(NoProgress);
-    }
-    let total: u64 = wheels.iter().filter_map(|w| std::fs::metadata(w).ok()).map(|m| m.len()).sum();
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {wide_bar} {eta}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    Box::new(Bar(bar))
-}
-
-fn run_show(args: ShowArgs) -> Result<ExitCode, String> {
-    let settings = args.common.settings(|f| {
+fn show_request(args: ShowArgs) -> cmd::show::ShowRequest {
+    let auditwheel_json = args.json_format == Some(JsonFormat::Auditwheel);
+    let mut common = args.common.common(|f| {
         args.versions.fill(f);
         f.verify = args.verify;
         f.gpu_targets = args.expect_gpu_targets.clone();
         // `show --config` shows what `repair` would use, environment included.
         f.repair = args.wheels.is_empty();
-    })?;
-    if args.wheels.is_empty() {
-        print_out(&config_text(&settings));
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.json_format == Some(JsonFormat::Auditwheel) {
-        return Ok(show_auditwheel(&args, &settings));
-    }
-    let json = args.common.json || args.json_format == Some(JsonFormat::Wheelfix);
-    let marking = settings.marking.is_some();
-    let progress = progress_bar(&args.wheels, args.common.quiet);
-    let batch = wheelfix::show_batch(&args.wheels, &settings, progress.as_ref());
-    drop(progress);
-    let mut reports: Vec<(ShowReport, Option<VersionChange>)> = batch
-        .results
-        .into_iter()
-        .zip(&args.wheels)
-        .map(|(result, path)| match result {
-            Ok((report, change)) => (report, marking.then_some(change)),
-            Err(e) => (ShowReport::failed(&display_name(path), format!("{}: {e}", path.display())), None),
-        })
-        .collect();
-    for (report, _) in &mut reports {
-        report.check_gpu_targets(&settings.gpu_targets.value);
-    }
-    let failed = reports.iter().filter(|(r, _)| r.error.is_some() || !r.missing_gpu_targets.is_empty()).count();
-    if json {
-        let values: Vec<serde_json::Value> = reports
-            .iter()
-            .map(|(report, change)| {
-                let mut value = serde_json::to_value(report).expect("reports serialise");
-                if let (Some(change), Some(object)) = (change, value.as_object_mut()) {
-                    object.insert(
-                        "local_version".into(),
-                        serde_json::to_value(&change.local_version).expect("serialises"),
-                    );
-                    object.insert("pins".into(), serde_json::to_value(&change.pins).expect("serialises"));
-                }
-                value
-            })
-            .collect();
-        print_out(&(serde_json::to_string_pretty(&values).expect("reports serialise") + "\n"));
-    } else {
-        let text: Vec<String> = reports
-            .iter()
-            .map(|(report, change)| {
-                let mut text = report.to_text();
-                if let Some(change) = change {
-                    text.push_str(&version_text(change));
-                }
-                text
-            })
-            .collect();
-        print_out(&text.join("\n"));
-        for (r, _) in reports.iter().filter(|(r, _)| r.error.is_some()) {
-            eprintln!("wheelfix: error: {}", r.error.as_deref().unwrap_or_default());
-        }
-    }
-    for (r, _) in reports.iter().filter(|(r, _)| !r.missing_gpu_targets.is_empty()) {
-        eprintln!(
-            "wheelfix: error: {} has device code for {} but none for {}",
-            r.wheel,
-            r.gpu_targets.join(", "),
-            r.missing_gpu_targets.join(", ")
-        );
-    }
-    print_hazards(&batch.hazards);
-    Ok(finish(failed, reports.len()))
-}
-
-/// `show --json-format auditwheel`: auditwheel's documents; a wheel that fails, or that
-/// auditwheel would refuse (not a platform wheel), gives its error form and exit 1, as there.
-fn show_auditwheel(args: &ShowArgs, settings: &Settings) -> ExitCode {
-    let progress = progress_bar(&args.wheels, args.common.quiet);
-    let documents =
-        wheelfix::show_auditwheel_batch(&args.wheels, settings, args.allow_pure_python_wheel, progress.as_ref());
-    drop(progress);
-    let mut failed = 0;
-    for (path, document) in args.wheels.iter().zip(documents) {
-        let document = document.unwrap_or_else(|e| {
-            wheelfix::report::auditwheel::error(&display_name(path), &format!("{}: {e}", path.display()))
-        });
-        failed += usize::from(document.is_error);
-        print_out(&document.text);
-    }
-    finish(failed, args.wheels.len())
-}
-
-/// `show --config`: every setting, its value and where it came from.
-fn config_text(settings: &Settings) -> String {
-    let file = settings.config_file.as_ref().map(|p| p.display().to_string());
-    let mut out = format!("{:<20} {}\n", "config file", file.unwrap_or_else(|| "(none found)".into()));
-    for (key, value, from) in settings.describe() {
-        out.push_str(&format!("{key:<20} {value:<40} ({from})\n"));
-    }
-    out
-}
-
-/// The version decision and pin rewrites of one wheel, as text lines.
-fn version_text(change: &VersionChange) -> String {
-    let mut out = String::new();
-    if let Some(d) = &change.local_version {
-        match &d.new_version {
-            Some(new) => out.push_str(&format!("  version: {} -> {new} ({})\n", d.version, d.reason)),
-            None => out.push_str(&format!("  version: {} unchanged ({})\n", d.version, d.reason)),
-        }
-    }
-    for pin in &change.pins {
-        match &pin.new_requirement {
-            Some(new) => out.push_str(&format!("  pin: {} -> {new}\n", pin.requirement)),
-            None => out.push_str(&format!("  warning: `{}`: {}\n", pin.requirement, pin.message)),
-        }
-    }
-    out
-}
-
-fn print_hazards(hazards: &[OrderingHazard]) {
-    for h in hazards {
-        eprintln!("wheelfix: warning: {} (ROCm/TheRock#7183)", h.message);
-    }
+    });
+    common.json |= args.json_format == Some(JsonFormat::Wheelfix);
+    cmd::show::ShowRequest { wheels: args.wheels, common, auditwheel_json, allow_pure: args.allow_pure_python_wheel }
 }
 
 /// The flags `retag` and `repair` share: hash every member unless told not to, and always
@@ -561,22 +433,20 @@ fn writing_flags(f: &mut Flags, versions: &VersionArgs, no_verify: bool, plat: &
     f.only_plat = only_plat;
 }
 
-fn run_retag(args: RetagArgs) -> Result<ExitCode, String> {
-    let settings =
-        args.common.settings(|f| writing_flags(f, &args.versions, args.no_verify, &args.plat, args.only_plat))?;
+fn retag_request(args: RetagArgs) -> cmd::write::WriteRequest {
+    let common = args.common.common(|f| writing_flags(f, &args.versions, args.no_verify, &args.plat, args.only_plat));
     let destination = if args.in_place {
         Destination::InPlace
     } else {
         Destination::Directory(args.wheel_dir.clone().unwrap_or_else(|| PathBuf::from("wheelhouse")))
     };
-    let progress = progress_bar(&args.wheels, args.common.quiet);
-    let batch = wheelfix::retag_batch(&args.wheels, &settings, &destination, progress.as_ref());
-    drop(progress);
-    Ok(report_outcomes(&args.wheels, batch, settings.marking.is_some(), args.common.json))
+    cmd::write::WriteRequest { wheels: args.wheels, common, destination }
 }
 
-fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
-    let settings = args.common.settings(|f| {
+fn repair_request(args: RepairArgs) -> cmd::write::WriteRequest {
+    // `--allow-pure-python-wheel` is accepted for auditwheel's sake: pure wheels are copied.
+    let _ = args.allow_pure_python_wheel;
+    let common = args.common.common(|f| {
         writing_flags(f, &args.versions, args.no_verify, &args.plat, args.only_plat);
         f.keep_tags = args.no_update_tags;
         f.lib_sdir = args.lib_sdir.clone();
@@ -584,237 +454,20 @@ fn run_repair(args: RepairArgs) -> Result<ExitCode, String> {
         f.zip_compression_level = args.zip_compression_level;
         f.patcher = args.patcher.clone();
         f.strip = args.strip;
-    })?;
-    let _ = args.allow_pure_python_wheel;
-    let destination = Destination::Directory(args.wheel_dir.clone());
-    let progress = progress_bar(&args.wheels, args.common.quiet);
-    let batch = wheelfix::repair_batch(&args.wheels, &settings, &destination, progress.as_ref());
-    drop(progress);
-    Ok(report_outcomes(&args.wheels, batch, settings.marking.is_some(), args.common.json))
+    });
+    cmd::write::WriteRequest { wheels: args.wheels, common, destination: Destination::Directory(args.wheel_dir) }
 }
 
-fn run_lddtree(args: LddtreeArgs) -> Result<ExitCode, String> {
-    let flags = Flags { ldpaths: args.ldpaths.clone(), ..Flags::default() };
-    let settings = Settings::resolve(&flags, &LoadedConfig::default()).map_err(|e| e.to_string())?;
-    match wheelfix::lddtree(&args.file, args.member.as_deref(), &settings) {
-        Ok(trees) => {
-            if args.json {
-                let value = serde_json::json!({"version": wheelfix::report::JSON_VERSION, "trees": trees});
-                print_out(&(serde_json::to_string_pretty(&value).expect("serialises") + "\n"));
-            } else {
-                print_out(&trees.iter().map(|t| t.to_text()).collect::<Vec<_>>().join("\n"));
-            }
-            let missing = trees.iter().flat_map(|t| t.libs.values()).filter(|l| l.path.is_none()).count();
-            Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
-        }
-        Err(e) => {
-            eprintln!("wheelfix: error: {e}");
-            Ok(ExitCode::from(1))
-        }
-    }
-}
-
-fn run_metapackage(args: MetapackageArgs) -> Result<ExitCode, String> {
-    let settings = args.common.settings(|_| {})?;
-    let options = wheelfix::release::metapackage::MetapackageOptions {
-        name: args.name.clone(),
-        rocm_version: args.rocm_version.clone(),
-        gpu_target: args.gpu_target.clone(),
-        output_dir: args.output_dir.clone(),
-    };
-    options.validate().map_err(|e| e.to_string())?;
-    let progress = progress_bar(&args.wheels, args.common.quiet);
-    let result = wheelfix::metapackage(&args.wheels, &settings, &options, progress.as_ref());
-    drop(progress);
-    match result {
-        Ok(meta) => {
-            if args.common.json {
-                print_out(&(serde_json::to_string_pretty(&with_version(&meta)).expect("serialises") + "\n"));
-            } else {
-                let mut text = format!("wrote {} ({} pins)\n", meta.path, meta.pins.len());
-                for pin in &meta.pins {
-                    text.push_str(&format!("  {pin}\n"));
-                }
-                print_out(&text);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            eprintln!("wheelfix: error: {e}");
-            Ok(ExitCode::from(1))
-        }
-    }
-}
-
-fn run_index(args: IndexArgs) -> Result<ExitCode, String> {
-    let options = wheelfix::release::index::IndexOptions {
-        base_url: args.base_url.clone(),
-        python: args.python.clone(),
-        upload_dir: args.upload_dir.clone(),
-        core_metadata: !args.no_core_metadata,
-        ..wheelfix::release::index::IndexOptions::new(args.output.clone())
-    };
-    match wheelfix::release::index::build(&args.inputs, &options) {
-        Ok(summary) => {
-            if args.json {
-                print_out(&(serde_json::to_string_pretty(&with_version(&summary)).expect("serialises") + "\n"));
-            } else if summary.files.is_empty() {
-                print_out(&format!("nothing written to {}: no file could be indexed\n", summary.output));
-            } else {
-                print_out(&format!(
-                    "wrote {} ({} projects, {} files)\n",
-                    summary.output,
-                    summary.projects,
-                    summary.files.len()
-                ));
-                if let Some(upload) = &summary.upload_dir {
-                    print_out(&format!("files to upload beside the wheels: {upload}\n"));
-                }
-            }
-            for note in &summary.notes {
-                eprintln!("wheelfix: note: {note}");
-            }
-            for skipped in &summary.skipped {
-                eprintln!("wheelfix: error: {}: left out of the index: {}", skipped.file, skipped.reason);
-            }
-            if summary.skipped.is_empty() {
-                Ok(ExitCode::SUCCESS)
-            } else {
-                eprintln!("wheelfix: {} file(s) left out of the index", summary.skipped.len());
-                Ok(ExitCode::from(1))
-            }
-        }
-        Err(e) if e.is_usage() => Err(e.to_string()),
-        Err(e) => {
-            eprintln!("wheelfix: error: {e}");
-            Ok(ExitCode::from(1))
-        }
-    }
-}
-
-fn run_check(args: CheckArgs) -> Result<ExitCode, String> {
-    if let Some(missing) = wheelfix::wheel::inputs::missing(&args.dirs).first() {
-        return Err(format!("no such file or directory: {}", missing.display()));
-    }
-    let settings = args.common.settings(|f| f.verify = !args.no_verify)?;
-    let findings = wheelfix::release::check::check(&args.dirs, &settings.analyze, &settings.policies);
-    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
-    let warnings = findings.len() - errors;
-    if args.common.json {
-        let value = serde_json::json!({
-            "version": wheelfix::report::JSON_VERSION,
-            "errors": errors,
-            "warnings": warnings,
-            "findings": findings,
-        });
-        print_out(&(serde_json::to_string_pretty(&value).expect("serialises") + "\n"));
-    } else {
-        let mut text = String::new();
-        for f in &findings {
-            text.push_str(&format!("{}: {}: {}\n", f.severity.as_str(), f.kind, f.message));
-            for file in &f.files {
-                text.push_str(&format!("  {file}\n"));
-            }
-        }
-        text.push_str(&format!("{errors} error(s), {warnings} warning(s)\n"));
-        print_out(&text);
-    }
-    let failing = if args.strict { errors + warnings } else { errors };
-    Ok(if failing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-/// Print what `retag`/`repair` did, errors on stderr, and the exit code.
-fn report_outcomes(wheels: &[PathBuf], batch: wheelfix::Batch<RetagOutcome>, marking: bool, json: bool) -> ExitCode {
-    let results: Vec<(&PathBuf, Result<RetagOutcome, String>)> = wheels
-        .iter()
-        .zip(batch.results)
-        .map(|(path, r)| (path, r.map_err(|e| format!("{}: {e}", path.display()))))
-        .collect();
-    let failed = results.iter().filter(|(_, r)| r.is_err()).count();
-    if json {
-        let values: Vec<serde_json::Value> = results
-            .iter()
-            .map(|(path, r)| match r {
-                Ok(outcome) => {
-                    let mut value = serde_json::to_value(outcome).expect("serialises");
-                    if let Some(object) = value.as_object_mut() {
-                        object.insert("version".into(), wheelfix::report::JSON_VERSION.into());
-                        object.insert("platform_tag".into(), outcome.platform_tag.clone().into());
-                        object.insert("symbol_tag".into(), outcome.symbol_tag.clone().into());
-                        if !marking {
-                            object.remove("local_version");
-                            object.remove("pins");
-                        }
-                    }
-                    value
-                }
-                Err(e) => serde_json::json!({"version": wheelfix::report::JSON_VERSION, "wheel": display_name(path), "error": e}),
-            })
-            .collect();
-        print_out(&(serde_json::to_string_pretty(&values).expect("serialises") + "\n"));
-    } else {
-        let mut text = String::new();
-        for (_, r) in &results {
-            if let Ok(outcome) = r {
-                match &outcome.output {
-                    Some(out) if outcome.changed => text.push_str(&format!("{} -> {out}\n", outcome.wheel)),
-                    Some(out) => text.push_str(&format!("{} -> {out} (already true)\n", outcome.wheel)),
-                    None => text.push_str(&format!("{}: tags already true, left as it is\n", outcome.wheel)),
-                }
-                for graft in &outcome.grafts {
-                    text.push_str(&format!("  vendored {} from {} as {}\n", graft.soname, graft.source, graft.member));
-                }
-                if marking {
-                    text.push_str(&version_text(&outcome.version_change));
-                }
-            }
-        }
-        print_out(&text);
-    }
-    for (_, r) in &results {
-        match r {
-            Ok(outcome) if !outcome.record_corrected.is_empty() => eprintln!(
-                "wheelfix: note: {}: its RECORD disagreed with the archive ({}); the output's RECORD lists every file with its sha256 and size",
-                outcome.wheel,
-                outcome.record_corrected.summarize()
-            ),
-            Ok(_) => {}
-            Err(e) => eprintln!("wheelfix: error: {e}"),
-        }
-    }
-    print_hazards(&batch.hazards);
-    finish(failed, results.len())
-}
-
-/// A JSON object with the document format's `version` first.
-fn with_version(value: &impl serde::Serialize) -> serde_json::Value {
-    let mut object = serde_json::Map::new();
-    object.insert("version".into(), wheelfix::report::JSON_VERSION.into());
-    if let serde_json::Value::Object(fields) = serde_json::to_value(value).expect("serialises") {
-        object.extend(fields);
-    }
-    serde_json::Value::Object(object)
-}
-
-fn display_name(path: &std::path::Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
-}
-
-/// Print to stdout; a closed pipe (`| head`) is not an error.
-fn print_out(text: &str) {
+/// Print a command's output: stdout (a closed pipe, as with `| head`, is not an error), then
+/// its stderr lines.
+fn print(output: &cmd::Output) {
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush())
+    if let Err(e) = stdout.write_all(output.stdout.as_bytes()).and_then(|_| stdout.flush())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         eprintln!("wheelfix: error: cannot write output: {e}");
     }
-}
-
-fn finish(failed: usize, total: usize) -> ExitCode {
-    if failed > 0 {
-        eprintln!("wheelfix: {failed} of {total} wheel(s) failed");
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    for line in &output.stderr {
+        eprintln!("{line}");
     }
 }

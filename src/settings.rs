@@ -13,7 +13,7 @@ use crate::analysis::linkage::LibrarySearch;
 use crate::analysis::{AnalyzeOptions, budget};
 use crate::config::LoadedConfig;
 use crate::exclude::ExcludeList;
-use crate::plan::tags::TagRequest;
+use crate::plan::tags::{Plat, TagRequest};
 use crate::policy::Policies;
 use crate::version::{LocalLabel, MarkOptions, Marking};
 
@@ -121,7 +121,12 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     pub exclude: Setting<Vec<String>>,
     pub rocm_exclusion: Setting<bool>,
-    pub plat: Setting<Option<String>>,
+    /// `--plat`: `auto` or a tag.
+    pub plat: Setting<Option<Plat>>,
+    /// `--only-plat`.
+    pub only_plat: bool,
+    /// `repair --no-update-tags`.
+    pub keep_tags: bool,
     pub rocm_version: Setting<Option<String>>,
     pub local_version: Setting<Option<String>>,
     pub lib_sdir: Setting<String>,
@@ -143,7 +148,6 @@ pub struct Settings {
     pub with_wheels: Setting<Vec<PathBuf>>,
     pub driver_exclusion: Setting<bool>,
     pub disable_isa_check: bool,
-    pub tags: TagRequest,
     pub marking: Option<Marking>,
     /// The policies: auditwheel's, or `--policy-file`'s.
     pub policies: Policies,
@@ -202,6 +206,171 @@ pub const ENV_ZIP_COMPRESSION_LEVEL: &str = "AUDITWHEEL_ZIP_COMPRESSION_LEVEL";
 pub const ENV_LD_LIBRARY_PATH: &str = "AUDITWHEEL_LD_LIBRARY_PATH";
 pub const ENV_PATCHER: &str = "AUDITWHEEL_PATCHER";
 
+/// Where a run's settings come from, strongest first: the command line, the environment, the
+/// configuration file; each setting's own rule below.
+struct Sources<'a> {
+    flags: &'a Flags,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    loaded: &'a LoadedConfig,
+}
+
+impl Sources<'_> {
+    /// The configuration file, as an origin.
+    fn file(&self) -> Origin {
+        self.loaded.path.clone().map(Origin::ConfigFile).unwrap_or(Origin::Default)
+    }
+
+    fn pick_list(&self, cli: &[String], file_value: &Option<Vec<String>>) -> Setting<Vec<String>> {
+        if !cli.is_empty() {
+            Setting { value: cli.to_vec(), origin: Origin::CommandLine }
+        } else if let Some(v) = file_value {
+            Setting { value: v.clone(), origin: self.file() }
+        } else {
+            Setting { value: Vec::new(), origin: Origin::Default }
+        }
+    }
+
+    fn pick(&self, cli: &Option<String>, file_value: &Option<String>) -> Setting<Option<String>> {
+        match (cli, file_value) {
+            (Some(v), _) => Setting { value: Some(v.clone()), origin: Origin::CommandLine },
+            (None, Some(v)) => Setting { value: Some(v.clone()), origin: self.file() },
+            (None, None) => Setting { value: None, origin: Origin::Default },
+        }
+    }
+
+    /// On unless a `--no-…` flag turns it off.
+    fn unless(off: bool) -> Setting<bool> {
+        Setting { value: !off, origin: if off { Origin::CommandLine } else { Origin::Default } }
+    }
+
+    /// `--rocm-version` and `--local-version`: from the command line or from the file, never
+    /// half of each.
+    fn labels(&self) -> (Setting<Option<String>>, Setting<Option<String>>) {
+        let (flags, config) = (self.flags, &self.loaded.config);
+        if flags.rocm_version.is_some() || flags.local_version.is_some() {
+            (self.pick(&flags.rocm_version, &None), self.pick(&flags.local_version, &None))
+        } else {
+            (self.pick(&None, &config.rocm_version), self.pick(&None, &config.local_version))
+        }
+    }
+
+    /// `-L`, checked to name a directory inside the wheel.
+    fn lib_sdir(&self) -> Result<Setting<String>, SettingsError> {
+        let lib_sdir = match self.pick(&self.flags.lib_sdir, &self.loaded.config.lib_sdir) {
+            Setting { value: Some(v), origin } => Setting { value: v, origin },
+            Setting { value: None, origin } => Setting { value: ".libs".into(), origin },
+        };
+        if !is_lib_sdir(&lib_sdir.value) {
+            return Err(SettingsError::LibSdir { origin: lib_sdir.origin, value: lib_sdir.value });
+        }
+        Ok(lib_sdir)
+    }
+
+    fn strict_record(&self) -> Setting<bool> {
+        if self.flags.strict_record {
+            return Setting { value: true, origin: Origin::CommandLine };
+        }
+        match self.loaded.config.strict_record {
+            Some(v) => Setting { value: v, origin: self.file() },
+            None => Setting { value: false, origin: Origin::Default },
+        }
+    }
+
+    /// `--plat` (`AUDITWHEEL_PLAT` only for `repair`, as in auditwheel): `auto`, or a tag the
+    /// policies know.
+    fn plat(&self, policies: &Policies) -> Result<Setting<Option<Plat>>, SettingsError> {
+        let text = match (&self.flags.plat, (self.env)(ENV_PLAT)) {
+            (None, Some(v)) if self.flags.repair => Setting { value: Some(v), origin: Origin::Environment(ENV_PLAT) },
+            _ => self.pick(&self.flags.plat, &self.loaded.config.plat),
+        };
+        if let Some(value) = &text.value
+            && value != "auto"
+            && !policies.knows_tag(value)
+        {
+            return Err(SettingsError::Plat { origin: text.origin, value: value.clone() });
+        }
+        Ok(Setting { value: text.value.as_deref().map(Plat::parse), origin: text.origin })
+    }
+
+    fn zip_compression_level(&self) -> Result<Setting<u32>, SettingsError> {
+        match (self.flags.zip_compression_level, (self.env)(ENV_ZIP_COMPRESSION_LEVEL)) {
+            (Some(level), _) => Ok(Setting { value: level, origin: Origin::CommandLine }),
+            (None, Some(text)) => {
+                let origin = Origin::Environment(ENV_ZIP_COMPRESSION_LEVEL);
+                match text.trim().parse::<u32>() {
+                    Ok(level) if level <= 9 => Ok(Setting { value: level, origin }),
+                    _ => Err(SettingsError::CompressionLevel { origin, value: text }),
+                }
+            }
+            (None, None) => match self.loaded.config.zip_compression_level {
+                Some(level) if level <= 9 => Ok(Setting { value: level, origin: self.file() }),
+                Some(level) => Err(SettingsError::CompressionLevel { origin: self.file(), value: level.to_string() }),
+                None => Ok(Setting { value: 6, origin: Origin::Default }),
+            },
+        }
+    }
+
+    fn patcher(&self) -> Result<Setting<PatcherChoice>, SettingsError> {
+        let (value, origin) = match (&self.flags.patcher, (self.env)(ENV_PATCHER)) {
+            (Some(p), _) => (p.clone(), Origin::CommandLine),
+            (None, Some(p)) => (p, Origin::Environment(ENV_PATCHER)),
+            (None, None) => ("patchelf".into(), Origin::Default),
+        };
+        match PatcherChoice::parse(&value) {
+            Some(choice) => Ok(Setting { value: choice, origin }),
+            None => Err(SettingsError::Patcher { origin, value }),
+        }
+    }
+
+    /// `--memory`; the writing commands' default is the larger one.
+    fn memory(&self) -> Result<Setting<u64>, SettingsError> {
+        match self.pick(&self.flags.memory, &self.loaded.config.memory) {
+            Setting { value: Some(text), origin } => {
+                let bytes = budget::parse_size(&text).ok_or(SettingsError::Memory(text.clone()))?;
+                Ok(Setting { value: bytes, origin })
+            }
+            Setting { value: None, origin } => {
+                let bytes = if self.flags.writes { budget::DEFAULT_WRITE } else { budget::DEFAULT_SHOW };
+                Ok(Setting { value: bytes, origin })
+            }
+        }
+    }
+
+    /// The version marking, when a label is given; the marking flags need one.
+    fn marking(
+        &self,
+        rocm_version: &Setting<Option<String>>,
+        local_version: &Setting<Option<String>>,
+        no_mark: &Setting<Vec<String>>,
+    ) -> Result<Option<Marking>, SettingsError> {
+        let flags = self.flags;
+        let label = match (&rocm_version.value, &local_version.value) {
+            (Some(v), _) => LocalLabel::rocm(v)?,
+            (None, Some(l)) => LocalLabel::new(l)?,
+            (None, None) if flags.mark_pure || !flags.no_mark.is_empty() || flags.index_dir.is_some() => {
+                return Err(SettingsError::MarkingWithoutLabel);
+            }
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(Marking {
+            options: MarkOptions { label, mark_pure: flags.mark_pure, no_mark: no_mark.value.clone() },
+            index_dir: flags.index_dir.clone(),
+        }))
+    }
+
+    /// `--with-wheels`; the file's paths are relative to its directory.
+    fn with_wheels(&self) -> Setting<Vec<PathBuf>> {
+        if !self.flags.with_wheels.is_empty() {
+            Setting { value: self.flags.with_wheels.clone(), origin: Origin::CommandLine }
+        } else if let Some(list) = &self.loaded.config.with_wheels {
+            let base = self.loaded.path.as_deref().and_then(|p| p.parent()).map(PathBuf::from).unwrap_or_default();
+            Setting { value: list.iter().map(|p| base.join(p)).collect(), origin: self.file() }
+        } else {
+            Setting { value: Vec::new(), origin: Origin::Default }
+        }
+    }
+}
+
 impl Settings {
     /// Resolve from the flags, the process environment and the configuration file.
     pub fn resolve(flags: &Flags, loaded: &LoadedConfig) -> Result<Settings, SettingsError> {
@@ -215,131 +384,25 @@ impl Settings {
         env: &dyn Fn(&str) -> Option<String>,
         loaded: &LoadedConfig,
     ) -> Result<Settings, SettingsError> {
+        let from = Sources { flags, env, loaded };
         let config = &loaded.config;
-        let file = || loaded.path.clone().map(Origin::ConfigFile).unwrap_or(Origin::Default);
-        let pick_list = |cli: &[String], file_value: &Option<Vec<String>>| -> Setting<Vec<String>> {
-            if !cli.is_empty() {
-                Setting { value: cli.to_vec(), origin: Origin::CommandLine }
-            } else if let Some(v) = file_value {
-                Setting { value: v.clone(), origin: file() }
-            } else {
-                Setting { value: Vec::new(), origin: Origin::Default }
-            }
-        };
-        let pick = |cli: &Option<String>, file_value: &Option<String>| -> Setting<Option<String>> {
-            match (cli, file_value) {
-                (Some(v), _) => Setting { value: Some(v.clone()), origin: Origin::CommandLine },
-                (None, Some(v)) => Setting { value: Some(v.clone()), origin: file() },
-                (None, None) => Setting { value: None, origin: Origin::Default },
-            }
-        };
-        let exclude = pick_list(&flags.exclude, &config.exclude);
-        let rocm_exclusion = Setting {
-            value: !flags.no_rocm_exclude,
-            origin: if flags.no_rocm_exclude { Origin::CommandLine } else { Origin::Default },
-        };
-        // The version label comes from the command line or from the file, never half of each.
-        let label_on_command_line = flags.rocm_version.is_some() || flags.local_version.is_some();
-        let (rocm_version, local_version) = if label_on_command_line {
-            (pick(&flags.rocm_version, &None), pick(&flags.local_version, &None))
-        } else {
-            (pick(&None, &config.rocm_version), pick(&None, &config.local_version))
-        };
-        let no_mark = pick_list(&flags.no_mark, &config.no_mark);
-        let lib_sdir = match pick(&flags.lib_sdir, &config.lib_sdir) {
-            Setting { value: Some(v), origin } => Setting { value: v, origin },
-            Setting { value: None, origin } => Setting { value: ".libs".into(), origin },
-        };
-        if !is_lib_sdir(&lib_sdir.value) {
-            return Err(SettingsError::LibSdir { origin: lib_sdir.origin.clone(), value: lib_sdir.value.clone() });
-        }
-        let strict_record = if flags.strict_record {
-            Setting { value: true, origin: Origin::CommandLine }
-        } else {
-            match config.strict_record {
-                Some(v) => Setting { value: v, origin: file() },
-                None => Setting { value: false, origin: Origin::Default },
-            }
-        };
-        let plat = match (&flags.plat, env(ENV_PLAT)) {
-            (None, Some(v)) if flags.repair => Setting { value: Some(v), origin: Origin::Environment(ENV_PLAT) },
-            _ => pick(&flags.plat, &config.plat),
-        };
-        let zip_compression_level = match (flags.zip_compression_level, env(ENV_ZIP_COMPRESSION_LEVEL)) {
-            (Some(level), _) => Setting { value: level, origin: Origin::CommandLine },
-            (None, Some(text)) => {
-                let origin = Origin::Environment(ENV_ZIP_COMPRESSION_LEVEL);
-                match text.trim().parse::<u32>() {
-                    Ok(level) if level <= 9 => Setting { value: level, origin },
-                    _ => return Err(SettingsError::CompressionLevel { origin, value: text }),
-                }
-            }
-            (None, None) => match config.zip_compression_level {
-                Some(level) if level <= 9 => Setting { value: level, origin: file() },
-                Some(level) => {
-                    return Err(SettingsError::CompressionLevel { origin: file(), value: level.to_string() });
-                }
-                None => Setting { value: 6, origin: Origin::Default },
-            },
-        };
-        let patcher = match (&flags.patcher, env(ENV_PATCHER)) {
-            (Some(p), _) => Setting { value: p.clone(), origin: Origin::CommandLine },
-            (None, Some(p)) => Setting { value: p, origin: Origin::Environment(ENV_PATCHER) },
-            (None, None) => Setting { value: "patchelf".into(), origin: Origin::Default },
-        };
-        let patcher = match PatcherChoice::parse(&patcher.value) {
-            Some(choice) => Setting { value: choice, origin: patcher.origin },
-            None => return Err(SettingsError::Patcher { origin: patcher.origin, value: patcher.value }),
-        };
+        let exclude = from.pick_list(&flags.exclude, &config.exclude);
+        let rocm_exclusion = Sources::unless(flags.no_rocm_exclude);
+        let driver_exclusion = Sources::unless(flags.no_driver_exclude);
+        let (rocm_version, local_version) = from.labels();
+        let no_mark = from.pick_list(&flags.no_mark, &config.no_mark);
+        // In this order, so that of several wrong settings the same one is named first.
+        let lib_sdir = from.lib_sdir()?;
+        let zip_compression_level = from.zip_compression_level()?;
+        let patcher = from.patcher()?;
         let extra_library_path = match env(ENV_LD_LIBRARY_PATH) {
             Some(v) => Setting { value: Some(v), origin: Origin::Environment(ENV_LD_LIBRARY_PATH) },
             None => Setting { value: None, origin: Origin::Default },
         };
-        let memory = match pick(&flags.memory, &config.memory) {
-            Setting { value: Some(text), origin } => {
-                let bytes = budget::parse_size(&text).ok_or(SettingsError::Memory(text.clone()))?;
-                Setting { value: bytes, origin }
-            }
-            Setting { value: None, origin } => {
-                Setting { value: if flags.writes { budget::DEFAULT_WRITE } else { budget::DEFAULT_SHOW }, origin }
-            }
-        };
-
-        let label = match (&rocm_version.value, &local_version.value) {
-            (Some(v), _) => Some(LocalLabel::rocm(v)?),
-            (None, Some(l)) => Some(LocalLabel::new(l)?),
-            (None, None) => {
-                if flags.mark_pure || !flags.no_mark.is_empty() || flags.index_dir.is_some() {
-                    return Err(SettingsError::MarkingWithoutLabel);
-                }
-                None
-            }
-        };
-        let marking = label.map(|label| Marking {
-            options: MarkOptions { label, mark_pure: flags.mark_pure, no_mark: no_mark.value.clone() },
-            index_dir: flags.index_dir.clone(),
-        });
-
-        let with_wheels = if !flags.with_wheels.is_empty() {
-            Setting { value: flags.with_wheels.clone(), origin: Origin::CommandLine }
-        } else if let Some(list) = &config.with_wheels {
-            // Relative to the configuration file's directory.
-            let base = loaded.path.as_deref().and_then(|p| p.parent()).map(PathBuf::from).unwrap_or_default();
-            Setting { value: list.iter().map(|p| base.join(p)).collect(), origin: file() }
-        } else {
-            Setting { value: Vec::new(), origin: Origin::Default }
-        };
-        let driver_exclusion = Setting {
-            value: !flags.no_driver_exclude,
-            origin: if flags.no_driver_exclude { Origin::CommandLine } else { Origin::Default },
-        };
+        let memory = from.memory()?;
+        let marking = from.marking(&rocm_version, &local_version, &no_mark)?;
         let policies = Policies::with_files(&flags.policy_files)?;
-        if let Some(value) = &plat.value
-            && value != "auto"
-            && !policies.knows_tag(value)
-        {
-            return Err(SettingsError::Plat { origin: plat.origin.clone(), value: value.clone() });
-        }
+        let plat = from.plat(&policies)?;
         let exclusion = ExcludeList::new(rocm_exclusion.value, &exclude.value)?.with_drivers(driver_exclusion.value);
         let mut search = LibrarySearch::from_environment(flags.ldpaths.as_deref());
         if let Some(extra) = &extra_library_path.value {
@@ -353,31 +416,36 @@ impl Settings {
             config_file: loaded.path.clone(),
             exclude,
             rocm_exclusion,
-            // `--only-plat` without `--plat` asks for `auto`, as in auditwheel.
-            tags: TagRequest {
-                plat: plat.value.clone().or_else(|| flags.only_plat.then(|| "auto".to_string())),
-                only_plat: flags.only_plat,
-                keep_tags: flags.keep_tags,
-            },
             plat,
+            only_plat: flags.only_plat,
+            keep_tags: flags.keep_tags,
             rocm_version,
             local_version,
             lib_sdir,
-            gpu_targets: pick_list(&flags.gpu_targets, &config.gpu_targets),
+            gpu_targets: from.pick_list(&flags.gpu_targets, &config.gpu_targets),
             no_mark,
-            strict_record,
+            strict_record: from.strict_record(),
             memory,
             zip_compression_level,
             extra_library_path,
             patcher,
             strip: flags.strip,
-            with_wheels,
+            with_wheels: from.with_wheels(),
             driver_exclusion,
             disable_isa_check: flags.disable_isa_ext_check,
             marking,
             policies,
             analyze,
         })
+    }
+
+    /// The tag the run asks for (`--plat`, `--only-plat`, `--no-update-tags`).
+    pub fn tag_request(&self) -> TagRequest {
+        TagRequest {
+            plat: self.plat.value.as_ref().and_then(Plat::tag).cloned(),
+            only_plat: self.only_plat,
+            keep_tags: self.keep_tags,
+        }
     }
 
     /// Default settings around ready analysis options (for library users and benchmarks).
@@ -388,6 +456,8 @@ impl Settings {
             exclude: default(Vec::new()),
             rocm_exclusion: Setting { value: true, origin: Origin::Default },
             plat: Setting { value: None, origin: Origin::Default },
+            only_plat: false,
+            keep_tags: false,
             rocm_version: Setting { value: None, origin: Origin::Default },
             local_version: Setting { value: None, origin: Origin::Default },
             lib_sdir: Setting { value: ".libs".into(), origin: Origin::Default },
@@ -402,7 +472,6 @@ impl Settings {
             with_wheels: Setting { value: Vec::new(), origin: Origin::Default },
             driver_exclusion: Setting { value: true, origin: Origin::Default },
             disable_isa_check: false,
-            tags: TagRequest::default(),
             marking: None,
             policies: Policies::embedded(),
             analyze,
@@ -418,13 +487,23 @@ impl Settings {
         }
     }
 
+    /// `show --config`: the configuration file, every setting, its value and where it came from.
+    pub fn describe_text(&self) -> String {
+        let file = self.config_file.as_ref().map(|p| p.display().to_string());
+        let mut out = format!("{:<20} {}\n", "config file", file.unwrap_or_else(|| "(none found)".into()));
+        for (key, value, from) in self.describe() {
+            out.push_str(&format!("{key:<20} {value:<40} ({from})\n"));
+        }
+        out
+    }
+
     /// Every setting as `(key, value, where it came from)`, for `show --config`.
     pub fn describe(&self) -> Vec<(&'static str, String, String)> {
         let list = |v: &[String]| format!("[{}]", v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "));
         let text = |v: &Option<String>| v.as_ref().map(|v| format!("{v:?}")).unwrap_or_else(|| "(none)".into());
         vec![
             ("exclude", list(&self.exclude.value), self.exclude.origin.to_string()),
-            ("plat", text(&self.plat.value), self.plat.origin.to_string()),
+            ("plat", text(&self.plat.value.as_ref().map(Plat::to_string)), self.plat.origin.to_string()),
             ("rocm-version", text(&self.rocm_version.value), self.rocm_version.origin.to_string()),
             ("local-version", text(&self.local_version.value), self.local_version.origin.to_string()),
             ("lib-sdir", format!("{:?}", self.lib_sdir.value), self.lib_sdir.origin.to_string()),
@@ -455,5 +534,117 @@ impl Settings {
                 self.with_wheels.origin.to_string(),
             ),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::wheel::platform_tag::PlatformTag;
+
+    fn file(config: Config) -> LoadedConfig {
+        LoadedConfig { path: Some(PathBuf::from("/project/pyproject.toml")), config }
+    }
+
+    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn the_command_line_wins_over_the_environment_which_wins_over_the_file() {
+        let config = Config {
+            plat: Some("manylinux_2_17_x86_64".into()),
+            zip_compression_level: Some(3),
+            lib_sdir: Some(".vendored".into()),
+            memory: Some("1G".into()),
+            ..Config::default()
+        };
+        let env =
+            env_of(&[(ENV_PLAT, "manylinux_2_28_x86_64"), (ENV_ZIP_COMPRESSION_LEVEL, "9"), (ENV_PATCHER, "none")]);
+        // repair: AUDITWHEEL_PLAT and the compression level from the environment.
+        let repair = Flags { repair: true, ..Flags::default() };
+        let s = Settings::resolve_with(&repair, &env, &file(config.clone())).unwrap();
+        assert_eq!(s.plat.value, Some(Plat::parse("manylinux_2_28_x86_64")));
+        assert_eq!(s.plat.origin, Origin::Environment(ENV_PLAT));
+        assert_eq!((s.zip_compression_level.value, s.patcher.value), (9, PatcherChoice::None));
+        assert_eq!(s.lib_sdir.value, ".vendored");
+        assert_eq!(s.lib_sdir.origin, Origin::ConfigFile(PathBuf::from("/project/pyproject.toml")));
+        assert_eq!(s.memory.value, 1 << 30);
+        // The command line over both.
+        let flags = Flags {
+            repair: true,
+            plat: Some("auto".into()),
+            zip_compression_level: Some(1),
+            lib_sdir: Some(".libs".into()),
+            patcher: Some("patchelf".into()),
+            ..Flags::default()
+        };
+        let s = Settings::resolve_with(&flags, &env, &file(config.clone())).unwrap();
+        assert_eq!((s.plat.value, s.plat.origin), (Some(Plat::Auto), Origin::CommandLine));
+        assert_eq!((s.zip_compression_level.value, s.patcher.value), (1, PatcherChoice::Patchelf));
+        assert_eq!(s.lib_sdir.value, ".libs");
+        // AUDITWHEEL_PLAT is repair's only, as in auditwheel: retag reads the file.
+        let s = Settings::resolve_with(&Flags::default(), &env, &file(config)).unwrap();
+        assert_eq!(s.plat.value, Some(Plat::parse("manylinux_2_17_x86_64")));
+        assert_eq!(s.tag_request().plat, Some(PlatformTag::parse("manylinux_2_17_x86_64")));
+    }
+
+    #[test]
+    fn labels_come_whole_from_one_place_and_marking_flags_need_one() {
+        let config = Config { rocm_version: Some("6.4.1".into()), ..Config::default() };
+        let none = env_of(&[]);
+        let s = Settings::resolve_with(&Flags::default(), &none, &file(config.clone())).unwrap();
+        assert_eq!(s.rocm_version.value.as_deref(), Some("6.4.1"));
+        assert_eq!(s.marking.unwrap().options.label.label, "rocm6.4.1");
+        // `--local-version` on the command line drops the file's ROCm version.
+        let flags = Flags { local_version: Some("cu128".into()), ..Flags::default() };
+        let s = Settings::resolve_with(&flags, &none, &file(config)).unwrap();
+        assert_eq!((s.rocm_version.value, s.local_version.value.as_deref()), (None, Some("cu128")));
+        let flags = Flags { mark_pure: true, ..Flags::default() };
+        let err = Settings::resolve_with(&flags, &none, &LoadedConfig::default()).unwrap_err();
+        assert!(matches!(err, SettingsError::MarkingWithoutLabel), "{err}");
+    }
+
+    #[test]
+    fn wrong_values_name_where_they_came_from() {
+        let env = env_of(&[(ENV_ZIP_COMPRESSION_LEVEL, "11"), (ENV_PATCHER, "lief")]);
+        let err = Settings::resolve_with(&Flags::default(), &env, &LoadedConfig::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment AUDITWHEEL_ZIP_COMPRESSION_LEVEL: `11` is not a compression level (0-9)"
+        );
+        let env = env_of(&[(ENV_PATCHER, "lief")]);
+        let err = Settings::resolve_with(&Flags::default(), &env, &LoadedConfig::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "environment AUDITWHEEL_PATCHER: `lief` is not a patcher (patchelf, lief-patchelf or none)"
+        );
+        let config = Config {
+            lib_sdir: Some("/../../tmp".into()),
+            plat: Some("manylinux_9_9_x86_64".into()),
+            ..Config::default()
+        };
+        let err = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config.clone())).unwrap_err();
+        assert!(
+            err.to_string().starts_with("/project/pyproject.toml: lib-sdir `/../../tmp` would leave the wheel"),
+            "{err}"
+        );
+        let config = Config { lib_sdir: None, ..config };
+        let err = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap_err();
+        assert!(
+            err.to_string().starts_with("/project/pyproject.toml: `manylinux_9_9_x86_64` is not a platform tag"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn with_wheels_from_the_file_are_relative_to_it() {
+        let config = Config { with_wheels: Some(vec!["deps".into()]), ..Config::default() };
+        let s = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap();
+        assert_eq!(s.with_wheels.value, [PathBuf::from("/project/deps")]);
+        let flags = Flags { with_wheels: vec![PathBuf::from("here")], ..Flags::default() };
+        let s = Settings::resolve_with(&flags, &env_of(&[]), &LoadedConfig::default()).unwrap();
+        assert_eq!((s.with_wheels.value, s.with_wheels.origin), (vec![PathBuf::from("here")], Origin::CommandLine));
     }
 }

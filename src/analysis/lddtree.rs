@@ -172,7 +172,7 @@ fn build(root: Object, facts: &ElfFacts, file: String, search: &LibrarySearch, w
             };
             let base = soname.rsplit('/').next().unwrap_or(soname);
             let (display, found_in) = match &dir {
-                Dir::Wheel(d) => (format!("wheel:{}", join(d, base)), format!("wheel:{d}")),
+                Dir::Wheel(d) => (format!("wheel:{}", crate::wheel::join_path(d, base)), format!("wheel:{d}")),
                 Dir::Disk(d) => (d.join(base).display().to_string(), d.display().to_string()),
             };
             let library = Library {
@@ -191,10 +191,6 @@ fn build(root: Object, facts: &ElfFacts, file: String, search: &LibrarySearch, w
     tree
 }
 
-fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
-}
-
 /// The facts of `soname` in `dir` and its directory as an origin, if it is there and fits.
 fn locate<'w>(
     soname: &str,
@@ -204,7 +200,7 @@ fn locate<'w>(
 ) -> Option<(std::borrow::Cow<'w, ElfFacts>, Dir)> {
     match dir {
         Dir::Wheel(d) => {
-            let facts: &'w ElfFacts = wheel?.by_install_path.get(&join(d, soname))?;
+            let facts: &'w ElfFacts = wheel?.by_install_path.get(&crate::wheel::join_path(d, soname))?;
             (facts.ident() == *want).then(|| (std::borrow::Cow::Borrowed(facts), Dir::Wheel(d.clone())))
         }
         Dir::Disk(d) => {
@@ -219,61 +215,26 @@ fn locate<'w>(
     }
 }
 
-/// The loader's directories for a DT_NEEDED entry of `objects[index]`, each with its reason.
+/// The loader's directories for a DT_NEEDED entry of `objects[index]`, each with its reason
+/// ([`super::linkage::search_order`]).
 fn directories(objects: &[Object], index: usize, loaders: &[usize], search: &LibrarySearch) -> Vec<(Dir, String)> {
+    use super::linkage::{SearchPaths, Searched, search_order};
+    // The nearest loader first.
+    let chain: Vec<usize> = loaders.iter().rev().copied().collect();
+    let chain_paths: Vec<SearchPaths<'_, Dir>> =
+        chain.iter().map(|&l| SearchPaths::of(&objects[l].rpath, &objects[l].runpath)).collect();
     let object = &objects[index];
-    let mut dirs = Vec::new();
-    if object.runpath.is_empty() {
-        dirs.extend(object.rpath.iter().map(|d| (d.clone(), format!("RPATH of {}", object.display))));
-        for &l in loaders.iter().rev() {
-            let loader = &objects[l];
-            if loader.runpath.is_empty() {
-                dirs.extend(loader.rpath.iter().map(|d| (d.clone(), format!("RPATH of {}", loader.display))));
+    search_order(SearchPaths::of(&object.rpath, &object.runpath), &chain_paths, Some(search))
+        .into_iter()
+        .map(|step| match step {
+            Searched::Rpath { loader: None, dir } => (dir.clone(), format!("RPATH of {}", object.display)),
+            Searched::Rpath { loader: Some(i), dir } => {
+                (dir.clone(), format!("RPATH of {}", objects[chain[i]].display))
             }
-        }
-    }
-    dirs.extend(search.extra_dirs.iter().map(|d| (Dir::Disk(d.clone()), "AUDITWHEEL_LD_LIBRARY_PATH".to_string())));
-    dirs.extend(search.env_dirs.iter().map(|d| (Dir::Disk(d.clone()), "LD_LIBRARY_PATH".to_string())));
-    dirs.extend(object.runpath.iter().map(|d| (d.clone(), format!("RUNPATH of {}", object.display))));
-    dirs.extend(search.system_dirs.iter().map(|d| (Dir::Disk(d.clone()), "system".to_string())));
-    dirs
-}
-
-impl Tree {
-    /// The tree as indented text: each library under the first object that needed it.
-    pub fn to_text(&self) -> String {
-        let mut out = self.file.clone();
-        if let Some(interp) = &self.interpreter {
-            out.push_str(&format!(" (interpreter {interp})"));
-        }
-        out.push('\n');
-        let mut shown = std::collections::HashSet::new();
-        self.write_children(&self.needed, 1, &mut shown, &mut out);
-        out
-    }
-
-    fn write_children(
-        &self,
-        needed: &[String],
-        depth: usize,
-        shown: &mut std::collections::HashSet<String>,
-        out: &mut String,
-    ) {
-        for soname in needed {
-            let indent = "    ".repeat(depth);
-            let Some(lib) = self.libs.get(soname) else {
-                out.push_str(&format!("{indent}{soname} (the loader)\n"));
-                continue;
-            };
-            if !shown.insert(soname.clone()) {
-                out.push_str(&format!("{indent}{soname} (already loaded)\n"));
-                continue;
-            }
-            match (&lib.path, &lib.source) {
-                (Some(path), Some(source)) => out.push_str(&format!("{indent}{soname} => {path} ({source})\n")),
-                _ => out.push_str(&format!("{indent}{soname} => not found\n")),
-            }
-            self.write_children(&lib.needed, depth + 1, shown, out);
-        }
-    }
+            Searched::Extra(d) => (Dir::Disk(d.to_path_buf()), "AUDITWHEEL_LD_LIBRARY_PATH".to_string()),
+            Searched::Env(d) => (Dir::Disk(d.to_path_buf()), "LD_LIBRARY_PATH".to_string()),
+            Searched::Runpath(dir) => (dir.clone(), format!("RUNPATH of {}", object.display)),
+            Searched::System(d) => (Dir::Disk(d.to_path_buf()), "system".to_string()),
+        })
+        .collect()
 }

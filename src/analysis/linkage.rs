@@ -20,6 +20,7 @@ use crate::elf::ElfFacts;
 use crate::elf::header::ElfIdent;
 use crate::platform::Libc;
 use crate::wheel::Wheel;
+use crate::wheel::name::PackageName;
 
 /// Where to look for libraries outside the wheel.
 #[derive(Debug, Clone, Default)]
@@ -64,21 +65,13 @@ impl LibrarySearch {
     }
 
     /// The directories searched for a DT_NEEDED entry of `object`, whose loaders (nearest first)
-    /// are `loaders`, in the loader's order.
+    /// are `loaders`, in the loader's order ([`search_order`]).
     pub fn directories(&self, object: &ObjectPaths, loaders: &[&ObjectPaths]) -> Vec<PathBuf> {
-        let mut dirs = Vec::new();
-        if object.runpath.is_empty() {
-            dirs.extend(object.rpath.iter().cloned());
-            for loader in loaders {
-                if loader.runpath.is_empty() {
-                    dirs.extend(loader.rpath.iter().cloned());
-                }
-            }
-        }
-        dirs.extend(self.extra_dirs.iter().cloned());
-        dirs.extend(self.env_dirs.iter().cloned());
-        dirs.extend(object.runpath.iter().cloned());
-        dirs.extend(self.system_dirs.iter().cloned());
+        let loaders: Vec<SearchPaths<'_, PathBuf>> =
+            loaders.iter().map(|l| SearchPaths::of(&l.rpath, &l.runpath)).collect();
+        let object = SearchPaths::of(&object.rpath, &object.runpath);
+        let mut dirs: Vec<PathBuf> =
+            search_order(object, &loaders, Some(self)).into_iter().map(|s| s.dir().to_path_buf()).collect();
         dedup(&mut dirs);
         dirs
     }
@@ -88,6 +81,74 @@ impl LibrarySearch {
     pub fn find(&self, soname: &str, dirs: &[PathBuf], want: &ElfIdent) -> Option<PathBuf> {
         dirs.iter().map(|d| d.join(soname)).find(|candidate| ElfIdent::of_file(candidate).is_some_and(|k| k == *want))
     }
+}
+
+/// An object's own search path entries, as [`search_order`] reads them.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchPaths<'a, D> {
+    pub rpath: &'a [D],
+    pub runpath: &'a [D],
+}
+
+impl<'a, D> SearchPaths<'a, D> {
+    pub fn of(rpath: &'a [D], runpath: &'a [D]) -> Self {
+        SearchPaths { rpath, runpath }
+    }
+}
+
+/// One directory the loader searches, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Searched<'a, D> {
+    /// A DT_RPATH entry of the object (`loader: None`) or of its loader at that index.
+    Rpath { loader: Option<usize>, dir: &'a D },
+    /// `AUDITWHEEL_LD_LIBRARY_PATH`.
+    Extra(&'a Path),
+    /// `LD_LIBRARY_PATH`.
+    Env(&'a Path),
+    /// A DT_RUNPATH entry of the object.
+    Runpath(&'a D),
+    /// `/etc/ld.so.conf` and the default directories, or `--ldpaths`.
+    System(&'a Path),
+}
+
+impl<'a> Searched<'a, PathBuf> {
+    pub fn dir(&self) -> &'a Path {
+        match *self {
+            Searched::Rpath { dir, .. } | Searched::Runpath(dir) => dir,
+            Searched::Extra(d) | Searched::Env(d) | Searched::System(d) => d,
+        }
+    }
+}
+
+/// The loader's order (ld.so(8)) for a DT_NEEDED entry of an object whose loaders are
+/// `loaders` (nearest first): the DT_RPATH of the object and then of each loader, only while the
+/// object has no DT_RUNPATH (and, of a loader, only if that loader has none), then
+/// `AUDITWHEEL_LD_LIBRARY_PATH` and `LD_LIBRARY_PATH`, the object's DT_RUNPATH, the system's
+/// directories. Without `search`, only the objects' own entries (a search inside a wheel).
+/// The one place this order is written: linkage and `lddtree` both follow it.
+pub fn search_order<'a, D>(
+    object: SearchPaths<'a, D>,
+    loaders: &[SearchPaths<'a, D>],
+    search: Option<&'a LibrarySearch>,
+) -> Vec<Searched<'a, D>> {
+    let mut order = Vec::new();
+    if object.runpath.is_empty() {
+        order.extend(object.rpath.iter().map(|dir| Searched::Rpath { loader: None, dir }));
+        for (i, loader) in loaders.iter().enumerate() {
+            if loader.runpath.is_empty() {
+                order.extend(loader.rpath.iter().map(|dir| Searched::Rpath { loader: Some(i), dir }));
+            }
+        }
+    }
+    if let Some(search) = search {
+        order.extend(search.extra_dirs.iter().map(|d| Searched::Extra(d)));
+        order.extend(search.env_dirs.iter().map(|d| Searched::Env(d)));
+    }
+    order.extend(object.runpath.iter().map(Searched::Runpath));
+    if let Some(search) = search {
+        order.extend(search.system_dirs.iter().map(|d| Searched::System(d)));
+    }
+    order
 }
 
 pub fn split_paths(value: &str) -> Vec<PathBuf> {
@@ -392,10 +453,6 @@ impl Outside {
     }
 }
 
-fn join_dir(dir: &str, name: &str) -> String {
-    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
-}
-
 /// Resolve what is still unresolved through the entries that leave the wheel, in the virtual
 /// site-packages: a library found there is a dependency (its own needs are followed there too,
 /// through its own RPATH); one not found keeps the entry for its reason. A dependency found
@@ -436,7 +493,7 @@ fn resolve_in_site(
         }
         let found = entries.iter().find_map(|e| {
             let dir = e.dir.as_deref()?;
-            let install = join_dir(dir, &soname);
+            let install = crate::wheel::join_path(dir, &soname);
             site.find(&install, &consumer).map(|(w, m)| (w, m, install))
         });
         let lib = analysis
@@ -466,28 +523,8 @@ fn resolve_in_site(
                 lib.needs = facts.needed.clone();
                 lib.version_needs = facts.version_needs.clone();
                 lib.x86_isa_needed = facts.x86_isa_needed;
-                // Its own needs, through its own RPATH, where it is installed.
-                let origin = install.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default();
-                let own: Vec<OutsideEntry> = facts
-                    .rpath
-                    .iter()
-                    .chain(&facts.runpath)
-                    .filter(|e| is_origin_relative(e))
-                    .map(|e| OutsideEntry {
-                        entry: e.clone(),
-                        file: install.clone(),
-                        dir: normalize(&expand_origin(e, &origin)),
-                    })
-                    .collect();
-                for need in &facts.needed {
-                    // Only what the site provides is followed: the rest is the provider's own
-                    // business with the system.
-                    let in_site = own
-                        .iter()
-                        .any(|e| e.dir.as_deref().is_some_and(|d| site.find(&join_dir(d, need), &consumer).is_some()));
-                    if in_site {
-                        queue.push((need.clone(), soname.clone(), own.clone()));
-                    }
+                for (need, entries) in needs_in_site(&facts, &install, site, &consumer) {
+                    queue.push((need, soname.clone(), entries));
                 }
             }
             Ok(None) => {}
@@ -498,8 +535,50 @@ fn resolve_in_site(
         lib.provided_by = Some(provider);
     }
 
-    // What is still missing may be loaded already, by soname, by a project the wheel requires:
-    // not something the files say, so it is named in the reason, not counted as found.
+    loaded_elsewhere(analysis, site, &consumer, declared());
+}
+
+/// The needs of a library a wheel of the site provides that the site provides too: through the
+/// library's own `$ORIGIN` RPATH/RUNPATH, where it is installed (at `install`). The rest is the
+/// provider's own business with the system.
+fn needs_in_site(
+    facts: &ElfFacts,
+    install: &str,
+    site: &SitePackages,
+    consumer: &PackageName,
+) -> Vec<(String, Vec<OutsideEntry>)> {
+    let origin = install.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default();
+    let own: Vec<OutsideEntry> = facts
+        .rpath
+        .iter()
+        .chain(&facts.runpath)
+        .filter(|e| is_origin_relative(e))
+        .map(|e| OutsideEntry {
+            entry: e.clone(),
+            file: install.to_string(),
+            dir: normalize(&expand_origin(e, &origin)),
+        })
+        .collect();
+    facts
+        .needed
+        .iter()
+        .filter(|need| {
+            own.iter().any(|e| {
+                e.dir.as_deref().is_some_and(|d| site.find(&crate::wheel::join_path(d, need), consumer).is_some())
+            })
+        })
+        .map(|need| (need.clone(), own.clone()))
+        .collect()
+}
+
+/// What is still missing may be loaded already, by soname, by a project the wheel requires
+/// (`declared`): not something the files say, so it is named in the reason, not counted as found.
+fn loaded_elsewhere(
+    analysis: &mut Analysis,
+    site: &SitePackages,
+    consumer: &PackageName,
+    declared: &BTreeSet<PackageName>,
+) {
     let missing: Vec<String> = analysis
         .external
         .values()
@@ -507,7 +586,7 @@ fn resolve_in_site(
         .map(|l| l.soname.clone())
         .collect();
     for soname in missing {
-        let Some((site_wheel, _, install)) = site.find_loaded(&soname, &consumer, declared()) else { continue };
+        let Some((site_wheel, _, install)) = site.find_loaded(&soname, consumer, declared) else { continue };
         let provider = SitePackages::provider(site_wheel, &install);
         crate::debug!("{soname}: not reachable, but {} {} ships it at {install}", provider.name, provider.version);
         if let Some(lib) = analysis.external.get_mut(&soname) {
@@ -561,30 +640,30 @@ fn resolve_inside(wheel: &Wheel, analysis: &Analysis) -> Inside {
     loop {
         let mut changed = false;
         for i in 0..n {
-            let mut search: Vec<&String> = Vec::new();
+            // Every loader, each once (the loaders' DT_RPATH counts only without DT_RUNPATH).
+            let mut chain: Vec<usize> = Vec::new();
             if dirs[i].runpath.is_empty() {
-                search.extend(&dirs[i].rpath);
                 let mut stack: Vec<usize> = loaders[i].iter().copied().collect();
                 let mut seen = BTreeSet::new();
                 while let Some(l) = stack.pop() {
-                    if !seen.insert(l) {
-                        continue;
+                    if seen.insert(l) {
+                        chain.push(l);
+                        stack.extend(loaders[l].iter().copied());
                     }
-                    if dirs[l].runpath.is_empty() {
-                        search.extend(&dirs[l].rpath);
-                    }
-                    stack.extend(loaders[l].iter().copied());
                 }
             }
-            search.extend(&dirs[i].runpath);
+            let chain: Vec<SearchPaths<'_, String>> =
+                chain.iter().map(|&l| SearchPaths::of(&dirs[l].rpath, &dirs[l].runpath)).collect();
+            let search = search_order(SearchPaths::of(&dirs[i].rpath, &dirs[i].runpath), &chain, None);
             for soname in &facts[i].needed {
                 // A path is opened as it is, relative to the working directory: never found
                 // through `$ORIGIN`.
                 if resolved[i].contains_key(soname) || soname.contains('/') {
                     continue;
                 }
-                let hit = search.iter().find_map(|d| {
-                    let candidate = if d.is_empty() { soname.clone() } else { format!("{d}/{soname}") };
+                let hit = search.iter().find_map(|step| {
+                    let (Searched::Rpath { dir, .. } | Searched::Runpath(dir)) = step else { return None };
+                    let candidate = crate::wheel::join_path(dir, soname);
                     installed.get(&candidate).copied().filter(|&j| facts[j].ident() == facts[i].ident())
                 });
                 if let Some(j) = hit {

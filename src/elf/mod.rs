@@ -337,6 +337,18 @@ fn read_dynamic<V: FileView + ?Sized>(
         }
     }
 
+    read_symbols(&tables, ctx, dynstr, &version_names, facts)
+}
+
+/// The dynamic symbols: the undefined ones with the version each is bound to (`version_names`:
+/// version index → file, version name), and the module init functions among the defined ones.
+fn read_symbols(
+    tables: &SymbolTables<'_>,
+    ctx: Ctx,
+    dynstr: &[u8],
+    version_names: &[(u16, String, String)],
+    facts: &mut ElfFacts,
+) -> Result<(), ElfError> {
     let Some((dynsym, count)) = tables.dynsym else {
         return Ok(());
     };

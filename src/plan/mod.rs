@@ -216,4 +216,85 @@ mod tests {
         );
         assert_eq!(plan.output_dist_info("pkg-1.0.dist-info"), "pkg-1.0+rocm10.1.0.dist-info");
     }
+
+    #[test]
+    fn a_marked_batch_plans_its_new_versions_and_exact_pins() {
+        use crate::version::{BatchMember, Content as Kind, LocalLabel, MarkOptions, Marking, decide};
+        use crate::wheel::requirement::Requirement;
+        // Two wheels of one batch, by hand: a compiled `pkg` that pins a compiled `dep`.
+        let member = |name: &str, requires: &[&str]| BatchMember {
+            name: crate::wheel::name::PackageName::new(name),
+            version: DistVersion::parse("1.0").unwrap(),
+            content: Kind::Compiled,
+            requires_dist: requires.iter().map(|r| Requirement::parse(r)).collect(),
+        };
+        let marking = Marking {
+            options: MarkOptions { label: LocalLabel::rocm("10.1.0").unwrap(), mark_pure: false, no_mark: Vec::new() },
+            index_dir: None,
+        };
+        let batch = [Some(member("pkg", &["dep==1.0"])), Some(member("dep", &[]))];
+        let (changes, hazards) = decide(&batch, Some(&marking), &[]);
+        assert!(hazards.is_empty());
+        let change = changes[0].as_ref().unwrap();
+        let filename = WheelFilename::parse("pkg-1.0-cp312-cp312-linux_x86_64.whl").unwrap();
+        let info = WheelInfo::parse(WHEEL);
+        let metadata = "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\nRequires-Dist: dep==1.0\n\n";
+        let input = Input { metadata_text: metadata, ..input(&filename, &info) };
+        let tags = vec![PlatformTag::parse("linux_x86_64")];
+        let changes = Changes { platform_tags: &tags, new_version: change.new_version(), pins: &change.pins };
+        let plan = retag(&input, &changes);
+        assert_eq!(plan.filename.to_string(), "pkg-1.0+rocm10.1.0-cp312-cp312-linux_x86_64.whl");
+        let metadata =
+            String::from_utf8(plan.replace["pkg-1.0+rocm10.1.0.dist-info/METADATA"].bytes().unwrap().to_vec()).unwrap();
+        assert!(metadata.contains("Version: 1.0+rocm10.1.0\nRequires-Dist: dep==1.0+rocm10.1.0\n"), "{metadata}");
+    }
+
+    #[test]
+    fn a_repair_plan_names_each_copy_its_source_and_every_elf_change() {
+        use crate::analysis::vendor::VendorSource;
+        use crate::elf::patch::RpathEdit;
+        use crate::testing::{analysis, elf, external};
+        let mut lib = external("libfoo.so.1", Some("/usr/lib/libfoo.so.1"), &[]);
+        lib.needs = vec!["libbar.so.2".into()];
+        let mut bar = external("libbar.so.2", Some("/usr/lib/libbar.so.2"), &[]);
+        bar.direct = false;
+        let a = analysis(vec![("pkg/_core.so", elf(&[("libfoo.so.1", "FOO_1")]))], vec![lib, bar]);
+        let source = |soname: &str, real: &str, byte: u8| VendorSource {
+            soname: soname.into(),
+            path: format!("/usr/lib/{soname}"),
+            real: real.into(),
+            sha256: [byte; 32],
+            owner: None,
+        };
+        let sources = [
+            source("libbar.so.2", "/usr/lib/libbar.so.2.0", 0xab),
+            source("libfoo.so.1", "/usr/lib/libfoo.so.1.4", 0x0c),
+        ];
+        let filename = WheelFilename::parse("pkg-1.0-cp312-cp312-linux_x86_64.whl").unwrap();
+        let info = WheelInfo::parse(WHEEL);
+        let mut plan = Plan::new(filename.clone());
+        let settings = repair::RepairSettings { lib_sdir: ".libs".into(), strip: false, compression_level: 6 };
+        let grafts = repair::add_to_plan(&mut plan, &input(&filename, &info), &a, &sources, &settings).unwrap();
+        let members: Vec<&str> = grafts.iter().map(|g| g.member.as_str()).collect();
+        assert_eq!(members, ["pkg.libs/libbar-abababab.so.2.0", "pkg.libs/libfoo-0c0c0c0c.so.1.4"]);
+        // The copy of libfoo: read from this machine, renamed, and finding libbar beside it.
+        let Content::Elf(copy) = &plan.add["pkg.libs/libfoo-0c0c0c0c.so.1.4"].content else { panic!("an ELF change") };
+        assert_eq!(
+            copy.source,
+            ElfSource::File { path: "/usr/lib/libfoo.so.1".into(), real: "/usr/lib/libfoo.so.1.4".into() }
+        );
+        assert_eq!(copy.edit.soname.as_deref(), Some("libfoo-0c0c0c0c.so.1.4"));
+        assert_eq!(copy.edit.replace_needed["libbar.so.2"], "libbar-abababab.so.2.0");
+        assert_eq!(copy.edit.rpath, RpathEdit::Set("$ORIGIN".into()));
+        // The wheel's own file: its need renamed, its RPATH to the copies.
+        let Content::Elf(own) = &plan.replace["pkg/_core.so"].content else { panic!("an ELF change") };
+        assert_eq!(own.source, ElfSource::Member("pkg/_core.so".into()));
+        assert_eq!(own.edit.replace_needed["libfoo.so.1"], "libfoo-0c0c0c0c.so.1.4");
+        assert_eq!(own.edit.rpath, RpathEdit::Set("$ORIGIN/../pkg.libs".into()));
+        // The bill of materials, planned for the writer to render once the copies exist.
+        let Content::Sbom(sbom) = &plan.add["pkg-1.0.dist-info/sboms/wheelfix.cdx.json"].content else { panic!() };
+        assert_eq!(sbom.vendored.len(), 2);
+        let text = sbom.render(&|member| (member == "pkg.libs/libfoo-0c0c0c0c.so.1.4").then_some([1; 32]));
+        assert!(text.contains(&crate::wheel::digest::hex(&[1; 32])), "{text}");
+    }
 }

@@ -23,21 +23,45 @@ pub enum TagError {
     NoPolicy { reason: String, linux: String },
 }
 
+/// `--plat`: the derived tag, or this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plat {
+    Auto,
+    Tag(PlatformTag),
+}
+
+impl Plat {
+    pub fn parse(text: &str) -> Plat {
+        if text == "auto" { Plat::Auto } else { Plat::Tag(PlatformTag::parse(text)) }
+    }
+
+    /// The tag asked for, unless it is `auto`.
+    pub fn tag(&self) -> Option<&PlatformTag> {
+        match self {
+            Plat::Auto => None,
+            Plat::Tag(tag) => Some(tag),
+        }
+    }
+}
+
+impl std::fmt::Display for Plat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Plat::Auto => f.write_str("auto"),
+            Plat::Tag(tag) => write!(f, "{tag}"),
+        }
+    }
+}
+
 /// A user's request for a tag (`--plat`, `--only-plat`, `--no-update-tags`).
 #[derive(Debug, Clone, Default)]
 pub struct TagRequest {
-    /// `None` or `auto`: the derived tag.
-    pub plat: Option<String>,
+    /// `None`: the derived tag (`--plat auto`, or none given).
+    pub plat: Option<PlatformTag>,
+    /// Only the `--plat` tag (or the derived one), not the honoured claims.
     pub only_plat: bool,
     /// Keep the claimed tags as they are (`repair --no-update-tags`).
     pub keep_tags: bool,
-}
-
-impl TagRequest {
-    /// `--plat`, unless it is `auto`.
-    pub fn plat(&self) -> Option<PlatformTag> {
-        self.plat.as_deref().filter(|p| *p != "auto").map(PlatformTag::parse)
-    }
 }
 
 /// Which verdict the tags describe: the wheel as it is (`retag`), or once `repair` vendored
@@ -67,7 +91,7 @@ pub fn true_tags(
     request: &TagRequest,
     basis: Basis,
 ) -> Result<Vec<PlatformTag>, TagError> {
-    let plat = request.plat();
+    let plat = request.plat.clone();
     let Some(judgement) = judgement else {
         if request.keep_tags {
             return Ok(claimed.to_vec());
@@ -150,7 +174,7 @@ mod tests {
     }
 
     fn request(plat: Option<&str>, only_plat: bool) -> TagRequest {
-        TagRequest { plat: plat.map(str::to_string), only_plat, keep_tags: false }
+        TagRequest { plat: plat.map(PlatformTag::parse), only_plat, keep_tags: false }
     }
 
     #[test]

@@ -524,7 +524,7 @@ fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
         for need in &w.cross {
             let found = need.entries.iter().find_map(|e| {
                 let dir = e.dir.as_deref()?;
-                let install = if dir.is_empty() { need.soname.clone() } else { format!("{dir}/{}", need.soname) };
+                let install = crate::wheel::join_path(dir, &need.soname);
                 dists
                     .iter()
                     .filter(beside)

@@ -155,7 +155,8 @@ pub struct IndexSummary {
     pub notes: Vec<String>,
 }
 
-pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary, IndexError> {
+/// The inputs exist; the site and the upload directory lie outside them and apart.
+fn refuse_places(inputs: &[PathBuf], options: &IndexOptions) -> Result<(), IndexError> {
     if let Some(missing) = crate::wheel::inputs::missing(inputs).first() {
         return Err(IndexError::Missing(missing.display().to_string()));
     }
@@ -167,6 +168,42 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
             return Err(IndexError::UploadInSite(upload.display().to_string()));
         }
     }
+    Ok(())
+}
+
+/// Write the site's pages into `dir`: a page (HTML and JSON) per project and the root's; each
+/// wheel and sidecar beside its page when the links are relative, or the sidecars alone when
+/// they must be uploaded by hand (no `uploading` directory). Returns how many projects it has.
+fn write_site(dir: &Path, files: &[IndexedFile], base_url: Option<&str>, uploading: bool) -> Result<usize, IndexError> {
+    let mut projects: BTreeMap<&str, Vec<&IndexedFile>> = BTreeMap::new();
+    for f in files {
+        projects.entry(f.project.as_str()).or_default().push(f);
+    }
+    for (project, list) in &projects {
+        let project_dir = dir.join(project);
+        create_dir(&project_dir)?;
+        for f in list {
+            if base_url.is_none() {
+                write_beside(&project_dir, f)?;
+            } else if !uploading && f.metadata_sha256.is_some() {
+                // No upload directory: the sidecar waits in the site for the user to upload.
+                write(&project_dir.join(format!("{}.metadata", f.filename)), &f.metadata)?;
+            }
+        }
+        write(&project_dir.join("index.html"), project_html(project, list, base_url).as_bytes())?;
+        write(&project_dir.join("index.json"), project_json(project, list, base_url).as_bytes())?;
+    }
+    write(&dir.join("index.html"), root_html(projects.keys().copied()).as_bytes())?;
+    let listing = serde_json::json!({
+        "meta": {"api-version": API_VERSION},
+        "projects": projects.keys().map(|p| serde_json::json!({"name": p})).collect::<Vec<_>>(),
+    });
+    write(&dir.join("index.json"), (serde_json::to_string_pretty(&listing).expect("serialises") + "\n").as_bytes())?;
+    Ok(projects.len())
+}
+
+pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary, IndexError> {
+    refuse_places(inputs, options)?;
     let wheels = crate::wheel::inputs::collect_files(inputs, &[".whl", ".tar.gz"]);
     if wheels.is_empty() {
         return Err(IndexError::Empty);
@@ -217,33 +254,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     // The site is built beside its destination and swapped in whole; nothing of the inputs
     // moves, and every file of the site is new (the wheels are new names of the inputs).
     let temp = crate::wheel::output::TempDir::create(output)?;
-    let mut projects: BTreeMap<&str, Vec<&IndexedFile>> = BTreeMap::new();
-    for f in &files {
-        projects.entry(f.project.as_str()).or_default().push(f);
-    }
-    for (project, list) in &projects {
-        let dir = temp.path().join(project);
-        create_dir(&dir)?;
-        for f in list {
-            if base_url.is_none() {
-                write_beside(&dir, f)?;
-            } else if upload.is_none() && f.metadata_sha256.is_some() {
-                // No upload directory: the sidecar waits in the site for the user to upload.
-                write(&dir.join(format!("{}.metadata", f.filename)), &f.metadata)?;
-            }
-        }
-        write(&dir.join("index.html"), project_html(project, list, base_url.as_deref()).as_bytes())?;
-        write(&dir.join("index.json"), project_json(project, list, base_url.as_deref()).as_bytes())?;
-    }
-    write(&temp.path().join("index.html"), root_html(projects.keys().copied()).as_bytes())?;
-    let listing = serde_json::json!({
-        "meta": {"api-version": API_VERSION},
-        "projects": projects.keys().map(|p| serde_json::json!({"name": p})).collect::<Vec<_>>(),
-    });
-    write(
-        &temp.path().join("index.json"),
-        (serde_json::to_string_pretty(&listing).expect("serialises") + "\n").as_bytes(),
-    )?;
+    let projects = write_site(temp.path(), &files, base_url.as_deref(), upload.is_some())?;
     // The files the new site links are in place before it is.
     if let Some(upload) = &mut upload {
         upload.apply()?;
@@ -253,7 +264,6 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     if let Some(upload) = upload {
         upload.finish();
     }
-    let projects = projects.len();
     Ok(IndexSummary {
         output: output.display().to_string(),
         projects,

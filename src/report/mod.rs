@@ -1,6 +1,11 @@
 //! What `show` reports: a plain data structure (serialised as JSON) and its text rendering.
 
 pub mod auditwheel;
+pub mod json;
+pub mod outcome;
+pub mod release;
+
+pub use json::JSON_VERSION;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,11 +19,9 @@ use crate::plan::tags::{Basis, TagRequest, true_tags};
 use crate::policy::claims::{ClaimCheck, check_claims};
 use crate::policy::judgement::{Disposition, Judged, Judgement};
 use crate::policy::verdict::{Blockers, Requirement, compare_versions};
+use crate::version::VersionChange;
 use crate::wheel::platform_tag::{PlatformTag, join_tags};
 use crate::wheel::{RecordFinding, RecordProblem, Wheel};
-
-/// Version of the JSON documents wheelfix writes.
-pub const JSON_VERSION: u32 = 1;
 
 /// One external library and what happens to it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -219,10 +222,7 @@ impl ShowReport {
             versions.dedup();
         }
 
-        for (soname, disposition) in &judgement.dispositions {
-            let external = external_report(wheel, analysis, judgement, soname, disposition, &mut report.notes);
-            report.external_libs.insert(soname.clone(), external);
-        }
+        report.external_libs = external_libs(analysis, judgement, &wheel.metadata.requires_dist, &mut report.notes);
         report
     }
 
@@ -233,6 +233,18 @@ impl ShowReport {
             return;
         }
         self.missing_gpu_targets = expected.iter().filter(|t| !self.gpu_targets.contains(t)).cloned().collect();
+    }
+
+    /// The error for a wheel whose device code lacks an expected GPU target.
+    pub fn missing_gpu_targets_message(&self) -> Option<String> {
+        (!self.missing_gpu_targets.is_empty()).then(|| {
+            format!(
+                "wheelfix: error: {} has device code for {} but none for {}",
+                self.wheel,
+                self.gpu_targets.join(", "),
+                self.missing_gpu_targets.join(", ")
+            )
+        })
     }
 
     /// The human rendering, deterministic.
@@ -283,17 +295,7 @@ impl ShowReport {
         if self.repaired_tag.as_deref() != Some(platform) {
             let _ = writeln!(out, "  after repair:  {}", self.repaired_tag.as_deref().unwrap_or("?"));
         }
-        for claim in &self.claims {
-            let place = claim.claimed_in.join(" and ");
-            match &claim.reason {
-                None => {
-                    let _ = writeln!(out, "  claims {} ({place}): honoured", claim.tag);
-                }
-                Some(reason) => {
-                    let _ = writeln!(out, "  claims {} ({place}): not honoured, {reason}", claim.tag);
-                }
-            }
-        }
+        self.write_claims(&mut out);
         let _ = writeln!(out, "  retag writes:  {}", join_tags(&self.retag_tags));
 
         if !self.constraints.is_empty() {
@@ -301,39 +303,9 @@ impl ShowReport {
             write_requirements(&mut out, &self.constraints);
         }
         if let Some(next) = &self.next_policy {
-            let _ = writeln!(out, "\n  What blocks {}, the next more compatible tag:", next.tag);
-            if !next.missing_versions.is_empty() {
-                let _ = writeln!(out, "    symbol versions it lacks: {}", next.missing_versions.join(", "));
-            }
-            if !next.libs_to_eliminate.is_empty() {
-                let _ =
-                    writeln!(out, "    external libraries it does not allow: {}", next.libs_to_eliminate.join(", "));
-            }
-            for (lib, syms) in &next.blacklisted_symbols {
-                let _ = writeln!(out, "    blacklisted symbols from {lib}: {}", syms.join(", "));
-            }
-            for file in &next.isa {
-                let _ = writeln!(out, "    ISA extension: {file}");
-            }
-            if next.pyfpe {
-                let _ = writeln!(out, "    uses PyFPE_jbuf (PEP 513): no manylinux tag is possible");
-            }
-            if next.ucs2 {
-                let _ =
-                    writeln!(out, "    compiled against a UCS2 (narrow unicode) Python: no manylinux tag is possible");
-            }
+            write_next_policy(&mut out, next);
         }
-        if !self.external_libs.is_empty() {
-            let _ = writeln!(out, "\n  External libraries:");
-            let width = self.external_libs.keys().map(String::len).max().unwrap_or(0);
-            for (soname, lib) in &self.external_libs {
-                let path = match (lib.disposition, lib.path.as_deref()) {
-                    ("vendor" | "excluded", Some(p)) => format!(" [{p}]"),
-                    _ => String::new(),
-                };
-                let _ = writeln!(out, "    {soname:width$}  {:<11}  {}{path}", lib.disposition, lib.reason);
-            }
-        }
+        self.write_external_libs(&mut out);
         self.write_gpu(&mut out);
         self.write_record(&mut out);
         self.write_notes(&mut out);
@@ -375,6 +347,35 @@ impl ShowReport {
         }
         if self.record.len() + self.record_truncated > 5 {
             let _ = writeln!(out, "    ... and {} more", self.record.len() + self.record_truncated - 5);
+        }
+    }
+
+    fn write_claims(&self, out: &mut String) {
+        for claim in &self.claims {
+            let place = claim.claimed_in.join(" and ");
+            match &claim.reason {
+                None => {
+                    let _ = writeln!(out, "  claims {} ({place}): honoured", claim.tag);
+                }
+                Some(reason) => {
+                    let _ = writeln!(out, "  claims {} ({place}): not honoured, {reason}", claim.tag);
+                }
+            }
+        }
+    }
+
+    fn write_external_libs(&self, out: &mut String) {
+        if self.external_libs.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "\n  External libraries:");
+        let width = self.external_libs.keys().map(String::len).max().unwrap_or(0);
+        for (soname, lib) in &self.external_libs {
+            let path = match (lib.disposition, lib.path.as_deref()) {
+                ("vendor" | "excluded", Some(p)) => format!(" [{p}]"),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "    {soname:width$}  {:<11}  {}{path}", lib.disposition, lib.reason);
         }
     }
 
@@ -496,12 +497,84 @@ fn outside_reason(
     format!("not in the wheel: {place}{probable}; verify with --with-wheels <that wheel>")
 }
 
+/// What blocks the next more compatible policy, as text.
+fn write_next_policy(out: &mut String, next: &BlockerReport) {
+    let _ = writeln!(out, "\n  What blocks {}, the next more compatible tag:", next.tag);
+    if !next.missing_versions.is_empty() {
+        let _ = writeln!(out, "    symbol versions it lacks: {}", next.missing_versions.join(", "));
+    }
+    if !next.libs_to_eliminate.is_empty() {
+        let _ = writeln!(out, "    external libraries it does not allow: {}", next.libs_to_eliminate.join(", "));
+    }
+    for (lib, syms) in &next.blacklisted_symbols {
+        let _ = writeln!(out, "    blacklisted symbols from {lib}: {}", syms.join(", "));
+    }
+    for file in &next.isa {
+        let _ = writeln!(out, "    ISA extension: {file}");
+    }
+    if next.pyfpe {
+        let _ = writeln!(out, "    uses PyFPE_jbuf (PEP 513): no manylinux tag is possible");
+    }
+    if next.ucs2 {
+        let _ = writeln!(out, "    compiled against a UCS2 (narrow unicode) Python: no manylinux tag is possible");
+    }
+}
+
+/// One wheel of `show`: its report, and its version decision and pins when marking.
+pub type ShowEntry = (ShowReport, Option<VersionChange>);
+
+/// `show --json`: one entry per wheel; the version fields only when marking.
+pub fn show_json(entries: &[ShowEntry]) -> String {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        #[serde(flatten)]
+        report: &'a ShowReport,
+        #[serde(flatten)]
+        version_change: Option<&'a VersionChange>,
+    }
+    let entries: Vec<Entry<'_>> =
+        entries.iter().map(|(report, change)| Entry { report, version_change: change.as_ref() }).collect();
+    json::to_text(&entries)
+}
+
+/// `show`'s text: each wheel's report and version change, separated by an empty line.
+pub fn show_text(entries: &[ShowEntry]) -> String {
+    let text: Vec<String> = entries
+        .iter()
+        .map(|(report, change)| {
+            let mut text = report.to_text();
+            if let Some(change) = change {
+                text.push_str(&outcome::version_text(change));
+            }
+            text
+        })
+        .collect();
+    text.join("\n")
+}
+
 /// One external library in the report: what happens to it ([`Judged::dispositions`], relative
 /// to the policy the wheel gets once repaired) and why; notes about the wheel that provides it.
-fn external_report(
-    wheel: &Wheel,
+/// Every external library the report lists ([`Judged::dispositions`]) with what happens to it
+/// and why; `requires` (the wheel's requirements) name the wheels that may provide one.
+pub fn external_libs(
     analysis: &Analysis,
     judged: &Judged,
+    requires: &[crate::wheel::requirement::Requirement],
+    notes: &mut Vec<Note>,
+) -> BTreeMap<String, ExternalReport> {
+    judged
+        .dispositions
+        .iter()
+        .map(|(soname, disposition)| {
+            (soname.clone(), external_report(analysis, judged, requires, soname, disposition, notes))
+        })
+        .collect()
+}
+
+fn external_report(
+    analysis: &Analysis,
+    judged: &Judged,
+    requires: &[crate::wheel::requirement::Requirement],
     soname: &str,
     disposition: &Disposition,
     notes: &mut Vec<Note>,
@@ -537,7 +610,7 @@ fn external_report(
         Disposition::LibPython => "libpython: manylinux wheels must not link it; repair removes the dependency".into(),
         Disposition::Whitelisted { policy } => format!("{policy} allows it from the system"),
         Disposition::Vendor { policy } => format!("not allowed by {policy}; repair would copy it into the wheel"),
-        Disposition::NotFound => not_found_reason(wheel, analysis, soname),
+        Disposition::NotFound => not_found_reason(analysis, soname, requires),
     };
     ExternalReport {
         disposition: disposition.kind(),
@@ -550,7 +623,7 @@ fn external_report(
 
 /// Why a library the binaries need was not found: a path the loader opens as it is, an RPATH
 /// entry that leads out of the wheel, or nowhere; and a copy the loader might reuse.
-fn not_found_reason(wheel: &Wheel, analysis: &Analysis, soname: &str) -> String {
+fn not_found_reason(analysis: &Analysis, soname: &str, requires: &[crate::wheel::requirement::Requirement]) -> String {
     let lib = &analysis.external[soname];
     let hint = in_wheel_elsewhere(analysis, soname)
         .map(|p| format!("; the wheel has `{p}`, but it is not on the search path of the files that need it"))
@@ -567,7 +640,7 @@ fn not_found_reason(wheel: &Wheel, analysis: &Analysis, soname: &str) -> String 
     } else if lib.outside.is_empty() {
         format!("not in the wheel and not found on this machine{hint}")
     } else {
-        outside_reason(&lib.outside, soname, &wheel.metadata.requires_dist)
+        outside_reason(&lib.outside, soname, requires)
     };
     if let Some(p) = &lib.same_soname_in {
         reason.push_str(&format!(
@@ -607,4 +680,53 @@ fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a st
 
 fn container_name(code: &GpuCode) -> String {
     serde_json::to_value(code.container).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::site::Provider;
+    use crate::testing::{analysis, elf, external, judge};
+
+    #[test]
+    fn each_library_is_reported_as_the_judgement_disposes_of_it() {
+        let vendored = external("libfoo.so.1", Some("/usr/lib/libfoo.so.1"), &[]);
+        let whitelisted = external("libm.so.6", Some("/lib/libm.so.6"), &[]);
+        let missing = external("libgone.so.3", None, &[]);
+        let mut rocm = external("libamdhip64.so.7", Some("/opt/rocm/lib/libamdhip64.so.7"), &[]);
+        rocm.excluded = Some("ROCm provides it".into());
+        let mut provided = external("libcublas.so.13", None, &[]);
+        provided.provided_by = Some(Provider {
+            name: "nvidia-cublas".into(),
+            version: "13.0".into(),
+            wheel: "nvidia_cublas-13.0-py3-none-manylinux_2_27_x86_64.whl".into(),
+            path: "nvidia/cublas/lib/libcublas.so.13".into(),
+            platform_tags: vec!["manylinux_2_27_x86_64".into()],
+        });
+        let needs = [("libfoo.so.1", "F_1"), ("libm.so.6", "GLIBC_2.2.5"), ("libgone.so.3", "G_1")];
+        let mut facts = elf(&needs);
+        facts.needed.extend(["libamdhip64.so.7".to_string(), "libcublas.so.13".to_string()]);
+        let a = analysis(vec![("pkg/_core.so", facts)], vec![vendored, whitelisted, missing, rocm, provided]);
+        let judged = judge(&a);
+        let mut notes = Vec::new();
+        let libs = external_libs(&a, &judged, &[], &mut notes);
+        let kinds: Vec<(&str, &str)> = libs.iter().map(|(s, l)| (s.as_str(), l.disposition)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("libamdhip64.so.7", "excluded"),
+                ("libcublas.so.13", "dependency"),
+                ("libfoo.so.1", "vendor"),
+                ("libgone.so.3", "not-found"),
+                ("libm.so.6", "whitelisted"),
+            ]
+        );
+        assert_eq!(libs["libamdhip64.so.7"].reason, "ROCm provides it");
+        assert!(libs["libfoo.so.1"].reason.starts_with("not allowed by manylinux_"), "{}", libs["libfoo.so.1"].reason);
+        assert_eq!(libs["libgone.so.3"].reason, "not in the wheel and not found on this machine");
+        // A provider the requirements do not name is a warning, in the reason and as a note.
+        assert!(libs["libcublas.so.13"].reason.contains("does not name nvidia-cublas"));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].message.contains("undeclared provider"));
+    }
 }

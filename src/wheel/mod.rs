@@ -383,6 +383,12 @@ pub fn dist_info_stem(dist_info: &str) -> &str {
     dist_info.strip_suffix(".dist-info").unwrap_or(dist_info)
 }
 
+/// `dir/name`, or `name` when `dir` is the top directory (empty): a path inside a wheel or
+/// site-packages.
+pub fn join_path(dir: &str, name: &str) -> String {
+    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
+}
+
 /// Where a member of the wheel whose `.dist-info` directory is `dist_info` lands relative to
 /// site-packages (see [`Wheel::install_path`]).
 pub fn install_path(dist_info: &str, member: &str) -> Option<String> {

@@ -84,6 +84,66 @@ fn remove_path(path: &Path) {
     }
 }
 
+/// Where a file is (or would be), whatever the path's spelling: its directory's device and
+/// inode (a bind mount of a directory, `in/../in/.` and a symlink are one place) and its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OutputKey {
+    Placed {
+        dir: (u64, u64),
+        name: std::ffi::OsString,
+    },
+    /// A directory that does not exist yet: its path.
+    Unplaced(PathBuf),
+}
+
+impl OutputKey {
+    pub fn of(path: &Path) -> OutputKey {
+        let dir = parent_dir(path);
+        let name = path.file_name().unwrap_or_default().to_os_string();
+        match super::inputs::identity(dir) {
+            Some(dir) => OutputKey::Placed { dir, name },
+            None => OutputKey::Unplaced(path.to_path_buf()),
+        }
+    }
+}
+
+/// Why one output of a run must not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Collision {
+    /// Other wheels of the run would be written to the same place (every one of them named).
+    Shared { output: String, wheels: Vec<String> },
+    /// It would replace another input of the run.
+    ReplacesInput { output: String, input: String },
+}
+
+/// For the output of each input (`dests[i]` for `inputs[i]`; `None`: that wheel failed
+/// before), the collision that forbids writing it, if any.
+pub fn collisions(dests: &[Option<&Path>], inputs: &[PathBuf]) -> Vec<Option<Collision>> {
+    let input_keys: Vec<OutputKey> = inputs.iter().map(|p| OutputKey::of(p)).collect();
+    let mut by_dest: std::collections::BTreeMap<OutputKey, (&Path, Vec<usize>)> = Default::default();
+    for (i, dest) in dests.iter().enumerate() {
+        if let Some(dest) = dest {
+            by_dest.entry(OutputKey::of(dest)).or_insert_with(|| (dest, Vec::new())).1.push(i);
+        }
+    }
+    let mut found = vec![None; dests.len()];
+    for (key, (dest, users)) in by_dest {
+        let wheels: Vec<String> = users.iter().map(|&i| inputs[i].display().to_string()).collect();
+        for &i in &users {
+            let other_input = input_keys.iter().enumerate().find(|(j, input)| *j != i && **input == key);
+            if users.len() > 1 {
+                found[i] = Some(Collision::Shared { output: dest.display().to_string(), wheels: wheels.clone() });
+            } else if let Some((j, _)) = other_input {
+                found[i] = Some(Collision::ReplacesInput {
+                    output: dest.display().to_string(),
+                    input: inputs[j].display().to_string(),
+                });
+            }
+        }
+    }
+    found
+}
+
 /// Remove a directory wheelfix wrote, its [`DIR_MARKER`] last: a run killed halfway through
 /// leaves a directory still marked (or empty), which the next run recognises and removes, never
 /// an unmarked one that it must leave alone.
@@ -496,5 +556,29 @@ fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<()> {
 pub fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_outputs_in_one_place_and_an_output_over_another_input_are_collisions() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("out")).unwrap();
+        let inputs = [d.join("a.whl"), d.join("b.whl"), d.join("c.whl")];
+        // `out/./x.whl` and `out/x.whl` are one place; `c`'s output is `b`'s input.
+        let (x1, x2, b) = (d.join("out/./x.whl"), d.join("out/x.whl"), d.join("b.whl"));
+        let found = collisions(&[Some(&x1), Some(&x2), Some(&b)], &inputs);
+        for shared in &found[..2] {
+            let Some(Collision::Shared { wheels, .. }) = shared else { panic!("{found:?}") };
+            assert_eq!(wheels.len(), 2);
+        }
+        assert!(matches!(&found[2], Some(Collision::ReplacesInput { input, .. }) if input.ends_with("b.whl")));
+        // A wheel that failed before has no output; the others are free.
+        let y = d.join("out/y.whl");
+        assert_eq!(collisions(&[None, Some(&y), None], &inputs), [None, None, None]);
     }
 }

@@ -42,6 +42,10 @@ pub enum WriteError {
     Strip { path: String, message: String },
     #[error("cannot write the patched `{file}` aside: {source}")]
     Spill { file: String, source: std::io::Error },
+    #[error("another wheelfix run is rewriting {0} in place; nothing was written")]
+    InPlaceBusy(String),
+    #[error("cannot remove the old file {path} ({source}); the new one was removed again, nothing changed")]
+    RemoveOld { path: String, source: std::io::Error },
 }
 
 /// What the writer needs besides the plan: how to patch, and the memory it may take.
@@ -87,41 +91,9 @@ pub fn write_wheel(
     let members = wheel.archive.members();
     let input_record = wheel.record_path();
     let output_record = plan.output_name(&input_record).to_string();
-    let signature = |name: &str| name.ends_with("/RECORD.jws") || name.ends_with("/RECORD.p7s");
 
-    // The output's member list, in order: input order, additions before the dist-info
-    // directory, RECORD last.
-    let mut names: Vec<(String, Option<usize>)> = Vec::new();
-    for (index, member) in members.iter().enumerate() {
-        if plan.remove.contains(&*member.name) || *member.name == input_record {
-            continue;
-        }
-        names.push((plan.output_name(&member.name).to_string(), Some(index)));
-    }
-    let dist_info_prefix = format!("{}/", plan.output_dist_info(&wheel.dist_info));
-    let insert_at = names.iter().position(|(n, _)| n.starts_with(&dist_info_prefix)).unwrap_or(names.len());
-    names.splice(insert_at..insert_at, plan.add.keys().map(|k| (k.clone(), None)));
-    check_layout(&names)?;
-
-    // RECORD: every file with its sha256 and size, in output order; signatures keep the rows
-    // the input gave them (usually none: they are made after RECORD).
-    let mut record = RecordFile { entries: Vec::with_capacity(names.len() + 1), crlf: wheel.record.crlf };
-    for (name, source) in &names {
-        if name.ends_with('/') {
-            continue; // directory entries have no rows
-        }
-        let row = match (made.get(name.as_str()), source) {
-            (Some(new), _) => record_entry(name, new),
-            (None, Some(index)) if signature(name) => match wheel.record_entry(&members[*index].name) {
-                Some(row) => RecordEntry { path: name.clone(), ..row.to_entry() },
-                None => continue,
-            },
-            (None, Some(index)) => input_row(wheel, *index, name, digests)?,
-            (None, None) => unreachable!("an added member has content"),
-        };
-        record.entries.push(row);
-    }
-    record.entries.push(RecordEntry { path: output_record.clone(), hash: String::new(), size: None, bad_size: None });
+    let mut names = output_names(wheel, plan, &input_record)?;
+    let mut record = output_record_file(wheel, &names, &made, digests, &output_record)?;
     let mut record_bytes = record.to_bytes();
     // Signatures sign RECORD's bytes: they stay only if RECORD does.
     // Read only when it can be the same (the same size): a stale RECORD may be huge.
@@ -131,14 +103,13 @@ pub fn write_wheel(
         .filter(|m| m.size == record_bytes.len() as u64)
         .and_then(|m| wheel.archive.read(m).ok());
     let record_unchanged = output_record == input_record && input_record_bytes.as_deref() == Some(&record_bytes[..]);
-    if !record_unchanged && names.iter().any(|(n, _)| signature(n)) {
-        names.retain(|(n, _)| !signature(n));
-        record.entries.retain(|r| !signature(&r.path));
+    if !record_unchanged && names.iter().any(|(n, _)| is_signature(n)) {
+        names.retain(|(n, _)| !is_signature(n));
+        record.entries.retain(|r| !is_signature(&r.path));
         record_bytes = record.to_bytes();
     }
 
     // Compress new content in parallel; copies are written in order below.
-    let level = plan.compression_level;
     let record_member = wheel.archive.member(&input_record);
     let mut jobs: Vec<(String, &Made<'_>, u32, Option<DosTime>)> = Vec::new();
     for (name, source) in &names {
@@ -154,17 +125,7 @@ pub fn write_wheel(
         let time = record_member.map(|m| DosTime { time: m.dos_time, date: m.dos_date });
         jobs.push((output_record.clone(), &record_content, mode, time));
     }
-    let mut compressed: BTreeMap<String, Source> =
-        crate::parallel::try_map_owned(jobs, |(name, content, mode, time)| {
-            let time: DosTime = new_member_time(time)?;
-            let source = match content {
-                Made::Bytes(data) => Source::New { mode, time, compressed: Compressed::new(data, level) },
-                Made::Spilled(spilled) => Source::Spilled { mode, time, spilled: spilled.clone() },
-            };
-            Ok::<_, WriteError>((name, source))
-        })?
-        .into_iter()
-        .collect();
+    let mut compressed = compress(jobs, plan.compression_level)?;
     let mut order: Vec<(String, Source)> = Vec::with_capacity(names.len() + 1);
     for (name, source) in names {
         let from = match (compressed.remove(&name), source) {
@@ -187,6 +148,122 @@ pub fn write_wheel(
     };
     order.push((output_record, record_source));
     emit(order, Some(wheel), dest, commit, mode)
+}
+
+/// `--in-place`: replace the input (keeping its mode), or write the new name and remove the
+/// input. Never replace a file that is not this wheel's input, and only go on while the input
+/// is still the file that was read.
+pub fn write_in_place(
+    wheel: &Wheel,
+    plan: &Plan,
+    digests: &[Option<[u8; 32]>],
+    options: &WriteOptions<'_>,
+    path: &Path,
+    dest: &Path,
+) -> Result<PathBuf, WriteError> {
+    let (mode, identity) = (wheel.archive.zip.file_mode, wheel.archive.zip.identity);
+    // One run at a time rewrites an input in place: two runs with different flags would both
+    // write, and both say they succeeded.
+    if !crate::wheel::output::try_lock(wheel.archive.zip.file()) {
+        return Err(WriteError::InPlaceBusy(path.display().to_string()));
+    }
+    let replaced = || WriteError::Output(OutputError::InputChanged(path.display().to_string()));
+    let input_unchanged = || crate::wheel::zip::FileIdentity::at(path).ok() == Some(identity);
+    if !input_unchanged() {
+        return Err(replaced());
+    }
+    if dest == path {
+        return write_wheel(wheel, plan, digests, options, dest, Commit::ReplaceInput(identity), Some(mode));
+    }
+    let written =
+        write_wheel(wheel, plan, digests, options, dest, Commit::NoClobber, Some(mode)).map_err(|e| match e {
+            WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => replaced(),
+            e => e,
+        })?;
+    if input_unchanged()
+        && let Err(source) = std::fs::remove_file(path)
+        && source.kind() != std::io::ErrorKind::NotFound
+    {
+        // The input stays (immutable, a read-only directory): the new file goes again, so
+        // that one wheel is never left as two.
+        let _ = std::fs::remove_file(&written);
+        return Err(WriteError::RemoveOld { path: path.display().to_string(), source });
+    }
+    Ok(written)
+}
+
+/// The output's member list, in order: input order, additions before the dist-info
+/// directory, RECORD left out (it goes last); each with the input member it comes from.
+fn output_names(wheel: &Wheel, plan: &Plan, input_record: &str) -> Result<Vec<(String, Option<usize>)>, WriteError> {
+    let mut names: Vec<(String, Option<usize>)> = Vec::new();
+    for (index, member) in wheel.archive.members().iter().enumerate() {
+        if plan.remove.contains(&*member.name) || *member.name == *input_record {
+            continue;
+        }
+        names.push((plan.output_name(&member.name).to_string(), Some(index)));
+    }
+    let dist_info_prefix = format!("{}/", plan.output_dist_info(&wheel.dist_info));
+    let insert_at = names.iter().position(|(n, _)| n.starts_with(&dist_info_prefix)).unwrap_or(names.len());
+    names.splice(insert_at..insert_at, plan.add.keys().map(|k| (k.clone(), None)));
+    check_layout(&names)?;
+    Ok(names)
+}
+
+/// RECORD's signatures: made after RECORD, over its bytes.
+fn is_signature(name: &str) -> bool {
+    name.ends_with("/RECORD.jws") || name.ends_with("/RECORD.p7s")
+}
+
+/// The output's RECORD: every file with its sha256 and size, in output order; signatures keep
+/// the rows the input gave them (usually none: they are made after RECORD).
+fn output_record_file(
+    wheel: &Wheel,
+    names: &[(String, Option<usize>)],
+    made: &BTreeMap<&str, Made<'_>>,
+    digests: &[Option<[u8; 32]>],
+    output_record: &str,
+) -> Result<RecordFile, WriteError> {
+    let members = wheel.archive.members();
+    let mut record = RecordFile { entries: Vec::with_capacity(names.len() + 1), crlf: wheel.record.crlf };
+    for (name, source) in names {
+        if name.ends_with('/') {
+            continue; // directory entries have no rows
+        }
+        let row = match (made.get(name.as_str()), source) {
+            (Some(new), _) => record_entry(name, new),
+            (None, Some(index)) if is_signature(name) => match wheel.record_entry(&members[*index].name) {
+                Some(row) => RecordEntry { path: name.clone(), ..row.to_entry() },
+                None => continue,
+            },
+            (None, Some(index)) => input_row(wheel, *index, name, digests)?,
+            (None, None) => unreachable!("an added member has content"),
+        };
+        record.entries.push(row);
+    }
+    record.entries.push(RecordEntry {
+        path: output_record.to_string(),
+        hash: String::new(),
+        size: None,
+        bad_size: None,
+    });
+    Ok(record)
+}
+
+/// Compress the new members in parallel (`jobs`: name, content, mode, the replaced member's time).
+fn compress(
+    jobs: Vec<(String, &Made<'_>, u32, Option<DosTime>)>,
+    level: u32,
+) -> Result<BTreeMap<String, Source>, WriteError> {
+    Ok(crate::parallel::try_map_owned(jobs, |(name, content, mode, time)| {
+        let time: DosTime = new_member_time(time)?;
+        let source = match content {
+            Made::Bytes(data) => Source::New { mode, time, compressed: Compressed::new(data, level) },
+            Made::Spilled(spilled) => Source::Spilled { mode, time, spilled: spilled.clone() },
+        };
+        Ok::<_, WriteError>((name, source))
+    })?
+    .into_iter()
+    .collect())
 }
 
 /// Every member name once, and no name both a file and a directory another member lies in

@@ -1,0 +1,164 @@
+//! The first three stages for one wheel and for a batch: open, analyse, judge; the batch's
+//! virtual site-packages and its version decisions.
+
+use std::path::{Path, PathBuf};
+
+use crate::analysis::site::SitePackages;
+use crate::analysis::{self, Analysis};
+use crate::policy::judgement::{Claims, Judgement};
+use crate::progress::Progress;
+use crate::settings::Settings;
+use crate::version::{self, BatchMember, Content, OrderingHazard, VersionChange};
+use crate::wheel::output::OutputError;
+use crate::wheel::{self, Wheel};
+use crate::writer::WriteError;
+use crate::{debug, parallel, plan, release};
+
+/// Any failure of one wheel; the message names the wheel's member where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Wheel(#[from] wheel::WheelError),
+    #[error(transparent)]
+    Tag(#[from] plan::tags::TagError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    #[error("the output {0} would replace the input; use --in-place to allow that")]
+    WouldOverwriteInput(PathBuf),
+    #[error("the output {output} would replace {input}, another input of this run; nothing was written for it")]
+    ReplacesOtherInput { output: String, input: String },
+    #[error("{} wheels of this run would be written to {output}: {}; none of them was written", wheels.len(), wheels.join(", "))]
+    Collision { output: String, wheels: Vec<String> },
+    #[error("cannot create {path}: {source}")]
+    CreateDir { path: String, source: std::io::Error },
+    #[error("{source}")]
+    Version { wheel: String, source: version::VersionError },
+    #[error("{source}")]
+    Repair { wheel: String, source: plan::repair::RepairError },
+    #[error("{source}")]
+    Vendor { wheel: String, source: analysis::vendor::VendorError },
+    #[error(transparent)]
+    Metapackage(#[from] Box<release::metapackage::MetapackageError>),
+    #[error("pip refuses to install it: {}; nothing was written (rebuild the wheel)", problems.join("; "))]
+    Uninstallable { problems: Vec<String> },
+}
+
+/// One wheel through the first three stages: opened, analysed, judged.
+pub struct Examined {
+    pub wheel: Wheel,
+    pub analysis: Analysis,
+    /// What the policies make of it: nothing to judge (a pure wheel), binaries no policy covers
+    /// (a Windows wheel, binaries of no covered architecture), or their verdict.
+    pub judgement: Judgement,
+}
+
+/// Open, analyse and judge one wheel; `site` holds the wheels installed beside it.
+pub fn examine(
+    path: &Path,
+    settings: &Settings,
+    site: &SitePackages,
+    progress: &dyn Progress,
+) -> Result<Examined, Error> {
+    let wheel = Wheel::open(path)?;
+    let options = &settings.analyze;
+    let mut analysis = analysis::scan(&wheel, options, progress)?;
+    if settings.strict_record.value
+        && let Some(first) = analysis.record_findings.first()
+    {
+        return Err(Error::Wheel(wheel::WheelError::StrictRecord {
+            summary: analysis.record_findings.summarize(),
+            first: first.file.clone(),
+        }));
+    }
+    let plat = settings.plat.value.as_ref().and_then(|p| p.tag());
+    let selection = settings.policies.select(&Claims::of(&wheel), &mut analysis, plat);
+    for problem in &site.problems {
+        analysis.notes.push(analysis::Note { file: "--with-wheels".into(), message: problem.clone() });
+    }
+    if let Some(rules) = selection.linkage_rules() {
+        analysis::linkage::resolve(&wheel, &mut analysis, rules, options, site);
+    }
+    let judgement = selection.judge(&analysis, settings.disable_isa_check);
+    if let Some(j) = judgement.judged() {
+        let v = &j.verdict;
+        debug!(
+            "{}: symbol versions allow {}; without external libraries {}; blacklist {}; ISA {}; as it is {}; once repaired {}",
+            wheel.filename,
+            j.tag(v.symbol),
+            j.tag(v.reference),
+            j.tag(v.blacklist),
+            j.tag(v.machine),
+            j.tag(v.overall),
+            j.tag(v.repairable)
+        );
+    }
+    Ok(Examined { wheel, analysis, judgement })
+}
+
+/// The outcome of a batch: one result per input, in order, and batch-wide warnings.
+#[derive(Debug)]
+pub struct Batch<T> {
+    pub results: Vec<Result<T, Error>>,
+    pub hazards: Vec<OrderingHazard>,
+}
+
+/// Examine every wheel, in parallel, each beside the `--with-wheels` and the batch's other wheels.
+pub fn examine_all(paths: &[PathBuf], settings: &Settings, progress: &dyn Progress) -> Vec<Result<Examined, Error>> {
+    let site = batch_site(paths, settings);
+    parallel::map(paths, |path| examine(path, settings, &site, progress))
+}
+
+/// The virtual site-packages of a batch: `--with-wheels`, and the batch's own wheels when it has
+/// more than one (the wheels of one invocation are installed together).
+pub fn batch_site(paths: &[PathBuf], settings: &Settings) -> SitePackages {
+    let mut inputs = settings.with_wheels.value.clone();
+    if paths.len() > 1 {
+        inputs.extend(paths.iter().cloned());
+    }
+    if inputs.is_empty() { SitePackages::default() } else { SitePackages::open(&inputs) }
+}
+
+/// The version decisions and pin rewrites of a batch, and its ordering hazards.
+pub fn decide_versions(
+    examined: &[Result<Examined, Error>],
+    settings: &Settings,
+) -> (Vec<Result<VersionChange, Error>>, Vec<OrderingHazard>) {
+    let members: Vec<Option<BatchMember>> = examined
+        .iter()
+        .map(|r| {
+            r.as_ref().ok().map(|e| BatchMember {
+                name: e.wheel.metadata.package.clone(),
+                version: e.wheel.metadata.version.clone(),
+                content: if e.analysis.has_no_code() { Content::Pure } else { Content::Compiled },
+                requires_dist: e.wheel.metadata.requires_dist.clone(),
+            })
+        })
+        .collect();
+    let published = match settings.marking.as_ref().and_then(|m| m.index_dir.as_ref()) {
+        Some(dir) => published_versions(dir),
+        None => Vec::new(),
+    };
+    let (changes, hazards) = version::decide(&members, settings.marking.as_ref(), &published);
+    let changes = changes
+        .into_iter()
+        .zip(examined)
+        .map(|(change, e)| {
+            change.map_err(|source| Error::Version {
+                wheel: e.as_ref().map(|e| e.wheel.filename.to_string()).unwrap_or_default(),
+                source,
+            })
+        })
+        .collect();
+    (changes, hazards)
+}
+
+/// `(name, version)` of every wheel file in a directory tree (from the file names).
+fn published_versions(dir: &Path) -> Vec<(String, String)> {
+    wheel::inputs::collect_files(&[dir.to_path_buf()], &[".whl"])
+        .iter()
+        .filter_map(|path| wheel::WheelFilename::parse(path.file_name()?.to_str()?).ok())
+        .map(|f| (f.name.to_string(), f.version.text))
+        .collect()
+}

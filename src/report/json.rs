@@ -1,0 +1,50 @@
+//! JSON as wheelfix prints it: pretty, every object's keys sorted (each document goes through
+//! `serde_json::Value`, whose maps sort their keys), a newline at the end. The documents are
+//! typed structs; only their printing goes through `Value`.
+
+use serde::Serialize;
+
+/// Version of the JSON documents wheelfix writes.
+pub const JSON_VERSION: u32 = 1;
+
+/// The printed document.
+pub fn to_text(document: &impl Serialize) -> String {
+    let value = serde_json::to_value(document).expect("documents serialise");
+    serde_json::to_string_pretty(&value).expect("documents serialise") + "\n"
+}
+
+/// A document with the format's `version` beside its own fields.
+#[derive(Serialize)]
+pub struct Versioned<'a, T: Serialize> {
+    pub version: u32,
+    #[serde(flatten)]
+    pub body: &'a T,
+}
+
+impl<'a, T: Serialize> Versioned<'a, T> {
+    pub fn new(body: &'a T) -> Self {
+        Versioned { version: JSON_VERSION, body }
+    }
+}
+
+/// The entry of a wheel that failed: its name and the error.
+#[derive(Serialize)]
+pub struct Failed<'a> {
+    pub version: u32,
+    pub wheel: &'a str,
+    pub error: &'a str,
+}
+
+impl<'a> Failed<'a> {
+    pub fn new(wheel: &'a str, error: &'a str) -> Self {
+        Failed { version: JSON_VERSION, wheel, error }
+    }
+}
+
+/// One entry of a batch document: a wheel's outcome or its failure.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum Entry<'a, T: Serialize> {
+    Done(T),
+    Failed(Failed<'a>),
+}

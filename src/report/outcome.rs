@@ -1,0 +1,137 @@
+//! What `retag` and `repair` did with each wheel, as JSON and text, and the messages of a batch
+//! (notes, warnings, the failure count) that go to stderr.
+
+use serde::Serialize;
+
+use super::json::{self, Entry, Failed, JSON_VERSION};
+use crate::plan::repair::Graft;
+use crate::version::{OrderingHazard, VersionChange};
+use crate::wheel::RecordFindings;
+use crate::wheel::platform_tag::PlatformTag;
+
+/// What `retag` or `repair` did with one wheel.
+#[derive(Debug, Clone)]
+pub struct RetagOutcome {
+    pub wheel: String,
+    pub output: Option<String>,
+    pub tags: Vec<PlatformTag>,
+    /// False when the wheel already was what it should be (it may still have been copied).
+    pub changed: bool,
+    pub version_change: VersionChange,
+    /// Libraries `repair` vendored.
+    pub grafts: Vec<Graft>,
+    /// Where the input's RECORD disagreed with its archive: the output's RECORD is true.
+    pub record_corrected: RecordFindings,
+    /// Whether every member's hash was checked against the input's RECORD.
+    pub hashes_checked: bool,
+    /// The tag the input meets as it is, and the one its symbol versions allow.
+    pub platform_tag: Option<String>,
+    pub symbol_tag: Option<String>,
+}
+
+/// One wheel of a writing batch: its name as given (for a failure) and what happened.
+pub type Written<'a> = (String, &'a Result<RetagOutcome, String>);
+
+/// The JSON entry of one outcome; the version fields only when marking.
+#[derive(Serialize)]
+struct OutcomeJson<'a> {
+    version: u32,
+    wheel: &'a str,
+    output: &'a Option<String>,
+    tags: &'a [PlatformTag],
+    changed: bool,
+    grafts: &'a [Graft],
+    record_corrected: &'a RecordFindings,
+    hashes_checked: bool,
+    platform_tag: &'a Option<String>,
+    symbol_tag: &'a Option<String>,
+    #[serde(flatten)]
+    version_change: Option<&'a VersionChange>,
+}
+
+/// The batch's JSON document: one entry per wheel, in order.
+pub fn to_json(results: &[Written<'_>], marking: bool) -> String {
+    let entries: Vec<Entry<'_, OutcomeJson<'_>>> = results
+        .iter()
+        .map(|(name, result)| match result {
+            Ok(o) => Entry::Done(OutcomeJson {
+                version: JSON_VERSION,
+                wheel: &o.wheel,
+                output: &o.output,
+                tags: &o.tags,
+                changed: o.changed,
+                grafts: &o.grafts,
+                record_corrected: &o.record_corrected,
+                hashes_checked: o.hashes_checked,
+                platform_tag: &o.platform_tag,
+                symbol_tag: &o.symbol_tag,
+                version_change: marking.then_some(&o.version_change),
+            }),
+            Err(e) => Entry::Failed(Failed::new(name, e)),
+        })
+        .collect();
+    json::to_text(&entries)
+}
+
+/// The batch as text: where each wheel went, what was vendored, the version changes.
+pub fn to_text(results: &[Written<'_>], marking: bool) -> String {
+    let mut text = String::new();
+    for outcome in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+        match &outcome.output {
+            Some(out) if outcome.changed => text.push_str(&format!("{} -> {out}\n", outcome.wheel)),
+            Some(out) => text.push_str(&format!("{} -> {out} (already true)\n", outcome.wheel)),
+            None => text.push_str(&format!("{}: tags already true, left as it is\n", outcome.wheel)),
+        }
+        for graft in &outcome.grafts {
+            text.push_str(&format!("  vendored {} from {} as {}\n", graft.soname, graft.source, graft.member));
+        }
+        if marking {
+            text.push_str(&version_text(&outcome.version_change));
+        }
+    }
+    text
+}
+
+/// The batch's messages for stderr, in order: a corrected RECORD's note, each failure.
+pub fn messages(results: &[Written<'_>]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Ok(o) if !o.record_corrected.is_empty() => Some(format!(
+                "wheelfix: note: {}: its RECORD disagreed with the archive ({}); the output's RECORD lists every file with its sha256 and size",
+                o.wheel,
+                o.record_corrected.summarize()
+            )),
+            Ok(_) => None,
+            Err(e) => Some(format!("wheelfix: error: {e}")),
+        })
+        .collect()
+}
+
+/// The version decision and pin rewrites of one wheel, as text lines.
+pub fn version_text(change: &VersionChange) -> String {
+    let mut out = String::new();
+    if let Some(d) = &change.local_version {
+        match &d.new_version {
+            Some(new) => out.push_str(&format!("  version: {} -> {new} ({})\n", d.version, d.reason)),
+            None => out.push_str(&format!("  version: {} unchanged ({})\n", d.version, d.reason)),
+        }
+    }
+    for pin in &change.pins {
+        match &pin.new_requirement {
+            Some(new) => out.push_str(&format!("  pin: {} -> {new}\n", pin.requirement)),
+            None => out.push_str(&format!("  warning: `{}`: {}\n", pin.requirement, pin.message)),
+        }
+    }
+    out
+}
+
+/// A warning for each ordering hazard of a batch.
+pub fn hazard_messages(hazards: &[OrderingHazard]) -> Vec<String> {
+    hazards.iter().map(|h| format!("wheelfix: warning: {} (ROCm/TheRock#7183)", h.message)).collect()
+}
+
+/// The closing message of a batch in which wheels failed.
+pub fn failed_message(failed: usize, total: usize) -> Option<String> {
+    (failed > 0).then(|| format!("wheelfix: {failed} of {total} wheel(s) failed"))
+}
