@@ -81,15 +81,35 @@ fn corrupted_elf_files_and_gpu_containers_never_panic() {
         rpath: RpathEdit::Set("$ORIGIN/../x.libs".into()),
         ..Default::default()
     };
+    // The seeds themselves read as what they are: the corruptions below start from real shapes.
+    for seed in &seeds {
+        ElfFacts::parse(seed).expect("an uncorrupted seed parses");
+    }
+    for seed in &containers[..3] {
+        let code = gpu::container_file("x.bin", seed).expect("an uncorrupted container is device code");
+        assert!(!code.targets.is_empty(), "{code:?}");
+    }
+    let (mut parsed, mut refused, mut patched) = (0, 0, 0);
     for round in 0..1500 {
         for seed in &seeds {
             let bad = rng.corrupt(seed);
-            if let Ok(facts) = ElfFacts::parse(&bad) {
-                let _ = gpu::host_binary("x.so", &facts, &bad);
+            match ElfFacts::parse(&bad) {
+                Ok(facts) => {
+                    parsed += 1;
+                    let _ = gpu::host_binary("x.so", &facts, &bad);
+                }
+                Err(e) => {
+                    refused += 1;
+                    assert!(!e.to_string().is_empty(), "an error says what is wrong");
+                }
             }
             let _ = gpu::code_object_from_header("x.co", &bad[..bad.len().min(64)]);
-            if round % 10 == 0 {
-                let _ = InProcessPatcher.patch(&bad, &edit);
+            if round % 10 == 0
+                && let Ok(out) = InProcessPatcher.patch(&bad, &edit)
+            {
+                // What the patcher returns is an ELF file a reader accepts.
+                ElfFacts::parse(&out).expect("a patched file parses");
+                patched += 1;
             }
         }
         for seed in &containers {
@@ -102,6 +122,8 @@ fn corrupted_elf_files_and_gpu_containers_never_panic() {
             let _ = gpu::pe::binary("x.dll", &sections, bad.len() as u64, &hits);
         }
     }
+    // Both outcomes happened, many times: the loop tested readers, not only one branch.
+    assert!(parsed > 500 && refused > 500 && patched > 10, "parsed {parsed}, refused {refused}, patched {patched}");
 }
 
 #[test]
@@ -120,9 +142,26 @@ fn corrupted_wheels_fail_cleanly() {
     let mut verify = options.clone();
     verify.analyze.verify_hashes = true;
     let path = dir.path().join("fuzz-1.0-cp312-cp312-linux_x86_64.whl");
+    assert_eq!(good, path);
+    let clean = wheelfix::show(&path, &verify, &wheelfix::progress::NoProgress).expect("the uncorrupted wheel reads");
+    assert_eq!((clean.host_binaries, clean.record.len()), (1, 0), "{clean:?}");
+    let (mut read, mut failed) = (0, 0);
     for _ in 0..400 {
         std::fs::write(&path, rng.corrupt(&bytes)).unwrap();
-        let _ = wheelfix::show(&path, &options, &wheelfix::progress::NoProgress);
-        let _ = wheelfix::show(&path, &verify, &wheelfix::progress::NoProgress);
+        for settings in [&options, &verify] {
+            match wheelfix::show(&path, settings, &wheelfix::progress::NoProgress) {
+                Ok(report) => {
+                    read += 1;
+                    assert_eq!(report.wheel, "fuzz-1.0-cp312-cp312-linux_x86_64.whl");
+                }
+                Err(e) => {
+                    failed += 1;
+                    let message = e.to_string();
+                    assert!(!message.trim().is_empty(), "an error says what is wrong");
+                }
+            }
+        }
     }
+    // Corruption is read as far as it can be, or refused with a reason; both happen.
+    assert!(read > 5 && failed > 100, "read {read}, failed {failed}");
 }
