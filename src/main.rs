@@ -46,6 +46,11 @@ enum Command {
         after_help = "Examples:\n  wheelfix repair -w wheelhouse/ dist/*.whl\n  wheelfix repair --exclude 'libcuda.so.*' --plat manylinux_2_28_x86_64 -w wheelhouse/ dist/mypkg.whl\n  # cibuildwheel: repair-wheel-command = \"wheelfix repair -w {dest_dir} {wheel}\""
     )]
     Repair(RepairArgs),
+    /// Keep only some GPU targets' device code: one fat build cut per architecture.
+    #[command(
+        after_help = "Examples:\n  wheelfix thin --gpu-target gfx950 -w wheelhouse/gfx950/ dist/*.whl\n  wheelfix thin --gpu-target gfx90a --gpu-target gfx942 --in-place dist/*.whl\n\nIn every offload bundle (plain or compressed) of every host binary, the host entry and the code\nobjects that run on a requested target stay (its feature variants, and the generic targets that\ncover it); each bundle is rewritten at its own offset, the freed bytes zeroed. File name,\nversion and tags stay; RECORD is written true."
+    )]
+    Thin(ThinArgs),
     /// Write a metapackage wheel that pins every given wheel at its exact version.
     #[command(
         after_help = "Example:\n  wheelfix metapackage --name rocm-torch --rocm-version 10.1.0 --gpu-target gfx950 -o index-src/gfx950/ wheelhouse/gfx950/*.whl"
@@ -355,6 +360,63 @@ struct RetagArgs {
     common: CommonArgs,
 }
 
+#[derive(Args)]
+struct ThinArgs {
+    #[arg(required = true, value_name = "WHEEL")]
+    wheels: Vec<PathBuf>,
+    /// A GPU target to keep (`gfx942`, `gfx90a:xnack-`); repeatable. Default: `gpu-targets` of
+    /// [tool.wheelfix].
+    #[arg(long = "gpu-target", value_name = "TARGET")]
+    gpu_targets: Vec<String>,
+    /// Directory for the output wheels (same file names).
+    #[arg(
+        short = 'w',
+        long = "wheel-dir",
+        value_name = "DIR",
+        conflicts_with = "in_place",
+        required_unless_present = "in_place"
+    )]
+    wheel_dir: Option<PathBuf>,
+    /// Replace each input wheel (atomically) instead of writing a copy.
+    #[arg(long)]
+    in_place: bool,
+    /// Thin a wheel whose device code has nothing for a requested target anyway (else it fails).
+    #[arg(long)]
+    allow_missing: bool,
+    /// Also remove standalone code-object files (`.co`, `.hsaco`) for other targets.
+    #[arg(long)]
+    prune_files: bool,
+    /// Skip the sha256 check of every member against RECORD.
+    #[arg(long)]
+    no_verify: bool,
+    /// Deflate level of the rewritten members (zlib levels 0-9; default 9).
+    #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(u32).range(0..=9))]
+    zip_compression_level: Option<u32>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
+    let common = args.common.common(|f| {
+        f.verify = !args.no_verify;
+        f.hash_for_record = true;
+        f.writes = true;
+        f.gpu_targets = args.gpu_targets.clone();
+        f.zip_compression_level = args.zip_compression_level;
+    });
+    let destination = match args.wheel_dir {
+        Some(dir) if !args.in_place => Destination::Directory(dir),
+        _ => Destination::InPlace,
+    };
+    cmd::thin::ThinRequest {
+        wheels: args.wheels,
+        common,
+        destination,
+        allow_missing: args.allow_missing,
+        prune_files: args.prune_files,
+    }
+}
+
 fn main() -> ExitCode {
     wheelfix::parallel::fix_allocator_thresholds();
     let cli = Cli::parse();
@@ -363,6 +425,7 @@ fn main() -> ExitCode {
     let command = match cli.command {
         Command::Show(args) => cmd::Command::Show(show_request(args)),
         Command::Retag(args) => cmd::Command::Retag(retag_request(args)),
+        Command::Thin(args) => cmd::Command::Thin(thin_request(args)),
         Command::Repair(args) => cmd::Command::Repair(repair_request(args)),
         Command::Metapackage(args) => cmd::Command::Metapackage(cmd::release::MetapackageRequest {
             common: args.common.common(|_| {}),

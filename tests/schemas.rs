@@ -51,6 +51,11 @@ fn every_json_output_matches_its_schema() {
     validate("show.schema.json", &out.stdout);
     let out = wheelfix(d, &["retag", "--json", "--rocm-version", "10.1.0", "-w", "marked", g, b]);
     validate("retag.schema.json", &out.stdout);
+    let out = wheelfix(d, &["thin", "--json", "--gpu-target", "gfx950", "-w", "thinned", g, b, t]);
+    validate("thin.schema.json", &out.stdout);
+    let out = wheelfix(d, &["thin", "--json", "--gpu-target", "gfx942", "--allow-missing", "-w", "thinned2", g]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("thin.schema.json", &out.stdout);
     let out = wheelfix(d, &["repair", "--json", "-w", "repaired", t]);
     assert!(out.status.success(), "{}", stderr(&out));
     validate("retag.schema.json", &out.stdout);

@@ -10,6 +10,7 @@ pub mod lddtree;
 pub mod pipeline;
 pub mod release;
 pub mod show;
+pub mod thin;
 pub mod write;
 
 use std::path::PathBuf;
@@ -70,6 +71,7 @@ impl Common {
 pub enum Command {
     Show(show::ShowRequest),
     Retag(write::WriteRequest),
+    Thin(thin::ThinRequest),
     Repair(write::WriteRequest),
     Metapackage(release::MetapackageRequest),
     Index(release::IndexRequest),
@@ -87,6 +89,7 @@ pub fn run(command: Command) -> Output {
         Command::Index(request) => release::run_index(&request),
         Command::Check(request) => release::run_check(&request),
         Command::Lddtree(request) => lddtree::run(&request),
+        Command::Thin(request) => thin::run(&request),
     }
 }
 

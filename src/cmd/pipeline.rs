@@ -41,6 +41,10 @@ pub enum Error {
     Vendor { wheel: String, source: analysis::vendor::VendorError },
     #[error(transparent)]
     Metapackage(#[from] Box<release::metapackage::MetapackageError>),
+    #[error("its device code has nothing for {} (it has {}); nothing was written (--allow-missing thins it anyway)", missing.join(", "), if present.is_empty() { "no targets".to_string() } else { present.join(", ") })]
+    MissingTargets { missing: Vec<String>, present: Vec<String> },
+    #[error("cannot thin `{file}`: {problem}; nothing was written")]
+    Unthinnable { file: String, problem: String },
     #[error("pip refuses to install it: {}; nothing was written (rebuild the wheel)", problems.join("; "))]
     Uninstallable { problems: Vec<String> },
 }
@@ -161,4 +165,20 @@ fn published_versions(dir: &Path) -> Vec<(String, String)> {
         .filter_map(|path| wheel::WheelFilename::parse(path.file_name()?.to_str()?).ok())
         .map(|f| (f.name.to_string(), f.version.text))
         .collect()
+}
+
+/// Fail every wheel whose output another wheel of the run also writes, or whose output would
+/// replace another input of the run: before anything is written. `dest` gives an item's output.
+pub fn refuse_collisions<T>(items: &mut [Result<T, Error>], dest: impl Fn(&T) -> &Path, paths: &[PathBuf]) {
+    let dests: Vec<Option<&Path>> = items.iter().map(|n| n.as_ref().ok().map(&dest)).collect();
+    let found = wheel::output::collisions(&dests, paths);
+    for (n, collision) in items.iter_mut().zip(found) {
+        match collision {
+            Some(wheel::output::Collision::Shared { output, wheels }) => *n = Err(Error::Collision { output, wheels }),
+            Some(wheel::output::Collision::ReplacesInput { output, input }) => {
+                *n = Err(Error::ReplacesOtherInput { output, input })
+            }
+            None => {}
+        }
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::pipeline::{Batch, Error, Examined, decide_versions, examine_all};
+use super::pipeline::{Batch, Error, Examined, decide_versions, examine_all, refuse_collisions};
 use super::{Common, Output, display_name};
 use crate::plan::tags::Basis;
 use crate::plan::{self, Plan};
@@ -11,7 +11,7 @@ use crate::progress::Progress;
 use crate::report::outcome::{self, RetagOutcome};
 use crate::settings::Settings;
 use crate::version::VersionChange;
-use crate::wheel::output::{Collision, Commit, OutputKey};
+use crate::wheel::output::{Commit, OutputKey};
 use crate::wheel::platform_tag::PlatformTag;
 use crate::writer::{self, WriteOptions};
 use crate::{analysis, parallel, wheel};
@@ -128,7 +128,7 @@ fn write_batch(
         .zip(paths)
         .map(|((e, change), path)| name_output(e?, change?, settings, basis, path, destination))
         .collect();
-    refuse_collisions(&mut named, paths);
+    refuse_collisions(&mut named, |n| n.dest.as_path(), paths);
     let work: Vec<(Result<Named, Error>, &PathBuf)> = named.into_iter().zip(paths).collect();
     let results = parallel::map_owned(work, |(named, path)| write_one(named?, path, settings, job, destination));
     Batch { results, hazards }
@@ -167,20 +167,6 @@ fn name_output(
         dir.join(&file_name)
     };
     Ok(Named { examined, change, tags, plan, dest })
-}
-
-/// Fail every wheel whose output another wheel of the run also writes, or whose output would
-/// replace another input of the run: before anything is written.
-fn refuse_collisions(named: &mut [Result<Named, Error>], paths: &[PathBuf]) {
-    let dests: Vec<Option<&Path>> = named.iter().map(|n| n.as_ref().ok().map(|n| n.dest.as_path())).collect();
-    let found = wheel::output::collisions(&dests, paths);
-    for (n, collision) in named.iter_mut().zip(found) {
-        match collision {
-            Some(Collision::Shared { output, wheels }) => *n = Err(Error::Collision { output, wheels }),
-            Some(Collision::ReplacesInput { output, input }) => *n = Err(Error::ReplacesOtherInput { output, input }),
-            None => {}
-        }
-    }
 }
 
 /// Complete one wheel's plan (`repair` adds its edits) and write it.

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use super::repair::sbom::SbomPlan;
+use super::thin::ThinChange;
 use crate::elf::patch::ElfEdit;
 use crate::wheel::WheelFilename;
 
@@ -28,6 +29,8 @@ pub enum Content {
     /// The bill of materials of the vendored libraries, rendered once their copies exist (it
     /// names the sha256 of each).
     Sbom(Box<SbomPlan>),
+    /// A member whose offload bundles keep only some targets' code objects (`thin`).
+    Thin(Box<ThinChange>),
 }
 
 /// One ELF file to write changed.

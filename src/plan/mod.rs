@@ -10,6 +10,7 @@
 pub mod edit;
 pub mod repair;
 pub mod tags;
+pub mod thin;
 
 pub use edit::{Content, ElfChange, ElfSource, NewMember, Plan};
 

@@ -4,6 +4,7 @@ pub mod auditwheel;
 pub mod json;
 pub mod outcome;
 pub mod release;
+pub mod thin;
 
 pub use json::JSON_VERSION;
 
@@ -387,6 +388,11 @@ impl ShowReport {
         let targets =
             if self.gpu_targets.is_empty() { "no embedded targets".to_string() } else { self.gpu_targets.join(", ") };
         let _ = writeln!(out, "\n  GPU code: {targets} ({objects} code object(s) in {} file(s))", self.gpu.len());
+        let bytes = device_bytes(&self.gpu);
+        if !bytes.is_empty() {
+            let sizes: Vec<String> = bytes.iter().map(|(t, b)| format!("{t} {}", human_bytes(*b))).collect();
+            let _ = writeln!(out, "  device code in bundles, uncompressed: {}", sizes.join(", "));
+        }
         for code in self.gpu.iter().take(10) {
             let covs: Vec<String> = code.code_object_versions.iter().map(|v| format!("v{v}")).collect();
             let cov = if covs.is_empty() { String::new() } else { format!(", code object {}", covs.join("/")) };
@@ -678,7 +684,27 @@ fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a st
     analysis.binaries.iter().map(|b| analysis.binary(b).0).find(|p| p.rsplit('/').next() == Some(soname))
 }
 
-fn container_name(code: &GpuCode) -> String {
+/// Uncompressed bytes of bundled code objects by processor (features folded in), across files:
+/// what `thin --gpu-target` keeps or drops.
+pub fn device_bytes(gpu: &[GpuCode]) -> BTreeMap<String, u64> {
+    let mut bytes = BTreeMap::new();
+    for (target, n) in gpu.iter().flat_map(|g| &g.target_bytes) {
+        *bytes.entry(target.split(':').next().unwrap_or(target).to_string()).or_default() += n.bytes;
+    }
+    bytes
+}
+
+/// A size for people. Ex) `40.2 MB`, `512 B`
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KB", n as f64 / (1u64 << 10) as f64),
+        n => format!("{n} B"),
+    }
+}
+
+pub(crate) fn container_name(code: &GpuCode) -> String {
     serde_json::to_value(code.container).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 

@@ -44,6 +44,7 @@ pub fn materialize<'a>(
     let mut made: BTreeMap<&'a str, Made<'a>> = BTreeMap::new();
     let mut elf: Vec<(&'a str, &'a ElfChange)> = Vec::new();
     let mut sboms = Vec::new();
+    let mut thins = Vec::new();
     for (name, member) in plan.replace.iter().chain(&plan.add) {
         match &member.content {
             Content::Bytes(bytes) => {
@@ -51,8 +52,16 @@ pub fn materialize<'a>(
             }
             Content::Elf(change) => elf.push((name, change)),
             Content::Sbom(sbom) => sboms.push((name.as_str(), sbom)),
+            Content::Thin(change) => thins.push((name.as_str(), change)),
         }
     }
+    // Each thinned member is inflated into a file of its own and read back a few blocks at a
+    // time: a constant amount of memory each, whatever its size.
+    let thinned = crate::parallel::try_map(&thins, |(name, change)| {
+        let spilled = super::thin::thin_member(wheel, change, plan.compression_level, spill_dir)?;
+        Ok::<_, WriteError>((*name, Made::Spilled(Arc::new(spilled))))
+    })?;
+    made.extend(thinned);
     let size = |change: &ElfChange| match &change.source {
         ElfSource::Member(path) => wheel.archive.member(path).map_or(0, |m| m.size),
         ElfSource::File { real, .. } => std::fs::metadata(real).map_or(0, |m| m.len()),

@@ -9,6 +9,7 @@
 //! ([`crate::wheel::output`]).
 
 pub mod materialize;
+pub mod thin;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,8 @@ pub enum WriteError {
     ReadSource { path: String, source: std::io::Error },
     #[error("cannot patch `{file}`: {source}")]
     Patch { file: String, source: PatchError },
+    #[error("cannot thin `{file}`: {message}")]
+    Thin { file: String, message: String },
     #[error("cannot strip {path}: {message}")]
     Strip { path: String, message: String },
     #[error("cannot write the patched `{file}` aside: {source}")]

@@ -9,7 +9,9 @@ use serde::Serialize;
 
 pub mod aks2;
 pub mod pe;
+pub mod rewrite;
 pub mod scan;
+pub mod targets;
 
 use crate::elf::ElfFacts;
 use crate::elf::header::{ElfIdent, gpu_header_fields};
@@ -73,6 +75,10 @@ pub struct GpuCode {
     pub code_object_versions: Vec<u32>,
     /// Code objects counted (bundle entries without the host entry).
     pub objects: usize,
+    /// Code objects and their uncompressed bytes, by full target id, where a container says
+    /// how large each is (offload bundle entries): what `thin` to one target keeps of this file.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub target_bytes: std::collections::BTreeMap<String, Count>,
     /// Human details: container versions and compression, kpack references, problems.
     pub notes: Vec<String>,
 }
@@ -85,6 +91,7 @@ impl GpuCode {
             targets: Vec::new(),
             code_object_versions: Vec::new(),
             objects: 0,
+            target_bytes: Default::default(),
             notes: Vec::new(),
         }
     }
@@ -98,9 +105,33 @@ impl GpuCode {
         self
     }
 
+    /// The notes that say a bundle of this file cannot be read (a lying header, a stream that
+    /// does not decode): a file `thin` must not rewrite.
+    pub fn bundle_problems(&self) -> impl Iterator<Item = &str> {
+        self.notes.iter().map(String::as_str).filter(|n| {
+            n.starts_with(&format!("{} at offset", scan::UNREADABLE_BUNDLE))
+                || n.starts_with(&format!("{} at offset", scan::UNREADABLE_CCOB))
+                || n.ends_with(scan::PAST_THE_END)
+        })
+    }
+
     /// Target base names without feature suffixes. Ex) `gfx90a:xnack+` → `gfx90a`
     pub fn base_targets(&self) -> impl Iterator<Item = &str> {
         self.targets.iter().map(|t| t.split(':').next().unwrap_or(t))
+    }
+}
+
+/// Code objects and their uncompressed bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Count {
+    pub objects: usize,
+    pub bytes: u64,
+}
+
+impl Count {
+    pub fn add(&mut self, bytes: u64) {
+        self.objects += 1;
+        self.bytes += bytes;
     }
 }
 
@@ -430,13 +461,15 @@ pub fn host_sections_read(facts: &ElfFacts) -> impl Iterator<Item = (u64, u64)> 
 }
 
 /// One entry of a bundle's table.
-struct BundleEntry {
-    offset: u64,
-    size: u64,
-    id: String,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BundleEntry {
+    pub offset: u64,
+    pub size: u64,
+    pub id: String,
 }
 
-enum TableError {
+#[derive(Debug)]
+pub(crate) enum TableError {
     /// The data ends inside the table (more may be decoded).
     Truncated,
     /// The header lies (a count or size no file could hold).
@@ -444,7 +477,7 @@ enum TableError {
 }
 
 /// The entry table of a bundle at the start of `data`.
-fn bundle_table(data: &[u8]) -> Result<Vec<BundleEntry>, TableError> {
+pub(crate) fn bundle_table(data: &[u8]) -> Result<Vec<BundleEntry>, TableError> {
     let u64_at = |at: usize| -> Result<u64, TableError> {
         data.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or(TableError::Truncated)
     };

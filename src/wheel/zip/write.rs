@@ -80,76 +80,102 @@ impl Spilled {
     /// Deflate `data` at zlib `level` (0 stores it) into a file in `dir`, in blocks on every
     /// core ([`deflate_in_blocks`]).
     pub fn new(data: &[u8], level: u32, dir: &Path) -> io::Result<Spilled> {
+        let len = data.len() as u64;
+        Spilled::from_blocks(len, level, dir, |start, end| {
+            Ok(std::borrow::Cow::Borrowed(&data[start as usize..end as usize]))
+        })
+    }
+
+    /// Deflate the first `len` bytes of `source` (a file this run made, such as a member
+    /// thinned in place) the same way, reading it a few blocks at a time: the bytes are those
+    /// [`Spilled::new`] makes of the same content.
+    pub fn from_file(source: &File, len: u64, level: u32, dir: &Path) -> io::Result<Spilled> {
+        Spilled::from_blocks(len, level, dir, |start, end| {
+            let mut buf = vec![0u8; (end - start) as usize];
+            std::os::unix::fs::FileExt::read_exact_at(source, &mut buf, start)?;
+            Ok(std::borrow::Cow::Owned(buf))
+        })
+    }
+
+    fn from_blocks<'a>(
+        len: u64,
+        level: u32,
+        dir: &Path,
+        read: impl Fn(u64, u64) -> io::Result<std::borrow::Cow<'a, [u8]>>,
+    ) -> io::Result<Spilled> {
         use sha2::Digest;
         let mut crc = libdeflater::Crc::new();
-        crc.update(data);
-        let mut file = tempfile::tempfile_in(dir)?;
-        let method = if level == 0 {
-            file.write_all(data)?;
-            Method::Stored
-        } else {
-            deflate_in_blocks(data, level.min(9), &mut file)?;
-            Method::Deflated
-        };
+        let mut sha = sha2::Sha256::new();
+        let file = tempfile::tempfile_in(dir)?;
+        let method = if level == 0 { Method::Stored } else { Method::Deflated };
+        let mut writer = BufWriter::with_capacity(1 << 20, file);
+        let blocks = len.div_ceil(BLOCK as u64).max(1);
+        let in_flight = 2 * rayon::current_num_threads() as u64;
+        let mut first = 0;
+        while first < blocks {
+            let window: Vec<u64> = (first..blocks.min(first + in_flight)).collect();
+            // Each block with the window before it (its dictionary), read in order.
+            let mut inputs = Vec::with_capacity(window.len());
+            for &index in &window {
+                let start = index * BLOCK as u64;
+                let end = (start + BLOCK as u64).min(len);
+                let dict = if level == 0 { 0 } else { (WINDOW as u64).min(start) };
+                let bytes = read(start - dict, end)?;
+                crc.update(&bytes[dict as usize..]);
+                sha.update(&bytes[dict as usize..]);
+                inputs.push((bytes, dict as usize, end == len));
+            }
+            if level == 0 {
+                for (bytes, _, _) in &inputs {
+                    writer.write_all(bytes)?;
+                }
+            } else {
+                let compress = |(bytes, dict, last): &(std::borrow::Cow<'_, [u8]>, usize, bool)| {
+                    deflate_block(bytes, *dict, *last, level.min(9))
+                };
+                for block in crate::parallel::map(&inputs, compress) {
+                    writer.write_all(&block?)?;
+                }
+            }
+            first += window.len() as u64;
+        }
+        let file = writer.into_inner().map_err(|e| e.into_error())?;
         let compressed_size = file.metadata()?.len();
-        Ok(Spilled {
-            file,
-            method,
-            crc32: crc.sum(),
-            size: data.len() as u64,
-            compressed_size,
-            sha256: sha2::Sha256::digest(data).into(),
-        })
+        Ok(Spilled { file, method, crc32: crc.sum(), size: len, compressed_size, sha256: sha.finalize().into() })
     }
 }
 
-/// Uncompressed bytes per block of [`deflate_in_blocks`].
+/// Uncompressed bytes per block of [`Spilled`]'s deflate.
 const BLOCK: usize = 4 << 20;
 /// The deflate window: each block is compressed with the input before it as its dictionary.
 const WINDOW: usize = 32 << 10;
 
-/// Deflate `data` as one raw deflate stream made of blocks compressed in parallel, the way
-/// pigz does: each block of [`BLOCK`] bytes is compressed on its own with the 32 KiB before it
-/// as its dictionary and ends with a sync flush, the last with the stream's end; their
-/// concatenation is one valid stream, about as small as a serial one. A patched library of a
-/// GB compresses on every core, and a few blocks at a time are in memory. The bytes depend only
-/// on `data` and `level`, never on the number of cores.
-fn deflate_in_blocks(data: &[u8], level: u32, out: &mut File) -> io::Result<()> {
-    let blocks = data.len().div_ceil(BLOCK).max(1);
-    let compress = |index: &usize| -> io::Result<Vec<u8>> {
-        let start = index * BLOCK;
-        let end = (start + BLOCK).min(data.len());
-        let mut c = flate2::Compress::new(flate2::Compression::new(level), false);
-        if start > 0 {
-            c.set_dictionary(&data[start - WINDOW.min(start)..start]).map_err(io::Error::other)?;
-        }
-        let last = end == data.len();
-        let flush = if last { flate2::FlushCompress::Finish } else { flate2::FlushCompress::Sync };
-        let mut block = Vec::with_capacity(end - start + (end - start) / 1000 + 64);
-        loop {
-            let status = c
-                .compress_vec(&data[start + c.total_in() as usize..end], &mut block, flush)
-                .map_err(io::Error::other)?;
-            let done = if last {
-                status == flate2::Status::StreamEnd
-            } else {
-                c.total_in() as usize == end - start && block.capacity() > block.len()
-            };
-            if done {
-                return Ok(block);
-            }
-            block.reserve(block.len().max(64 << 10));
-        }
-    };
-    let mut writer = BufWriter::with_capacity(1 << 20, out);
-    let in_flight = 2 * rayon::current_num_threads();
-    let indices: Vec<usize> = (0..blocks).collect();
-    for window in indices.chunks(in_flight) {
-        for block in crate::parallel::map(window, compress) {
-            writer.write_all(&block?)?;
-        }
+/// One block of a raw deflate stream made of blocks compressed in parallel, the way pigz
+/// does: `input` is the block preceded by `dict` bytes of what comes before it (at most 32 KiB),
+/// its dictionary; it ends with a sync flush, the last with the stream's end. The blocks'
+/// concatenation is one valid stream, about as small as a serial one. A patched library of a GB
+/// compresses on every core, and a few blocks at a time are in memory. The bytes depend only on
+/// the data and `level`, never on the number of cores.
+fn deflate_block(input: &[u8], dict: usize, last: bool, level: u32) -> io::Result<Vec<u8>> {
+    let data = &input[dict..];
+    let mut c = flate2::Compress::new(flate2::Compression::new(level), false);
+    if dict > 0 {
+        c.set_dictionary(&input[..dict]).map_err(io::Error::other)?;
     }
-    writer.flush()
+    let flush = if last { flate2::FlushCompress::Finish } else { flate2::FlushCompress::Sync };
+    let mut block = Vec::with_capacity(data.len() + data.len() / 1000 + 64);
+    loop {
+        let status = c.compress_vec(&data[c.total_in() as usize..], &mut block, flush).map_err(io::Error::other)?;
+        let done = if last {
+            status == flate2::Status::StreamEnd
+        } else {
+            c.total_in() as usize == data.len() && block.capacity() > block.len()
+        };
+        if done {
+            return Ok(block);
+        }
+        block.reserve(block.len().max(64 << 10));
+    }
 }
 
 pub struct ZipWriter {

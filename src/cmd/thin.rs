@@ -1,0 +1,156 @@
+//! `thin`: one fat build cut down to some GPU targets. Every wheel is examined, its plan made
+//! from the analysis ([`plan::thin`]), its output named (the same name: the wheel stays the same
+//! distribution), collisions refused before anything is written, then each is written.
+
+use std::path::{Path, PathBuf};
+
+use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
+use super::write::Destination;
+use super::{Common, Output, display_name};
+use crate::elf::gpu::targets::{Keep, Requested};
+use crate::plan::thin::{ThinPlan, thin};
+use crate::report::thin::{ThinOutcome, to_json, to_text};
+use crate::settings::Settings;
+use crate::wheel::output::{Commit, OutputKey};
+use crate::writer::{self, WriteOptions};
+use crate::{parallel, wheel};
+
+/// `thin`'s request.
+#[derive(Debug, Clone)]
+pub struct ThinRequest {
+    pub wheels: Vec<PathBuf>,
+    pub common: Common,
+    pub destination: Destination,
+    /// Thin a wheel whose device code has nothing for a requested target anyway.
+    pub allow_missing: bool,
+    /// Remove standalone code-object files for other targets.
+    pub prune_files: bool,
+}
+
+/// Run `thin`: what each wheel became, errors on stderr.
+pub fn run(request: &ThinRequest) -> Output {
+    let settings = match request.common.settings() {
+        Ok(settings) => settings,
+        Err(e) => return Output::usage(e),
+    };
+    let keep = match keep_of(&settings) {
+        Ok(keep) => keep,
+        Err(e) => return Output::usage(e),
+    };
+    let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
+    let examined = examine_all(&request.wheels, &settings, progress.as_ref());
+    drop(progress);
+    let mut planned: Vec<Result<(Examined, ThinPlan, PathBuf), Error>> = examined
+        .into_iter()
+        .zip(&request.wheels)
+        .map(|(e, path)| plan_one(e?, &keep, request, &settings, path))
+        .collect();
+    refuse_collisions(&mut planned, |(_, _, d)| d.as_path(), &request.wheels);
+    let work: Vec<_> = planned.into_iter().zip(&request.wheels).collect();
+    let results: Vec<Result<ThinOutcome, String>> = parallel::map_owned(work, |(planned, path)| {
+        planned
+            .and_then(|(examined, plan, dest)| {
+                write_one(&examined, &plan, &dest, path, &settings, &request.destination)
+            })
+            .map_err(|e| format!("{}: {e}", path.display()))
+    });
+    let named: Vec<(String, &Result<ThinOutcome, String>)> =
+        request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
+    let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
+    let stderr = results.iter().filter_map(|r| r.as_ref().err().map(|e| format!("wheelfix: error: {e}"))).collect();
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    Output { stdout, stderr, code: 0 }.finish(failed, results.len())
+}
+
+/// The targets to keep: `--gpu-target`, else `gpu-targets` of `[tool.wheelfix]`.
+fn keep_of(settings: &Settings) -> Result<Keep, String> {
+    let targets = &settings.gpu_targets.value;
+    if targets.is_empty() {
+        return Err("thin needs --gpu-target (or gpu-targets in [tool.wheelfix]): the targets to keep".into());
+    }
+    let requested: Result<Vec<Requested>, String> = targets.iter().map(|t| Requested::parse(t)).collect();
+    Ok(Keep::new(requested?))
+}
+
+/// One wheel's plan and output path.
+fn plan_one(
+    examined: Examined,
+    keep: &Keep,
+    request: &ThinRequest,
+    settings: &Settings,
+    path: &Path,
+) -> Result<(Examined, ThinPlan, PathBuf), Error> {
+    let (wheel, analysis) = (&examined.wheel, &examined.analysis);
+    if !wheel.installer_problems.is_empty() {
+        return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
+    }
+    // A rewritten library is deflated whole again: at the best level unless told otherwise, so
+    // that the wheel shrinks by the dropped code (the members were often deflated harder than
+    // zlib's default; compressed bundles leave little for deflate to save).
+    let level = match settings.zip_compression_level.origin {
+        crate::settings::Origin::Default => 9,
+        _ => settings.zip_compression_level.value,
+    };
+    let plan = thin(wheel, analysis, keep, request.prune_files, level);
+    if let Some((file, problem)) = plan.unreadable.first() {
+        return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
+    }
+    if !plan.missing.is_empty() && !request.allow_missing {
+        return Err(Error::MissingTargets { missing: plan.missing.clone(), present: analysis.gpu_targets() });
+    }
+    let dest = match &request.destination {
+        Destination::InPlace => path.to_path_buf(),
+        Destination::Directory(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| Error::CreateDir { path: dir.display().to_string(), source })?;
+            dir.join(wheel.filename.to_string())
+        }
+    };
+    Ok((examined, plan, dest))
+}
+
+fn write_one(
+    examined: &Examined,
+    plan: &ThinPlan,
+    dest: &Path,
+    path: &Path,
+    settings: &Settings,
+    destination: &Destination,
+) -> Result<ThinOutcome, Error> {
+    let (wheel, analysis) = (&examined.wheel, &examined.analysis);
+    let options = WriteOptions { patcher: settings.patcher.value.patcher(), budget: &settings.analyze.memory };
+    let changed = plan.changes();
+    let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
+    let output = match destination {
+        Destination::InPlace if !changed => None,
+        Destination::InPlace => {
+            Some(writer::write_in_place(wheel, &plan.plan, &analysis.digests, &options, path, dest)?)
+        }
+        Destination::Directory(_) => {
+            if wheel::inputs::same_file(dest, path) || OutputKey::of(dest) == OutputKey::of(path) {
+                return Err(Error::WouldOverwriteInput(dest.to_path_buf()));
+            }
+            Some(if changed {
+                writer::write_wheel(wheel, &plan.plan, &analysis.digests, &options, dest, Commit::Replace, None)?
+            } else {
+                writer::copy_wheel(path, dest, Commit::Replace, None)?
+            })
+        }
+    };
+    let size_after = match &output {
+        Some(o) => std::fs::metadata(o).map(|m| m.len()).ok(),
+        None => size_before,
+    };
+    Ok(ThinOutcome {
+        wheel: wheel.filename.to_string(),
+        output: output.map(|o| o.display().to_string()),
+        changed,
+        size_before,
+        size_after,
+        cut: plan.cut.clone(),
+        pruned: plan.pruned.clone(),
+        left: plan.left.clone(),
+        missing: plan.missing.clone(),
+        record_corrected: if changed { analysis.record_findings.clone() } else { Default::default() },
+    })
+}

@@ -1,0 +1,830 @@
+//! Rewriting offload bundles in place (`thin`): in each bundle of a byte range, only the host
+//! entry and the code objects a [`Keep`] keeps stay. Every bundle is rewritten at its own offset
+//! (the HIP runtime finds it there through `__hip_fatbin_wrapper`), its kept code objects
+//! first and the freed bytes zeroed, so nothing else in the file moves. A compressed bundle
+//! is decoded as a stream, rebuilt and encoded again with its method, its header sizes and
+//! hash computed as clang's bundler computes them; it never outgrows the bytes it had.
+//!
+//! Layouts: `../shared/reference/gpu-code-formats.md` §2–4.2. The file is read and written by
+//! position, a bounded piece at a time: a bundle of a GB is never held in memory.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+
+use super::scan::bundle_target;
+use super::targets::Keep;
+use super::{BUNDLE_MAGIC, BundleEntry, CCOB_MAGIC, Count};
+
+/// Bytes moved or searched at a time.
+const CHUNK: usize = 1 << 20;
+/// The most entries a bundle table may claim, and the longest entry id.
+const MAX_ENTRIES: u64 = 1 << 16;
+const MAX_ID: u64 = 4096;
+/// The most a compressed bundle may decode to: beyond, it is a bomb, not device code.
+pub const MAX_CCOB_DECODED: u64 = 16 << 30;
+/// The most a compressed bundle may claim to expand (beyond 64 MiB).
+const MAX_RATIO: u64 = 2000;
+
+/// A file read and written by position.
+pub trait Positional {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()>;
+}
+
+impl Positional for std::fs::File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+    fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(self, buf, offset)
+    }
+}
+
+impl Positional for Vec<u8> {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let start = usize::try_from(offset).map_err(io::Error::other)?;
+        let bytes = start.checked_add(buf.len()).and_then(|end| self.get(start..end));
+        buf.copy_from_slice(bytes.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?);
+        Ok(())
+    }
+    fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let start = usize::try_from(offset).map_err(io::Error::other)?;
+        let end = start + buf.len();
+        if end > self.len() {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        self[start..end].copy_from_slice(buf);
+        Ok(())
+    }
+}
+
+/// What thinning a range did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Thinned {
+    /// Kept and dropped code objects, by target id.
+    pub kept: BTreeMap<String, Count>,
+    pub dropped: BTreeMap<String, Count>,
+    /// Bundles rewritten (plain, compressed) and left as they were (nothing to drop).
+    pub rewritten: usize,
+    pub untouched: usize,
+    /// Bytes set to zero.
+    pub zeroed: u64,
+}
+
+/// Why a range could not be thinned.
+#[derive(Debug, thiserror::Error)]
+pub enum RewriteError {
+    #[error("offload bundle at offset {at}: {message}")]
+    Bundle { at: u64, message: String },
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+fn lie(at: u64, message: impl Into<String>) -> RewriteError {
+    RewriteError::Bundle { at, message: message.into() }
+}
+
+/// Thin every bundle in the file range [start, end): bundles and compressed bundles in order,
+/// each consuming its length, as [`super::scan::Hits::blob`] reads them.
+pub fn thin_range<F: Positional>(file: &mut F, start: u64, end: u64, keep: &Keep) -> Result<Thinned, RewriteError> {
+    let mut thinned = Thinned::default();
+    let mut at = start;
+    while let Some((found, compressed)) = next_magic(file, at, end)? {
+        let consumed = if compressed {
+            thin_ccob(file, found, end, keep, &mut thinned)?
+        } else {
+            thin_bundle(file, found, end, keep, &mut thinned)?
+        };
+        at = found + consumed.max(1);
+    }
+    Ok(thinned)
+}
+
+/// The offset of the next bundle or compressed bundle magic in [from, end), and whether it is
+/// compressed.
+fn next_magic<F: Positional>(file: &F, from: u64, end: u64) -> io::Result<Option<(u64, bool)>> {
+    let overlap = BUNDLE_MAGIC.len() - 1;
+    let mut at = from;
+    let mut buf = vec![0u8; CHUNK];
+    while at < end {
+        let n = (CHUNK as u64).min(end - at) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        let chunk = &buf[..n];
+        let plain = memchr::memmem::find(chunk, BUNDLE_MAGIC);
+        let ccob = memchr::memmem::find(chunk, CCOB_MAGIC);
+        let first = match (plain, ccob) {
+            (Some(p), Some(c)) if c < p => Some((c, true)),
+            (Some(p), _) => Some((p, false)),
+            (None, Some(c)) => Some((c, true)),
+            (None, None) => None,
+        };
+        if let Some((offset, compressed)) = first {
+            return Ok(Some((at + offset as u64, compressed)));
+        }
+        if at + (n as u64) >= end {
+            break;
+        }
+        at += (n - overlap) as u64;
+    }
+    Ok(None)
+}
+
+/// A bundle's entry table, read from `read` (the bundle's first bytes), bounded.
+fn read_table(read: &mut dyn FnMut(&mut [u8]) -> io::Result<()>, at: u64) -> Result<Vec<BundleEntry>, RewriteError> {
+    let mut head = [0u8; 32];
+    read(&mut head).map_err(|e| lie(at, format!("cannot read its header: {e}")))?;
+    let count = u64::from_le_bytes(head[24..32].try_into().unwrap());
+    if count > MAX_ENTRIES {
+        return Err(lie(at, format!("claims {count} entries")));
+    }
+    let mut entries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let mut fields = [0u8; 24];
+        read(&mut fields).map_err(|_| lie(at, "its entry table runs past the end"))?;
+        let field = |i: usize| u64::from_le_bytes(fields[i * 8..i * 8 + 8].try_into().unwrap());
+        let (offset, size, id_len) = (field(0), field(1), field(2));
+        if id_len > MAX_ID {
+            return Err(lie(at, format!("an entry id of {id_len} bytes")));
+        }
+        let mut id = vec![0u8; id_len as usize];
+        read(&mut id).map_err(|_| lie(at, "its entry table runs past the end"))?;
+        entries.push(BundleEntry { offset, size, id: String::from_utf8_lossy(&id).into_owned() });
+    }
+    Ok(entries)
+}
+
+fn table_len<'a>(entries: impl Iterator<Item = &'a BundleEntry>) -> u64 {
+    32 + entries.map(|e| 24 + e.id.len() as u64).sum::<u64>()
+}
+
+/// A bundle's new layout: which entries stay, where each goes.
+struct Layout {
+    /// Kept entries in table order, with their new offsets.
+    kept: Vec<BundleEntry>,
+    /// (old offset, new offset, size) of every kept payload, by old offset.
+    moves: Vec<(u64, u64, u64)>,
+    /// The old and new lengths of the bundle.
+    old_len: u64,
+    new_len: u64,
+}
+
+impl Layout {
+    fn table(&self) -> Vec<u8> {
+        let mut table = Vec::with_capacity(table_len(self.kept.iter()) as usize);
+        table.extend_from_slice(BUNDLE_MAGIC);
+        table.extend_from_slice(&(self.kept.len() as u64).to_le_bytes());
+        for e in &self.kept {
+            table.extend_from_slice(&e.offset.to_le_bytes());
+            table.extend_from_slice(&e.size.to_le_bytes());
+            table.extend_from_slice(&(e.id.len() as u64).to_le_bytes());
+            table.extend_from_slice(e.id.as_bytes());
+        }
+        table
+    }
+}
+
+/// Decide what stays of a bundle of `entries` that has `room` bytes: entries must lie after the
+/// table, within the room and apart. Kept payloads are packed in their old order after the
+/// new (shorter) table, aligned as the old ones were (HIP aligns code objects to 4096): each
+/// lands at or before its old offset, so a forward copy never overwrites what it has not read.
+fn layout(
+    entries: &[BundleEntry],
+    room: u64,
+    keep: &Keep,
+    at: u64,
+    thinned: &mut Thinned,
+) -> Result<Layout, RewriteError> {
+    let old_table = table_len(entries.iter());
+    let mut by_offset: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].size > 0).collect();
+    by_offset.sort_by_key(|&i| entries[i].offset);
+    let mut old_len = old_table;
+    let mut previous_end = old_table;
+    for &i in &by_offset {
+        let e = &entries[i];
+        let end = e.offset.checked_add(e.size).filter(|end| *end <= room);
+        let end = end.ok_or_else(|| lie(at, format!("entry `{}` lies past the end of the bundle", e.id)))?;
+        if e.offset < previous_end {
+            return Err(lie(at, format!("entry `{}` overlaps the table or another entry", e.id)));
+        }
+        previous_end = end;
+        old_len = old_len.max(end);
+    }
+    if old_table > room {
+        return Err(lie(at, "its entry table runs past the end"));
+    }
+    let stays = |e: &BundleEntry| e.id.starts_with("host-") || bundle_target(&e.id).is_none_or(|t| keep.keeps(t));
+    let align =
+        by_offset.iter().map(|&i| entries[i].offset).fold(4096u64, |a, off| a.min(1 << off.trailing_zeros().min(12)));
+    let mut kept: Vec<BundleEntry> = entries.iter().filter(|e| stays(e)).cloned().collect();
+    let mut cursor = table_len(kept.iter());
+    let mut moves = Vec::new();
+    let mut new_offsets = BTreeMap::new();
+    for &i in &by_offset {
+        let e = &entries[i];
+        if !stays(e) {
+            continue;
+        }
+        let to = cursor.next_multiple_of(align);
+        moves.push((e.offset, to, e.size));
+        new_offsets.insert(i, to);
+        cursor = to + e.size;
+    }
+    let mut k = 0;
+    for (i, e) in entries.iter().enumerate() {
+        let target = bundle_target(&e.id).unwrap_or(&e.id).to_string();
+        if !stays(e) {
+            thinned.dropped.entry(target).or_default().add(e.size);
+            continue;
+        }
+        kept[k].offset = if e.size == 0 { cursor.min(e.offset) } else { new_offsets[&i] };
+        if !e.id.starts_with("host-") {
+            thinned.kept.entry(target).or_default().add(e.size);
+        }
+        k += 1;
+    }
+    Ok(Layout { kept, moves, old_len, new_len: cursor })
+}
+
+/// Thin the uncompressed bundle at `at` (its room ends at `end`): returns its old length.
+fn thin_bundle<F: Positional>(
+    file: &mut F,
+    at: u64,
+    end: u64,
+    keep: &Keep,
+    thinned: &mut Thinned,
+) -> Result<u64, RewriteError> {
+    let mut pos = at;
+    let entries = read_table(
+        &mut |buf: &mut [u8]| {
+            if pos + buf.len() as u64 > end {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+            }
+            file.read_exact_at(buf, pos)?;
+            pos += buf.len() as u64;
+            Ok(())
+        },
+        at,
+    )?;
+    let layout = layout(&entries, end - at, keep, at, thinned)?;
+    if layout.kept.len() == entries.len() {
+        thinned.untouched += 1;
+        return Ok(layout.old_len);
+    }
+    file.write_all_at(&layout.table(), at)?;
+    let mut buf = vec![0u8; CHUNK];
+    for &(from, to, size) in &layout.moves {
+        copy_forward(file, at + from, at + to, size, &mut buf)?;
+    }
+    zero(file, at + layout.new_len, at + layout.old_len, thinned)?;
+    thinned.rewritten += 1;
+    Ok(layout.old_len)
+}
+
+/// Copy `size` bytes from `from` to `to` (`to <= from`) a chunk at a time.
+fn copy_forward<F: Positional>(file: &mut F, from: u64, to: u64, size: u64, buf: &mut [u8]) -> io::Result<()> {
+    debug_assert!(to <= from);
+    if from == to {
+        return Ok(());
+    }
+    let mut done = 0;
+    while done < size {
+        let n = (buf.len() as u64).min(size - done) as usize;
+        file.read_exact_at(&mut buf[..n], from + done)?;
+        file.write_all_at(&buf[..n], to + done)?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
+fn zero<F: Positional>(file: &mut F, from: u64, to: u64, thinned: &mut Thinned) -> io::Result<()> {
+    let zeros = vec![0u8; CHUNK.min(to.saturating_sub(from) as usize)];
+    let mut at = from;
+    while at < to {
+        let n = (zeros.len() as u64).min(to - at) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    thinned.zeroed += to.saturating_sub(from);
+    Ok(())
+}
+
+/// A compressed bundle's header. Ex) v3 = `CCOB`, u16 version, u16 method, u64 total size,
+/// u64 uncompressed size, u64 hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CcobHeader {
+    pub version: u16,
+    pub method: u16,
+    /// The whole compressed bundle, header included (none in v1: its stream ends it).
+    pub total: Option<u64>,
+    pub uncompressed: u64,
+    pub hash: u64,
+}
+
+impl CcobHeader {
+    pub fn len(version: u16) -> Option<usize> {
+        match version {
+            1 => Some(20),
+            2 => Some(24),
+            3 => Some(32),
+            _ => None,
+        }
+    }
+
+    pub fn parse(bytes: &[u8]) -> Result<CcobHeader, String> {
+        let u16_at = |i: usize| bytes.get(i..i + 2).map(|b| u16::from_le_bytes(b.try_into().unwrap()));
+        let u32_at = |i: usize| bytes.get(i..i + 4).map(|b| u64::from(u32::from_le_bytes(b.try_into().unwrap())));
+        let u64_at = |i: usize| bytes.get(i..i + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+        let short = || "its header is cut short".to_string();
+        let version = u16_at(4).ok_or_else(short)?;
+        let method = u16_at(6).ok_or_else(short)?;
+        let (total, uncompressed, hash) = match version {
+            1 => (None, u32_at(8), u64_at(12)),
+            2 => (u32_at(8), u32_at(12), u64_at(16)),
+            3 => (u64_at(8), u64_at(16), u64_at(24)),
+            v => return Err(format!("unknown version {v}")),
+        };
+        if method > 1 {
+            return Err(format!("unknown compression method {method}"));
+        }
+        Ok(CcobHeader {
+            version,
+            method,
+            total,
+            uncompressed: uncompressed.ok_or_else(short)?,
+            hash: hash.ok_or_else(short)?,
+        })
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32);
+        out.extend_from_slice(CCOB_MAGIC);
+        out.extend_from_slice(&self.version.to_le_bytes());
+        out.extend_from_slice(&self.method.to_le_bytes());
+        let total = self.total.unwrap_or(0);
+        match self.version {
+            1 => out.extend_from_slice(&(self.uncompressed as u32).to_le_bytes()),
+            2 => {
+                out.extend_from_slice(&(total as u32).to_le_bytes());
+                out.extend_from_slice(&(self.uncompressed as u32).to_le_bytes());
+            }
+            _ => {
+                out.extend_from_slice(&total.to_le_bytes());
+                out.extend_from_slice(&self.uncompressed.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(&self.hash.to_le_bytes());
+        out
+    }
+}
+
+/// The hash clang's bundler puts in a compressed bundle's header: the low 64 bits of the MD5 of
+/// the uncompressed bundle (`llvm::MD5::MD5Result::low`, the digest's first 8 bytes, little-endian).
+pub fn bundle_hash(md5: md5::Md5) -> u64 {
+    use md5::Digest;
+    u64::from_le_bytes(md5.finalize()[..8].try_into().unwrap())
+}
+
+/// Reads a file range by position, counting what it gave.
+struct RangeReader<'a, F: Positional> {
+    file: &'a F,
+    pos: u64,
+    end: u64,
+}
+
+impl<F: Positional> Read for RangeReader<'_, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = (buf.len() as u64).min(self.end - self.pos) as usize;
+        self.file.read_exact_at(&mut buf[..n], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// Reads at most `limit` bytes from a decoder and fails past it (a bomb, or a header that lies
+/// about the size).
+struct Bounded<R> {
+    inner: R,
+    read: u64,
+    limit: u64,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > self.limit {
+            return Err(io::Error::other(format!("decodes to more than the {} bytes its header claims", self.limit)));
+        }
+        Ok(n)
+    }
+}
+
+/// The rebuilt compressed stream, refused once it would not fit the old bundle's room.
+struct Room {
+    out: Vec<u8>,
+    limit: u64,
+}
+
+impl Write for Room {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if (self.out.len() + buf.len()) as u64 > self.limit {
+            return Err(io::Error::other(OUTGROWS));
+        }
+        self.out.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Thin the compressed bundle at `at`: returns its old length.
+fn thin_ccob<F: Positional>(
+    file: &mut F,
+    at: u64,
+    end: u64,
+    keep: &Keep,
+    thinned: &mut Thinned,
+) -> Result<u64, RewriteError> {
+    let mut prefix = [0u8; 32];
+    let available = (end - at).min(32) as usize;
+    file.read_exact_at(&mut prefix[..available], at)?;
+    let header = CcobHeader::parse(&prefix[..available]).map_err(|e| lie(at, format!("compressed: {e}")))?;
+    let header_len = CcobHeader::len(header.version).expect("parsed") as u64;
+    let room = match header.total {
+        Some(t) if t < header_len || t > end - at => {
+            return Err(lie(at, format!("compressed: claims {t} bytes, but only {} remain", end - at)));
+        }
+        Some(t) => t,
+        None => end - at,
+    };
+    // Device code compresses a few times over, not a thousand: beyond that it is a bomb.
+    let most = MAX_CCOB_DECODED.min((64 << 20u64).max(room.saturating_mul(MAX_RATIO)));
+    if header.uncompressed > most {
+        return Err(lie(at, format!("compressed: claims to decode to {} bytes from {room}", header.uncompressed)));
+    }
+    let source = RangeReader { file: &*file, pos: at + header_len, end: at + room };
+    let mut decoder = Bounded {
+        inner: decoder(header.method, source).map_err(|e| lie(at, e.to_string()))?,
+        read: 0,
+        limit: header.uncompressed,
+    };
+    let bad = |e: io::Error| lie(at, format!("compressed: cannot decode: {e}"));
+    let entries = read_table(&mut |buf: &mut [u8]| decoder.read_exact(buf), at)?;
+    let layout = layout(&entries, header.uncompressed, keep, at, thinned)?;
+    if layout.kept.len() == entries.len() {
+        thinned.untouched += 1;
+        return Ok(room);
+    }
+    let limit = room - header_len;
+    let encoder =
+        encoder(header.method, Room { out: Vec::new(), limit }, layout.new_len).map_err(|e| lie(at, e.to_string()))?;
+    let mut rebuilt = Rebuilt { encoder, md5: <md5::Md5 as md5::Digest>::new(), written: 0 };
+    let outgrows = |e: io::Error| {
+        if e.to_string() == OUTGROWS {
+            lie(at, "compressed: rebuilt, it would outgrow the bytes it has; nothing was written")
+        } else {
+            RewriteError::Io(e)
+        }
+    };
+    rebuilt.emit(&layout.table()).map_err(outgrows)?;
+    let mut consumed = table_len(entries.iter());
+    let mut buf = vec![0u8; CHUNK];
+    for &(from, to, size) in &layout.moves {
+        skip(&mut decoder, from - consumed, &mut buf).map_err(bad)?;
+        rebuilt.zeros(to - rebuilt.written).map_err(outgrows)?;
+        let mut left = size;
+        while left > 0 {
+            let n = (buf.len() as u64).min(left) as usize;
+            decoder.read_exact(&mut buf[..n]).map_err(bad)?;
+            rebuilt.emit(&buf[..n]).map_err(outgrows)?;
+            left -= n as u64;
+        }
+        consumed = from + size;
+    }
+    rebuilt.zeros(layout.new_len - rebuilt.written).map_err(outgrows)?;
+    // The rest must decode too, to exactly the size the header claims: a stream that lies is
+    // refused, and v1's end (its header has no size) is where its stream ends.
+    skip(&mut decoder, header.uncompressed - consumed, &mut buf).map_err(bad)?;
+    if decoder.read(&mut buf).map_err(bad)? != 0 {
+        return Err(lie(at, "compressed: decodes to more than its header claims"));
+    }
+    let old_end = header.total.unwrap_or_else(|| decoder.inner.consumed() - at);
+    drop(decoder);
+    let hash = bundle_hash(rebuilt.md5);
+    let compressed = rebuilt.encoder.finish().map_err(outgrows)?.out;
+    let new = CcobHeader {
+        total: header.total.map(|_| header_len + compressed.len() as u64),
+        uncompressed: layout.new_len,
+        hash,
+        ..header
+    };
+    file.write_all_at(&new.to_bytes(), at)?;
+    file.write_all_at(&compressed, at + header_len)?;
+    zero(file, at + header_len + compressed.len() as u64, at + old_end, thinned)?;
+    thinned.rewritten += 1;
+    Ok(old_end)
+}
+
+const OUTGROWS: &str = "the rebuilt bundle outgrows its room";
+
+/// The uncompressed bundle being rebuilt: encoded as it is made, its MD5 taken on the way.
+struct Rebuilt {
+    encoder: Encoder,
+    md5: md5::Md5,
+    written: u64,
+}
+
+impl Rebuilt {
+    fn emit(&mut self, bytes: &[u8]) -> io::Result<()> {
+        md5::Digest::update(&mut self.md5, bytes);
+        self.written += bytes.len() as u64;
+        self.encoder.write_all(bytes)
+    }
+
+    fn zeros(&mut self, mut n: u64) -> io::Result<()> {
+        let zeros = [0u8; 4096];
+        while n > 0 {
+            let k = n.min(zeros.len() as u64) as usize;
+            self.emit(&zeros[..k])?;
+            n -= k as u64;
+        }
+        Ok(())
+    }
+}
+
+fn skip(decoder: &mut impl Read, mut n: u64, buf: &mut [u8]) -> io::Result<()> {
+    while n > 0 {
+        let k = (buf.len() as u64).min(n) as usize;
+        decoder.read_exact(&mut buf[..k])?;
+        n -= k as u64;
+    }
+    Ok(())
+}
+
+/// A decoder of a compressed bundle's stream, which knows how much input it took.
+enum Decoder<'a, F: Positional> {
+    Zlib(flate2::bufread::ZlibDecoder<io::BufReader<RangeReader<'a, F>>>),
+    Zstd(zstd::stream::read::Decoder<'static, io::BufReader<RangeReader<'a, F>>>),
+}
+
+impl<F: Positional> Decoder<'_, F> {
+    /// The file offset just past the compressed bytes decoded (v1's end). Exact for zlib; for
+    /// zstd, the reader's position less what it buffered.
+    fn consumed(&self) -> u64 {
+        match self {
+            Decoder::Zlib(d) => d.get_ref().get_ref().pos - d.get_ref().buffer().len() as u64,
+            Decoder::Zstd(d) => d.get_ref().get_ref().pos - d.get_ref().buffer().len() as u64,
+        }
+    }
+}
+
+impl<F: Positional> Read for Decoder<'_, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Decoder::Zlib(d) => d.read(buf),
+            Decoder::Zstd(d) => d.read(buf),
+        }
+    }
+}
+
+fn decoder<F: Positional>(method: u16, source: RangeReader<'_, F>) -> io::Result<Decoder<'_, F>> {
+    let buffered = io::BufReader::with_capacity(64 << 10, source);
+    Ok(match method {
+        0 => Decoder::Zlib(flate2::bufread::ZlibDecoder::new(buffered)),
+        _ => Decoder::Zstd(zstd::stream::read::Decoder::with_buffer(buffered)?.single_frame()),
+    })
+}
+
+/// An encoder of the rebuilt stream, with the method the bundle had.
+enum Encoder {
+    Zlib(Box<flate2::write::ZlibEncoder<Room>>),
+    Zstd(Box<zstd::stream::write::Encoder<'static, Room>>),
+}
+
+/// zstd level for rebuilt bundles: clang's `--offload-compression-level` is not recorded, so a
+/// level that compresses about as well as clang's default, fast enough for GBs of device code.
+const ZSTD_LEVEL: i32 = 9;
+
+fn encoder(method: u16, room: Room, size: u64) -> io::Result<Encoder> {
+    Ok(match method {
+        0 => Encoder::Zlib(Box::new(flate2::write::ZlibEncoder::new(room, flate2::Compression::new(6)))),
+        _ => {
+            let mut e = zstd::stream::write::Encoder::new(room, ZSTD_LEVEL)?;
+            e.set_pledged_src_size(Some(size))?;
+            e.include_contentsize(true)?;
+            Encoder::Zstd(Box::new(e))
+        }
+    })
+}
+
+impl Encoder {
+    fn finish(self) -> io::Result<Room> {
+        match self {
+            Encoder::Zlib(e) => e.finish(),
+            Encoder::Zstd(e) => e.finish(),
+        }
+    }
+}
+
+impl Write for Encoder {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Encoder::Zlib(e) => e.write(buf),
+            Encoder::Zstd(e) => e.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Encoder::Zlib(e) => e.flush(),
+            Encoder::Zstd(e) => e.flush(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elf::gpu::targets::Requested;
+
+    fn keep(t: &str) -> Keep {
+        Keep::new(vec![Requested::parse(t).unwrap()])
+    }
+
+    /// A bundle of a host entry and one 4096-aligned payload per target, filled with its index.
+    fn bundle(targets: &[&str]) -> Vec<u8> {
+        let ids: Vec<String> = std::iter::once("host-x86_64-unknown-linux-gnu-".to_string())
+            .chain(targets.iter().map(|t| format!("hipv4-amdgcn-amd-amdhsa--{t}")))
+            .collect();
+        let table = 32 + ids.iter().map(|i| 24 + i.len()).sum::<usize>();
+        let mut out = BUNDLE_MAGIC.to_vec();
+        out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+        let mut payload_at = table.next_multiple_of(4096) as u64;
+        for (i, id) in ids.iter().enumerate() {
+            let size: u64 = if i == 0 { 0 } else { 5000 };
+            out.extend_from_slice(&(if i == 0 { 0 } else { payload_at }).to_le_bytes());
+            out.extend_from_slice(&size.to_le_bytes());
+            out.extend_from_slice(&(id.len() as u64).to_le_bytes());
+            out.extend_from_slice(id.as_bytes());
+            if i > 0 {
+                payload_at = (payload_at + size).next_multiple_of(4096);
+            }
+        }
+        for i in 1..ids.len() {
+            out.resize(out.len().next_multiple_of(4096), 0);
+            out.extend(std::iter::repeat_n(i as u8, 5000));
+        }
+        out
+    }
+
+    #[test]
+    fn a_plain_bundle_keeps_its_target_at_its_offset() {
+        let original = bundle(&["gfx90a", "gfx942", "gfx1100"]);
+        let mut data = vec![7u8; 100];
+        data.extend_from_slice(&original);
+        data.extend_from_slice(&[9u8; 50]);
+        let len = data.len() as u64;
+        let thinned = thin_range(&mut data, 0, len, &keep("gfx942")).unwrap();
+        assert_eq!(thinned.rewritten, 1);
+        assert_eq!(thinned.kept["gfx942"], Count { objects: 1, bytes: 5000 });
+        assert_eq!(thinned.dropped.len(), 2);
+        assert_eq!(data.len() as u64, len, "the range keeps its size");
+        assert_eq!(&data[..100], &[7u8; 100][..]);
+        assert_eq!(&data[data.len() - 50..], &[9u8; 50][..]);
+        let table = crate::elf::gpu::bundle_table(&data[100..]).unwrap();
+        assert_eq!(table.len(), 2);
+        assert!(table[1].id.ends_with("gfx942"));
+        let at = 100 + table[1].offset as usize;
+        assert_eq!(table[1].offset % 4096, 0);
+        assert!(data[at..at + 5000].iter().all(|b| *b == 2));
+        assert!(data[at + 5000..data.len() - 50].iter().all(|b| *b == 0), "freed bytes are zero");
+    }
+
+    #[test]
+    fn nothing_to_drop_changes_nothing() {
+        let mut data = bundle(&["gfx942", "gfx9-4-generic"]);
+        let before = data.clone();
+        let len = data.len() as u64;
+        let thinned = thin_range(&mut data, 0, len, &keep("gfx950")).unwrap();
+        assert_eq!((thinned.rewritten, thinned.untouched), (1, 0));
+        let mut again = before.clone();
+        let thinned = thin_range(&mut again, 0, len, &keep("gfx942")).unwrap();
+        assert_eq!((thinned.rewritten, thinned.untouched), (0, 1));
+        assert_eq!(again, before);
+    }
+
+    fn compress(bundle: &[u8], version: u16, method: u16) -> Vec<u8> {
+        let payload = match method {
+            0 => {
+                let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+                e.write_all(bundle).unwrap();
+                e.finish().unwrap()
+            }
+            _ => zstd::encode_all(bundle, 3).unwrap(),
+        };
+        let mut md5 = <md5::Md5 as md5::Digest>::new();
+        md5::Digest::update(&mut md5, bundle);
+        let header_len = CcobHeader::len(version).unwrap() as u64;
+        let header = CcobHeader {
+            version,
+            method,
+            total: (version > 1).then_some(header_len + payload.len() as u64),
+            uncompressed: bundle.len() as u64,
+            hash: bundle_hash(md5),
+        };
+        let mut out = header.to_bytes();
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    fn decompress(data: &[u8]) -> (CcobHeader, Vec<u8>) {
+        let header = CcobHeader::parse(data).unwrap();
+        let h = CcobHeader::len(header.version).unwrap();
+        let end = header.total.map_or(data.len(), |t| t as usize);
+        let decoded = match header.method {
+            0 => {
+                let mut out = Vec::new();
+                flate2::read::ZlibDecoder::new(&data[h..end]).read_to_end(&mut out).unwrap();
+                out
+            }
+            _ => {
+                let mut out = Vec::new();
+                zstd::stream::read::Decoder::new(&data[h..end]).unwrap().single_frame().read_to_end(&mut out).unwrap();
+                out
+            }
+        };
+        (header, decoded)
+    }
+
+    #[test]
+    fn compressed_bundles_of_every_version_and_method_are_rebuilt() {
+        for version in [1, 2, 3] {
+            for method in [0, 1] {
+                let original = bundle(&["gfx90a:xnack+", "gfx90a:xnack-", "gfx942", "gfx11-generic"]);
+                let mut data = compress(&original, version, method);
+                data.resize(data.len().next_multiple_of(4096), 0);
+                let second = bundle(&["gfx11-generic"]);
+                data.extend_from_slice(&compress(&second, version, method));
+                let len = data.len() as u64;
+                let thinned = thin_range(&mut data, 0, len, &keep("gfx1101")).unwrap();
+                assert_eq!(thinned.rewritten, 1, "v{version} m{method}");
+                assert_eq!(thinned.untouched, 1, "v{version} m{method}: the second bundle has nothing to drop");
+                let (header, decoded) = decompress(&data);
+                assert_eq!(header.uncompressed, decoded.len() as u64);
+                let mut md5 = <md5::Md5 as md5::Digest>::new();
+                md5::Digest::update(&mut md5, &decoded);
+                assert_eq!(header.hash, bundle_hash(md5), "v{version} m{method}");
+                let table = crate::elf::gpu::bundle_table(&decoded).unwrap();
+                let ids: Vec<&str> = table.iter().map(|e| e.id.as_str()).collect();
+                assert_eq!(ids, ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx11-generic"]);
+                let payload = &decoded[table[1].offset as usize..][..5000];
+                assert!(payload.iter().all(|b| *b == 4), "the kept code object's bytes are the original's");
+                if version > 1 {
+                    let second_at = memchr::memmem::find(&data[4..], CCOB_MAGIC).unwrap() + 4;
+                    assert_eq!(decompress(&data[second_at..]).1, second, "the next bundle did not move");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lies_are_errors() {
+        let mut data = bundle(&["gfx90a", "gfx942"]);
+        data[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        let len = data.len() as u64;
+        assert!(thin_range(&mut data, 0, len, &keep("gfx942")).unwrap_err().to_string().contains("entries"));
+
+        let mut data = bundle(&["gfx90a", "gfx942"]);
+        data.truncate(data.len() - 10);
+        let len = data.len() as u64;
+        let e = thin_range(&mut data, 0, len, &keep("gfx942")).unwrap_err().to_string();
+        assert!(e.contains("past the end"), "{e}");
+
+        // A compressed bundle whose header claims less than its stream decodes to.
+        let original = bundle(&["gfx90a", "gfx942"]);
+        let mut data = compress(&original, 3, 1);
+        data[16..24].copy_from_slice(&100_000u64.to_le_bytes());
+        let len = data.len() as u64;
+        assert!(thin_range(&mut data, 0, len, &keep("gfx942")).is_err());
+
+        // A zstd bomb: a few KB that decode to GBs of zeros, with a header that says so.
+        let bomb = {
+            let mut e = zstd::stream::write::Encoder::new(Vec::new(), 19).unwrap();
+            let mut head = bundle(&["gfx90a", "gfx942"]);
+            head.truncate(4096);
+            e.write_all(&head).unwrap();
+            let zeros = vec![0u8; 1 << 20];
+            for _ in 0..64 {
+                e.write_all(&zeros).unwrap();
+            }
+            e.finish().unwrap()
+        };
+        let header =
+            CcobHeader { version: 3, method: 1, total: Some(32 + bomb.len() as u64), uncompressed: 8 << 30, hash: 0 };
+        let mut data = header.to_bytes();
+        data.extend_from_slice(&bomb);
+        let len = data.len() as u64;
+        let e = thin_range(&mut data, 0, len, &keep("gfx942")).unwrap_err().to_string();
+        assert!(e.contains("claims to decode"), "{e}");
+    }
+}

@@ -1,0 +1,173 @@
+//! Which code objects run on which GPU: a target id (`gfx90a:xnack+`) against the processors a
+//! user asks for, generic processors included (LLVM's AMDGPUUsage, "Generic processors").
+
+use std::fmt;
+
+/// The processors each generic processor covers, as LLVM's AMDGPUUsage lists them
+/// (`../shared/reference/gpu-code-formats.md` §4.2). A generic processor not listed here is
+/// kept by [`Keep::verdict`]: what it covers is not known, and keeping code costs only bytes.
+const GENERIC: &[(&str, &[&str])] = &[
+    ("gfx9-generic", &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"]),
+    ("gfx9-4-generic", &["gfx942", "gfx950"]),
+    ("gfx10-1-generic", &["gfx1010", "gfx1011", "gfx1012", "gfx1013"]),
+    ("gfx10-3-generic", &["gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"]),
+    ("gfx11-generic", &["gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"]),
+    ("gfx12-generic", &["gfx1200", "gfx1201"]),
+    ("gfx12-5-generic", &["gfx1250", "gfx1251"]),
+];
+
+/// A requested GPU target: a processor, with the target-id features it runs with, if given.
+/// Ex) `gfx942`, `gfx90a:xnack-`
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Requested {
+    pub processor: String,
+    /// `(feature, on)`, e.g. `("xnack", false)` for `xnack-`.
+    pub features: Vec<(String, bool)>,
+}
+
+impl fmt::Display for Requested {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.processor)?;
+        for (name, on) in &self.features {
+            write!(f, ":{name}{}", if *on { '+' } else { '-' })?;
+        }
+        Ok(())
+    }
+}
+
+impl Requested {
+    /// Parse a target a user names; only AMDGPU processors LLVM knows are accepted.
+    pub fn parse(text: &str) -> Result<Requested, String> {
+        let mut parts = text.trim().split(':');
+        let processor = parts.next().unwrap_or_default().to_ascii_lowercase();
+        if !is_known_processor(&processor) {
+            return Err(format!("`{text}` is not an AMDGPU processor LLVM knows (e.g. gfx942, gfx90a, gfx1100)"));
+        }
+        let mut features = Vec::new();
+        for part in parts {
+            let (name, on) = match part.strip_suffix('+') {
+                Some(name) => (name, true),
+                None => match part.strip_suffix('-') {
+                    Some(name) => (name, false),
+                    None => return Err(format!("`{text}`: feature `{part}` must end in + or -")),
+                },
+            };
+            if !matches!(name, "xnack" | "sramecc") {
+                return Err(format!("`{text}`: unknown target feature `{name}` (xnack, sramecc)"));
+            }
+            features.push((name.to_string(), on));
+        }
+        Ok(Requested { processor, features })
+    }
+}
+
+fn is_known_processor(name: &str) -> bool {
+    (0..=0xff).any(|mach| super::mach_name(mach) == Some(name))
+}
+
+/// A target id split: processor and features. Ex) `gfx90a:xnack+` → (`gfx90a`, [(xnack, +)])
+fn split_target(target: &str) -> (&str, Vec<(&str, bool)>) {
+    let mut parts = target.split(':');
+    let processor = parts.next().unwrap_or_default();
+    let features = parts
+        .filter_map(|p| p.strip_suffix('+').map(|n| (n, true)).or_else(|| p.strip_suffix('-').map(|n| (n, false))))
+        .collect();
+    (processor, features)
+}
+
+/// What to keep of a bundle: code objects that run on any of the requested targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keep {
+    pub targets: Vec<Requested>,
+}
+
+/// Whether one code object stays, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It runs on a requested target.
+    Runs,
+    /// It runs on none of them.
+    Drop,
+    /// What it runs on is not known (a generic processor wheelfix has no table for): kept.
+    Unknown,
+}
+
+impl Keep {
+    pub fn new(targets: Vec<Requested>) -> Keep {
+        Keep { targets }
+    }
+
+    /// The verdict on a code object of target id `target` (`gfx942:sramecc+:xnack-`).
+    pub fn verdict(&self, target: &str) -> Verdict {
+        let (processor, features) = split_target(target);
+        if processor.ends_with("-generic") && !self.targets.iter().any(|r| r.processor == processor) {
+            return match GENERIC.iter().find(|(g, _)| *g == processor) {
+                None => Verdict::Unknown,
+                Some((_, covered)) if self.targets.iter().any(|r| runs_with(r, covered, &features)) => Verdict::Runs,
+                Some(_) => Verdict::Drop,
+            };
+        }
+        if self.targets.iter().any(|r| runs_with(r, &[processor], &features)) { Verdict::Runs } else { Verdict::Drop }
+    }
+
+    /// Whether a code object of `target` is kept.
+    pub fn keeps(&self, target: &str) -> bool {
+        self.verdict(target) != Verdict::Drop
+    }
+}
+
+/// A code object built for one of `processors` with `features` runs on `requested`: the same
+/// processor, and no feature set the other way (`xnack+` code needs XNACK on; code that names no
+/// setting runs either way; a request that names no setting takes every variant).
+fn runs_with(requested: &Requested, processors: &[&str], features: &[(&str, bool)]) -> bool {
+    processors.contains(&requested.processor.as_str())
+        && features.iter().all(|(name, on)| requested.features.iter().all(|(n, o)| n != name || o == on))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keep(targets: &[&str]) -> Keep {
+        Keep::new(targets.iter().map(|t| Requested::parse(t).unwrap()).collect())
+    }
+
+    #[test]
+    fn same_processor_whatever_its_features() {
+        let k = keep(&["gfx90a"]);
+        for t in ["gfx90a", "gfx90a:xnack+", "gfx90a:xnack-", "gfx90a:sramecc+:xnack-"] {
+            assert_eq!(k.verdict(t), Verdict::Runs, "{t}");
+        }
+        assert_eq!(k.verdict("gfx942"), Verdict::Drop);
+        assert_eq!(k.verdict("gfx90c"), Verdict::Drop);
+    }
+
+    #[test]
+    fn a_feature_request_drops_the_other_setting() {
+        let k = keep(&["gfx90a:xnack-"]);
+        assert!(k.keeps("gfx90a"));
+        assert!(k.keeps("gfx90a:xnack-"));
+        assert!(!k.keeps("gfx90a:xnack+"));
+    }
+
+    #[test]
+    fn generic_targets_cover_their_processors() {
+        assert!(keep(&["gfx950"]).keeps("gfx9-4-generic"));
+        assert!(keep(&["gfx942"]).keeps("gfx9-4-generic:xnack-"));
+        assert!(!keep(&["gfx90a"]).keeps("gfx9-4-generic"));
+        assert!(keep(&["gfx1151"]).keeps("gfx11-generic"));
+        assert!(!keep(&["gfx1200"]).keeps("gfx11-generic"));
+        assert!(keep(&["gfx1201"]).keeps("gfx12-generic"));
+        assert!(keep(&["gfx9-4-generic"]).keeps("gfx9-4-generic"));
+        assert_eq!(keep(&["gfx942"]).verdict("gfx13-generic"), Verdict::Unknown);
+    }
+
+    #[test]
+    fn requests_are_checked() {
+        assert!(Requested::parse("gfx9999").is_err());
+        assert!(Requested::parse("sm_90").is_err());
+        assert!(Requested::parse("gfx90a:xnack").is_err());
+        assert!(Requested::parse("gfx90a:foo+").is_err());
+        assert_eq!(Requested::parse("GFX90A:xnack+").unwrap().to_string(), "gfx90a:xnack+");
+    }
+}

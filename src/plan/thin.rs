@@ -1,0 +1,135 @@
+//! `thin`'s plan: which members lose device code, from the analysis alone. Every host ELF file
+//! whose `.hip_fatbin` holds code objects for other targets, and every standalone bundle file,
+//! is rewritten in its bundles' ranges ([`ThinChange`], applied by the writer with
+//! [`crate::elf::gpu::rewrite`]); `--prune-files` drops standalone code objects for other
+//! targets; other forms of device code are left as they are and listed. The wheel stays the
+//! same distribution: its name, version and tags do not change.
+
+use std::collections::BTreeMap;
+
+use super::{Content, NewMember, Plan};
+use crate::analysis::Analysis;
+use crate::elf::gpu::targets::{Keep, Verdict};
+use crate::elf::gpu::{Container, Count, GpuCode};
+use crate::wheel::Wheel;
+
+/// One member to rewrite: the bundles in `ranges` (file offsets, `[start, end)`) keep only what
+/// `keep` keeps. `expected` is what the analysis saw there; the writer checks the bundles it
+/// rewrites say the same.
+#[derive(Debug, Clone)]
+pub struct ThinChange {
+    pub member: String,
+    pub ranges: Vec<(u64, u64)>,
+    pub keep: Keep,
+    pub expected: FileCut,
+}
+
+/// What thinning does to one file's code objects, by target id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FileCut {
+    pub file: String,
+    pub container: Option<Container>,
+    pub kept: BTreeMap<String, Count>,
+    pub dropped: BTreeMap<String, Count>,
+}
+
+/// The plan of one wheel, and what it will do.
+#[derive(Debug, Clone)]
+pub struct ThinPlan {
+    pub plan: Plan,
+    /// Files whose bundles are rewritten (or, with nothing to drop, kept as they are).
+    pub cut: Vec<FileCut>,
+    /// Standalone code-object files removed (`--prune-files`).
+    pub pruned: Vec<FileCut>,
+    /// Device code in other forms, left as it is.
+    pub left: Vec<GpuCode>,
+    /// Requested targets no code object of the wheel runs on.
+    pub missing: Vec<String>,
+    /// Files whose bundles cannot be read, and why: the wheel is not written.
+    pub unreadable: Vec<(String, String)>,
+}
+
+impl ThinPlan {
+    /// Whether the plan changes the wheel.
+    pub fn changes(&self) -> bool {
+        self.plan.changes_members()
+    }
+}
+
+/// Plan `thin` for one wheel.
+pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, prune_files: bool, compression_level: u32) -> ThinPlan {
+    let mut plan = Plan::new(wheel.filename.clone());
+    plan.compression_level = compression_level;
+    let (mut cut, mut pruned, mut left, mut unreadable) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for code in &analysis.gpu {
+        let file_cut = cut_of(code, keep);
+        match code.container {
+            Container::HipFatbin | Container::OffloadBundle | Container::CompressedOffloadBundle => {
+                if let Some(problem) = code.bundle_problems().next() {
+                    unreadable.push((code.file.clone(), problem.to_string()));
+                    continue;
+                }
+                let Some(range) = bundle_range(wheel, analysis, code) else {
+                    left.push(code.clone());
+                    continue;
+                };
+                if !file_cut.dropped.is_empty() {
+                    let change = ThinChange {
+                        member: code.file.clone(),
+                        ranges: vec![range],
+                        keep: keep.clone(),
+                        expected: file_cut.clone(),
+                    };
+                    plan.replace
+                        .insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });
+                }
+                cut.push(file_cut);
+            }
+            Container::AmdgpuElf if prune_files && code.targets.iter().all(|t| keep.verdict(t) == Verdict::Drop) => {
+                let mut file_cut = file_cut;
+                let size = wheel.archive.member(&code.file).map_or(0, |m| m.size);
+                for t in &code.targets {
+                    file_cut.dropped.entry(t.clone()).or_default().add(size);
+                }
+                plan.remove.insert(code.file.clone());
+                pruned.push(file_cut);
+            }
+            _ => left.push(code.clone()),
+        }
+    }
+    let missing = if analysis.gpu.is_empty() { Vec::new() } else { missing_targets(&analysis.gpu, keep) };
+    ThinPlan { plan, cut, pruned, left, missing, unreadable }
+}
+
+/// What a keep does to the code objects of one file, from its counts per target.
+fn cut_of(code: &GpuCode, keep: &Keep) -> FileCut {
+    let mut cut = FileCut { file: code.file.clone(), container: Some(code.container), ..FileCut::default() };
+    for (target, count) in &code.target_bytes {
+        let side = if keep.keeps(target) { &mut cut.kept } else { &mut cut.dropped };
+        side.insert(target.clone(), *count);
+    }
+    cut
+}
+
+/// The byte range of a member that holds its bundles: the `.hip_fatbin` section of a host
+/// binary, the whole of a bundle file.
+fn bundle_range(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Option<(u64, u64)> {
+    if code.container == Container::HipFatbin {
+        let member = analysis.elf.iter().find(|m| m.path == code.file)?;
+        let section = member.facts.section(".hip_fatbin").filter(|s| s.kind != 8)?;
+        return Some((section.offset, section.offset.checked_add(section.size)?));
+    }
+    Some((0, wheel.archive.member(&code.file)?.size))
+}
+
+/// The requested targets that no code object of the wheel (in any container) runs on.
+fn missing_targets(gpu: &[GpuCode], keep: &Keep) -> Vec<String> {
+    keep.targets
+        .iter()
+        .filter(|requested| {
+            let alone = Keep::new(vec![(*requested).clone()]);
+            !gpu.iter().flat_map(|g| &g.targets).any(|t| alone.verdict(t) == Verdict::Runs)
+        })
+        .map(|r| r.to_string())
+        .collect()
+}

@@ -1,0 +1,123 @@
+//! What `thin` did with each wheel, as JSON (`schemas/thin.schema.json`) and text: per file,
+//! the code objects and bytes kept and dropped per target; the device code left as it was;
+//! the wheel's size before and after.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::human_bytes;
+use super::json::{self, Entry, Failed, JSON_VERSION};
+use crate::elf::gpu::{Count, GpuCode};
+use crate::plan::thin::FileCut;
+use crate::wheel::RecordFindings;
+
+/// What `thin` did with one wheel.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThinOutcome {
+    pub wheel: String,
+    /// Where it was written; none when left in place unchanged.
+    pub output: Option<String>,
+    /// False when nothing was dropped (the wheel was copied byte for byte, or left in place).
+    pub changed: bool,
+    pub size_before: Option<u64>,
+    pub size_after: Option<u64>,
+    /// Files whose bundles were rewritten, or kept whole (nothing to drop).
+    pub cut: Vec<FileCut>,
+    /// Standalone code-object files removed (`--prune-files`).
+    pub pruned: Vec<FileCut>,
+    /// Device code in other forms, left as it was.
+    pub left: Vec<GpuCode>,
+    /// Requested targets no code object runs on (`--allow-missing`).
+    pub missing: Vec<String>,
+    /// Where the input's RECORD disagreed with its archive: the output's RECORD is true.
+    pub record_corrected: RecordFindings,
+}
+
+impl ThinOutcome {
+    /// Kept and dropped code objects by target, across files.
+    pub fn totals(&self) -> (BTreeMap<String, Count>, BTreeMap<String, Count>) {
+        let (mut kept, mut dropped) = (BTreeMap::new(), BTreeMap::new());
+        for cut in self.cut.iter().chain(&self.pruned) {
+            for (side, counts) in [(&mut kept, &cut.kept), (&mut dropped, &cut.dropped)] {
+                for (target, count) in counts {
+                    let total: &mut Count = side.entry(target.clone()).or_default();
+                    total.objects += count.objects;
+                    total.bytes += count.bytes;
+                }
+            }
+        }
+        (kept, dropped)
+    }
+}
+
+#[derive(Serialize)]
+struct OutcomeJson<'a> {
+    version: u32,
+    #[serde(flatten)]
+    outcome: &'a ThinOutcome,
+    kept: BTreeMap<String, Count>,
+    dropped: BTreeMap<String, Count>,
+}
+
+/// One wheel of the batch: its name as given (for a failure) and what happened.
+pub type Thinned<'a> = (String, &'a Result<ThinOutcome, String>);
+
+/// The batch's JSON document: one entry per wheel, in order.
+pub fn to_json(results: &[Thinned<'_>]) -> String {
+    let entries: Vec<Entry<'_, OutcomeJson<'_>>> = results
+        .iter()
+        .map(|(name, result)| match result {
+            Ok(outcome) => {
+                let (kept, dropped) = outcome.totals();
+                Entry::Done(OutcomeJson { version: JSON_VERSION, outcome, kept, dropped })
+            }
+            Err(e) => Entry::Failed(Failed::new(name, e)),
+        })
+        .collect();
+    json::to_text(&entries)
+}
+
+fn counts_text(counts: &BTreeMap<String, Count>) -> String {
+    if counts.is_empty() {
+        return "nothing".into();
+    }
+    let parts: Vec<String> =
+        counts.iter().map(|(t, c)| format!("{t} ({} object(s), {})", c.objects, human_bytes(c.bytes))).collect();
+    parts.join(", ")
+}
+
+/// The batch as text.
+pub fn to_text(results: &[Thinned<'_>]) -> String {
+    let mut out = String::new();
+    for outcome in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+        let size = |s: Option<u64>| s.map_or_else(|| "?".to_string(), human_bytes);
+        let place = match (&outcome.output, outcome.changed) {
+            (Some(o), true) => format!("thinned into {o}"),
+            (Some(o), false) => format!("nothing to drop; copied to {o}"),
+            (None, _) => "nothing to drop; left as it is".to_string(),
+        };
+        let _ = writeln!(out, "{}: {place}", outcome.wheel);
+        let _ = writeln!(out, "  size: {} -> {}", size(outcome.size_before), size(outcome.size_after));
+        let (kept, dropped) = outcome.totals();
+        let _ = writeln!(out, "  kept: {}", counts_text(&kept));
+        let _ = writeln!(out, "  dropped: {}", counts_text(&dropped));
+        for cut in outcome.cut.iter().filter(|c| !c.dropped.is_empty()) {
+            let n = |m: &BTreeMap<String, Count>| m.values().map(|c| c.objects).sum::<usize>();
+            let _ =
+                writeln!(out, "    {}: kept {}, dropped {} code object(s)", cut.file, n(&cut.kept), n(&cut.dropped));
+        }
+        for cut in &outcome.pruned {
+            let _ = writeln!(out, "    {}: removed (--prune-files)", cut.file);
+        }
+        for code in &outcome.left {
+            let targets = if code.targets.is_empty() { "-".to_string() } else { code.targets.join(" ") };
+            let _ = writeln!(out, "    {}: left as it is ({}): {targets}", code.file, super::container_name(code));
+        }
+        if !outcome.missing.is_empty() {
+            let _ = writeln!(out, "  warning: nothing runs on {} (--allow-missing)", outcome.missing.join(", "));
+        }
+    }
+    out
+}

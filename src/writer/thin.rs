@@ -1,0 +1,55 @@
+//! Making a thinned member ([`ThinChange`]): the member inflated into an unlinked file of this
+//! run, its bundles rewritten there by position ([`crate::elf::gpu::rewrite`]), then deflated
+//! from it in blocks on every core. Memory stays a few blocks however large the member is.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use super::WriteError;
+use crate::elf::gpu::rewrite;
+use crate::plan::thin::ThinChange;
+use crate::wheel::Wheel;
+use crate::wheel::zip::Spilled;
+
+/// Thin one member; its new content, deflated at `level` into a file in `dir`.
+pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -> Result<Spilled, WriteError> {
+    let fail = |message: String| WriteError::Thin { file: change.member.clone(), message };
+    let member = wheel.archive.member(&change.member).ok_or_else(|| fail("not a member of the wheel".into()))?;
+    let file = tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
+    let len = std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
+    let mut file = out.into_inner().map_err(|e| fail(e.error().to_string()))?;
+    let mut cut = crate::plan::thin::FileCut {
+        file: change.member.clone(),
+        container: change.expected.container,
+        ..Default::default()
+    };
+    for &(start, end) in &change.ranges {
+        if start > end || end > len {
+            return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
+        }
+        let thinned = rewrite::thin_range(&mut file, start, end, &change.keep).map_err(|e| fail(e.to_string()))?;
+        for (target, count) in thinned.kept {
+            let c = cut.kept.entry(target).or_default();
+            c.objects += count.objects;
+            c.bytes += count.bytes;
+        }
+        for (target, count) in thinned.dropped {
+            let c = cut.dropped.entry(target).or_default();
+            c.objects += count.objects;
+            c.bytes += count.bytes;
+        }
+    }
+    // The analysis planned from the same bytes; a difference means one of the two readers is
+    // wrong, and the report would not be true.
+    if cut != change.expected {
+        return Err(fail(format!(
+            "its bundles read differently when rewritten (kept {:?}, dropped {:?}) than when analysed (kept {:?}, dropped {:?}); nothing was written",
+            cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
+        )));
+    }
+    file.flush().map_err(|e| fail(e.to_string()))?;
+    Spilled::from_file(&file, len, level, dir)
+        .map_err(|source| WriteError::Spill { file: change.member.clone(), source })
+}

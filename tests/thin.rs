@@ -1,0 +1,470 @@
+//! `thin` on real HIP fat binaries built here with Debian's clang (`clang++-19` or newer, with
+//! `lld` and `clang-offload-bundler`; the test setup installs them, and a test that cannot find
+//! them fails). What is kept is checked by readers that are not wheelfix's: clang's own bundler
+//! lists and unbundles every rewritten bundle, and a stub HIP runtime loaded with the thinned
+//! library registers exactly the kept code objects.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::gpugen::{amdgpu_object, bundle_for, ccob, ccob_raw, host_with_fatbin};
+use support::python::{assert_true_record, pip_install_and_run, run, system_python};
+use support::wheelgen::WheelSpec;
+use support::{stderr, stdout, wheelfix};
+
+/// The newest clang with HIP support and its bundler: (clang++, clang-offload-bundler).
+fn toolchain() -> (String, String) {
+    for v in ["22", "21", "20", "19"] {
+        let (clang, bundler) = (format!("clang++-{v}"), format!("clang-offload-bundler-{v}"));
+        let found = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+        if found(&clang) && found(&bundler) {
+            return (clang, bundler);
+        }
+    }
+    panic!("no clang++-19 or newer with clang-offload-bundler: `apt-get install clang-19 lld-19` (.ci/run does)");
+}
+
+const KERNEL: &str = r#"
+#define __global__ __attribute__((global))
+struct dim3 { unsigned x, y, z; };
+typedef struct ihipStream_t *hipStream_t;
+extern "C" int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **args, unsigned long shm, hipStream_t s);
+__global__ void KERNEL_NAME(int *x) { x[0] += VALUE; }
+extern "C" int HOST_NAME(void) { return VALUE; }
+"#;
+
+/// One translation unit: its offload arches and clang flags.
+struct Unit {
+    name: &'static str,
+    arches: &'static [&'static str],
+    flags: &'static [&'static str],
+}
+
+/// Three bundles in one `.hip_fatbin`: a plain one with both XNACK variants of gfx90a, a plain
+/// one of code object v6 with a generic target, and a compressed one.
+const UNITS: &[Unit] = &[
+    Unit { name: "plain", arches: &["gfx90a:xnack+", "gfx90a:xnack-", "gfx942", "gfx1100"], flags: &[] },
+    Unit { name: "generic", arches: &["gfx11-generic", "gfx942"], flags: &["-mcode-object-version=6"] },
+    Unit { name: "compressed", arches: &["gfx942", "gfx1100", "gfx90a"], flags: &["--offload-compress"] },
+];
+
+/// `libk.so`: the units linked into one library whose `host_value()` returns 42.
+fn fat_library(dir: &Path) -> PathBuf {
+    let (clang, _) = toolchain();
+    let src = dir.join("k.hip");
+    std::fs::write(&src, KERNEL).unwrap();
+    let mut objects = Vec::new();
+    for (i, unit) in UNITS.iter().enumerate() {
+        let object = dir.join(format!("{}.o", unit.name));
+        let host = if i == 0 { "host_value".to_string() } else { format!("host_{}", unit.name) };
+        let mut cmd = Command::new(&clang);
+        cmd.args(["-x", "hip", "-nogpulib", "-nogpuinc", "-fPIC", "-O1", "-c", "-Wno-unused-command-line-argument"])
+            .arg(format!("-DKERNEL_NAME=kernel_{}", unit.name))
+            .arg(format!("-DHOST_NAME={host}"))
+            .arg(format!("-DVALUE={}", 42 + i))
+            .args(unit.arches.iter().map(|a| format!("--offload-arch={a}")))
+            .args(unit.flags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&object);
+        run(&mut cmd);
+        objects.push(object);
+    }
+    let lib = dir.join("libk.so");
+    run(Command::new(&clang).arg("-shared").args(&objects).arg("-o").arg(&lib));
+    lib
+}
+
+/// The bundles of a library's `.hip_fatbin`, each cut to its own length (clang-19's bundler
+/// reads a compressed bundle to the end of its input).
+fn bundles(library: &[u8]) -> Vec<Vec<u8>> {
+    use object::{Object, ObjectSection};
+    let file = object::File::parse(library).unwrap();
+    let fatbin = file.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().unwrap();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < fatbin.len() {
+        let rest = &fatbin[at..];
+        if rest.starts_with(b"CCOB") {
+            let version = u16::from_le_bytes([rest[4], rest[5]]);
+            let total = match version {
+                2 => u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize,
+                3 => u64::from_le_bytes(rest[8..16].try_into().unwrap()) as usize,
+                v => panic!("CCOB v{v}"),
+            };
+            found.push(rest[..total].to_vec());
+            at += total;
+        } else if rest.starts_with(b"__CLANG_OFFLOAD_BUNDLE__") {
+            let count = u64::from_le_bytes(rest[24..32].try_into().unwrap()) as usize;
+            let (mut end, mut p) = (0, 32);
+            for _ in 0..count {
+                let f = |i: usize| u64::from_le_bytes(rest[p + i * 8..p + i * 8 + 8].try_into().unwrap()) as usize;
+                end = end.max(f(0) + f(1));
+                p += 24 + f(2);
+            }
+            found.push(rest[..end.max(p)].to_vec());
+            at += end.max(p);
+        } else {
+            at += 1;
+        }
+    }
+    found
+}
+
+/// What clang's bundler lists in a bundle, sorted.
+fn bundler_list(dir: &Path, bundle: &[u8]) -> Vec<String> {
+    let (_, bundler) = toolchain();
+    let input = dir.join("bundle.bin");
+    std::fs::write(&input, bundle).unwrap();
+    let out = run(Command::new(bundler).args(["--list", "--type=o"]).arg(format!("--input={}", input.display())));
+    let mut ids: Vec<String> = out.lines().map(str::to_string).collect();
+    ids.sort();
+    ids
+}
+
+/// One target's code object, as clang's bundler unbundles it.
+fn bundler_unbundle(dir: &Path, bundle: &[u8], id: &str) -> Vec<u8> {
+    let (_, bundler) = toolchain();
+    let (input, output) = (dir.join("unbundle.bin"), dir.join("unbundled.o"));
+    std::fs::write(&input, bundle).unwrap();
+    run(Command::new(bundler)
+        .args(["--unbundle", "--type=o"])
+        .arg(format!("--input={}", input.display()))
+        .arg(format!("--output={}", output.display()))
+        .arg(format!("--targets={id}")));
+    std::fs::read(output).unwrap()
+}
+
+fn member(wheel: &Path, name: &str) -> Vec<u8> {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+    let mut file = zip.by_name(name).unwrap();
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut data).unwrap();
+    data
+}
+
+fn fat_wheel(dir: &Path) -> PathBuf {
+    let lib = std::fs::read(fat_library(dir)).unwrap();
+    WheelSpec::new("fatpkg", "1.0", "py3-none-linux_x86_64")
+        .file("fatpkg/__init__.py", "")
+        .file("fatpkg/libk.so", lib)
+        .file("fatpkg/kernels/k_gfx90a.co", amdgpu_object(0x3f, 5))
+        .write(&dir.join("in"))
+}
+
+#[test]
+fn thinned_bundles_hold_exactly_the_kept_targets_as_clangs_bundler_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheel = fat_wheel(d);
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let thinned = d.join("out").join(wheel.file_name().unwrap());
+    assert!(thinned.exists(), "the same file name: {}", stdout(&out));
+    assert_true_record(&thinned);
+
+    let (before, after) = (member(&wheel, "fatpkg/libk.so"), member(&thinned, "fatpkg/libk.so"));
+    assert_eq!(before.len(), after.len(), "the library keeps its size");
+    let (old, new) = (bundles(&before), bundles(&after));
+    assert_eq!(old.len(), 3);
+    assert_eq!(new.len(), 3, "every bundle stays where it was");
+    for (old, new) in old.iter().zip(&new) {
+        let listed = bundler_list(d, new);
+        let kept: Vec<&String> = listed.iter().filter(|id| !id.starts_with("host-")).collect();
+        assert_eq!(kept, ["hipv4-amdgcn-amd-amdhsa--gfx942"], "{listed:?}");
+        assert!(listed.iter().any(|id| id.starts_with("host-")), "the host entry stays: {listed:?}");
+        assert!(bundler_list(d, old).len() > listed.len());
+        assert_eq!(
+            bundler_unbundle(d, new, kept[0]),
+            bundler_unbundle(d, old, kept[0]),
+            "the kept code object is the original's, byte for byte"
+        );
+    }
+    // Outside .hip_fatbin nothing moved.
+    let differ: Vec<usize> = (0..before.len()).filter(|&i| before[i] != after[i]).collect();
+    let fatbin = {
+        use object::{Object, ObjectSection};
+        let f = object::File::parse(&*before).unwrap();
+        let (offset, size) = f.section_by_name(".hip_fatbin").unwrap().file_range().unwrap();
+        offset as usize..(offset + size) as usize
+    };
+    assert!(differ.iter().all(|i| fatbin.contains(i)), "bytes outside .hip_fatbin changed");
+    assert!(
+        std::fs::metadata(&thinned).unwrap().len() < std::fs::metadata(&wheel).unwrap().len(),
+        "the download shrinks"
+    );
+
+    let report = support::show_json(d, &thinned, &[]);
+    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx90a", "gfx942"]), "{report}");
+    let lib = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == "fatpkg/libk.so").unwrap().clone();
+    assert_eq!(lib["targets"], serde_json::json!(["gfx942"]));
+    assert_eq!(lib["objects"], 3);
+
+    // The same input gives the same bytes.
+    let again = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "again", wheel.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        std::fs::read(&thinned).unwrap(),
+        std::fs::read(d.join("again").join(wheel.file_name().unwrap())).unwrap()
+    );
+}
+
+#[test]
+fn generic_targets_and_target_features_are_kept_as_the_runtime_would_load_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheel = fat_wheel(d);
+    let cases: &[(&str, &[&str])] = &[
+        // gfx1101 has no code object of its own: the generic one covers it.
+        ("gfx1101", &["hipv4-amdgcn-amd-amdhsa--gfx11-generic"]),
+        ("gfx90a:xnack-", &["hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-"]),
+    ];
+    for (target, expected) in cases {
+        let out_dir = format!("out-{}", target.replace(':', "_"));
+        let out = wheelfix(d, &["thin", "--json", "--gpu-target", target, "-w", &out_dir, wheel.to_str().unwrap()]);
+        assert!(out.status.success(), "{target}: {}", stderr(&out));
+        let thinned = d.join(&out_dir).join(wheel.file_name().unwrap());
+        let mut kept: Vec<String> = bundles(&member(&thinned, "fatpkg/libk.so"))
+            .iter()
+            .flat_map(|b| bundler_list(d, b))
+            .filter(|id| !id.starts_with("host-"))
+            .collect();
+        kept.sort();
+        kept.dedup();
+        assert_eq!(kept, *expected, "{target}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(json[0]["dropped"].as_object().unwrap().contains_key("gfx942"), "{json}");
+    }
+}
+
+/// A stub HIP runtime: `__hipRegisterFatBinary` parses the bundle its wrapper points at, in
+/// memory (decompressing a compressed one with the system's libzstd or libz), and appends one
+/// line per code object to `$STUB_LOG`: its entry id, size and an FNV-1a hash of its bytes.
+const STUB: &str = r#"
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+struct wrapper { uint32_t magic, version; const unsigned char *binary; void *unused; };
+static void record(const unsigned char *b) {
+    if (!getenv("STUB_LOG")) return;
+    FILE *log = fopen(getenv("STUB_LOG"), "a");
+    uint64_t count; memcpy(&count, b + 24, 8);
+    const unsigned char *p = b + 32;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t off, size, len; memcpy(&off, p, 8); memcpy(&size, p + 8, 8); memcpy(&len, p + 16, 8);
+        uint64_t h = 1469598103934665603ULL;
+        for (uint64_t k = 0; k < size; k++) h = (h ^ b[off + k]) * 1099511628211ULL;
+        if (len < 5 || memcmp(p + 24, "host-", 5) != 0)
+            fprintf(log, "%.*s %llu %016llx\n", (int)len, p + 24, (unsigned long long)size, (unsigned long long)h);
+        p += 24 + len;
+    }
+    fclose(log);
+}
+void **__hipRegisterFatBinary(const struct wrapper *w) {
+    const unsigned char *b = w->binary;
+    if (memcmp(b, "CCOB", 4) == 0) {
+        uint16_t version, method; memcpy(&version, b + 4, 2); memcpy(&method, b + 6, 2);
+        uint64_t total = 0, size = 0; size_t header = version == 3 ? 32 : 24;
+        if (version == 3) { memcpy(&total, b + 8, 8); memcpy(&size, b + 16, 8); }
+        else { uint32_t t, s; memcpy(&t, b + 8, 4); memcpy(&s, b + 12, 4); total = t; size = s; }
+        unsigned char *out = malloc(size);
+        if (method == 1) {
+            size_t (*zstd)(void *, size_t, const void *, size_t) = dlsym(dlopen("libzstd.so.1", RTLD_NOW), "ZSTD_decompress");
+            if (zstd(out, size, b + header, total - header) != size) { fprintf(stderr, "stub: bad zstd\n"); exit(3); }
+        } else {
+            int (*unz)(unsigned char *, unsigned long *, const unsigned char *, unsigned long) = dlsym(dlopen("libz.so.1", RTLD_NOW), "uncompress");
+            unsigned long n = size;
+            if (unz(out, &n, b + header, total - header) != 0 || n != size) { fprintf(stderr, "stub: bad zlib\n"); exit(3); }
+        }
+        record(out);
+        free(out);
+    } else {
+        record(b);
+    }
+    static void *handle;
+    return &handle;
+}
+void __hipRegisterFunction(void **m, const void *f, char *d, const char *n, int t, void *a, void *b, void *c, void *e, int *s) {}
+void __hipRegisterVar(void **m, void *v, char *h, const char *d, int e, size_t s, int c, int g) {}
+void __hipUnregisterFatBinary(void **m) {}
+int hipLaunchKernel(const void *f, void *g, void *b, void **a, size_t s, void *st) { return 0; }
+int __hipPushCallConfiguration(void *g, void *b, size_t s, void *st) { return 0; }
+int __hipPopCallConfiguration(void *g, void *b, size_t *s, void *st) { return 0; }
+"#;
+
+const LOAD: &str = "import ctypes, sys\nctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)\nlib = ctypes.CDLL(sys.argv[2])\nprint(lib.host_value())\n";
+
+/// Load `library` with the stub runtime: what the stub registered, sorted, and `host_value()`.
+fn load_with_stub(dir: &Path, stub: &Path, library: &Path) -> (Vec<String>, String) {
+    let log = dir.join("stub.log");
+    let _ = std::fs::remove_file(&log);
+    let value = run(Command::new(system_python()).args(["-c", LOAD]).arg(stub).arg(library).env("STUB_LOG", &log));
+    let mut lines: Vec<String> =
+        std::fs::read_to_string(&log).unwrap_or_default().lines().map(str::to_string).collect();
+    lines.sort();
+    (lines, value.trim().to_string())
+}
+
+#[test]
+fn a_hip_runtime_registers_exactly_the_kept_code_objects_and_the_host_code_still_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let stub = support::python::cc_shared(d, STUB, "libamdhip64.so", &["-ldl"]);
+    let wheel = fat_wheel(d);
+    let original = d.join("original.so");
+    std::fs::write(&original, member(&wheel, "fatpkg/libk.so")).unwrap();
+    let (all, value) = load_with_stub(d, &stub, &original);
+    assert_eq!(value, "42");
+    let targets = |lines: &[String]| -> Vec<String> {
+        lines.iter().map(|l| l.split(' ').next().unwrap().rsplit("--").next().unwrap().to_string()).collect()
+    };
+    // The untouched library first: the stub sees every code object, so the test can fail.
+    assert_eq!(all.len(), 9, "{all:?}");
+    assert!(targets(&all).contains(&"gfx1100".to_string()));
+
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let thinned_wheel = d.join("out").join(wheel.file_name().unwrap());
+    let thinned = d.join("thinned.so");
+    std::fs::write(&thinned, member(&thinned_wheel, "fatpkg/libk.so")).unwrap();
+    let (kept, value) = load_with_stub(d, &stub, &thinned);
+    assert_eq!(value, "42", "the host code still runs");
+    assert_eq!(targets(&kept), ["gfx942", "gfx942", "gfx942"], "{kept:?}");
+    let expected: Vec<String> =
+        all.iter().filter(|l| l.starts_with("hipv4-amdgcn-amd-amdhsa--gfx942 ")).cloned().collect();
+    assert_eq!(kept, expected, "the registered code objects are the original's bytes");
+
+    // pip installs the thinned wheel, and its library loads from there.
+    let code = format!(
+        "import ctypes, os, fatpkg\nctypes.CDLL({stub:?}, mode=ctypes.RTLD_GLOBAL)\nlib = ctypes.CDLL(os.path.join(os.path.dirname(fatpkg.__file__), 'libk.so'))\nprint(lib.host_value())",
+        stub = stub.to_str().unwrap()
+    );
+    let printed = pip_install_and_run(d, &thinned_wheel, &code);
+    assert_eq!(printed.trim(), "42");
+}
+
+#[test]
+fn missing_targets_fail_unless_allowed_and_files_are_pruned_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = host_with_fatbin("m", bundle_for(&[("gfx90a", 0x3f), ("gfx942", 0x4c)], 5));
+    let wheel = WheelSpec::new("mpkg", "1.0", "cp312-cp312-linux_x86_64")
+        .file("mpkg/m.so", lib)
+        .file("mpkg/k_gfx90a.co", amdgpu_object(0x3f, 5))
+        .file("mpkg/k_gfx942.co", amdgpu_object(0x4c, 5))
+        .write(&d.join("in"));
+    let w = wheel.to_str().unwrap();
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx950", "-w", "out", w]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing for gfx950") && stderr(&out).contains(w), "{}", stderr(&out));
+    assert!(!d.join("out").join(wheel.file_name().unwrap()).exists(), "nothing written");
+
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx950", "--allow-missing", "-w", "allowed", w]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("nothing runs on gfx950"), "{}", stdout(&out));
+
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "--prune-files", "--json", "-w", "pruned", w]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let pruned = d.join("pruned").join(wheel.file_name().unwrap());
+    assert_true_record(&pruned);
+    let names: Vec<String> = zip::ZipArchive::new(std::fs::File::open(&pruned).unwrap())
+        .unwrap()
+        .file_names()
+        .map(|n| n.unwrap().to_string())
+        .collect();
+    assert!(
+        names.contains(&"mpkg/k_gfx942.co".to_string()) && !names.contains(&"mpkg/k_gfx90a.co".to_string()),
+        "{names:?}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["pruned"][0]["file"], "mpkg/k_gfx90a.co", "{json}");
+
+    // Without --prune-files, standalone files stay and are listed.
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "kept", w]);
+    assert!(stdout(&out).contains("mpkg/k_gfx90a.co: left as it is"), "{}", stdout(&out));
+}
+
+#[test]
+fn wheels_without_device_code_are_copied_or_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheel =
+        WheelSpec::new("plain", "1.0", "py3-none-any").file("plain/__init__.py", "x = 1\n").write(&d.join("in"));
+    let w = wheel.to_str().unwrap();
+    let before = std::fs::read(&wheel).unwrap();
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "out", w]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(d.join("out").join(wheel.file_name().unwrap())).unwrap(), before, "byte for byte");
+    let modified = std::fs::metadata(&wheel).unwrap().modified().unwrap();
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "--in-place", w]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::metadata(&wheel).unwrap().modified().unwrap(), modified, "left alone in place");
+    let out = wheelfix(d, &["thin", "-w", "x", w]);
+    assert_eq!(out.status.code(), Some(2), "no target is a usage error");
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx9999", "-w", "x", w]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn in_place_thinning_replaces_the_input_with_the_thinned_wheel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = host_with_fatbin("m", ccob(&bundle_for(&[("gfx90a", 0x3f), ("gfx942", 0x4c)], 5), 3, true));
+    let wheel = WheelSpec::new("ipkg", "1.0", "cp312-cp312-linux_x86_64").file("ipkg/m.so", lib).write(&d.join("in"));
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx90a", "--in-place", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_true_record(&wheel);
+    let report = support::show_json(d, &wheel, &[]);
+    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx90a"]), "{report}");
+    let leftovers: Vec<_> = std::fs::read_dir(d.join("in")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+}
+
+#[test]
+fn lies_and_bombs_fail_their_wheel_and_leave_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = bundle_for(&[("gfx90a", 0x3f), ("gfx942", 0x4c)], 5);
+    let mut past_end = good.clone();
+    past_end[24..32].copy_from_slice(&1000u64.to_le_bytes());
+    let mut sizes_lie = ccob(&good, 3, true);
+    let claimed = (good.len() as u64 / 2).to_le_bytes();
+    sizes_lie[16..24].copy_from_slice(&claimed);
+    let bomb = {
+        let mut inner = good.clone();
+        inner.resize(256 << 20, 0);
+        let payload = zstd::encode_all(&inner[..], 3).unwrap();
+        ccob_raw(&payload, 3, 1, 64 << 30, None)
+    };
+    let cases = [("past_end", past_end), ("sizes_lie", sizes_lie), ("bomb", bomb)];
+    let mut wheels = Vec::new();
+    for (name, fatbin) in cases {
+        let lib = host_with_fatbin("m", fatbin);
+        wheels.push(
+            WheelSpec::new(name, "1.0", "cp312-cp312-linux_x86_64")
+                .file(&format!("{name}/m.so"), lib)
+                .write(&d.join("in")),
+        );
+    }
+    let fine = WheelSpec::new("fine", "1.0", "cp312-cp312-linux_x86_64")
+        .file("fine/m.so", host_with_fatbin("m", good))
+        .write(&d.join("in"));
+    let mut args = vec!["thin", "--gpu-target", "gfx942", "--allow-missing", "-w", "out"];
+    args.extend(wheels.iter().map(|w| w.to_str().unwrap()));
+    args.push(fine.to_str().unwrap());
+    let out = wheelfix(d, &args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    for (wheel, name) in wheels.iter().zip(["past_end", "sizes_lie", "bomb"]) {
+        let line = err.lines().find(|l| l.contains(wheel.to_str().unwrap())).unwrap_or_else(|| panic!("{name}: {err}"));
+        assert!(line.contains(&format!("{name}/m.so")), "names the member: {line}");
+        assert!(!d.join("out").join(wheel.file_name().unwrap()).exists(), "{name}: no output");
+    }
+    assert!(d.join("out").join(fine.file_name().unwrap()).exists(), "one bad wheel does not stop the others");
+    let left: Vec<_> = std::fs::read_dir(d.join("out")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "no temporary files left: {left:?}");
+}
