@@ -4,12 +4,17 @@
     python3 benches/genwheel.py huge  OUT_DIR [--libs 3] [--lib-size 1100M] [--blob 2400M] [--members 72000]
     python3 benches/genwheel.py tiny  OUT_DIR [--members 300000]
     python3 benches/genwheel.py patch OUT_DIR [--copies 4] [--lib-size 450M]
+    python3 benches/genwheel.py fat   OUT_DIR [--libs 7] [--bundles 16] [--object-size 1M]
 
 `huge`: a zip64 wheel over 4 GiB: `--libs` real ELF extensions (compiled with `cc`, padded with
 an unmapped section to `--lib-size`, deflated), a stored `--blob` of random bytes, and `--members`
 small Python files. `tiny`: a wheel of `--members` one-line files. `patch`: `--copies` libraries
 of `--lib-size` that all need `libwfext.so`, which is built beside the wheel in `OUT_DIR/ext/`:
-`wheelfix repair --ldpaths OUT_DIR/ext` vendors it and patches every copy.
+`wheelfix repair --ldpaths OUT_DIR/ext` vendors it and patches every copy. `fat`: a fat GPU
+build, as `thin` takes it: `--libs` extensions whose `.hip_fatbin` holds `--bundles` offload
+bundles, each with a host entry and one code object of `--object-size` for each of 8 targets
+(gfx908 gfx90a gfx942 gfx950 gfx1030 gfx1100 gfx1101 gfx1201), aligned to 4096 as HIP aligns
+them (by default about 900 MB of device code, a wheel of about 520 MB).
 
 The padding is random bytes of a 16-letter alphabet: it deflates to about 58% (so a member of
 1.1 GB is 640 MB in the archive, as real GPU libraries are) at about 75 MB/s. Every wheel has a
@@ -79,6 +84,42 @@ def padded(work: Path, elf: Path, total: int) -> Path:
     return out
 
 
+FAT_TARGETS = ["gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1201"]
+
+
+def fat_bundle(object_size: int, seed: int) -> bytes:
+    """An offload bundle: the host entry and one code object of filler per target."""
+    ids = [b"host-x86_64-unknown-linux-gnu-"] + [f"hipv4-amdgcn-amd-amdhsa--{t}".encode() for t in FAT_TARGETS]
+    table = 32 + sum(24 + len(i) for i in ids)
+    at = (table + 4095) // 4096 * 4096
+    head = bytearray(b"__CLANG_OFFLOAD_BUNDLE__" + len(ids).to_bytes(8, "little"))
+    offsets = []
+    for n, ident in enumerate(ids):
+        size_ = 0 if n == 0 else object_size
+        offsets.append(at)
+        head += at.to_bytes(8, "little") + size_.to_bytes(8, "little") + len(ident).to_bytes(8, "little") + ident
+        if n:
+            at = (at + object_size + 4095) // 4096 * 4096
+    out = bytearray(head)
+    for n in range(1, len(ids)):
+        out += bytes(offsets[n] - len(out))
+        out += os.urandom(object_size).translate(ALPHABET)
+    return bytes(out)
+
+
+def fat_library(work: Path, module: str, bundles: int, object_size: int) -> Path:
+    elf = compile_extension(work, module, False)
+    blob = work / f"{module}.fatbin"
+    with open(blob, "wb") as f:
+        for i in range(bundles):
+            b = fat_bundle(object_size, i)
+            f.write(b + bytes((-len(b)) % 4096))
+    out = work / ("fat-" + elf.name)
+    subprocess.run(["objcopy", "--add-section", f".hip_fatbin={blob}", str(elf), str(out)], check=True)
+    blob.unlink()
+    return out
+
+
 class Writer:
     """A zip64 wheel written member by member, its RECORD kept as it goes."""
 
@@ -144,7 +185,9 @@ def small_members(writer: Writer, package: str, count: int):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=["huge", "tiny", "patch"])
+    parser.add_argument("kind", choices=["huge", "tiny", "patch", "fat"])
+    parser.add_argument("--bundles", type=int, default=16)
+    parser.add_argument("--object-size", type=size, default=size("1M"))
     parser.add_argument("out", type=Path)
     parser.add_argument("--libs", type=int, default=3)
     parser.add_argument("--lib-size", type=size, default=None)
@@ -165,6 +208,13 @@ def main():
                 elf.unlink()
             w.add_random("hugepkg/data/blob.bin", args.blob)
             small_members(w, "hugepkg", args.members if args.members is not None else 72000)
+        elif args.kind == "fat":
+            path = args.out / f"fatpkg-1.0-{tag}.whl"
+            w = Writer(path, "fatpkg", "1.0", tag)
+            for i in range(args.libs if args.libs != 3 else 7):
+                elf = fat_library(work, f"_kernels{i}", args.bundles, args.object_size)
+                w.add_file(f"fatpkg/_kernels{i}.so", elf, compress=True)
+                elf.unlink()
         elif args.kind == "tiny":
             path = args.out / f"tinypkg-1.0-py3-none-any.whl"
             w = Writer(path, "tinypkg", "1.0", "py3-none-any")

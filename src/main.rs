@@ -389,7 +389,8 @@ struct ThinArgs {
     /// Skip the sha256 check of every member against RECORD.
     #[arg(long)]
     no_verify: bool,
-    /// Deflate level of the rewritten members (zlib levels 0-9; default 9).
+    /// Deflate level of the rewritten members (zlib levels 0-9; default 6, and 9 for a member
+    /// that would come out larger than it was).
     #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(u32).range(0..=9))]
     zip_compression_level: Option<u32>,
     #[command(flatten)]

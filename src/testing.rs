@@ -66,6 +66,7 @@ pub fn analysis(binaries: Vec<(&str, ElfFacts)>, external: Vec<ExternalLib>) -> 
         record_findings: Default::default(),
         hashes_checked: false,
         external: external.into_iter().map(|l| (l.soname.clone(), l)).collect::<BTreeMap<_, _>>(),
+        bundled_copies: BTreeMap::new(),
     }
 }
 

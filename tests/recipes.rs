@@ -6,7 +6,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::gpugen::{GFX950, bundle_for, host_with_fatbin};
+use support::gpugen::{GFX942, GFX950, bundle_for, host_with_fatbin};
 use support::python::{python_tag, system_python};
 use support::wheelgen::WheelSpec;
 
@@ -43,6 +43,11 @@ fn sh(d: &Path, script: &str) -> std::process::Output {
 
 /// Compiled wheels for this interpreter, with gfx950 device code, plus a pure one, in `dist/`.
 fn dist(d: &Path) {
+    dist_for(d, &[("gfx950", GFX950)]);
+}
+
+/// [`dist`] with device code for each of `targets`.
+fn dist_for(d: &Path, targets: &[(&str, u32)]) {
     let py = python_tag();
     for (name, version, requires) in
         [("torch", "2.15.0a0+git31a77fc", "triton==3.9.0+gitaad2a60d"), ("triton", "3.9.0+gitaad2a60d", "")]
@@ -50,7 +55,7 @@ fn dist(d: &Path) {
         let module = format!("_{name}");
         let mut spec = WheelSpec::new(name, version, &format!("{py}-{py}-linux_x86_64"))
             .file(&format!("{name}/__init__.py"), "")
-            .file(&format!("{name}/{module}.so"), host_with_fatbin(&module, bundle_for(&[("gfx950", GFX950)], 6)));
+            .file(&format!("{name}/{module}.so"), host_with_fatbin(&module, bundle_for(targets, 6)));
         if !requires.is_empty() {
             spec.metadata = vec![format!("Requires-Dist: {requires}")];
         }
@@ -121,4 +126,30 @@ fn the_cibuildwheel_recipe_runs_as_written() {
     let command = command.replace("{dest_dir}", "repaired").replace("{wheel}", wheel.to_str().unwrap());
     assert_ok(&sh(d, &command), &command);
     assert_eq!(std::fs::read_dir(d.join("repaired")).unwrap().count(), 1);
+}
+
+#[test]
+fn the_fat_build_recipe_runs_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    dist_for(d, &[("gfx942", GFX942), ("gfx950", GFX950)]);
+    let out = sh(d, &recipe("fat-build"));
+    assert_ok(&out, "the fat build");
+    for arch in ["gfx942", "gfx950"] {
+        let torch = std::fs::read_dir(d.join("wheelhouse").join(arch))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("torch-"))
+            .unwrap();
+        let report = support::show_json(d, &torch, &[]);
+        assert_eq!(report["gpu_targets"], serde_json::json!([arch]), "{arch}: {report}");
+        assert!(d.join("site").join(arch).join("index.html").exists(), "{arch}");
+    }
+    let installed: Vec<String> = std::fs::read_dir(d.join("installed"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".dist-info"))
+        .collect();
+    assert!(installed.iter().any(|n| n.starts_with("rocm_torch-10.1.0+gfx942.")), "{installed:?}");
+    assert!(installed.iter().any(|n| n == "torch-2.15.0a0+git31a77fc.rocm10.1.0.dist-info"), "{installed:?}");
 }

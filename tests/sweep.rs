@@ -5,7 +5,8 @@
 //! WHEELFIX_SWEEP_DIR=~/wheelfix-sweep cargo test --release --test sweep -- --nocapture
 //! ```
 //!
-//! For every wheel: `show` (text and JSON, which must agree), `show --verify`, `retag -w`, and
+//! For every wheel: `show` (text and JSON, which must agree), `show --verify`, `retag -w`, `thin -w`
+//! (to its first GPU target), and
 //! `repair -w` for Linux platform wheels; then `index` and `check` on the whole directory. It
 //! asserts that no wheel is refused (pip installs them all), that every written wheel's RECORD
 //! is true (or the output is a byte-for-byte copy), that no input changed, and that outputs
@@ -19,7 +20,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use support::python::assert_true_record;
-use support::{stderr, stdout, wheelfix};
+use support::{show_json, stderr, stdout, wheelfix};
 
 fn fingerprint(path: &Path) -> (u64, u64, i64, i64, String) {
     let meta = std::fs::metadata(path).unwrap();
@@ -99,6 +100,7 @@ fn every_command_on_real_wheels() {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     let mut problems: Vec<String> = Vec::new();
     let mut repair_refused: Vec<String> = Vec::new();
+    let mut thin_sizes: Vec<String> = Vec::new();
     let mut stale: Vec<String> = Vec::new();
     for wheel in &wheels {
         let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
@@ -162,6 +164,50 @@ fn every_command_on_real_wheels() {
             Err(e) => problems.push(format!("{name}: retag: {e}")),
         }
 
+        // thin to the first target of its device code (a wheel without any is copied as it is),
+        // and `show` on the result reports only that target.
+        let first_target =
+            report["gpu_targets"].as_array().unwrap().first().and_then(|t| t.as_str()).map(str::to_string);
+        let thinned = w.join("thinned");
+        let target = first_target.clone().unwrap_or_else(|| "gfx942".into());
+        let thin = wheelfix(
+            w,
+            &["thin", "--json", "--allow-missing", "--gpu-target", &target, "-w", thinned.to_str().unwrap(), arg],
+        );
+        match check_output(&thin, wheel, w, umask_mode) {
+            Ok(changed) => {
+                *counts.entry(if changed { "thin: rewritten" } else { "thin: copied as it is" }).or_default() += 1;
+                let result: serde_json::Value = serde_json::from_slice(&thin.stdout).unwrap();
+                if changed {
+                    let output = w.join(result[0]["output"].as_str().unwrap());
+                    let after = show_json(w, &output, &[]);
+                    let bundled: Vec<&serde_json::Value> = after["gpu"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|g| {
+                            ["hip-fatbin", "offload-bundle", "compressed-offload-bundle"]
+                                .contains(&g["container"].as_str().unwrap())
+                        })
+                        .collect();
+                    let others: Vec<String> = bundled
+                        .iter()
+                        .flat_map(|g| g["targets"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()))
+                        .filter(|t| t.split(':').next() != Some(target.as_str()) && !t.contains("generic"))
+                        .collect();
+                    if !others.is_empty() {
+                        problems.push(format!("{name}: thin to {target} left {others:?} in its bundles"));
+                    }
+                    thin_sizes.push(format!(
+                        "{name}: {} -> {} bytes ({target})",
+                        result[0]["size_before"], result[0]["size_after"]
+                    ));
+                }
+            }
+            Err(e) => problems.push(format!("{name}: thin: {e}")),
+        }
+        let _ = std::fs::remove_dir_all(&thinned);
+
         let linux = report["platform_tag"].is_string();
         if linux {
             let repaired = w.join("repaired");
@@ -212,6 +258,9 @@ fn every_command_on_real_wheels() {
     eprintln!("\nsweep of {} wheels in {}:", wheels.len(), dir.display());
     for (k, v) in &counts {
         eprintln!("  {k}: {v}");
+    }
+    for t in &thin_sizes {
+        eprintln!("  thinned {t}");
     }
     for r in &repair_refused {
         eprintln!("  repair refused {r}");

@@ -39,6 +39,34 @@ pub struct AnalyzeOptions {
     pub hash_for_record: bool,
     /// The bytes in flight, shared by every wheel and member of a run.
     pub memory: std::sync::Arc<budget::MemoryBudget>,
+    /// Keep an inflated copy of every file with offload bundles (`thin` rewrites them: so each
+    /// is inflated once, not once more to write it).
+    pub keep_bundled_copies: Option<CopyRoom>,
+}
+
+/// Where inflated copies are kept, and how many bytes of them a run may hold at once: a batch
+/// is examined whole before it is written, and beyond this room the writer inflates again.
+#[derive(Debug, Clone)]
+pub struct CopyRoom {
+    pub dir: std::path::PathBuf,
+    left: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CopyRoom {
+    pub fn new(dir: std::path::PathBuf, bytes: u64) -> CopyRoom {
+        CopyRoom { dir, left: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(bytes)) }
+    }
+
+    /// Take room for `bytes`; false when there is not enough left.
+    fn take(&self, bytes: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        self.left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(bytes)).is_ok()
+    }
+
+    /// Give back room taken for a copy that was not kept.
+    fn give_back(&self, bytes: u64) {
+        self.left.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl AnalyzeOptions {
@@ -49,6 +77,7 @@ impl AnalyzeOptions {
             verify_hashes: false,
             hash_for_record: false,
             memory: std::sync::Arc::new(budget::MemoryBudget::new(budget::DEFAULT_SHOW)),
+            keep_bundled_copies: None,
         }
     }
 }
@@ -115,6 +144,9 @@ pub struct Analysis {
     pub hashes_checked: bool,
     /// The libraries the host binaries need, resolved (filled by [`linkage::resolve`]).
     pub external: BTreeMap<String, ExternalLib>,
+    /// Inflated copies of the files with offload bundles, by member path, when asked
+    /// ([`AnalyzeOptions::keep_bundled_copies`]): not facts, the bytes the writer rewrites.
+    pub bundled_copies: BTreeMap<String, std::sync::Arc<std::fs::File>>,
 }
 
 impl Analysis {
@@ -159,6 +191,7 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
     let mut digests = vec![None; members.len()];
     let mut record_findings = wheel.record_findings.clone().builder();
     let mut formats = BinaryFormats::default();
+    let mut bundled_copies = BTreeMap::new();
     for scanned in scans {
         let path = &members[scanned.index as usize].name;
         digests[scanned.index as usize] = scanned.digest;
@@ -175,6 +208,9 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
             elf.push(ElfMember { path: path.to_string(), facts: *facts });
         }
         gpu_code.extend(scanned.gpu);
+        if let Some(copy) = scanned.copy {
+            bundled_copies.insert(path.to_string(), std::sync::Arc::new(copy));
+        }
         if let Some(message) = scanned.note {
             notes.push(Note { file: path.to_string(), message: message.into() });
         }
@@ -207,6 +243,7 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
         record_findings,
         hashes_checked,
         external: BTreeMap::new(),
+        bundled_copies,
     };
     analysis.notes.sort();
     Ok(analysis)
@@ -255,6 +292,8 @@ struct Scanned {
     digest: Option<[u8; 32]>,
     /// A hash that does not match RECORD.
     finding: Option<Box<RecordFinding>>,
+    /// Its inflated copy, when it holds offload bundles and copies are kept.
+    copy: Option<std::fs::File>,
 }
 
 /// What a member's first bytes say it is, as far as the scan cares.
@@ -311,6 +350,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         note: None,
         digest: None,
         finding: None,
+        copy: None,
     };
     if member.is_dir() {
         return Ok(scanned);
@@ -362,7 +402,13 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
             scanned.gpu.extend(gpu::pe::binary(&member.name, &pe_sections, bytes.len() as u64, &hits));
             return Ok(scanned);
         }
-        return read_whole_member(&member.name, kind, bytes, scanned);
+        let mut scanned = read_whole_member(&member.name, kind, bytes, scanned)?;
+        if let Some(room) = options.keep_bundled_copies.as_ref().filter(|_| has_bundles(&scanned.gpu))
+            && room.take(member.size)
+        {
+            scanned.copy = Some(copy_of(&room.dir, bytes).map_err(|e| copy_error(member, &e))?);
+        }
+        return Ok(scanned);
     }
     if !kind.needs_content() && !hash {
         return Ok(scanned);
@@ -373,7 +419,23 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         Kind::PeDeviceCode => read::FirstPass::Container(gpu::scan::Patterns::PE),
         _ => read::FirstPass::Nothing,
     };
-    let streamed = read::first_pass(wheel, member, first, hash.then_some(algorithm), budget)?;
+    // A file that may hold bundles is copied as it streams past when copies are kept; the
+    // copy is dropped again (its space freed) when it holds none.
+    let room = options.keep_bundled_copies.as_ref().filter(|_| matches!(kind, Kind::HostElf | Kind::Container));
+    let room = room.filter(|room| room.take(member.size));
+    let copy = match room {
+        Some(room) => Some(tempfile::tempfile_in(&room.dir).map_err(|e| copy_error(member, &e))?),
+        None => None,
+    };
+    let mut copy = copy.map(|f| std::io::BufWriter::with_capacity(1 << 20, f));
+    let streamed = read::first_pass(
+        wheel,
+        member,
+        first,
+        hash.then_some(algorithm),
+        budget,
+        copy.as_mut().map(|c| c as &mut dyn std::io::Write),
+    )?;
     if let Some(digest) = &streamed.digest {
         record_digest(wheel, member, digest.clone(), options, &mut scanned);
     }
@@ -389,7 +451,35 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         }
         _ => {}
     }
+    match (copy, room) {
+        (Some(copy), _) if has_bundles(&scanned.gpu) => {
+            scanned.copy = Some(copy.into_inner().map_err(|e| copy_error(member, e.error()))?);
+        }
+        (_, Some(room)) => room.give_back(member.size),
+        _ => {}
+    }
     Ok(scanned)
+}
+
+/// Whether device code found in a file is in offload bundles (what `thin` rewrites).
+fn has_bundles(gpu: &[GpuCode]) -> bool {
+    use gpu::Container::{CompressedOffloadBundle, HipFatbin, OffloadBundle};
+    gpu.iter().any(|g| matches!(g.container, HipFatbin | OffloadBundle | CompressedOffloadBundle))
+}
+
+/// An unlinked file in `dir` holding `data`.
+fn copy_of(dir: &std::path::Path, data: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    let mut file = tempfile::tempfile_in(dir)?;
+    file.write_all(data)?;
+    Ok(file)
+}
+
+fn copy_error(member: &Member, e: &std::io::Error) -> WheelError {
+    WheelError::Archive(crate::wheel::ArchiveError::Member {
+        name: member.name.to_string(),
+        message: format!("cannot keep an inflated copy: {e}"),
+    })
 }
 
 /// Note a member's digest, and check it against RECORD when hashes are verified.

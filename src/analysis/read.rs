@@ -100,17 +100,19 @@ impl Learn for Fixed {
 }
 
 /// One streaming pass: what to keep, scan and hash.
-pub struct Pass<'a> {
+pub struct Pass<'a, 'c> {
     pub keep: Vec<Range>,
     pub learn: &'a mut dyn Learn,
     pub scanner: Option<&'a mut Scanner>,
     pub digester: Option<&'a mut Digester>,
+    /// Where every byte is also written (a copy kept for the writer).
+    pub copy: Option<&'a mut (dyn std::io::Write + 'c)>,
 }
 
 /// Stream a member once, keeping what the pass asks for.
-pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_>) -> Result<Kept, WheelError> {
+pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_, '_>) -> Result<Kept, WheelError> {
     use std::io::Read;
-    let Pass { keep: mut wanted, learn, mut scanner, mut digester } = pass;
+    let Pass { keep: mut wanted, learn, mut scanner, mut digester, mut copy } = pass;
     let mut kept = Kept::new(member.size);
     let mut reader = wheel.archive.zip.stream(member)?;
     let mut chunk = vec![0u8; CHUNK.min(member.size.max(1) as usize)];
@@ -134,6 +136,9 @@ pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_>) -> Result<Kept, Wh
         }
         if let Some(s) = scanner.as_deref_mut() {
             s.feed(data);
+        }
+        if let Some(c) = copy.as_deref_mut() {
+            c.write_all(data).map_err(|e| stream_error(member, &e))?;
         }
         let seen_here = learn.look(pos, data);
         wanted.extend(seen_here);
@@ -288,6 +293,7 @@ pub fn first_pass<'b>(
     what: FirstPass,
     hash: Option<Option<HashAlgorithm>>,
     budget: &'b MemoryBudget,
+    copy: Option<&mut (dyn std::io::Write + '_)>,
 ) -> Result<Streamed<'b>, WheelError> {
     let prefix_cap = PREFIX_CAP.min(budget.total() / 3);
     let base = STREAM_COST + 2 * HEAD_KEEP;
@@ -307,7 +313,7 @@ pub fn first_pass<'b>(
     let kept = stream(
         wheel,
         member,
-        Pass { keep, learn: learn.as_mut(), scanner: scanner.as_mut(), digester: digester.as_mut() },
+        Pass { keep, learn: learn.as_mut(), scanner: scanner.as_mut(), digester: digester.as_mut(), copy },
     )?;
     drop(learn);
     Ok(Streamed {
@@ -360,7 +366,7 @@ impl<'b> Streamed<'b> {
         drop(self.kept);
         drop(self._permit);
         let permit = budget.take(STREAM_COST + size.min(member.size));
-        let kept = stream(wheel, member, Pass { keep, learn: &mut Fixed, scanner: None, digester: None })?;
+        let kept = stream(wheel, member, Pass { keep, learn: &mut Fixed, scanner: None, digester: None, copy: None })?;
         Ok(Some(Streamed { kept, hits, digest, passes: passes + 1, _permit: permit }))
     }
 }

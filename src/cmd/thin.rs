@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
 use super::write::Destination;
 use super::{Common, Output, display_name};
+use crate::analysis::CopyRoom;
 use crate::elf::gpu::targets::{Keep, Requested};
 use crate::plan::thin::{ThinPlan, thin};
 use crate::report::thin::{ThinOutcome, to_json, to_text};
@@ -14,6 +15,9 @@ use crate::settings::Settings;
 use crate::wheel::output::{Commit, OutputKey};
 use crate::writer::{self, WriteOptions};
 use crate::{parallel, wheel};
+
+/// The most bytes of inflated copies a run keeps on disk at once.
+const COPY_ROOM: u64 = 16 << 30;
 
 /// `thin`'s request.
 #[derive(Debug, Clone)]
@@ -29,10 +33,22 @@ pub struct ThinRequest {
 
 /// Run `thin`: what each wheel became, errors on stderr.
 pub fn run(request: &ThinRequest) -> Output {
-    let settings = match request.common.settings() {
+    let mut settings = match request.common.settings() {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
+    // The files with bundles are kept inflated where the outputs go, so that each is inflated
+    // once; beyond the room the writer inflates again.
+    let copies_dir = match &request.destination {
+        Destination::Directory(dir) => {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                return Output::failure(format!("cannot create {}: {e}", dir.display()));
+            }
+            dir.clone()
+        }
+        Destination::InPlace => wheel::output::parent_dir(&request.wheels[0]).to_path_buf(),
+    };
+    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, COPY_ROOM));
     let keep = match keep_of(&settings) {
         Ok(keep) => keep,
         Err(e) => return Output::usage(e),
@@ -84,14 +100,7 @@ fn plan_one(
     if !wheel.installer_problems.is_empty() {
         return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
     }
-    // A rewritten library is deflated whole again: at the best level unless told otherwise, so
-    // that the wheel shrinks by the dropped code (the members were often deflated harder than
-    // zlib's default; compressed bundles leave little for deflate to save).
-    let level = match settings.zip_compression_level.origin {
-        crate::settings::Origin::Default => 9,
-        _ => settings.zip_compression_level.value,
-    };
-    let plan = thin(wheel, analysis, keep, request.prune_files, level);
+    let plan = thin(wheel, analysis, keep, request.prune_files, settings.zip_compression_level.value);
     if let Some((file, problem)) = plan.unreadable.first() {
         return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
     }

@@ -22,6 +22,8 @@ pub struct ThinChange {
     pub ranges: Vec<(u64, u64)>,
     pub keep: Keep,
     pub expected: FileCut,
+    /// The member inflated by the analysis, when it kept a copy; else the writer inflates it.
+    pub copy: Option<std::sync::Arc<std::fs::File>>,
 }
 
 /// What thinning does to one file's code objects, by target id.
@@ -79,6 +81,7 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, prune_files: bool, 
                         ranges: vec![range],
                         keep: keep.clone(),
                         expected: file_cut.clone(),
+                        copy: analysis.bundled_copies.get(&code.file).cloned(),
                     };
                     plan.replace
                         .insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });

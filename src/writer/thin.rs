@@ -2,7 +2,7 @@
 //! run, its bundles rewritten there by position ([`crate::elf::gpu::rewrite`]), then deflated
 //! from it in blocks on every core. Memory stays a few blocks however large the member is.
 
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::Path;
 
 use super::WriteError;
@@ -15,11 +15,23 @@ use crate::wheel::zip::Spilled;
 pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -> Result<Spilled, WriteError> {
     let fail = |message: String| WriteError::Thin { file: change.member.clone(), message };
     let member = wheel.archive.member(&change.member).ok_or_else(|| fail("not a member of the wheel".into()))?;
-    let file = tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
-    let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
-    let len = std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
-    let mut file = out.into_inner().map_err(|e| fail(e.error().to_string()))?;
+    let inflated;
+    let file: &std::fs::File = match &change.copy {
+        Some(copy) => copy,
+        None => {
+            let file = tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
+            std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
+            inflated = out.into_inner().map_err(|e| fail(e.error().to_string()))?;
+            &inflated
+        }
+    };
+    let len = file.metadata().map_err(|e| fail(e.to_string()))?.len();
+    if len != member.size {
+        return Err(fail(format!("its inflated copy holds {len} bytes, the archive says {}", member.size)));
+    }
+    let mut zeroed = rewrite::ZeroedFile::new(file);
     let mut cut = crate::plan::thin::FileCut {
         file: change.member.clone(),
         container: change.expected.container,
@@ -29,7 +41,7 @@ pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -
         if start > end || end > len {
             return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
         }
-        let thinned = rewrite::thin_range(&mut file, start, end, &change.keep).map_err(|e| fail(e.to_string()))?;
+        let thinned = rewrite::thin_range(&mut zeroed, start, end, &change.keep).map_err(|e| fail(e.to_string()))?;
         for (target, count) in thinned.kept {
             let c = cut.kept.entry(target).or_default();
             c.objects += count.objects;
@@ -49,7 +61,19 @@ pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -
             cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
         )));
     }
-    file.flush().map_err(|e| fail(e.to_string()))?;
-    Spilled::from_file(&file, len, level, dir)
-        .map_err(|source| WriteError::Spill { file: change.member.clone(), source })
+    let spill = |level| {
+        Spilled::from_reader(len, level, dir, |buf, at| zeroed.read_at(buf, at))
+            .map_err(|source| WriteError::Spill { file: change.member.clone(), source })
+    };
+    let spilled = spill(level)?;
+    // Published members are often deflated harder than zlib's default, and compressed bundles
+    // leave deflate little to save: a member that comes out larger than it was is deflated
+    // again at the best level, so that the wheel shrinks by the dropped code.
+    if spilled.compressed_size > member.compressed_size && level < 9 {
+        let best = spill(9)?;
+        if best.compressed_size < spilled.compressed_size {
+            return Ok(best);
+        }
+    }
+    Ok(spilled)
 }

@@ -29,14 +29,88 @@ const MAX_RATIO: u64 = 2000;
 pub trait Positional {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Set [from, to) to zero.
+    fn zero_range(&mut self, from: u64, to: u64) -> io::Result<()> {
+        write_zeros(self, from, to)
+    }
 }
 
-impl Positional for std::fs::File {
+fn write_zeros<F: Positional + ?Sized>(file: &mut F, from: u64, to: u64) -> io::Result<()> {
+    let zeros = vec![0u8; CHUNK.min(to.saturating_sub(from) as usize)];
+    let mut at = from;
+    while at < to {
+        let n = (zeros.len() as u64).min(to - at) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// A file whose zeroed ranges are remembered rather than written: the freed bytes of a
+/// rewritten bundle are most of a fat library, and writing them only for a reader to read them
+/// back costs two passes over them. Reads see the zeros; [`ZeroedFile::read_at`] gives them.
+pub struct ZeroedFile<'a> {
+    pub file: &'a std::fs::File,
+    /// Disjoint [start, end) ranges, in the order they were zeroed.
+    zeros: Vec<(u64, u64)>,
+}
+
+impl<'a> ZeroedFile<'a> {
+    pub fn new(file: &'a std::fs::File) -> ZeroedFile<'a> {
+        ZeroedFile { file, zeros: Vec::new() }
+    }
+
+    /// Read `buf.len()` bytes at `offset`, the zeroed ranges as zeros.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset + buf.len() as u64;
+        let mut zeroed: Vec<(u64, u64)> =
+            self.zeros.iter().map(|&(f, t)| (f.max(offset), t.min(end))).filter(|(f, t)| f < t).collect();
+        zeroed.sort_unstable();
+        // Only the bytes between zeroed ranges are read.
+        let mut at = offset;
+        for (from, to) in zeroed.into_iter().chain([(end, end)]) {
+            if from > at {
+                let part = &mut buf[(at - offset) as usize..(from - offset) as usize];
+                std::os::unix::fs::FileExt::read_exact_at(self.file, part, at)?;
+            }
+            if to > from {
+                buf[(from - offset) as usize..(to - offset) as usize].fill(0);
+            }
+            at = at.max(to);
+        }
+        Ok(())
+    }
+}
+
+impl Positional for ZeroedFile<'_> {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+        self.read_at(buf, offset)
     }
     fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
-        std::os::unix::fs::FileExt::write_all_at(self, buf, offset)
+        let end = offset + buf.len() as u64;
+        // What is written over a zeroed range is no longer zero.
+        let mut kept = Vec::with_capacity(self.zeros.len() + 1);
+        for &(from, to) in &self.zeros {
+            if to <= offset || from >= end {
+                kept.push((from, to));
+                continue;
+            }
+            if from < offset {
+                kept.push((from, offset));
+            }
+            if to > end {
+                kept.push((end, to));
+            }
+        }
+        self.zeros = kept;
+        std::os::unix::fs::FileExt::write_all_at(self.file, buf, offset)
+    }
+    fn zero_range(&mut self, from: u64, to: u64) -> io::Result<()> {
+        if from < to {
+            self.zeros.push((from, to));
+        }
+        Ok(())
     }
 }
 
@@ -297,13 +371,7 @@ fn copy_forward<F: Positional>(file: &mut F, from: u64, to: u64, size: u64, buf:
 }
 
 fn zero<F: Positional>(file: &mut F, from: u64, to: u64, thinned: &mut Thinned) -> io::Result<()> {
-    let zeros = vec![0u8; CHUNK.min(to.saturating_sub(from) as usize)];
-    let mut at = from;
-    while at < to {
-        let n = (zeros.len() as u64).min(to - at) as usize;
-        file.write_all_at(&zeros[..n], at)?;
-        at += n as u64;
-    }
+    file.zero_range(from, to)?;
     thinned.zeroed += to.saturating_sub(from);
     Ok(())
 }
@@ -826,5 +894,26 @@ mod tests {
         let len = data.len() as u64;
         let e = thin_range(&mut data, 0, len, &keep("gfx942")).unwrap_err().to_string();
         assert!(e.contains("claims to decode"), "{e}");
+    }
+
+    #[test]
+    fn a_zeroed_file_reads_zeros_where_it_was_zeroed_and_data_where_written_since() {
+        use std::io::Write;
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&[7u8; 100]).unwrap();
+        let mut zeroed = ZeroedFile::new(&file);
+        zeroed.zero_range(10, 50).unwrap();
+        zeroed.zero_range(60, 70).unwrap();
+        zeroed.write_all_at(&[1, 2, 3], 20).unwrap();
+        let mut buf = [0xffu8; 100];
+        zeroed.read_at(&mut buf, 0).unwrap();
+        let mut expected = [7u8; 100];
+        expected[10..50].fill(0);
+        expected[60..70].fill(0);
+        expected[20..23].copy_from_slice(&[1, 2, 3]);
+        assert_eq!(buf, expected);
+        let mut part = [0xffu8; 15];
+        zeroed.read_at(&mut part, 45).unwrap();
+        assert_eq!(part, expected[45..60]);
     }
 }

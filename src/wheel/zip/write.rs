@@ -86,13 +86,18 @@ impl Spilled {
         })
     }
 
-    /// Deflate the first `len` bytes of `source` (a file this run made, such as a member
-    /// thinned in place) the same way, reading it a few blocks at a time: the bytes are those
-    /// [`Spilled::new`] makes of the same content.
-    pub fn from_file(source: &File, len: u64, level: u32, dir: &Path) -> io::Result<Spilled> {
+    /// Deflate `len` bytes that `read_at` gives by position (a file this run made, such as a
+    /// member thinned in place) the same way, reading a few blocks at a time: the bytes are
+    /// those [`Spilled::new`] makes of the same content.
+    pub fn from_reader(
+        len: u64,
+        level: u32,
+        dir: &Path,
+        read_at: impl Fn(&mut [u8], u64) -> io::Result<()>,
+    ) -> io::Result<Spilled> {
         Spilled::from_blocks(len, level, dir, |start, end| {
             let mut buf = vec![0u8; (end - start) as usize];
-            std::os::unix::fs::FileExt::read_exact_at(source, &mut buf, start)?;
+            read_at(&mut buf, start)?;
             Ok(std::borrow::Cow::Owned(buf))
         })
     }
@@ -131,6 +136,12 @@ impl Spilled {
                 }
             } else {
                 let compress = |(bytes, dict, last): &(std::borrow::Cow<'_, [u8]>, usize, bool)| {
+                    // A whole block of zeros (the freed bytes of a thinned library) is always
+                    // the same few KB: made once, without a dictionary (it starts with a literal,
+                    // so it decodes the same after anything).
+                    if !*last && bytes.len() - dict == BLOCK && is_zero(&bytes[*dict..]) {
+                        return Ok(zero_block(level.min(9)).to_vec());
+                    }
                     deflate_block(bytes, *dict, *last, level.min(9))
                 };
                 for block in crate::parallel::map(&inputs, compress) {
@@ -149,6 +160,20 @@ impl Spilled {
 const BLOCK: usize = 4 << 20;
 /// The deflate window: each block is compressed with the input before it as its dictionary.
 const WINDOW: usize = 32 << 10;
+
+fn is_zero(data: &[u8]) -> bool {
+    let (head, words, tail) = unsafe { data.align_to::<u128>() };
+    head.iter().all(|b| *b == 0) && words.iter().all(|w| *w == 0) && tail.iter().all(|b| *b == 0)
+}
+
+/// A block of [`BLOCK`] zeros deflated at `level`, with a sync flush.
+fn zero_block(level: u32) -> &'static [u8] {
+    static BLOCKS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    let blocks = BLOCKS.get_or_init(|| {
+        (0..=9).map(|l| deflate_block(&vec![0u8; BLOCK], 0, false, l).expect("deflating zeros in memory")).collect()
+    });
+    &blocks[level as usize]
+}
 
 /// One block of a raw deflate stream made of blocks compressed in parallel, the way pigz
 /// does: `input` is the block preceded by `dict` bytes of what comes before it (at most 32 KiB),
@@ -466,5 +491,41 @@ mod tests {
         file.read_to_end(&mut second).unwrap();
         assert!(second == compressed);
         assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "spill files are unlinked");
+    }
+
+    #[test]
+    fn blocks_of_zeros_among_data_round_trip() {
+        use std::io::{Read, Seek};
+        let mut data = Vec::new();
+        for i in 0..(3 * BLOCK + 777) {
+            data.push((i % 251) as u8 ^ (i / 4096) as u8);
+        }
+        // Whole zero blocks, a zero run across a block boundary, and zeros at the end.
+        data[BLOCK..2 * BLOCK].fill(0);
+        data[2 * BLOCK + BLOCK / 2..3 * BLOCK + 100].fill(0);
+        let n = data.len();
+        data[n - 50..].fill(0);
+        for level in [0, 1, 6, 9] {
+            let dir = tempfile::tempdir().unwrap();
+            let spilled = Spilled::new(&data, level, dir.path()).unwrap();
+            let mut compressed = Vec::new();
+            let mut file = &spilled.file;
+            file.rewind().unwrap();
+            file.read_to_end(&mut compressed).unwrap();
+            let back = if level == 0 {
+                compressed
+            } else {
+                let mut back = Vec::new();
+                flate2::read::DeflateDecoder::new(&compressed[..]).read_to_end(&mut back).unwrap();
+                back
+            };
+            assert!(back == data, "level {level}: round trip");
+            let from_reader = Spilled::from_reader(n as u64, level, dir.path(), |buf, at| {
+                buf.copy_from_slice(&data[at as usize..at as usize + buf.len()]);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!((from_reader.sha256, from_reader.compressed_size), (spilled.sha256, spilled.compressed_size));
+        }
     }
 }

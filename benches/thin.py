@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""`thin` against `retag` on the same fat GPU wheel, interleaved, with medians and the ratio.
+
+    python3 benches/thin.py [WHEEL] [--runs 5] [--target gfx942]
+
+Without WHEEL, generates one with `benches/genwheel.py fat` (seven libraries whose
+`.hip_fatbin` holds 16 bundles of 8 targets each, about 900 MB of device code, a 520 MB wheel)
+under `target/bench-fat/`. Runs `target/release/wheelfix` (build it first with `cargo build
+--release`). Each run writes into a fresh directory beside the wheel. Prints, per command, the
+median wall time, user CPU and the largest peak RSS (wait4's ru_maxrss, what `/usr/bin/time`
+prints), then thin / retag. Machines are noisy: quote medians and ratios.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BINARY = ROOT / "target" / "release" / "wheelfix"
+
+
+def run(args, out_parent: Path):
+    out = Path(tempfile.mkdtemp(prefix="wheelfix-thin-bench-", dir=out_parent))
+    try:
+        cmd = [str(BINARY)] + [a.replace("{out}", str(out / "o")) for a in args]
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()}")
+        return elapsed, usage.ru_utime, usage.ru_maxrss / 1024
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("wheel", nargs="?", type=Path)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--target", default="gfx942")
+    args = parser.parse_args()
+    if not BINARY.exists():
+        raise SystemExit("build first: cargo build --release")
+    wheel = args.wheel
+    if wheel is None:
+        work = ROOT / "target" / "bench-fat"
+        found = sorted(work.glob("fatpkg-*.whl")) if work.exists() else []
+        if found:
+            wheel = found[0]
+        else:
+            printed = subprocess.run([sys.executable, str(ROOT / "benches" / "genwheel.py"), "fat", str(work)],
+                                     check=True, capture_output=True, text=True).stdout
+            wheel = Path(printed.strip().splitlines()[-1])
+    commands = {
+        "retag": ["retag", "-q", "-w", "{out}", str(wheel)],
+        "thin": ["thin", "-q", "--gpu-target", args.target, "-w", "{out}", str(wheel)],
+    }
+    results = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, cmd in commands.items():
+            results[name].append(run(cmd, wheel.parent))
+    print(f"{wheel.name}: {wheel.stat().st_size / 1e6:.0f} MB, {args.runs} runs each, interleaved")
+    medians = {}
+    for name, runs in results.items():
+        wall = statistics.median(r[0] for r in runs)
+        user = statistics.median(r[1] for r in runs)
+        rss = max(r[2] for r in runs)
+        medians[name] = (wall, user)
+        print(f"  {name:5}: median {wall:.2f} s wall, {user:.2f} s user CPU, peak RSS {rss:.0f} MB "
+              f"(runs {', '.join(f'{r[0]:.2f}' for r in runs)})")
+    print(f"  thin / retag: {medians['thin'][0] / medians['retag'][0]:.2f} wall, "
+          f"{medians['thin'][1] / medians['retag'][1]:.2f} user CPU")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
