@@ -164,10 +164,15 @@ fn every_command_on_real_wheels() {
             Err(e) => problems.push(format!("{name}: retag: {e}")),
         }
 
-        // thin to the first target of its device code (a wheel without any is copied as it is),
+        // thin to the first AMDGPU target of its device code (a wheel without any is copied as it is),
         // and `show` on the result reports only that target.
-        let first_target =
-            report["gpu_targets"].as_array().unwrap().first().and_then(|t| t.as_str()).map(str::to_string);
+        let first_target = report["gpu_targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t.as_str())
+            .find(|t| t.starts_with("gfx"))
+            .map(str::to_string);
         let thinned = w.join("thinned");
         let target = first_target.clone().unwrap_or_else(|| "gfx942".into());
         let thin = wheelfix(

@@ -41,16 +41,13 @@ pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -
         if start > end || end > len {
             return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
         }
-        let thinned = rewrite::thin_range(&mut zeroed, start, end, &change.keep).map_err(|e| fail(e.to_string()))?;
-        for (target, count) in thinned.kept {
-            let c = cut.kept.entry(target).or_default();
-            c.objects += count.objects;
-            c.bytes += count.bytes;
-        }
-        for (target, count) in thinned.dropped {
-            let c = cut.dropped.entry(target).or_default();
-            c.objects += count.objects;
-            c.bytes += count.bytes;
+        let thinned = thin_bundles(&mut zeroed, start, end, &change.keep).map_err(|e| fail(e.to_string()))?;
+        for (side, counts) in [(&mut cut.kept, thinned.kept), (&mut cut.dropped, thinned.dropped)] {
+            for (target, count) in counts {
+                let c = side.entry(target).or_default();
+                c.objects += count.objects;
+                c.bytes += count.bytes;
+            }
         }
     }
     // The analysis planned from the same bytes; a difference means one of the two readers is
@@ -76,4 +73,29 @@ pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -
         }
     }
     Ok(spilled)
+}
+
+/// Thin the bundles of [start, end): apart and in parallel when their places are known from
+/// their headers (each bundle is its own bytes: a compressed one is decoded and encoded again,
+/// and a file may hold dozens), else in one walk.
+fn thin_bundles(
+    zeroed: &mut rewrite::ZeroedFile<'_>,
+    start: u64,
+    end: u64,
+    keep: &crate::elf::gpu::targets::Keep,
+) -> Result<rewrite::Thinned, rewrite::RewriteError> {
+    let file = zeroed.file;
+    let Some(spans) = rewrite::bundle_spans(&*zeroed, start, end)? else {
+        return rewrite::thin_range(zeroed, start, end, keep);
+    };
+    let parts = crate::parallel::try_map(&spans, |&(from, to)| {
+        let mut part = rewrite::ZeroedFile::new(file);
+        rewrite::thin_range(&mut part, from, to, keep).map(|thinned| (thinned, part))
+    })?;
+    let mut total = rewrite::Thinned::default();
+    for (thinned, part) in parts {
+        total.add(thinned);
+        zeroed.absorb(part);
+    }
+    Ok(total)
 }

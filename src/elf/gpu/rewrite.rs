@@ -61,6 +61,12 @@ impl<'a> ZeroedFile<'a> {
         ZeroedFile { file, zeros: Vec::new() }
     }
 
+    /// Take over the zeroed ranges of another view of the same file (one that thinned other
+    /// bytes of it).
+    pub fn absorb(&mut self, other: ZeroedFile<'_>) {
+        self.zeros.extend(other.zeros);
+    }
+
     /// Read `buf.len()` bytes at `offset`, the zeroed ranges as zeros.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let end = offset + buf.len() as u64;
@@ -145,6 +151,22 @@ pub struct Thinned {
     pub zeroed: u64,
 }
 
+impl Thinned {
+    /// Add what thinning other bytes did.
+    pub fn add(&mut self, other: Thinned) {
+        for (side, theirs) in [(&mut self.kept, other.kept), (&mut self.dropped, other.dropped)] {
+            for (target, count) in theirs {
+                let c = side.entry(target).or_default();
+                c.objects += count.objects;
+                c.bytes += count.bytes;
+            }
+        }
+        self.rewritten += other.rewritten;
+        self.untouched += other.untouched;
+        self.zeroed += other.zeroed;
+    }
+}
+
 /// Why a range could not be thinned.
 #[derive(Debug, thiserror::Error)]
 pub enum RewriteError {
@@ -172,6 +194,46 @@ pub fn thin_range<F: Positional>(file: &mut F, start: u64, end: u64, keep: &Keep
         at = found + consumed.max(1);
     }
     Ok(thinned)
+}
+
+/// Where each bundle of the range [start, end) lies, found from headers alone (a plain
+/// bundle's table, a compressed one's total size), so that the bundles can be thinned apart, in
+/// parallel. `None` when that cannot be known without decoding (a CCOB v1, whose stream is its
+/// only end) or a header does not read: [`thin_range`] then walks the range as it thins.
+pub fn bundle_spans<F: Positional>(file: &F, start: u64, end: u64) -> io::Result<Option<Vec<(u64, u64)>>> {
+    let mut spans = Vec::new();
+    let mut at = start;
+    while let Some((found, compressed)) = next_magic(file, at, end)? {
+        let len = if compressed {
+            let mut prefix = [0u8; 32];
+            let available = (end - found).min(32) as usize;
+            file.read_exact_at(&mut prefix[..available], found)?;
+            match CcobHeader::parse(&prefix[..available]) {
+                Ok(CcobHeader { total: Some(total), .. }) if total <= end - found && total > 0 => total,
+                _ => return Ok(None),
+            }
+        } else {
+            let mut pos = found;
+            let read = &mut |buf: &mut [u8]| {
+                if pos + buf.len() as u64 > end {
+                    return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+                }
+                file.read_exact_at(buf, pos)?;
+                pos += buf.len() as u64;
+                Ok(())
+            };
+            let Ok(entries) = read_table(read, found) else { return Ok(None) };
+            let table = table_len(entries.iter());
+            let len = entries.iter().filter_map(|e| e.offset.checked_add(e.size)).fold(table, u64::max);
+            if len > end - found {
+                return Ok(None);
+            }
+            len
+        };
+        spans.push((found, found + len));
+        at = found + len;
+    }
+    Ok(Some(spans))
 }
 
 /// The offset of the next bundle or compressed bundle magic in [from, end), and whether it is
@@ -670,9 +732,10 @@ enum Encoder {
     Zstd(Box<zstd::stream::write::Encoder<'static, Room>>),
 }
 
-/// zstd level for rebuilt bundles: clang's `--offload-compression-level` is not recorded, so a
-/// level that compresses about as well as clang's default, fast enough for GBs of device code.
-const ZSTD_LEVEL: i32 = 9;
+/// zstd level for rebuilt bundles: the level clang used is not recorded in the bundle; a middle
+/// one (LLVM's default for zstd is of this order), fast enough for GBs of device code. The
+/// rebuilt bundle holds a fraction of the old one's code, so it fits its room.
+const ZSTD_LEVEL: i32 = 5;
 
 fn encoder(method: u16, room: Room, size: u64) -> io::Result<Encoder> {
     Ok(match method {
