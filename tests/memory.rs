@@ -2,7 +2,8 @@
 //! larger than `--memory` is shown, verified, retagged and repaired with a peak RSS (as the
 //! kernel counts it for the child, like `/usr/bin/time`) near the process's own footprint plus
 //! the budget, where inflating that library whole would take its whole size. The answers are
-//! the same as with a budget that reads it whole.
+//! the same as with a budget that reads it whole. `thin` rewrites a library far larger than the
+//! budget within it too.
 
 mod support;
 
@@ -86,4 +87,37 @@ fn repair_holds_one_patched_library_at_a_time_when_the_budget_says_so() {
     assert_eq!(report["binaries"]["elf"], copies + 1, "{report}");
     let needed_by = report["external_libs"]["libc.so.6"]["needed_by"].to_string();
     assert!(needed_by.contains("patchme.libs/libwfext-"), "{report}");
+}
+
+#[test]
+fn thin_rewrites_a_library_larger_than_the_budget_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let small = WheelSpec::new("small", "1.0", "cp312-cp312-linux_x86_64")
+        .file("small/_s.cpython-312-x86_64-linux-gnu.so", ElfSpec::extension("_s").build())
+        .write(d);
+    // 20 bundles of two 4 MiB code objects each: 160 MiB of device code in one library (a
+    // repeated pattern, so that building the fixture stays quick).
+    let pattern: Vec<u8> = (0..1021u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    let payload = |n: usize| -> Vec<u8> { pattern.iter().copied().cycle().take(n).collect() };
+    let mut fatbin = Vec::new();
+    for _ in 0..20 {
+        let b = support::gpugen::bundle(&[("gfx90a", payload(4 << 20)), ("gfx942", payload(4 << 20))]);
+        fatbin.extend_from_slice(&b);
+        fatbin.resize(fatbin.len().next_multiple_of(4096), 0);
+    }
+    let big = WheelSpec::new("fat", "1.0", "cp312-cp312-linux_x86_64")
+        .file("fat/_fat.cpython-312-x86_64-linux-gnu.so", support::gpugen::host_with_fatbin("_fat", fatbin))
+        .write(d);
+    let (small, big) = (small.to_str().unwrap(), big.to_str().unwrap());
+    let (out, footprint) = run_measured(d, &["show", "--verify", small]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (out, peak) = run_measured(d, &["thin", "--memory", "48M", "--gpu-target", "gfx942", "-w", "out", big]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bound = footprint + 48 * MIB + 24 * MIB;
+    assert!(peak < bound, "thin: peak RSS {} MiB, over {} MiB", peak / MIB, bound / MIB);
+    let thinned = d.join("out").join(std::path::Path::new(big).file_name().unwrap());
+    let report = support::show_json(d, &thinned, &[]);
+    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx942"]), "{report}");
+    support::python::assert_true_record(&thinned);
 }
