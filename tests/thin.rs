@@ -23,7 +23,9 @@ fn toolchain() -> (String, String) {
             return (clang, bundler);
         }
     }
-    panic!("no clang++-19 or newer with clang-offload-bundler: `apt-get install clang-19 clang-tools-19 lld-19` (.ci/run does)");
+    panic!(
+        "no clang++-19 or newer with clang-offload-bundler: `apt-get install clang-19 clang-tools-19 lld-19` (.ci/run does)"
+    );
 }
 
 const KERNEL: &str = r#"
