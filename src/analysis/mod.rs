@@ -463,8 +463,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
 
 /// Whether device code found in a file is in offload bundles (what `thin` rewrites).
 fn has_bundles(gpu: &[GpuCode]) -> bool {
-    use gpu::Container::{CompressedOffloadBundle, HipFatbin, OffloadBundle};
-    gpu.iter().any(|g| matches!(g.container, HipFatbin | OffloadBundle | CompressedOffloadBundle))
+    gpu.iter().any(|g| g.container.holds_bundles())
 }
 
 /// An unlinked file in `dir` holding `data`.

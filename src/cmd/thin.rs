@@ -5,15 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
-use super::write::Destination;
+use super::write::{Destination, output_dir, place};
 use super::{Common, Output, display_name};
 use crate::analysis::CopyRoom;
 use crate::elf::gpu::targets::{Keep, Requested};
 use crate::plan::thin::{ThinPlan, thin};
 use crate::report::thin::{ThinOutcome, to_json, to_text};
 use crate::settings::Settings;
-use crate::wheel::output::{Commit, OutputKey};
-use crate::writer::{self, WriteOptions};
 use crate::{parallel, wheel};
 
 /// The most bytes of inflated copies a run keeps on disk at once.
@@ -107,13 +105,10 @@ fn plan_one(
     if !plan.missing.is_empty() && !request.allow_missing {
         return Err(Error::MissingTargets { missing: plan.missing.clone(), present: analysis.gpu_targets() });
     }
+    // The same name: in place, the input itself.
     let dest = match &request.destination {
         Destination::InPlace => path.to_path_buf(),
-        Destination::Directory(dir) => {
-            std::fs::create_dir_all(dir)
-                .map_err(|source| Error::CreateDir { path: dir.display().to_string(), source })?;
-            dir.join(wheel.filename.to_string())
-        }
+        Destination::Directory(_) => output_dir(path, &request.destination)?.join(wheel.filename.to_string()),
     };
     Ok((examined, plan, dest))
 }
@@ -127,25 +122,9 @@ fn write_one(
     destination: &Destination,
 ) -> Result<ThinOutcome, Error> {
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
-    let options = WriteOptions { patcher: settings.patcher.value.patcher(), budget: &settings.analyze.memory };
     let changed = plan.changes();
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
-    let output = match destination {
-        Destination::InPlace if !changed => None,
-        Destination::InPlace => {
-            Some(writer::write_in_place(wheel, &plan.plan, &analysis.digests, &options, path, dest)?)
-        }
-        Destination::Directory(_) => {
-            if wheel::inputs::same_file(dest, path) || OutputKey::of(dest) == OutputKey::of(path) {
-                return Err(Error::WouldOverwriteInput(dest.to_path_buf()));
-            }
-            Some(if changed {
-                writer::write_wheel(wheel, &plan.plan, &analysis.digests, &options, dest, Commit::Replace, None)?
-            } else {
-                writer::copy_wheel(path, dest, Commit::Replace, None)?
-            })
-        }
-    };
+    let output = place(examined, &plan.plan, settings, changed, path, dest, destination)?;
     let size_after = match &output {
         Some(o) => std::fs::metadata(o).map(|m| m.len()).ok(),
         None => size_before,

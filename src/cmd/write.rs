@@ -196,31 +196,37 @@ fn write_one(
         platform_tag: judgement.judged().map(|j| j.tag(j.verdict.overall).to_string()),
         symbol_tag: judgement.judged().map(|j| j.tag(j.verdict.symbol).to_string()),
     };
-    let output = match destination {
-        Destination::InPlace if !changed => return Ok(outcome(None)),
-        Destination::InPlace => {
-            writer::write_in_place(wheel, &plan, &analysis.digests, &write_options(settings), path, &dest)?
-        }
+    let output = place(&examined, &plan, settings, changed, path, &dest, destination)?;
+    Ok(outcome(output))
+}
+
+/// Write a wheel's plan to `dest`. In place, only when the plan changes something (`None`: left
+/// as it is), replacing `path`; into a directory, never over the input, and a byte-for-byte copy
+/// when nothing changes.
+pub(super) fn place(
+    examined: &Examined,
+    plan: &Plan,
+    settings: &Settings,
+    changed: bool,
+    path: &Path,
+    dest: &Path,
+    destination: &Destination,
+) -> Result<Option<PathBuf>, Error> {
+    let (wheel, digests, options) = (&examined.wheel, &examined.analysis.digests, &write_options(settings));
+    Ok(Some(match destination {
+        Destination::InPlace if !changed => return Ok(None),
+        Destination::InPlace => writer::write_in_place(wheel, plan, digests, options, path, dest)?,
         Destination::Directory(_) => {
-            if wheel::inputs::same_file(&dest, path) || OutputKey::of(&dest) == OutputKey::of(path) {
-                return Err(Error::WouldOverwriteInput(dest));
+            if wheel::inputs::same_file(dest, path) || OutputKey::of(dest) == OutputKey::of(path) {
+                return Err(Error::WouldOverwriteInput(dest.to_path_buf()));
             }
             if changed {
-                writer::write_wheel(
-                    wheel,
-                    &plan,
-                    &analysis.digests,
-                    &write_options(settings),
-                    &dest,
-                    Commit::Replace,
-                    None,
-                )?
+                writer::write_wheel(wheel, plan, digests, options, dest, Commit::Replace, None)?
             } else {
-                writer::copy_wheel(path, &dest, Commit::Replace, None)?
+                writer::copy_wheel(path, dest, Commit::Replace, None)?
             }
         }
-    };
-    Ok(outcome(Some(output)))
+    }))
 }
 
 /// Add `repair`'s edits to a wheel's plan: the libraries the target policy would graft
@@ -250,7 +256,7 @@ fn write_options(settings: &Settings) -> WriteOptions<'_> {
 }
 
 /// The directory a wheel's output goes to (created when needed).
-fn output_dir(path: &Path, destination: &Destination) -> Result<PathBuf, Error> {
+pub(super) fn output_dir(path: &Path, destination: &Destination) -> Result<PathBuf, Error> {
     match destination {
         Destination::Directory(dir) => {
             std::fs::create_dir_all(dir)

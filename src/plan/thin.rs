@@ -66,8 +66,8 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, prune_files: bool, 
     for code in &analysis.gpu {
         let file_cut = cut_of(code, keep);
         match code.container {
-            Container::HipFatbin | Container::OffloadBundle | Container::CompressedOffloadBundle => {
-                if let Some(problem) = code.bundle_problems().next() {
+            container if container.holds_bundles() => {
+                if let Some(problem) = code.bundle_problems.first() {
                     unreadable.push((code.file.clone(), problem.to_string()));
                     continue;
                 }

@@ -40,13 +40,8 @@ impl ThinOutcome {
     pub fn totals(&self) -> (BTreeMap<String, Count>, BTreeMap<String, Count>) {
         let (mut kept, mut dropped) = (BTreeMap::new(), BTreeMap::new());
         for cut in self.cut.iter().chain(&self.pruned) {
-            for (side, counts) in [(&mut kept, &cut.kept), (&mut dropped, &cut.dropped)] {
-                for (target, count) in counts {
-                    let total: &mut Count = side.entry(target.clone()).or_default();
-                    total.objects += count.objects;
-                    total.bytes += count.bytes;
-                }
-            }
+            Count::sum_into(&mut kept, cut.kept.iter().map(|(t, c)| (t.clone(), *c)));
+            Count::sum_into(&mut dropped, cut.dropped.iter().map(|(t, c)| (t.clone(), *c)));
         }
         (kept, dropped)
     }

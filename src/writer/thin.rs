@@ -6,7 +6,7 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use super::WriteError;
-use crate::elf::gpu::rewrite;
+use crate::elf::gpu::{Count, rewrite};
 use crate::plan::thin::ThinChange;
 use crate::wheel::Wheel;
 use crate::wheel::zip::Spilled;
@@ -42,13 +42,8 @@ pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -
             return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
         }
         let thinned = thin_bundles(&mut zeroed, start, end, &change.keep).map_err(|e| fail(e.to_string()))?;
-        for (side, counts) in [(&mut cut.kept, thinned.kept), (&mut cut.dropped, thinned.dropped)] {
-            for (target, count) in counts {
-                let c = side.entry(target).or_default();
-                c.objects += count.objects;
-                c.bytes += count.bytes;
-            }
-        }
+        Count::sum_into(&mut cut.kept, thinned.kept);
+        Count::sum_into(&mut cut.dropped, thinned.dropped);
     }
     // The analysis planned from the same bytes; a difference means one of the two readers is
     // wrong, and the report would not be true.

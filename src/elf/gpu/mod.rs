@@ -64,6 +64,13 @@ pub enum Container {
     PeHipFatbin,
 }
 
+impl Container {
+    /// Whether its device code lies in offload bundles (what `thin` rewrites).
+    pub fn holds_bundles(self) -> bool {
+        matches!(self, Container::HipFatbin | Container::OffloadBundle | Container::CompressedOffloadBundle)
+    }
+}
+
 /// The device code found in one member.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GpuCode {
@@ -81,6 +88,10 @@ pub struct GpuCode {
     pub target_bytes: std::collections::BTreeMap<String, Count>,
     /// Human details: container versions and compression, kpack references, problems.
     pub notes: Vec<String>,
+    /// Bundles that cannot be read (a lying header, a stream that does not decode), each also a
+    /// note: a file `thin` must not rewrite.
+    #[serde(skip)]
+    pub bundle_problems: Vec<String>,
 }
 
 impl GpuCode {
@@ -93,6 +104,7 @@ impl GpuCode {
             objects: 0,
             target_bytes: Default::default(),
             notes: Vec::new(),
+            bundle_problems: Vec::new(),
         }
     }
 
@@ -105,14 +117,10 @@ impl GpuCode {
         self
     }
 
-    /// The notes that say a bundle of this file cannot be read (a lying header, a stream that
-    /// does not decode): a file `thin` must not rewrite.
-    pub fn bundle_problems(&self) -> impl Iterator<Item = &str> {
-        self.notes.iter().map(String::as_str).filter(|n| {
-            n.starts_with(&format!("{} at offset", scan::UNREADABLE_BUNDLE))
-                || n.starts_with(&format!("{} at offset", scan::UNREADABLE_CCOB))
-                || n.ends_with(scan::PAST_THE_END)
-        })
+    /// A bundle of this file cannot be read: a note, and a reason `thin` refuses the file.
+    pub(crate) fn unreadable(&mut self, problem: String) {
+        self.notes.push(problem.clone());
+        self.bundle_problems.push(problem);
     }
 
     /// Target base names without feature suffixes. Ex) `gfx90a:xnack+` → `gfx90a`
@@ -132,6 +140,18 @@ impl Count {
     pub fn add(&mut self, bytes: u64) {
         self.objects += 1;
         self.bytes += bytes;
+    }
+
+    /// Add counts by target into `into`. Ex) two files' kept code objects, summed
+    pub fn sum_into(
+        into: &mut std::collections::BTreeMap<String, Count>,
+        from: impl IntoIterator<Item = (String, Count)>,
+    ) {
+        for (target, count) in from {
+            let total = into.entry(target).or_default();
+            total.objects += count.objects;
+            total.bytes += count.bytes;
+        }
     }
 }
 

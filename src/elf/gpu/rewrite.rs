@@ -120,6 +120,8 @@ impl Positional for ZeroedFile<'_> {
     }
 }
 
+/// A file held in memory (the unit tests' files).
+#[cfg(test)]
 impl Positional for Vec<u8> {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let start = usize::try_from(offset).map_err(io::Error::other)?;
@@ -154,13 +156,8 @@ pub struct Thinned {
 impl Thinned {
     /// Add what thinning other bytes did.
     pub fn add(&mut self, other: Thinned) {
-        for (side, theirs) in [(&mut self.kept, other.kept), (&mut self.dropped, other.dropped)] {
-            for (target, count) in theirs {
-                let c = side.entry(target).or_default();
-                c.objects += count.objects;
-                c.bytes += count.bytes;
-            }
-        }
+        Count::sum_into(&mut self.kept, other.kept);
+        Count::sum_into(&mut self.dropped, other.dropped);
         self.rewritten += other.rewritten;
         self.untouched += other.untouched;
         self.zeroed += other.zeroed;
@@ -205,24 +202,12 @@ pub fn bundle_spans<F: Positional>(file: &F, start: u64, end: u64) -> io::Result
     let mut at = start;
     while let Some((found, compressed)) = next_magic(file, at, end)? {
         let len = if compressed {
-            let mut prefix = [0u8; 32];
-            let available = (end - found).min(32) as usize;
-            file.read_exact_at(&mut prefix[..available], found)?;
-            match CcobHeader::parse(&prefix[..available]) {
+            match ccob_header_at(file, found, end)? {
                 Ok(CcobHeader { total: Some(total), .. }) if total <= end - found && total > 0 => total,
                 _ => return Ok(None),
             }
         } else {
-            let mut pos = found;
-            let read = &mut |buf: &mut [u8]| {
-                if pos + buf.len() as u64 > end {
-                    return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-                }
-                file.read_exact_at(buf, pos)?;
-                pos += buf.len() as u64;
-                Ok(())
-            };
-            let Ok(entries) = read_table(read, found) else { return Ok(None) };
+            let Ok(entries) = table_at(file, found, end) else { return Ok(None) };
             let table = table_len(entries.iter());
             let len = entries.iter().filter_map(|e| e.offset.checked_add(e.size)).fold(table, u64::max);
             if len > end - found {
@@ -287,6 +272,31 @@ fn read_table(read: &mut dyn FnMut(&mut [u8]) -> io::Result<()>, at: u64) -> Res
         entries.push(BundleEntry { offset, size, id: String::from_utf8_lossy(&id).into_owned() });
     }
     Ok(entries)
+}
+
+/// The entry table of the bundle at `at`, read by position within [at, end).
+fn table_at<F: Positional>(file: &F, at: u64, end: u64) -> Result<Vec<BundleEntry>, RewriteError> {
+    let mut pos = at;
+    read_table(
+        &mut |buf: &mut [u8]| {
+            if pos + buf.len() as u64 > end {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+            }
+            file.read_exact_at(buf, pos)?;
+            pos += buf.len() as u64;
+            Ok(())
+        },
+        at,
+    )
+}
+
+/// The header of the compressed bundle at `at` (the file's bytes within [at, end)), or why it
+/// does not parse.
+fn ccob_header_at<F: Positional>(file: &F, at: u64, end: u64) -> io::Result<Result<CcobHeader, String>> {
+    let mut prefix = [0u8; 32];
+    let available = (end - at).min(32) as usize;
+    file.read_exact_at(&mut prefix[..available], at)?;
+    Ok(CcobHeader::parse(&prefix[..available]))
 }
 
 fn table_len<'a>(entries: impl Iterator<Item = &'a BundleEntry>) -> u64 {
@@ -389,18 +399,7 @@ fn thin_bundle<F: Positional>(
     keep: &Keep,
     thinned: &mut Thinned,
 ) -> Result<u64, RewriteError> {
-    let mut pos = at;
-    let entries = read_table(
-        &mut |buf: &mut [u8]| {
-            if pos + buf.len() as u64 > end {
-                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-            }
-            file.read_exact_at(buf, pos)?;
-            pos += buf.len() as u64;
-            Ok(())
-        },
-        at,
-    )?;
+    let entries = table_at(file, at, end)?;
     let layout = layout(&entries, end - at, keep, at, thinned)?;
     if layout.kept.len() == entries.len() {
         thinned.untouched += 1;
@@ -576,10 +575,7 @@ fn thin_ccob<F: Positional>(
     keep: &Keep,
     thinned: &mut Thinned,
 ) -> Result<u64, RewriteError> {
-    let mut prefix = [0u8; 32];
-    let available = (end - at).min(32) as usize;
-    file.read_exact_at(&mut prefix[..available], at)?;
-    let header = CcobHeader::parse(&prefix[..available]).map_err(|e| lie(at, format!("compressed: {e}")))?;
+    let header = ccob_header_at(file, at, end)?.map_err(|e| lie(at, format!("compressed: {e}")))?;
     let header_len = CcobHeader::len(header.version).expect("parsed") as u64;
     let room = match header.total {
         Some(t) if t < header_len || t > end - at => {

@@ -639,7 +639,7 @@ impl Hits {
                     match read_bundle(next, table, headers, end, code) {
                         Ok(len) => len,
                         Err(e) => {
-                            code.notes.push(format!("{UNREADABLE_BUNDLE} at offset {rel}: {e}"));
+                            code.unreadable(format!("offload bundle at offset {rel}: {e}"));
                             BUNDLE_MAGIC.len() as u64
                         }
                     }
@@ -650,7 +650,7 @@ impl Hits {
                         len
                     }
                     Err(e) => {
-                        code.notes.push(format!("{UNREADABLE_CCOB} at offset {rel}: {e}"));
+                        code.unreadable(format!("compressed bundle at offset {rel}: {e}"));
                         CCOB_MAGIC.len() as u64
                     }
                 },
@@ -761,11 +761,6 @@ impl Hits {
     }
 }
 
-/// How the notes of bundles that cannot be read begin or end ([`GpuCode::bundle_problems`]).
-pub(crate) const UNREADABLE_BUNDLE: &str = "offload bundle";
-pub(crate) const UNREADABLE_CCOB: &str = "compressed bundle";
-pub(crate) const PAST_THE_END: &str = "its code object lies past the end of the bundle";
-
 /// One uncompressed bundle whose magic is at `at`, read up to the range's `end`: returns its
 /// length (the end of its last entry) so the reading continues after it.
 fn read_bundle(
@@ -786,7 +781,7 @@ fn read_bundle(
     for entry in &entries {
         match entry.offset.checked_add(entry.size).filter(|e| *e <= limit) {
             Some(e) => len = len.max(e),
-            None => code.notes.push(format!("entry `{}`: {PAST_THE_END}", entry.id)),
+            None => code.unreadable(format!("entry `{}`: its code object lies past the end of the bundle", entry.id)),
         }
     }
     let header = |entry: &super::BundleEntry| -> Option<&[u8]> {
