@@ -341,3 +341,72 @@ fn warnings_fail_check_only_with_strict() {
     assert!(stdout(&strict).contains("warning: no-local-version: triton-kernels 1.0.0"), "{}", stdout(&strict));
     assert!(stdout(&strict).contains("0 error(s), 1 warning(s)"), "{}", stdout(&strict));
 }
+
+/// A metapackage as `wheelfix metapackage` writes one: nothing but its `.dist-info`.
+fn metapackage_wheel(dir: &Path, version: &str, pins: &[&str]) -> PathBuf {
+    let mut spec = WheelSpec::new("rocm_torch", version, "py3-none-linux_x86_64");
+    spec.metadata = pins.iter().map(|r| format!("Requires-Dist: {r}")).collect();
+    spec.write(dir)
+}
+
+#[test]
+fn check_finds_sets_that_cannot_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let set = d.join("gfx950");
+    // A label mismatch: the wheel wants rocm10.1.0's nixl-rocm, the set has rocm7.14.0's.
+    py3_wheel("nixl_rocm", "1.5.2+rocm7.14.0", &[]).write(&set);
+    let nixl = py3_wheel("nixl", "1.5.2+rocm10.1.0", &["nixl-rocm==1.5.2+rocm10.1.0"]).write(&set);
+    // A metapackage pinning a cp311-only wheel beside a cp312-only one.
+    let mut torch = gpu_wheel("torch", "2.15.0+rocm10.1.0", &[("gfx950", GFX950)], &[]);
+    (torch.python, torch.abi) = ("cp311".into(), "cp311".into());
+    torch.wheel_tags = Some(vec!["cp311-cp311-manylinux_2_17_x86_64".into()]);
+    torch.write(&set);
+    gpu_wheel("triton", "3.9.0+rocm10.1.0", &[("gfx950", GFX950)], &[]).write(&set);
+    let pins = ["torch==2.15.0+rocm10.1.0", "triton==3.9.0+rocm10.1.0", "nixl==1.5.2+rocm10.1.0"];
+    let old = metapackage_wheel(&set, "10.1.0+gfx950.9b0c71d2", &pins);
+    let new = metapackage_wheel(&set, "10.1.0+gfx950.424e84fe", &pins);
+
+    let (code, list) = findings(d, &["gfx950"]);
+    assert_eq!(code, 1, "{list:#?}");
+    let has = |kind: &str, text: &str| list.iter().any(|(k, m)| k == kind && m.contains(text));
+    assert!(
+        has(
+            "unmet-requirement",
+            "nixl 1.5.2+rocm10.1.0 requires `nixl-rocm==1.5.2+rocm10.1.0`, which no file of the set meets (the set has nixl-rocm 1.5.2+rocm7.14.0)"
+        ),
+        "{list:#?}"
+    );
+    assert!(has("no-common-python", "torch on 3.11; triton on 3.12; nixl on 3.6 and later"), "{list:#?}");
+    assert!(has("duplicate-metapackage", "2 metapackages of rocm-torch"), "{list:#?}");
+    assert!(has("duplicate-metapackage", "installers take 10.1.0+gfx950.9b0c71d2"), "{list:#?}");
+    // Each names its files.
+    let out = wheelfix(d, &["check", "--json", "gfx950"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files_of = |kind: &str| -> Vec<String> {
+        value["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["kind"] == kind)
+            .flat_map(|f| {
+                f["files"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    assert!(files_of("unmet-requirement").iter().any(|f| f.ends_with(nixl.file_name().unwrap().to_str().unwrap())));
+    assert!(files_of("unmet-requirement").iter().any(|f| f.contains("nixl_rocm-1.5.2+rocm7.14.0")));
+    let dups = files_of("duplicate-metapackage");
+    let named = |p: &Path| dups.iter().any(|f| f.ends_with(p.file_name().unwrap().to_str().unwrap()));
+    assert!(named(&old) && named(&new), "{dups:?}");
+
+    // The same set, mended: one metapackage, matching labels, one Python: no finding of these kinds.
+    std::fs::remove_file(&old).unwrap();
+    std::fs::remove_file(set.join("nixl_rocm-1.5.2+rocm7.14.0-py3-none-any.whl")).unwrap();
+    py3_wheel("nixl_rocm", "1.5.2+rocm10.1.0", &[]).write(&set);
+    std::fs::remove_file(set.join("torch-2.15.0+rocm10.1.0-cp311-cp311-manylinux_2_17_x86_64.whl")).unwrap();
+    gpu_wheel("torch", "2.15.0+rocm10.1.0", &[("gfx950", GFX950)], &[]).write(&set);
+    let (_, list) = findings(d, &["gfx950"]);
+    let kinds = ["unmet-requirement", "no-common-python", "duplicate-metapackage"];
+    assert!(!list.iter().any(|(k, _)| kinds.contains(&k.as_str())), "{list:#?}");
+}

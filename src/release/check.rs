@@ -11,7 +11,10 @@
 //!   read at all: a wheel is never skipped in silence;
 //! - libraries a wheel takes from another wheel (an RPATH entry that leaves it): each must be in
 //!   the set, per platform and architecture directory, and its project among the wheel's
-//!   requirements.
+//!   requirements;
+//! - sets that cannot install: a requirement between distributions of the set that no file of
+//!   the set meets (a label mismatch), exact pins no one Python can install together, two
+//!   metapackages of one name in one directory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -85,6 +88,8 @@ struct WheelFacts {
     cross: Vec<crate::analysis::linkage::CrossNeed>,
     /// Every file's install path (for the libraries other wheels need from it).
     install_paths: std::collections::HashSet<String>,
+    /// It holds nothing but its `.dist-info` (a metapackage, when it requires something).
+    metadata_only: bool,
 }
 
 /// What reading one file gave: its sha256 (when the file could be read at all), the
@@ -159,6 +164,9 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) ->
     findings.extend(version_findings(&dists));
     findings.extend(wheel_findings(&dists));
     findings.extend(provider_findings(&dists));
+    findings.extend(unmet_requirement_findings(&dists));
+    findings.extend(interpreter_findings(&dists));
+    findings.extend(metapackage_findings(&dists));
     findings.sort();
     findings.dedup();
     findings
@@ -217,6 +225,12 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
                         .filter(|m| !m.is_dir())
                         .filter_map(|m| wheel.install_path(&m.name))
                         .collect(),
+                    metadata_only: wheel
+                        .archive
+                        .members()
+                        .iter()
+                        .filter(|m| !m.is_dir())
+                        .all(|m| m.name.split('/').next().is_some_and(|top| top.ends_with(".dist-info"))),
                     record_findings: analysis.record_findings,
                 }),
                 metadata: wheel.metadata,
@@ -566,6 +580,180 @@ fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
                 Some(_) => {}
             }
         }
+    }
+    findings
+}
+
+/// The distributions of `project` an install from `d`'s index can see: those of its
+/// architecture directory, or of none (an index per architecture is the seeds' layout).
+fn in_reach<'a>(dists: &'a [Dist], d: &Dist, project: &str) -> Vec<&'a Dist> {
+    let arch = architecture_dir(&d.path);
+    dists
+        .iter()
+        .filter(|o| o.project == project && architecture_dir(&o.path).is_none_or(|a| Some(&a) == arch.as_ref()))
+        .collect()
+}
+
+/// A requirement between distributions of the set that no file of the set meets: installers
+/// would go to the upstream index for it, or fail. Ex) `nixl-rocm==1.5.2+rocm10.1.0` while the
+/// set holds `nixl-rocm 1.5.2+rocm7.14.0`
+fn unmet_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let in_set: BTreeSet<&str> = dists.iter().map(|d| d.project.as_str()).collect();
+    for d in dists {
+        for r in &d.metadata.requires_dist {
+            if !in_set.contains(r.package.as_str()) || r.package.as_str() == d.project || r.specifiers().is_none() {
+                continue;
+            }
+            let candidates = in_reach(dists, d, r.package.as_str());
+            if candidates.iter().any(|o| r.admits(&o.metadata.version.parsed)) {
+                continue;
+            }
+            let held: BTreeSet<String> = candidates.iter().map(|o| o.version.clone()).collect();
+            let held = if held.is_empty() {
+                format!("none in reach of its index (only in {})", other_places(dists, r.package.as_str()))
+            } else {
+                held.into_iter().collect::<Vec<_>>().join(", ")
+            };
+            let mut files = vec![d.path.display().to_string()];
+            files.extend(candidates.iter().map(|o| o.path.display().to_string()));
+            findings.push(Finding {
+                kind: "unmet-requirement",
+                severity: Severity::Error,
+                message: format!(
+                    "{} {} requires `{}`, which no file of the set meets (the set has {} {held}): installers look for it upstream, or fail",
+                    d.project, d.version, r.text, r.package
+                ),
+                files,
+            });
+        }
+    }
+    findings
+}
+
+/// Where else a project's files lie. Ex) `site/gfx1100/nixl-….whl`
+fn other_places(dists: &[Dist], project: &str) -> String {
+    let places: Vec<String> =
+        dists.iter().filter(|o| o.project == project).map(|o| o.path.display().to_string()).collect();
+    places.join(", ")
+}
+
+/// The CPython minor versions a distribution installs on. Ex) `cp311-cp311` → {11}
+fn interpreters(d: &Dist) -> BTreeSet<u64> {
+    super::PYTHONS
+        .filter(|&minor| super::installs_on(&d.file_name, d.metadata.requires_python.as_deref(), minor))
+        .collect()
+}
+
+/// Write a set of CPython minor versions. Ex) {11, 12} → `3.11, 3.12`; {9, …, 20} → `3.9 and
+/// later`; {} → `no Python`
+fn pythons_text(set: &BTreeSet<u64>) -> String {
+    let (Some(&first), Some(&last)) = (set.first(), set.last()) else {
+        return "no Python".into();
+    };
+    if last == *super::PYTHONS.end() && set.len() as u64 == last - first + 1 {
+        return format!("3.{first} and later");
+    }
+    set.iter().map(|m| format!("3.{m}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A distribution whose exact pins cannot all be installed on one interpreter (with it): its
+/// base pins, and the base pins with each extra's. Ex) a metapackage pinning a cp311-only wheel
+/// beside cp312-only ones. Pins under other markers (`python_version`, `sys_platform`) are
+/// never all active at once and are left out.
+fn interpreter_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for d in dists {
+        let pinned: Vec<&crate::wheel::requirement::Requirement> = d
+            .metadata
+            .requires_dist
+            .iter()
+            .filter(|r| r.exact.is_some() && r.package.as_str() != d.project)
+            .filter(|r| r.marker().is_none() || (r.extra.is_some() && r.sys_platform.is_none() && !mentions_python(r)))
+            .collect();
+        if pinned.is_empty() {
+            continue;
+        }
+        let mut groups: BTreeMap<Option<&str>, Vec<&crate::wheel::requirement::Requirement>> = BTreeMap::new();
+        groups.insert(None, pinned.iter().filter(|r| r.extra.is_none()).copied().collect());
+        for r in pinned.iter().filter(|r| r.extra.is_some()) {
+            groups.entry(r.extra.as_deref()).or_default().push(r);
+        }
+        let base = groups[&None].clone();
+        for (extra, own) in &groups {
+            let mut all = base.clone();
+            if extra.is_some() {
+                all.extend(own.iter().copied());
+            }
+            let mut common = interpreters(d);
+            let mut each = Vec::new();
+            for r in &all {
+                let found = in_reach(dists, d, r.package.as_str());
+                let meeting: Vec<&&Dist> = found.iter().filter(|o| r.admits(&o.metadata.version.parsed)).collect();
+                if meeting.is_empty() {
+                    continue; // unmet-requirement says so
+                }
+                let pythons: BTreeSet<u64> = meeting.iter().flat_map(|o| interpreters(o)).collect();
+                common = common.intersection(&pythons).copied().collect();
+                each.push(format!("{} on {}", r.package, pythons_text(&pythons)));
+            }
+            if common.is_empty() && !each.is_empty() {
+                let with = extra.map(|e| format!(" with extra `{e}`")).unwrap_or_default();
+                findings.push(Finding {
+                    kind: "no-common-python",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} {}{with} pins files no one Python can install together (it installs on {}; {}): every install of it fails",
+                        d.project,
+                        d.version,
+                        pythons_text(&interpreters(d)),
+                        each.join("; ")
+                    ),
+                    files: vec![d.path.display().to_string()],
+                });
+            }
+        }
+    }
+    findings
+}
+
+fn mentions_python(r: &crate::wheel::requirement::Requirement) -> bool {
+    r.marker().is_some_and(|m| m.contains("python_") || m.contains("implementation") || m.contains("platform_"))
+}
+
+/// Two metapackages of one name in one directory: one index would serve both, and installers
+/// take the higher version, which for two builds of one release is the order of their
+/// digests (`10.1.0+gfx950.424e84fe` against `…9b0c71d2`), so a rebuild can lose to the build it
+/// replaced.
+fn metapackage_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut by_place: BTreeMap<(PathBuf, &str), Vec<&Dist>> = BTreeMap::new();
+    for d in dists {
+        let is_meta = d.wheel.as_ref().is_some_and(|w| w.metadata_only) && !d.metadata.requires_dist.is_empty();
+        if is_meta {
+            let dir = d.path.parent().map(Path::to_path_buf).unwrap_or_default();
+            by_place.entry((dir, d.project.as_str())).or_default().push(d);
+        }
+    }
+    let mut findings = Vec::new();
+    for ((dir, project), list) in by_place {
+        if list.len() < 2 {
+            continue;
+        }
+        let mut sorted = list.clone();
+        sorted.sort_by(|a, b| a.metadata.version.parsed.cmp(&b.metadata.version.parsed));
+        let winner = sorted.last().expect("two or more");
+        findings.push(Finding {
+            kind: "duplicate-metapackage",
+            severity: Severity::Error,
+            message: format!(
+                "{} metapackages of {project} in {} ({}): installers take {}, whichever was built last; remove the ones it replaces",
+                list.len(),
+                dir.display(),
+                list.iter().map(|d| d.version.as_str()).collect::<Vec<_>>().join(", "),
+                winner.version
+            ),
+            files: list.iter().map(|d| d.path.display().to_string()).collect(),
+        });
     }
     findings
 }

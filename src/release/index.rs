@@ -468,29 +468,12 @@ fn python_notes(files: &[IndexedFile], python: &str) -> Vec<String> {
             continue;
         }
         let Ok(name) = WheelFilename::parse(&f.filename) else { continue }; // sdists have no tags
-        let fits = name.python_tags.iter().any(|t| python_tag_fits(t, &name.abi_tags, major, minor));
+        let fits = name.python_tags.iter().any(|t| super::python_tag_fits(t, &name.abi_tags, major, minor));
         if !fits {
             notes.push(format!("{}: its tags ({}) exclude Python {python}", f.filename, name.python_tags.join(".")));
         }
     }
     notes
-}
-
-fn python_tag_fits(tag: &str, abis: &[String], major: u64, minor: u64) -> bool {
-    let digits = |s: &str| -> Option<(u64, Option<u64>)> {
-        let (m, rest) = s.split_at(1.min(s.len()));
-        Some((m.parse().ok()?, if rest.is_empty() { None } else { Some(rest.parse().ok()?) }))
-    };
-    if let Some(v) = tag.strip_prefix("py") {
-        return digits(v).is_some_and(|(m, n)| m == major && n.is_none_or(|n| n <= minor));
-    }
-    if let Some(v) = tag.strip_prefix("cp") {
-        return digits(v).is_some_and(|(m, n)| {
-            let n = n.unwrap_or(0);
-            m == major && (n == minor || (abis.iter().any(|a| a == "abi3") && n <= minor))
-        });
-    }
-    true
 }
 
 #[cfg(test)]
@@ -508,10 +491,10 @@ mod tests {
 
     #[test]
     fn python_tags_against_an_interpreter() {
-        assert!(python_tag_fits("cp314", &["cp314".into()], 3, 14));
-        assert!(!python_tag_fits("cp312", &["cp312".into()], 3, 14));
-        assert!(python_tag_fits("cp311", &["abi3".into()], 3, 14));
-        assert!(python_tag_fits("py3", &["none".into()], 3, 14));
-        assert!(!python_tag_fits("py2", &["none".into()], 3, 14));
+        assert!(crate::release::python_tag_fits("cp314", &["cp314".into()], 3, 14));
+        assert!(!crate::release::python_tag_fits("cp312", &["cp312".into()], 3, 14));
+        assert!(crate::release::python_tag_fits("cp311", &["abi3".into()], 3, 14));
+        assert!(crate::release::python_tag_fits("py3", &["none".into()], 3, 14));
+        assert!(!crate::release::python_tag_fits("py2", &["none".into()], 3, 14));
     }
 }

@@ -66,6 +66,44 @@ impl Distribution {
     }
 }
 
+/// CPython minor versions a release set may be installed on, oldest first: what the
+/// interpreter checks try (3.6, the oldest manylinux2014 Python, to well past today's 3.14).
+pub const PYTHONS: std::ops::RangeInclusive<u64> = 6..=20;
+
+/// A distribution can be installed on CPython 3.`minor`: its Requires-Python admits it and, for
+/// a wheel (`file_name` parses as one), one of its Python tags does.
+pub fn installs_on(file_name: &str, requires_python: Option<&str>, minor: u64) -> bool {
+    let version = pep440_rs::Version::new([3, minor]);
+    if let Some(rp) = requires_python
+        && let Ok(spec) = <pep440_rs::VersionSpecifiers as std::str::FromStr>::from_str(rp)
+        && !spec.contains(&version)
+    {
+        return false;
+    }
+    match WheelFilename::parse(file_name) {
+        Ok(name) => name.python_tags.iter().any(|t| python_tag_fits(t, &name.abi_tags, 3, minor)),
+        Err(_) => true, // an sdist has no tags
+    }
+}
+
+/// A wheel's Python tag admits CPython `major.minor`. Ex) `cp311` + `abi3` → 3.11 and later
+pub fn python_tag_fits(tag: &str, abis: &[String], major: u64, minor: u64) -> bool {
+    let digits = |s: &str| -> Option<(u64, Option<u64>)> {
+        let (m, rest) = s.split_at(1.min(s.len()));
+        Some((m.parse().ok()?, if rest.is_empty() { None } else { Some(rest.parse().ok()?) }))
+    };
+    if let Some(v) = tag.strip_prefix("py") {
+        return digits(v).is_some_and(|(m, n)| m == major && n.is_none_or(|n| n <= minor));
+    }
+    if let Some(v) = tag.strip_prefix("cp") {
+        return digits(v).is_some_and(|(m, n)| {
+            let n = n.unwrap_or(0);
+            m == major && (n == minor || (abis.iter().any(|a| a == "abi3") && n <= minor))
+        });
+    }
+    true
+}
+
 /// An sdist's `<name>-<version>/PKG-INFO`.
 fn read_pkg_info(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;

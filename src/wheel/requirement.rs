@@ -75,6 +75,25 @@ impl Requirement {
         self.marker_at.map(|at| &self.text[at + 1..])
     }
 
+    /// Its version specifiers (PEP 440), `None` when they cannot be read; no specifier at all
+    /// is an empty set, which every version meets. Ex) `nixl (>=1.5, <2)` → `>=1.5, <2`
+    pub fn specifiers(&self) -> Option<pep440_rs::VersionSpecifiers> {
+        let spec = self.spec();
+        let after_name = &spec[project_name(spec).len()..];
+        let after_extras = match after_name.trim_start().strip_prefix('[') {
+            Some(rest) => rest.split_once(']')?.1,
+            None => after_name,
+        };
+        let text = after_extras.trim().trim_start_matches('(').trim_end_matches(')').trim();
+        std::str::FromStr::from_str(text).ok()
+    }
+
+    /// `version` meets its specifiers (PEP 440: `==1.5.2` admits `1.5.2+rocm7.1`, `==1.5.2+rocm7.1`
+    /// only that label). A requirement whose specifiers cannot be read is met by nothing.
+    pub fn admits(&self, version: &pep440_rs::Version) -> bool {
+        self.specifiers().is_some_and(|s| s.contains(version))
+    }
+
     /// The extras it asks for. Ex) `cuda-toolkit[cublas,cupti]` → `cublas`, `cupti`
     pub fn extras(&self) -> impl Iterator<Item = &str> {
         let spec = self.spec();
@@ -179,5 +198,22 @@ mod tests {
         assert!(Requirement::parse("triton==3.0,<4").exact.is_none());
         assert_eq!(Requirement::parse("triton==3.0,<4").pinned.as_deref(), Some("3.0,<4"));
         assert!(Requirement::parse("triton>=3.0").pinned.is_none());
+    }
+
+    #[test]
+    fn specifiers_admit_versions_as_pep_440_says() {
+        let v = |s: &str| <pep440_rs::Version as std::str::FromStr>::from_str(s).unwrap();
+        let labelled = Requirement::parse("nixl-rocm==1.5.2+rocm10.1.0; extra == \"x\"");
+        assert!(labelled.admits(&v("1.5.2+rocm10.1.0")));
+        assert!(!labelled.admits(&v("1.5.2+rocm7.14.0")));
+        let bare = Requirement::parse("nixl==1.5.2");
+        assert!(bare.admits(&v("1.5.2+rocm7.14.0")), "a pin without a label admits every label");
+        assert!(bare.admits(&v("1.5.2")));
+        assert!(!bare.admits(&v("1.5.1")));
+        let range = Requirement::parse("amd_aiter[x] (>=0.1, <0.2)");
+        assert!(range.admits(&v("0.1.29")));
+        assert!(!range.admits(&v("0.2")));
+        assert!(Requirement::parse("nixl").admits(&v("9")));
+        assert!(!Requirement::parse("nixl ==== 1").admits(&v("1")));
     }
 }
