@@ -64,6 +64,11 @@ enum Command {
     /// Lint a release set: conflicting uploads, selector extras, pins, labels, architectures, tags.
     #[command(after_help = "Examples:\n  wheelfix check dist-linux/ dist-windows/\n  wheelfix check --json site/")]
     Check(CheckArgs),
+    /// Gather architecture indexes into one directory to publish, with a landing page across them.
+    #[command(
+        after_help = "Example:\n  wheelfix site -o public/ --site-url https://rocm.example/ site/gfx942 site/gfx950\n\nEach index becomes public/<name>/ with its release page rendered for that URL; public/index.html\nlinks them, with each one's ROCm version, install command and check summary."
+    )]
+    Site(SiteArgs),
     /// The dependency tree of an ELF file or a wheel member, as the loader resolves it.
     ///
     /// Each library with the directory it was found in and why that directory was searched; for
@@ -142,6 +147,38 @@ struct IndexArgs {
     /// Name every wheel whose Requires-Python or tags exclude this interpreter. Ex) 3.14
     #[arg(long, value_name = "X.Y")]
     python: Option<String>,
+    /// Where the index will be served, for the release page's install commands (Ex:
+    /// https://rocm.example/gfx950/). Default: the output directory's file:// URL.
+    #[arg(long, value_name = "URL")]
+    site_url: Option<String>,
+    /// The release page's heading. Default: the output directory's name.
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
+    /// Write no release page (release.html, release.json), and so read no wheel beyond its
+    /// METADATA.
+    #[arg(long)]
+    no_page: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct SiteArgs {
+    /// Index directories written by `wheelfix index` (one per GPU architecture).
+    #[arg(required = true, value_name = "INDEX")]
+    sites: Vec<PathBuf>,
+    /// Output directory: `<DIR>/index.html` and `<DIR>/<name>/` per index; replaced whole when an
+    /// earlier run wrote it.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    output: PathBuf,
+    /// Where DIR will be served; each index's install commands then use `<URL>/<name>/`.
+    /// Default: DIR's file:// URL.
+    #[arg(long, value_name = "URL")]
+    site_url: Option<String>,
+    /// The landing page's heading.
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -447,6 +484,14 @@ fn main() -> ExitCode {
                 ..IndexOptions::new(args.output)
             },
             inputs: args.inputs,
+            json: args.json,
+            page: (!args.no_page).then_some(cmd::release::PageRequest { title: args.title, site_url: args.site_url }),
+        }),
+        Command::Site(args) => cmd::Command::Site(cmd::release::SiteRequest {
+            sites: args.sites,
+            output: args.output,
+            title: args.title,
+            site_url: args.site_url,
             json: args.json,
         }),
         Command::Check(args) => cmd::Command::Check(cmd::release::CheckRequest {

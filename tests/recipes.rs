@@ -144,6 +144,8 @@ fn the_fat_build_recipe_runs_as_written() {
         let report = support::show_json(d, &torch, &[]);
         assert_eq!(report["gpu_targets"], serde_json::json!([arch]), "{arch}: {report}");
         assert!(d.join("site").join(arch).join("index.html").exists(), "{arch}");
+        let page = std::fs::read_to_string(d.join("public").join(arch).join("release.html")).unwrap();
+        assert!(page.contains(&format!("<code>{arch}</code>")), "{arch}: {page}");
     }
     let installed: Vec<String> = std::fs::read_dir(d.join("installed"))
         .unwrap()

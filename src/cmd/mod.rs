@@ -76,6 +76,7 @@ pub enum Command {
     Metapackage(release::MetapackageRequest),
     Index(release::IndexRequest),
     Check(release::CheckRequest),
+    Site(release::SiteRequest),
     Lddtree(lddtree::LddtreeRequest),
 }
 
@@ -88,6 +89,7 @@ pub fn run(command: Command) -> Output {
         Command::Metapackage(request) => release::run_metapackage(&request),
         Command::Index(request) => release::run_index(&request),
         Command::Check(request) => release::run_check(&request),
+        Command::Site(request) => release::run_site(&request),
         Command::Lddtree(request) => lddtree::run(&request),
         Command::Thin(request) => thin::run(&request),
     }

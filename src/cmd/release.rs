@@ -38,21 +38,148 @@ pub fn run_metapackage(request: &MetapackageRequest) -> Output {
     }
 }
 
-/// `index`'s request. The index reads no setting the other commands share (no policy, no
-/// library search, no configuration key): its options are its own.
+/// `index`'s request. The PEP 503 pages read no setting the other commands share; the release
+/// page reads the set as `check` does, with the embedded policies and default library search.
 #[derive(Debug, Clone)]
 pub struct IndexRequest {
     pub inputs: Vec<PathBuf>,
     pub options: IndexOptions,
     pub json: bool,
+    /// The release page, unless `--no-page`.
+    pub page: Option<PageRequest>,
+}
+
+/// What the release page needs to know that the files do not say.
+#[derive(Debug, Clone, Default)]
+pub struct PageRequest {
+    /// Its heading. Default: the output directory's name (`gfx950`).
+    pub title: Option<String>,
+    /// Where the index will be served (for the install commands). Default: its `file://` URL.
+    pub site_url: Option<String>,
+}
+
+/// The directory URL a site is served at: the one given, else the output directory's own
+/// `file://` URL (what `pip install --index-url` takes for a local site).
+fn site_url(given: Option<&str>, output: &std::path::Path) -> String {
+    match given {
+        Some(url) => release::index::directory_url(url),
+        None => {
+            let path = std::path::absolute(output).unwrap_or_else(|_| output.to_path_buf());
+            release::index::directory_url(&format!("file://{}", path.display()))
+        }
+    }
+}
+
+/// The settings the release page reads the set with: `check`'s defaults (every member hashed).
+fn page_settings() -> Result<Settings, String> {
+    let flags = crate::settings::Flags { verify: true, ..Default::default() };
+    Common { flags, config: None, json: false, quiet: true }.settings()
+}
+
+/// `release.html` and `release.json` for an index of `inputs`.
+fn release_pages(request: &IndexRequest, page: &PageRequest) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let settings = page_settings()?;
+    let survey = release::check::survey(&request.inputs, &settings.analyze, &settings.policies);
+    let output = &request.options.output;
+    let title = page.title.clone().unwrap_or_else(|| {
+        let name = release::index::resolved_name(output);
+        if name.is_empty() { "release".into() } else { name }
+    });
+    let base = request.options.base_url.as_deref().map(release::index::directory_url);
+    let href = |project: &str, file: &str| match &base {
+        Some(base) => format!("{base}{}", release::index::url_quote(file)),
+        None => format!("{project}/{}", release::index::url_quote(file)),
+    };
+    let page =
+        crate::report::page::ReleasePage::new(&title, &site_url(page.site_url.as_deref(), output), &survey, href);
+    Ok(vec![("release.html".into(), page.to_html().into_bytes()), ("release.json".into(), page.to_json().into_bytes())])
 }
 
 pub fn run_index(request: &IndexRequest) -> Output {
+    let mut request = request.clone();
+    if let Some(page) = &request.page
+        && crate::wheel::inputs::missing(&request.inputs).is_empty()
+    {
+        match release_pages(&request, page) {
+            Ok(pages) => request.options.pages = pages,
+            Err(e) => return Output::usage(e),
+        }
+    }
+    let request = &request;
     match release::index::build(&request.inputs, &request.options) {
         Ok(summary) => {
             let stdout = if request.json { render::index_json(&summary) } else { render::index_text(&summary) };
             let code = if summary.skipped.is_empty() { 0 } else { 1 };
             Output { stdout, stderr: render::index_messages(&summary), code }
+        }
+        Err(e) if e.is_usage() => Output::usage(e),
+        Err(e) => Output::failure(e),
+    }
+}
+
+/// `site`'s request.
+#[derive(Debug, Clone)]
+pub struct SiteRequest {
+    /// Index directories, each written by `index`.
+    pub sites: Vec<PathBuf>,
+    pub output: PathBuf,
+    pub title: Option<String>,
+    /// Where the output directory will be served; each index is `<URL>/<name>/`.
+    pub site_url: Option<String>,
+    pub json: bool,
+}
+
+pub fn run_site(request: &SiteRequest) -> Output {
+    use crate::report::page::{ReleasePage, landing_html};
+    let members = match release::site::members(&request.sites, &request.output) {
+        Ok(m) => m,
+        Err(e) if e.is_usage() => return Output::usage(e),
+        Err(e) => return Output::failure(e),
+    };
+    let base = site_url(request.site_url.as_deref(), &request.output);
+    let mut pages = Vec::new();
+    let mut sites = Vec::new();
+    for m in &members {
+        let mut page: ReleasePage = match serde_json::from_slice(&m.release_json) {
+            Ok(p) => p,
+            Err(e) => return Output::failure(format!("{}/release.json: {e}", m.dir.display())),
+        };
+        page.site_url = format!("{base}{}/", release::index::url_quote(&m.name));
+        let dir = PathBuf::from(&m.name);
+        pages.push((dir.join("release.html"), page.to_html().into_bytes()));
+        pages.push((dir.join("release.json"), page.to_json().into_bytes()));
+        sites.push((m.name.clone(), page));
+    }
+    let title = request.title.clone().unwrap_or_else(|| "ROCm release".into());
+    pages.push((PathBuf::from("index.html"), landing_html(&title, &sites).into_bytes()));
+    match release::site::build(&members, &request.output, &pages) {
+        Ok(_) => {
+            let summary = serde_json::json!({
+                "output": request.output.display().to_string(),
+                "indexes": sites.iter().map(|(name, page)| serde_json::json!({
+                    "name": name,
+                    "url": page.site_url,
+                    "files": page.files.len(),
+                    "errors": page.check.errors,
+                    "warnings": page.check.warnings,
+                })).collect::<Vec<_>>(),
+            });
+            let stdout = if request.json {
+                crate::report::json::to_text(&crate::report::json::Versioned::new(&summary))
+            } else {
+                let mut text = format!("wrote {} with {} index(es):\n", request.output.display(), sites.len());
+                for (name, page) in &sites {
+                    text.push_str(&format!(
+                        "  {name}/: {} file(s), check {} error(s), {} warning(s), {}\n",
+                        page.files.len(),
+                        page.check.errors,
+                        page.check.warnings,
+                        page.site_url
+                    ));
+                }
+                text
+            };
+            Output { stdout, stderr: Vec::new(), code: 0 }
         }
         Err(e) if e.is_usage() => Output::usage(e),
         Err(e) => Output::failure(e),

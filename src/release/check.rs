@@ -58,6 +58,55 @@ pub struct Finding {
     pub files: Vec<String>,
 }
 
+/// How a wheel's platform tag is known. Ex) measured: its binaries meet `manylinux_2_28_x86_64`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TagFacts {
+    /// The file name's platform tags. Ex) `manylinux_2_28_x86_64`
+    pub tag: String,
+    /// `measured` when wheelfix read its binaries' symbol versions and they meet the tag;
+    /// `claimed` when nothing could be measured (no host binary, a Windows or macOS wheel) or
+    /// the binaries need a newer tag than the name claims.
+    pub basis: &'static str,
+    /// The most compatible tag its binaries meet, when they were judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<String>,
+    /// Why, for people. Ex) `no host binary to measure`
+    pub note: String,
+}
+
+/// What a release page shows of one distribution, read in `check`'s one pass over it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DistFacts {
+    pub path: String,
+    pub file_name: String,
+    /// Normalised name.
+    pub project: String,
+    pub version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    pub size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires_python: Option<String>,
+    /// Wheels only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<TagFacts>,
+    /// GPU processors its device code is for. Ex) [`gfx950`]
+    pub gpu_targets: Vec<String>,
+    /// Uncompressed device-code bytes in offload bundles, by processor.
+    pub device_bytes: BTreeMap<String, u64>,
+    /// Nothing but its `.dist-info`, and requirements: a metapackage.
+    pub metapackage: bool,
+    /// Projects it requires (normalised), every extra included.
+    pub requires: Vec<String>,
+}
+
+/// A release set as `check` reads it: its findings, and the facts of every distribution it
+/// could read (what `index` puts on the release page).
+pub struct Survey {
+    pub findings: Vec<Finding>,
+    pub dists: Vec<DistFacts>,
+}
+
 /// One distribution of the set, as `check` sees it.
 struct Dist {
     path: PathBuf,
@@ -74,6 +123,7 @@ struct Dist {
     installer_problems: Vec<String>,
     /// What only a wheel has, read in the same pass.
     wheel: Option<WheelFacts>,
+    size: u64,
 }
 
 /// The facts `check` lints a wheel for.
@@ -90,6 +140,8 @@ struct WheelFacts {
     install_paths: std::collections::HashSet<String>,
     /// It holds nothing but its `.dist-info` (a metapackage, when it requires something).
     metadata_only: bool,
+    tag: TagFacts,
+    device_bytes: BTreeMap<String, u64>,
 }
 
 /// What reading one file gave: its sha256 (when the file could be read at all), the
@@ -103,9 +155,14 @@ struct Read {
 
 /// Lint every wheel and sdist under `dirs`.
 pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -> Vec<Finding> {
+    survey(dirs, options, policies).findings
+}
+
+/// Lint every wheel and sdist under `dirs`, and keep what was read of each.
+pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -> Survey {
     let files = crate::wheel::inputs::collect_files(dirs, &[".whl", ".tar.gz"]);
     if files.is_empty() {
-        return vec![Finding {
+        let findings = vec![Finding {
             kind: "nothing-to-check",
             severity: Severity::Error,
             message: format!(
@@ -114,6 +171,7 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) ->
             ),
             files: Vec::new(),
         }];
+        return Survey { findings, dists: Vec::new() };
     }
     let read: Vec<Read> = crate::parallel::map(&files, |p| read_dist(p, options, policies));
     let mut findings = Vec::new();
@@ -146,8 +204,12 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) ->
     }
 
     let mut dists = Vec::new();
+    let mut sha256 = BTreeMap::new();
     for r in read {
         findings.extend(r.unreadable);
+        if let Some(d) = &r.dist {
+            sha256.insert(d.path.clone(), r.sha256.clone());
+        }
         dists.extend(r.dist);
     }
     for d in &dists {
@@ -169,7 +231,69 @@ pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) ->
     findings.extend(metapackage_findings(&dists));
     findings.sort();
     findings.dedup();
-    findings
+    let dists = dists.iter().map(|d| facts(d, sha256.get(&d.path).cloned().flatten())).collect();
+    Survey { findings, dists }
+}
+
+fn facts(d: &Dist, sha256: Option<String>) -> DistFacts {
+    let mut requires: Vec<String> = d.metadata.requires_dist.iter().map(|r| r.package.to_string()).collect();
+    requires.sort();
+    requires.dedup();
+    DistFacts {
+        path: d.path.display().to_string(),
+        file_name: d.file_name.clone(),
+        project: d.project.clone(),
+        version: d.version.clone(),
+        sha256,
+        size: d.size,
+        requires_python: d.metadata.requires_python.clone(),
+        tag: d.wheel.as_ref().map(|w| w.tag.clone()),
+        gpu_targets: d.wheel.as_ref().map(|w| w.gpu_targets.clone()).unwrap_or_default(),
+        device_bytes: d.wheel.as_ref().map(|w| w.device_bytes.clone()).unwrap_or_default(),
+        metapackage: is_metapackage(d),
+        requires,
+    }
+}
+
+fn is_metapackage(d: &Dist) -> bool {
+    d.wheel.as_ref().is_some_and(|w| w.metadata_only) && !d.metadata.requires_dist.is_empty()
+}
+
+/// How the wheel's platform tag is known: measured from its binaries, or only claimed.
+fn tag_facts(wheel: &Wheel, judgement: &crate::policy::judgement::Judgement) -> TagFacts {
+    use crate::policy::judgement::Judgement;
+    let tag = wheel.filename.platform_tags.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(".");
+    let claimed = |note: String| TagFacts { tag: tag.clone(), basis: "claimed", measured: None, note };
+    match judgement {
+        Judgement::Pure if wheel.filename.platform_tags.iter().all(PlatformTag::is_any) => {
+            claimed("pure: no platform".into())
+        }
+        Judgement::Pure => claimed("no host binary to measure".into()),
+        Judgement::Unaudited(reason) => claimed(reason.clone()),
+        Judgement::Judged(j) => {
+            let measured = j.tag(j.verdict.overall).to_string();
+            // The least compatible policy the name claims (a name lists one policy's aliases).
+            let claim = wheel.filename.platform_tags.iter().filter_map(|t| j.set.index_of(t)).max();
+            match claim {
+                Some(index) if index >= j.verdict.overall => TagFacts {
+                    tag: tag.clone(),
+                    basis: "measured",
+                    note: if index == j.verdict.overall {
+                        "its binaries' symbol versions meet it".into()
+                    } else {
+                        format!("its binaries meet {measured}, more than the name says")
+                    },
+                    measured: Some(measured),
+                },
+                _ => TagFacts {
+                    tag: tag.clone(),
+                    basis: "claimed",
+                    note: format!("its binaries need {measured}"),
+                    measured: Some(measured),
+                },
+            }
+        }
+    }
 }
 
 /// Read one file once: a wheel opened whole and its members scanned (device code, RECORD), or
@@ -186,14 +310,19 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
         Wheel::open(path).map_err(|e| e.to_string()).and_then(|wheel| {
             let mut analysis = scan(&wheel, options, &NoProgress).map_err(|e| e.to_string())?;
             // The binaries of a wheel no policy covers are set aside; there is nothing to check.
-            policies.select(&Claims::of(&wheel), &mut analysis, None);
-            Ok((wheel, analysis))
+            let selection = policies.select(&Claims::of(&wheel), &mut analysis, None);
+            if let Some(rules) = selection.linkage_rules() {
+                let site = crate::analysis::site::SitePackages::default();
+                crate::analysis::linkage::resolve(&wheel, &mut analysis, rules, options, &site);
+            }
+            let judgement = selection.judge(&analysis, false);
+            Ok((wheel, analysis, judgement))
         })
     } else {
         Err(String::new())
     };
     match opened {
-        Ok((wheel, analysis)) => Read {
+        Ok((wheel, analysis, judgement)) => Read {
             path: path.to_path_buf(),
             sha256: wheel.archive.zip.sha256().ok(),
             dist: Some(Dist {
@@ -231,8 +360,11 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
                         .iter()
                         .filter(|m| !m.is_dir())
                         .all(|m| m.name.split('/').next().is_some_and(|top| top.ends_with(".dist-info"))),
+                    tag: tag_facts(&wheel, &judgement),
+                    device_bytes: crate::elf::gpu::device_bytes(&analysis.gpu),
                     record_findings: analysis.record_findings,
                 }),
+                size: wheel.archive.zip.identity.len,
                 metadata: wheel.metadata,
             }),
             unreadable: None,
@@ -256,6 +388,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
                 pure: false,
                 installer_problems: d.installer_problems,
                 wheel: None,
+                size: d.size,
             });
             Read { path: path.to_path_buf(), sha256, dist, unreadable: message.map(unreadable) }
         }
@@ -728,8 +861,7 @@ fn mentions_python(r: &crate::wheel::requirement::Requirement) -> bool {
 fn metapackage_findings(dists: &[Dist]) -> Vec<Finding> {
     let mut by_place: BTreeMap<(PathBuf, &str), Vec<&Dist>> = BTreeMap::new();
     for d in dists {
-        let is_meta = d.wheel.as_ref().is_some_and(|w| w.metadata_only) && !d.metadata.requires_dist.is_empty();
-        if is_meta {
+        if is_metapackage(d) {
             let dir = d.path.parent().map(Path::to_path_buf).unwrap_or_default();
             by_place.entry((dir, d.project.as_str())).or_default().push(d);
         }

@@ -58,7 +58,7 @@ impl IndexError {
 }
 
 /// An absolute, symlink-free form of a path that may not exist yet.
-fn resolved(path: &Path) -> PathBuf {
+pub(super) fn resolved(path: &Path) -> PathBuf {
     if let Ok(p) = path.canonicalize() {
         return p;
     }
@@ -68,9 +68,14 @@ fn resolved(path: &Path) -> PathBuf {
     }
 }
 
+/// The last name of a path, resolved. Ex) `site/gfx950/` → `gfx950`
+pub fn resolved_name(path: &Path) -> String {
+    resolved(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 /// Refuse an output directory that is, contains, or lies inside an input directory (or holds an
 /// input file): writing the site must never touch a wheel it indexes.
-fn refuse_overlap(inputs: &[PathBuf], output: &Path) -> Result<(), IndexError> {
+pub(super) fn refuse_overlap(inputs: &[PathBuf], output: &Path) -> Result<(), IndexError> {
     let out = resolved(output);
     for input in inputs {
         let inp = resolved(input);
@@ -106,11 +111,14 @@ pub struct IndexOptions {
     pub upload_dir: Option<PathBuf>,
     /// PEP 658/714 metadata (`data-core-metadata`, sidecars); off with `--no-core-metadata`.
     pub core_metadata: bool,
+    /// Files for people written at the site's root beside the PEP 503 pages (the release page
+    /// `release.html` and its data `release.json`): (name, bytes).
+    pub pages: Vec<(String, Vec<u8>)>,
 }
 
 impl IndexOptions {
     pub fn new(output: PathBuf) -> IndexOptions {
-        IndexOptions { output, base_url: None, python: None, upload_dir: None, core_metadata: true }
+        IndexOptions { output, base_url: None, python: None, upload_dir: None, core_metadata: true, pages: Vec::new() }
     }
 }
 
@@ -174,7 +182,13 @@ fn refuse_places(inputs: &[PathBuf], options: &IndexOptions) -> Result<(), Index
 /// Write the site's pages into `dir`: a page (HTML and JSON) per project and the root's; each
 /// wheel and sidecar beside its page when the links are relative, or the sidecars alone when
 /// they must be uploaded by hand (no `uploading` directory). Returns how many projects it has.
-fn write_site(dir: &Path, files: &[IndexedFile], base_url: Option<&str>, uploading: bool) -> Result<usize, IndexError> {
+fn write_site(
+    dir: &Path,
+    files: &[IndexedFile],
+    base_url: Option<&str>,
+    uploading: bool,
+    pages: &[(String, Vec<u8>)],
+) -> Result<usize, IndexError> {
     let mut projects: BTreeMap<&str, Vec<&IndexedFile>> = BTreeMap::new();
     for f in files {
         projects.entry(f.project.as_str()).or_default().push(f);
@@ -199,6 +213,9 @@ fn write_site(dir: &Path, files: &[IndexedFile], base_url: Option<&str>, uploadi
         "projects": projects.keys().map(|p| serde_json::json!({"name": p})).collect::<Vec<_>>(),
     });
     write(&dir.join("index.json"), (serde_json::to_string_pretty(&listing).expect("serialises") + "\n").as_bytes())?;
+    for (name, bytes) in pages {
+        write(&dir.join(name), bytes)?;
+    }
     Ok(projects.len())
 }
 
@@ -254,7 +271,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     // The site is built beside its destination and swapped in whole; nothing of the inputs
     // moves, and every file of the site is new (the wheels are new names of the inputs).
     let temp = crate::wheel::output::TempDir::create(output)?;
-    let projects = write_site(temp.path(), &files, base_url.as_deref(), upload.is_some())?;
+    let projects = write_site(temp.path(), &files, base_url.as_deref(), upload.is_some(), &options.pages)?;
     // The files the new site links are in place before it is.
     if let Some(upload) = &mut upload {
         upload.apply()?;
@@ -340,7 +357,7 @@ fn write_beside(dir: &Path, f: &IndexedFile) -> Result<(), IndexError> {
 }
 
 /// A base URL as a directory: `https://h/dl` and `https://h/dl/` both give `https://h/dl/`.
-fn directory_url(base: &str) -> String {
+pub fn directory_url(base: &str) -> String {
     if base.ends_with('/') { base.to_string() } else { format!("{base}/") }
 }
 

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod index;
 pub mod metapackage;
+pub mod site;
 pub mod upload;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 pub mod auditwheel;
 pub mod json;
 pub mod outcome;
+pub mod page;
 pub mod release;
 pub mod thin;
 
@@ -388,7 +389,7 @@ impl ShowReport {
         let targets =
             if self.gpu_targets.is_empty() { "no embedded targets".to_string() } else { self.gpu_targets.join(", ") };
         let _ = writeln!(out, "\n  GPU code: {targets} ({objects} code object(s) in {} file(s))", self.gpu.len());
-        let bytes = device_bytes(&self.gpu);
+        let bytes = crate::elf::gpu::device_bytes(&self.gpu);
         if !bytes.is_empty() {
             let sizes: Vec<String> = bytes.iter().map(|(t, b)| format!("{t} {}", human_bytes(*b))).collect();
             let _ = writeln!(out, "  device code in bundles, uncompressed: {}", sizes.join(", "));
@@ -682,16 +683,6 @@ fn less_compatible(
 
 fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a str> {
     analysis.binaries.iter().map(|b| analysis.binary(b).0).find(|p| p.rsplit('/').next() == Some(soname))
-}
-
-/// Uncompressed bytes of bundled code objects by processor (features folded in), across files:
-/// what `thin --gpu-target` keeps or drops.
-pub fn device_bytes(gpu: &[GpuCode]) -> BTreeMap<String, u64> {
-    let mut bytes = BTreeMap::new();
-    for (target, n) in gpu.iter().flat_map(|g| &g.target_bytes) {
-        *bytes.entry(target.split(':').next().unwrap_or(target).to_string()).or_default() += n.bytes;
-    }
-    bytes
 }
 
 /// A size for people. Ex) `40.2 MB`, `512 B`

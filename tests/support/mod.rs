@@ -6,6 +6,7 @@ pub mod elfgen;
 pub mod gpugen;
 pub mod python;
 pub mod rawzip;
+pub mod sets;
 pub mod wheelgen;
 
 use std::path::Path;

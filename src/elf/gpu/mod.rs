@@ -129,6 +129,16 @@ impl GpuCode {
     }
 }
 
+/// Uncompressed bytes of bundled code objects by processor (features folded in), across files:
+/// what `thin --gpu-target` keeps or drops. Ex) {`gfx942`: 41 MB, `gfx950`: 43 MB}
+pub fn device_bytes(gpu: &[GpuCode]) -> std::collections::BTreeMap<String, u64> {
+    let mut bytes = std::collections::BTreeMap::new();
+    for (target, n) in gpu.iter().flat_map(|g| &g.target_bytes) {
+        *bytes.entry(target.split(':').next().unwrap_or(target).to_string()).or_default() += n.bytes;
+    }
+    bytes
+}
+
 /// Code objects and their uncompressed bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Count {

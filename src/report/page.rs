@@ -1,0 +1,434 @@
+//! The release as people see it: a page per architecture index (`release.html`, written by
+//! `index` beside the PEP 503 pages, which stay exactly what installers read) and a landing page
+//! across architectures (`site`). Each page is one static HTML file with its CSS inside: no
+//! script, no external asset, no timestamp; it reads on a phone (rows become cards below 760 px)
+//! and on a desktop.
+//!
+//! The page is a function of [`ReleasePage`], which `index` also writes as `release.json`: `site`
+//! renders every architecture's page again from it, for the URL the whole site is served at.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::human_bytes;
+use crate::release::check::{Finding, Severity, Survey};
+
+/// The upstream index installers take everything else from.
+pub const PYPI: &str = "https://pypi.org/simple";
+
+/// What one architecture's page shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleasePage {
+    /// Ex) `gfx950`
+    pub title: String,
+    /// Where the index is served, as a directory URL. Ex) `https://rocm.example/gfx950/`
+    pub site_url: String,
+    /// ROCm versions the set's labels and metapackages name. Ex) [`10.1.0`]
+    pub rocm: Vec<String>,
+    /// The projects to install: the metapackages, else the projects nothing else requires.
+    pub install: Vec<String>,
+    pub files: Vec<PageFile>,
+    pub check: PageCheck,
+}
+
+/// One file of the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageFile {
+    pub project: String,
+    pub file_name: String,
+    /// The link, relative to the page (or absolute with `--base-url`).
+    pub href: String,
+    /// The public version. Ex) `2.15.0a0`
+    pub public: String,
+    /// The local label. Ex) `git31a77fc.rocm10.1.0`
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
+    /// Ex) `manylinux_2_28_x86_64`; `None` for an sdist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// `measured` or `claimed` (see [`crate::release::check::TagFacts`]), and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
+    #[serde(default)]
+    pub tag_note: String,
+    /// GPU processors, with the uncompressed bytes of their bundled code objects where known.
+    pub gpu: Vec<(String, Option<u64>)>,
+    pub size: u64,
+    pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_python: Option<String>,
+    pub metapackage: bool,
+}
+
+/// `check`'s summary for the directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageCheck {
+    pub errors: usize,
+    pub warnings: usize,
+    /// (severity, kind, message)
+    pub findings: Vec<(String, String, String)>,
+}
+
+impl ReleasePage {
+    /// The page of an index built from `survey`'s distributions; `href` gives each file's link.
+    pub fn new(title: &str, site_url: &str, survey: &Survey, href: impl Fn(&str, &str) -> String) -> ReleasePage {
+        let mut files: Vec<PageFile> = survey
+            .dists
+            .iter()
+            .map(|d| {
+                let (public, local) = match d.version.split_once('+') {
+                    Some((p, l)) => (p.to_string(), Some(l.to_string())),
+                    None => (d.version.clone(), None),
+                };
+                let gpu = d.gpu_targets.iter().map(|t| (t.clone(), d.device_bytes.get(t).copied())).collect();
+                PageFile {
+                    project: d.project.clone(),
+                    href: href(&d.project, &d.file_name),
+                    file_name: d.file_name.clone(),
+                    public,
+                    local,
+                    tag: d.tag.as_ref().map(|t| t.tag.clone()),
+                    basis: d.tag.as_ref().map(|t| t.basis.to_string()),
+                    tag_note: d.tag.as_ref().map(|t| t.note.clone()).unwrap_or_default(),
+                    gpu,
+                    size: d.size,
+                    sha256: d.sha256.clone().unwrap_or_default(),
+                    requires_python: d.requires_python.clone(),
+                    metapackage: d.metapackage,
+                }
+            })
+            .collect();
+        files.sort_by(|a, b| (&a.project, &a.file_name).cmp(&(&b.project, &b.file_name)));
+        files.dedup_by(|a, b| a.file_name == b.file_name && a.sha256 == b.sha256);
+        ReleasePage {
+            title: title.to_string(),
+            site_url: site_url.to_string(),
+            rocm: rocm_versions(survey),
+            install: to_install(survey),
+            files,
+            check: page_check(&survey.findings),
+        }
+    }
+
+    /// The page, as HTML.
+    pub fn to_html(&self) -> String {
+        let mut body = String::new();
+        let projects: BTreeSet<&str> = self.files.iter().map(|f| f.project.as_str()).collect();
+        let _ = write!(
+            body,
+            "<header>\n<h1>{}</h1>\n<p class=\"sub\">{} · {} project(s) · {} file(s) · {}</p>\n</header>\n",
+            esc(&self.title),
+            rocm_text(&self.rocm),
+            projects.len(),
+            self.files.len(),
+            check_badge(&self.check)
+        );
+        body.push_str(&install_section(&self.site_url, &self.install));
+        body.push_str(&files_section(&self.files));
+        body.push_str(&check_section(&self.check));
+        document(&format!("{} — release", self.title), &body)
+    }
+
+    /// The machine-readable page (`release.json`), which `site` renders again.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("serialises") + "\n"
+    }
+}
+
+/// The landing page across architecture indexes: each architecture's ROCm version, install
+/// commands and check summary, linked to its page, and every project's version per architecture.
+pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<header>\n<h1>{}</h1>\n<p class=\"sub\">{} architecture index(es) · {}</p>\n</header>\n",
+        esc(title),
+        sites.len(),
+        rocm_text(
+            &sites
+                .iter()
+                .flat_map(|(_, p)| p.rocm.iter().cloned())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+        )
+    );
+    body.push_str("<section id=\"indexes\">\n<h2>Browse the indexes</h2>\n");
+    for (dir, page) in sites {
+        let targets: BTreeSet<&str> = page.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| t.as_str())).collect();
+        let targets =
+            if targets.is_empty() { "none".to_string() } else { targets.into_iter().collect::<Vec<_>>().join(", ") };
+        let _ = write!(
+            body,
+            "<article class=\"site\" data-site=\"{d}\">\n<h3><a href=\"{d}/release.html\">{t}</a></h3>\n<p>{} · {} file(s) · GPU targets: {} · {}</p>\n<p class=\"label\">pip</p>\n<pre><code class=\"cmd\">{}</code></pre>\n<p class=\"label\">uv</p>\n<pre><code class=\"cmd\">{}</code></pre>\n</article>\n",
+            rocm_text(&page.rocm),
+            page.files.len(),
+            esc(&targets),
+            check_badge(&page.check),
+            esc(&pip_command(&page.site_url, &page.install)),
+            esc(&uv_command(&page.site_url, &page.install)),
+            d = esc(&url_path(dir)),
+            t = esc(&page.title),
+        );
+    }
+    body.push_str("</section>\n");
+    // Every project's version per architecture: a mismatch stands out.
+    let mut versions: BTreeMap<&str, BTreeMap<&str, BTreeSet<String>>> = BTreeMap::new();
+    for (dir, page) in sites {
+        for f in &page.files {
+            let version = match &f.local {
+                Some(l) => format!("{}+{l}", f.public),
+                None => f.public.clone(),
+            };
+            versions.entry(&f.project).or_default().entry(dir.as_str()).or_default().insert(version);
+        }
+    }
+    body.push_str("<section id=\"matrix\">\n<h2>Projects across architectures</h2>\n<div class=\"scroll\">\n<table class=\"matrix\">\n<thead><tr><th>project</th>");
+    for (_, page) in sites {
+        let _ = write!(body, "<th>{}</th>", esc(&page.title));
+    }
+    body.push_str("</tr></thead>\n<tbody>\n");
+    for (project, by_site) in &versions {
+        let _ = write!(body, "<tr><td>{}</td>", esc(project));
+        for (dir, _) in sites {
+            let cell = by_site.get(dir.as_str()).map(|v| v.iter().cloned().collect::<Vec<_>>().join(", "));
+            let _ = write!(body, "<td>{}</td>", cell.map(|c| esc(&c)).unwrap_or_else(|| "—".into()));
+        }
+        body.push_str("</tr>\n");
+    }
+    body.push_str("</tbody>\n</table>\n</div>\n</section>\n");
+    document(title, &body)
+}
+
+/// A directory name as a relative URL path. Ex) `gfx950`
+fn url_path(dir: &str) -> String {
+    crate::release::index::url_quote(dir)
+}
+
+fn esc(text: &str) -> String {
+    crate::release::index::html_escape(text)
+}
+
+/// ROCm versions named by the set: `rocmX.Y.Z` in local labels, and metapackages' versions
+/// (`wheelfix metapackage` versions them `<rocm>+<target>.<digest>`).
+fn rocm_versions(survey: &Survey) -> Vec<String> {
+    let mut found = BTreeSet::new();
+    for d in &survey.dists {
+        let Some((public, local)) = d.version.split_once('+') else { continue };
+        if d.metapackage {
+            found.insert(public.to_string());
+        }
+        if let Some(at) = local.find("rocm") {
+            let rest = &local[at + 4..];
+            let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+            let version = rest[..end].trim_end_matches('.');
+            if !version.is_empty() {
+                found.insert(version.to_string());
+            }
+        }
+    }
+    let mut list: Vec<String> = found.into_iter().collect();
+    list.sort_by(|a, b| crate::policy::verdict::compare_versions(a, b));
+    list
+}
+
+fn rocm_text(versions: &[String]) -> String {
+    match versions {
+        [] => "no ROCm version named".into(),
+        [one] => format!("ROCm {}", esc(one)),
+        many => format!("ROCm {} (more than one!)", esc(&many.join(", "))),
+    }
+}
+
+/// The projects a person installs: the metapackages; without one, those no other project of the
+/// set requires.
+fn to_install(survey: &Survey) -> Vec<String> {
+    let metas: BTreeSet<String> = survey.dists.iter().filter(|d| d.metapackage).map(|d| d.project.clone()).collect();
+    if !metas.is_empty() {
+        return metas.into_iter().collect();
+    }
+    let required: BTreeSet<&str> = survey
+        .dists
+        .iter()
+        .flat_map(|d| d.requires.iter().filter(move |r| **r != d.project).map(String::as_str))
+        .collect();
+    let roots: BTreeSet<String> =
+        survey.dists.iter().map(|d| d.project.clone()).filter(|p| !required.contains(p.as_str())).collect();
+    roots.into_iter().collect()
+}
+
+fn page_check(findings: &[Finding]) -> PageCheck {
+    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+    PageCheck {
+        errors,
+        warnings: findings.len() - errors,
+        findings: findings
+            .iter()
+            .map(|f| (f.severity.as_str().to_string(), f.kind.to_string(), f.message.clone()))
+            .collect(),
+    }
+}
+
+fn check_badge(check: &PageCheck) -> String {
+    let class = if check.errors > 0 {
+        "bad"
+    } else if check.warnings > 0 {
+        "warn"
+    } else {
+        "ok"
+    };
+    format!("<span class=\"badge {class}\">check: {} error(s), {} warning(s)</span>", check.errors, check.warnings)
+}
+
+/// pip treats every index alike and takes the highest version; the exact local labels of the
+/// set's pins decide. Ex) `pip install --index-url https://h/gfx950/ --extra-index-url https://pypi.org/simple rocm-torch`
+pub fn pip_command(site_url: &str, install: &[String]) -> String {
+    format!("pip install --index-url {site_url} --extra-index-url {PYPI} {}", install_names(install))
+}
+
+/// uv searches `--extra-index-url` first and stops at the first index that has a name, so the
+/// set's index must be the extra one and PyPI the default; the order pip takes fails with uv
+/// ("was found on https://pypi.org/simple, but not at the requested version").
+pub fn uv_command(site_url: &str, install: &[String]) -> String {
+    format!("uv pip install --index-url {PYPI} --extra-index-url {site_url} {}", install_names(install))
+}
+
+fn install_names(install: &[String]) -> String {
+    if install.is_empty() { "PROJECT".into() } else { install.join(" ") }
+}
+
+fn install_section(site_url: &str, install: &[String]) -> String {
+    format!(
+        "<section id=\"install\">\n<h2>Install</h2>\n<p class=\"label\">pip</p>\n<pre><code class=\"cmd\" id=\"pip\">{}</code></pre>\n<p class=\"label\">uv</p>\n<pre><code class=\"cmd\" id=\"uv\">{}</code></pre>\n<p class=\"note\">The index orders differ on purpose. pip takes the highest version from every index, and the exact local labels of this set's pins decide. uv searches <code>--extra-index-url</code> first and stops at the first index that has a name, so this index must be the extra one; with pip's order uv stops at PyPI.</p>\n</section>\n",
+        esc(&pip_command(site_url, install)),
+        esc(&uv_command(site_url, install))
+    )
+}
+
+fn files_section(files: &[PageFile]) -> String {
+    let mut out = String::from(
+        "<section id=\"files\">\n<h2>Files</h2>\n<table class=\"files\">\n<thead><tr><th>project</th><th>version</th><th>platform</th><th>GPU targets</th><th>size</th><th>sha256</th><th>Python</th></tr></thead>\n<tbody>\n",
+    );
+    for f in files {
+        let version = match &f.local {
+            Some(l) => format!("{}<span class=\"local\">+{}</span>", esc(&f.public), esc(l)),
+            None => format!("{} <span class=\"nolabel\">no local label</span>", esc(&f.public)),
+        };
+        let platform = match (&f.tag, &f.basis) {
+            (Some(tag), Some(basis)) => format!(
+                "<code>{}</code> <span class=\"basis {basis}\" title=\"{note}\">{basis}</span><br><small>{note}</small>",
+                esc(tag),
+                basis = esc(basis),
+                note = esc(&f.tag_note)
+            ),
+            _ => "sdist".into(),
+        };
+        let gpu = if f.gpu.is_empty() {
+            "—".to_string()
+        } else {
+            f.gpu
+                .iter()
+                .map(|(t, b)| match b {
+                    Some(b) => format!("<code>{}</code> {}", esc(t), human_bytes(*b)),
+                    None => format!("<code>{}</code>", esc(t)),
+                })
+                .collect::<Vec<_>>()
+                .join("<br>")
+        };
+        let meta = if f.metapackage { " <span class=\"meta\">metapackage</span>" } else { "" };
+        let _ = write!(
+            out,
+            "<tr data-file=\"{file}\">\n<td data-label=\"project\"><div><a href=\"{href}\">{project}</a>{meta}<br><small class=\"file\">{file}</small></div></td>\n<td data-label=\"version\"><div>{version}</div></td>\n<td data-label=\"platform\"><div>{platform}</div></td>\n<td data-label=\"GPU targets\"><div>{gpu}</div></td>\n<td data-label=\"size\" class=\"size\"><div>{size}</div></td>\n<td data-label=\"sha256\"><div><code class=\"sha\" title=\"{sha}\">{sha}</code></div></td>\n<td data-label=\"Python\"><div>{python}</div></td>\n</tr>\n",
+            file = esc(&f.file_name),
+            href = esc(&f.href),
+            project = esc(&f.project),
+            size = human_bytes(f.size),
+            sha = esc(&f.sha256),
+            python = python_cell(f),
+        );
+    }
+    out.push_str("</tbody>\n</table>\n</section>\n");
+    out
+}
+
+/// The Pythons a file installs on: its wheel tags' Python part, and its Requires-Python.
+/// Ex) `cp312`; `py3`<br>`>=3.10`
+fn python_cell(f: &PageFile) -> String {
+    let tags = crate::wheel::WheelFilename::parse(&f.file_name).ok().map(|n| n.python_tags.join("."));
+    let mut parts: Vec<String> = tags.into_iter().map(|t| format!("<code>{}</code>", esc(&t))).collect();
+    parts.extend(f.requires_python.as_deref().map(|rp| format!("Requires-Python <code>{}</code>", esc(rp))));
+    if parts.is_empty() { "any".into() } else { parts.join("<br>") }
+}
+
+fn check_section(check: &PageCheck) -> String {
+    let mut out = format!("<section id=\"check\">\n<h2>Check</h2>\n<p>{}</p>\n", check_badge(check));
+    if !check.findings.is_empty() {
+        out.push_str("<ul class=\"findings\">\n");
+        for (severity, kind, message) in &check.findings {
+            let _ = writeln!(
+                out,
+                "<li class=\"{s}\"><b>{s}</b> <code>{}</code> {}</li>",
+                esc(kind),
+                esc(message),
+                s = esc(severity)
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
+    out
+}
+
+/// The page around `body`, with its style.
+fn document(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"wheelfix\">\n<title>{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n{body}</main>\n</body>\n</html>\n",
+        esc(title)
+    )
+}
+
+const STYLE: &str = r#":root { color-scheme: light dark; --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg: #ffffff; --code: #f6f8fa; --accent: #b3261e; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #9da7b3; --line: #30363d; --bg: #0d1117; --code: #161b22; --accent: #ff7b72; } }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg); font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+main { max-width: 1200px; margin: 0 auto; padding: 1rem; }
+h1 { font-size: 1.6rem; margin: 0.2rem 0; overflow-wrap: anywhere; }
+h2 { font-size: 1.2rem; border-bottom: 1px solid var(--line); padding-bottom: 0.2rem; margin-top: 1.6rem; }
+h3 { margin: 0.2rem 0; }
+a { color: inherit; }
+.sub, .note, small { color: var(--muted); }
+small, .file, td, li, p { overflow-wrap: anywhere; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.9em; }
+pre { background: var(--code); border: 1px solid var(--line); border-radius: 6px; padding: 0.6rem 0.8rem; white-space: pre-wrap; overflow-wrap: anywhere; overflow-x: auto; margin: 0.2rem 0 0.8rem; }
+.cmd { user-select: all; }
+.label { margin: 0.6rem 0 0; font-weight: 600; }
+.local { color: var(--accent); font-weight: 600; }
+.nolabel, .meta { font-size: 0.75em; border: 1px solid var(--line); border-radius: 4px; padding: 0 0.3em; }
+.basis { font-size: 0.75em; border-radius: 4px; padding: 0 0.35em; border: 1px solid var(--line); }
+.basis.measured { background: #dafbe1; color: #116329; }
+.basis.claimed { background: #fff8c5; color: #7d4e00; }
+.badge { border-radius: 4px; padding: 0 0.4em; font-weight: 600; }
+.badge.ok { background: #dafbe1; color: #116329; }
+.badge.warn { background: #fff8c5; color: #7d4e00; }
+.badge.bad { background: #ffebe9; color: #a40e26; }
+.sha { display: inline-block; max-width: 13ch; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; user-select: all; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; vertical-align: top; padding: 0.45rem 0.5rem; border-bottom: 1px solid var(--line); }
+th { font-size: 0.85em; color: var(--muted); }
+.scroll { overflow-x: auto; }
+td > div { min-width: 0; }
+td.size { white-space: nowrap; }
+.site { border: 1px solid var(--line); border-radius: 8px; padding: 0.6rem 0.9rem; margin: 0.8rem 0; }
+.findings { padding-left: 1.2rem; }
+.findings .error b { color: #a40e26; }
+.findings .warning b { color: #7d4e00; }
+@media (max-width: 760px) {
+  table.files thead { display: none; }
+  table.files, table.files tbody, table.files tr, table.files td { display: block; width: 100%; }
+  table.files tr { border: 1px solid var(--line); border-radius: 8px; margin: 0 0 0.8rem; padding: 0.3rem 0; }
+  table.files td { display: grid; grid-template-columns: 6.5rem minmax(0, 1fr); gap: 0.5rem; border: 0; padding: 0.2rem 0.7rem; }
+  table.files td::before { content: attr(data-label); color: var(--muted); font-size: 0.85em; }
+}
+"#;

@@ -1,0 +1,247 @@
+//! The release page in a real browser: `index` writes `release.html` beside the PEP 503 pages,
+//! `site` gathers two architecture indexes under a landing page, `python -m http.server` serves
+//! them on 127.0.0.1, and headless Chromium (Debian's `chromium`, installed by `.ci/run`) loads
+//! them: the rendered DOM has a row per wheel and the install commands, and no element overflows
+//! the viewport at 390 and 1280 px (a probe page frames each page at that width and writes what
+//! it measured into its own DOM; `../shared/reference/browser.md`).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use support::gpugen::{GFX942, GFX950};
+use support::python::system_python;
+use support::sets::arch_set;
+use support::{stderr, stdout, wheelfix};
+
+/// Debian's Chromium; a test that needs it fails without it.
+fn chromium() -> &'static str {
+    for name in ["chromium", "chromium-browser"] {
+        if Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return name;
+        }
+    }
+    panic!("headless Chromium is needed (`apt-get install chromium`; .ci/run installs it)");
+}
+
+/// `python -m http.server` serving `root` on a free port of 127.0.0.1, stopped on drop.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(root: &Path) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(system_python())
+            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
+            .arg(root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Stopped on drop, also when it never answers.
+        let server = Server { child, port };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("http.server did not start on port {port}");
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/{path}", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The DOM Chromium renders for `url`, scripts run for up to 5 s of virtual time.
+fn dump_dom(url: &str) -> String {
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,900",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            url,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chromium failed on {url}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A page of the test's own beside the site: it frames `?page=` at `?width=` px and writes
+/// into its body's `data-result` whether the framed document is wider than its viewport, and
+/// which elements reach past it.
+const PROBE: &str = r#"<!DOCTYPE html>
+<html><head><meta charset="utf-8"></head><body data-result="pending">
+<iframe id="f" style="height:900px;border:0"></iframe>
+<script>
+const q = new URLSearchParams(location.search);
+const f = document.getElementById('f');
+f.style.width = q.get('width') + 'px';
+f.onload = () => {
+  const d = f.contentDocument.documentElement;
+  const wide = [];
+  for (const e of f.contentDocument.querySelectorAll('body *')) {
+    const r = e.getBoundingClientRect();
+    if (r.right > d.clientWidth + 1 && !e.closest('.scroll')) wide.push(e.tagName + '.' + e.className + ':' + Math.round(r.right));
+  }
+  document.body.setAttribute('data-result', (d.scrollWidth > d.clientWidth ? 'overflow ' + d.scrollWidth + '>' + d.clientWidth : 'fits') + ' | ' + wide.slice(0, 5).join(' '));
+};
+f.src = q.get('page');
+</script></body></html>
+"#;
+
+fn probe(server: &Server, page: &str, width: u32) -> String {
+    let dom = dump_dom(&server.url(&format!("probe.html?page=/{page}&width={width}")));
+    let at = dom.find("data-result=\"").unwrap_or_else(|| panic!("no result in the probe's DOM: {dom}")) + 13;
+    dom[at..at + dom[at..].find('"').unwrap()].to_string()
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut list: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    list.sort();
+    list
+}
+
+fn metapackage(d: &Path, target: &str, wheels: &[PathBuf]) {
+    let mut args = vec!["metapackage", "--name", "rocm-torch", "--rocm-version", "10.1.0", "--gpu-target", target];
+    args.extend(["-o", target]);
+    let wheels: Vec<&str> = wheels.iter().map(|p| p.to_str().unwrap()).collect();
+    args.extend(wheels);
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn release_pages_render_in_a_browser_with_every_wheel_and_the_install_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (target, flags) in [("gfx950", GFX950), ("gfx942", GFX942)] {
+        let wheels = arch_set(&d.join(target), target, flags);
+        metapackage(d, target, &wheels);
+    }
+    // The server's root holds the probe and `public/`, the site as it will be published.
+    let root = d.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("probe.html"), PROBE).unwrap();
+    // The probe can fail: a long command in a `<pre>` that neither wraps nor scrolls.
+    let wide = format!(
+        "<!DOCTYPE html><meta name=viewport content=\"width=device-width\"><pre>pip install {}</pre>",
+        "x".repeat(80)
+    );
+    std::fs::write(root.join("wide.html"), wide).unwrap();
+    let server = Server::start(&root);
+    let base = server.url("public/");
+    for target in ["gfx950", "gfx942"] {
+        let out = wheelfix(d, &["index", "-o", &format!("site/{target}"), target]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let out = wheelfix(d, &["site", "-o", "www/public", "--site-url", &base, "site/gfx950", "site/gfx942"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("gfx950/: 4 file(s), check 0 error(s), 0 warning(s)"), "{}", stdout(&out));
+
+    for target in ["gfx950", "gfx942"] {
+        let dom = dump_dom(&server.url(&format!("public/{target}/release.html")));
+        for wheel in files(&d.join(target)) {
+            let name = wheel.file_name().unwrap().to_str().unwrap();
+            assert!(dom.contains(&format!("<tr data-file=\"{name}\">")), "no row for {name} in {dom}");
+        }
+        let site = format!("{base}{target}/");
+        let pip = format!("pip install --index-url {site} --extra-index-url https://pypi.org/simple rocm-torch");
+        let uv = format!("uv pip install --index-url https://pypi.org/simple --extra-index-url {site} rocm-torch");
+        assert!(dom.contains(&pip), "{dom}");
+        assert!(dom.contains(&uv), "{dom}");
+        assert!(dom.contains("ROCm 10.1.0"), "{dom}");
+        assert!(dom.contains(&format!("<code>{target}</code>")), "the GPU target column: {dom}");
+        assert!(dom.contains("measured"), "torch's tag is measured from its binaries: {dom}");
+        assert!(dom.contains("check: 0 error(s), 0 warning(s)"), "{dom}");
+        // The PEP 503 pages installers read are beside it, unchanged, and serve the set.
+        let simple = std::fs::read_to_string(d.join(format!("www/public/{target}/index.html"))).unwrap();
+        assert!(simple.contains("<title>Simple index</title>") && !simple.contains("release"), "{simple}");
+        let got = Command::new(system_python())
+            .args(["-m", "pip", "download", "--no-deps", "--quiet", "-d"])
+            .arg(d.join(format!("dl-{target}")))
+            .args(["--index-url", &site, "rocm-torch"])
+            .output()
+            .unwrap();
+        assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
+    }
+    let landing = dump_dom(&server.url("public/index.html"));
+    for target in ["gfx950", "gfx942"] {
+        assert!(landing.contains(&format!("<a href=\"{target}/release.html\">{target}</a>")), "{landing}");
+        assert!(landing.contains(&format!("--index-url {base}{target}/")), "{landing}");
+    }
+    assert!(landing.contains("2.15.0a0+git31a77fc.rocm10.1.0"), "the project matrix: {landing}");
+
+    assert!(probe(&server, "wide.html", 390).starts_with("overflow"), "the probe sees an overflow");
+    // The README's screenshots: `WHEELFIX_PAGE_SCREENSHOTS=docs cargo test --test page`.
+    if let Some(out) = std::env::var_os("WHEELFIX_PAGE_SCREENSHOTS") {
+        for (page, name, size) in [
+            ("public/gfx950/release.html", "release-page.png", "1280,1100"),
+            ("public/gfx950/release.html", "release-page-phone.png", "390,1400"),
+            ("public/index.html", "landing-page.png", "1280,800"),
+        ] {
+            let shot = std::path::absolute(Path::new(&out).join(name)).unwrap();
+            let status = Command::new(chromium())
+                .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+                .arg(format!("--window-size={size}"))
+                .arg(format!("--screenshot={}", shot.display()))
+                .arg(server.url(page))
+                .output()
+                .unwrap();
+            assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+        }
+    }
+    for page in ["public/index.html", "public/gfx950/release.html", "public/gfx942/release.html"] {
+        for width in [390, 1280] {
+            let result = probe(&server, page, width);
+            assert!(result.starts_with("fits |") && result.trim_end().ends_with('|'), "{page} at {width} px: {result}");
+        }
+    }
+}
+
+#[test]
+fn the_page_shows_what_check_finds_and_its_bytes_do_not_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // An unlabelled wheel beside the set: check's error is on the page.
+    arch_set(&d.join("gfx950"), "gfx950", GFX950);
+    support::sets::py3_wheel("atom", "0.1.9", &[]).write(&d.join("gfx950"));
+    let args = ["index", "-o", "site", "--site-url", "https://rocm.example/gfx950", "gfx950"];
+    assert!(wheelfix(d, &args).status.success());
+    let first = std::fs::read(d.join("site/release.html")).unwrap();
+    let page = String::from_utf8(first.clone()).unwrap();
+    assert!(page.contains("check: 0 error(s), 1 warning(s)") || page.contains("no-local-version"), "{page}");
+    assert!(page.contains("<code>no-local-version</code> atom 0.1.9"), "{page}");
+    assert!(page.contains("pip install --index-url https://rocm.example/gfx950/ "), "{page}");
+    assert!(page.contains("no local label"), "{page}");
+    // No install target without a metapackage: the projects nothing requires.
+    assert!(page.contains("--extra-index-url https://pypi.org/simple atom nixl torch</code>"), "{page}");
+    assert!(wheelfix(d, &args).status.success());
+    assert_eq!(std::fs::read(d.join("site/release.html")).unwrap(), first, "same set, same bytes");
+    let data: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();
+    assert_eq!(data["files"].as_array().unwrap().len(), 4);
+    // --no-page writes none.
+    let out = wheelfix(d, &["index", "-o", "bare", "--no-page", "gfx950"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!d.join("bare/release.html").exists() && d.join("bare/index.html").exists());
+    // site wants indexes wheelfix wrote, each under its own name.
+    let out = wheelfix(d, &["site", "-o", "public", "bare"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("has no release.json"), "{}", stderr(&out));
+    assert!(!d.join("public").exists());
+}
