@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use wheelfix::Destination;
 use wheelfix::cmd::{self, Common};
+use wheelfix::release;
 use wheelfix::release::index::IndexOptions;
 use wheelfix::release::metapackage::MetapackageOptions;
 use wheelfix::settings::Flags;
@@ -184,11 +185,53 @@ struct SiteArgs {
     json: bool,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ResolverArg {
+    Pip,
+    Uv,
+}
+
 #[derive(Args)]
 struct CheckArgs {
     /// Directories of wheels and sdists.
-    #[arg(required = true, value_name = "DIR")]
+    #[arg(required_unless_present = "resolve", value_name = "DIR")]
     dirs: Vec<PathBuf>,
+    /// Compare the set with this upstream index (PEP 691 JSON, else PEP 503 HTML); repeatable.
+    /// Ex) https://pypi.org/simple
+    #[arg(long, value_name = "URL")]
+    upstream: Vec<String>,
+    /// Seconds each request to an index may take.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    timeout: u64,
+    /// Resolve these requirements with a real resolver against --index-url (the set's index)
+    /// and --extra-index-url, and report what came from elsewhere; repeatable.
+    /// Ex) 'rocm-torch[device-gfx950]'
+    #[arg(long, value_name = "REQUIREMENT")]
+    resolve: Vec<String>,
+    /// The set's index for --resolve. Ex) https://rocm.example/gfx950/
+    #[arg(long, value_name = "URL", requires = "resolve")]
+    index_url: Option<String>,
+    /// Upstream indexes for --resolve (default: the --upstream ones, else PyPI); repeatable.
+    #[arg(long, value_name = "URL", requires = "resolve")]
+    extra_index_url: Vec<String>,
+    /// The Python to resolve for. Ex) 3.12
+    #[arg(long, value_name = "X.Y", requires = "resolve")]
+    python: Option<String>,
+    /// The platform tag to resolve for. Ex) manylinux_2_28_x86_64
+    #[arg(long, value_name = "TAG", requires = "resolve")]
+    platform: Option<String>,
+    /// Fail when the resolution holds a distribution whose name matches; repeatable.
+    /// Ex) 'nvidia-*', '*-cu1[0-9]'
+    #[arg(long, value_name = "GLOB", requires = "resolve")]
+    forbid: Vec<String>,
+    /// The resolver: pip (`python3 -m pip install --dry-run --report`) or uv (`uv pip compile`),
+    /// from PATH.
+    #[arg(long, value_enum, default_value = "pip", requires = "resolve")]
+    resolver: ResolverArg,
+    /// With uv: search the set's index first (`--index-url <upstream> --extra-index-url <set>`,
+    /// the release page's uv command) instead of the flags' order, which uv reads as upstream first.
+    #[arg(long, requires = "resolve")]
+    site_first: bool,
     /// Skip hashing every member against RECORD (sizes and rows are still compared).
     #[arg(long)]
     no_verify: bool,
@@ -496,6 +539,29 @@ fn main() -> ExitCode {
         }),
         Command::Check(args) => cmd::Command::Check(cmd::release::CheckRequest {
             common: args.common.common(|f| f.verify = !args.no_verify),
+            upstream: release::check::UpstreamOptions {
+                urls: args.upstream.clone(),
+                timeout: std::time::Duration::from_secs(args.timeout),
+            },
+            resolve: (!args.resolve.is_empty()).then(|| cmd::release::ResolveArgs {
+                requirements: args.resolve,
+                index_url: args.index_url,
+                extra_index_urls: if !args.extra_index_url.is_empty() {
+                    args.extra_index_url
+                } else if !args.upstream.is_empty() {
+                    args.upstream
+                } else {
+                    vec![wheelfix::report::page::PYPI.to_string()]
+                },
+                python: args.python,
+                platform: args.platform,
+                forbid: args.forbid,
+                resolver: match args.resolver {
+                    ResolverArg::Pip => release::resolve::Resolver::Pip,
+                    ResolverArg::Uv => release::resolve::Resolver::Uv,
+                },
+                site_first: args.site_first,
+            }),
             dirs: args.dirs,
             strict: args.strict,
         }),

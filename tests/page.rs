@@ -8,9 +8,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use support::gpugen::{GFX942, GFX950};
+use support::http::Server;
 use support::python::system_python;
 use support::sets::arch_set;
 use support::{stderr, stdout, wheelfix};
@@ -23,45 +24,6 @@ fn chromium() -> &'static str {
         }
     }
     panic!("headless Chromium is needed (`apt-get install chromium`; .ci/run installs it)");
-}
-
-/// `python -m http.server` serving `root` on a free port of 127.0.0.1, stopped on drop.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(root: &Path) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(system_python())
-            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
-            .arg(root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Stopped on drop, also when it never answers.
-        let server = Server { child, port };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!("http.server did not start on port {port}");
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}/{path}", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The DOM Chromium renders for `url`, scripts run for up to 5 s of virtual time.

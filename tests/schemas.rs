@@ -4,33 +4,11 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use support::gpugen::{GFX950, bundle_for, host_with_fatbin};
-use support::python::tools_venv;
+use support::python::validate;
 use support::wheelgen::WheelSpec;
 use support::{stderr, wheelfix};
-
-fn validate(schema: &str, document: &[u8]) {
-    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas").join(schema);
-    let script = "import json, sys, jsonschema\nschema = json.load(open(sys.argv[1]))\njsonschema.Draft202012Validator.check_schema(schema)\njsonschema.validate(json.load(sys.stdin), schema, cls=jsonschema.Draft202012Validator)\n";
-    let mut child = Command::new(tools_venv().join("bin/python"))
-        .args(["-c", script])
-        .arg(&schema_path)
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(document).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{schema}: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(document)
-    );
-}
 
 #[test]
 fn every_json_output_matches_its_schema() {

@@ -79,7 +79,7 @@ fn page_settings() -> Result<Settings, String> {
 /// `release.html` and `release.json` for an index of `inputs`.
 fn release_pages(request: &IndexRequest, page: &PageRequest) -> Result<Vec<(String, Vec<u8>)>, String> {
     let settings = page_settings()?;
-    let survey = release::check::survey(&request.inputs, &settings.analyze, &settings.policies);
+    let survey = release::check::survey(&request.inputs, &settings.analyze, &settings.policies, &Default::default());
     let output = &request.options.output;
     let title = page.title.clone().unwrap_or_else(|| {
         let name = release::index::resolved_name(output);
@@ -193,21 +193,81 @@ pub struct CheckRequest {
     pub common: Common,
     /// Fail on warnings too.
     pub strict: bool,
+    /// `--upstream`: indexes to compare the set with.
+    pub upstream: release::check::UpstreamOptions,
+    /// `--resolve`: a resolution to hold against the set's index.
+    pub resolve: Option<ResolveArgs>,
+}
+
+/// `check --resolve`'s arguments.
+#[derive(Debug, Clone)]
+pub struct ResolveArgs {
+    pub requirements: Vec<String>,
+    /// The set's index (required with `--resolve`).
+    pub index_url: Option<String>,
+    pub extra_index_urls: Vec<String>,
+    pub python: Option<String>,
+    pub platform: Option<String>,
+    pub forbid: Vec<String>,
+    pub resolver: release::resolve::Resolver,
+    pub site_first: bool,
 }
 
 pub fn run_check(request: &CheckRequest) -> Output {
     if let Some(missing) = crate::wheel::inputs::missing(&request.dirs).first() {
         return Output::usage(format!("no such file or directory: {}", missing.display()));
     }
+    if request.resolve.as_ref().is_some_and(|r| r.index_url.is_none()) {
+        return Output::usage(
+            "--resolve needs --index-url, the set's index (Ex: --index-url https://rocm.example/gfx950/)",
+        );
+    }
     let settings = match request.common.settings() {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    let findings = release::check::check(&request.dirs, &settings.analyze, &settings.policies);
-    let report = CheckReport::new(&findings);
+    let mut findings = if request.dirs.is_empty() {
+        Vec::new()
+    } else {
+        release::check::survey(&request.dirs, &settings.analyze, &settings.policies, &request.upstream).findings
+    };
+    let mut resolution = None;
+    if let Some(args) = &request.resolve {
+        match resolve(args, request.upstream.timeout) {
+            Ok((r, mut found)) => {
+                findings.append(&mut found);
+                resolution = Some(r);
+            }
+            Err(e) => return Output::failure(e),
+        }
+    }
+    findings.sort();
+    let report = CheckReport::new(&findings).with_resolution(resolution.as_ref());
     let stdout = if request.common.json { report.to_json() } else { report.to_text() };
     let failing = if request.strict { report.errors + report.warnings } else { report.errors };
     Output { stdout, stderr: Vec::new(), code: u8::from(failing > 0) }
+}
+
+/// Resolve as `args` asks, in a scratch directory of this run, and judge the outcome.
+fn resolve(
+    args: &ResolveArgs,
+    timeout: std::time::Duration,
+) -> Result<(release::resolve::Resolution, Vec<release::check::Finding>), String> {
+    let index_url = args.index_url.clone().unwrap_or_default();
+    let request = release::resolve::ResolveRequest {
+        requirements: args.requirements.clone(),
+        index_url: index_url.clone(),
+        extra_index_urls: args.extra_index_urls.clone(),
+        python: args.python.clone(),
+        platform: args.platform.clone(),
+        resolver: args.resolver,
+        site_first: args.site_first,
+    };
+    let scratch = tempfile::tempdir().map_err(|e| format!("cannot make a scratch directory: {e}"))?;
+    let resolution = release::resolve::resolve(&request, scratch.path())?;
+    let site = release::upstream::Upstream::new(&index_url, timeout);
+    let findings = release::check::resolution_findings(&resolution, &site, &args.forbid)?;
+    Ok((resolution, findings))
 }
 
 /// Build a metapackage pinning every wheel in `paths` (see [`release::metapackage`]): each

@@ -153,13 +153,27 @@ struct Read {
     unreadable: Option<Finding>,
 }
 
-/// Lint every wheel and sdist under `dirs`.
-pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -> Vec<Finding> {
-    survey(dirs, options, policies).findings
+/// The upstream indexes a set is compared with (`--upstream`), and how long each request may take.
+#[derive(Debug, Clone)]
+pub struct UpstreamOptions {
+    pub urls: Vec<String>,
+    pub timeout: std::time::Duration,
 }
 
-/// Lint every wheel and sdist under `dirs`, and keep what was read of each.
-pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -> Survey {
+impl Default for UpstreamOptions {
+    fn default() -> Self {
+        UpstreamOptions { urls: Vec::new(), timeout: std::time::Duration::from_secs(30) }
+    }
+}
+
+/// Lint every wheel and sdist under `dirs`.
+pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -> Vec<Finding> {
+    survey(dirs, options, policies, &UpstreamOptions::default()).findings
+}
+
+/// Lint every wheel and sdist under `dirs`, against `upstream` too, and keep what was read of
+/// each.
+pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies, upstream: &UpstreamOptions) -> Survey {
     let files = crate::wheel::inputs::collect_files(dirs, &[".whl", ".tar.gz"]);
     if files.is_empty() {
         let findings = vec![Finding {
@@ -229,6 +243,9 @@ pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -
     findings.extend(unmet_requirement_findings(&dists));
     findings.extend(interpreter_findings(&dists));
     findings.extend(metapackage_findings(&dists));
+    for url in &upstream.urls {
+        findings.extend(upstream_findings(&dists, &super::upstream::Upstream::new(url, upstream.timeout)));
+    }
     findings.sort();
     findings.dedup();
     let dists = dists.iter().map(|d| facts(d, sha256.get(&d.path).cloned().flatten())).collect();
@@ -885,6 +902,207 @@ fn metapackage_findings(dists: &[Dist]) -> Vec<Finding> {
                 winner.version
             ),
             files: list.iter().map(|d| d.path.display().to_string()).collect(),
+        });
+    }
+    findings
+}
+
+/// What a resolution means for the set whose index is `site`: a distribution of the set's
+/// projects taken from elsewhere (`resolve-upstream`), a name `forbid` matches
+/// (`resolve-forbidden`), or no resolution (`resolve-failed`); all errors.
+pub fn resolution_findings(
+    resolution: &super::resolve::Resolution,
+    site: &super::upstream::Upstream,
+    forbid: &[String],
+) -> Result<Vec<Finding>, String> {
+    let mut findings = Vec::new();
+    if let Some(message) = &resolution.failure {
+        findings.push(Finding {
+            kind: "resolve-failed",
+            severity: Severity::Error,
+            message: format!("{} found no resolution: {message}", resolution.resolver),
+            files: Vec::new(),
+        });
+        return Ok(findings);
+    }
+    let mut globs = globset::GlobSetBuilder::new();
+    for pattern in forbid {
+        globs.add(globset::Glob::new(pattern).map_err(|e| format!("--forbid `{pattern}`: {e}"))?);
+    }
+    let globs = globs.build().map_err(|e| e.to_string())?;
+    let by_index = resolution.resolver.starts_with("uv");
+    let pages = crate::parallel::map(&resolution.distributions, |d| site.files(&d.name));
+    for (d, page) in resolution.distributions.iter().zip(pages) {
+        let ours = match page {
+            Ok(files) => files,
+            Err(e) => return Err(format!("the set's index: {e}")),
+        };
+        if let Some(files) = ours {
+            // uv names the index a distribution came from; pip, the file.
+            let from_site = if by_index {
+                super::index::directory_url(&d.source) == site.url
+            } else {
+                files.iter().any(|f| f.url == d.source)
+            };
+            if !from_site {
+                let hint = if by_index {
+                    "; uv searches --extra-index-url first and stops at the first index that has a name: give uv the set's index as --extra-index-url (the release page's uv command; --site-first checks it)"
+                } else {
+                    ""
+                };
+                findings.push(Finding {
+                    kind: "resolve-upstream",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} took {} {} from {}, not from the set's index {} (which has {} file(s) of it){hint}",
+                        resolution.resolver,
+                        d.name,
+                        d.version,
+                        d.source,
+                        site.url,
+                        files.len()
+                    ),
+                    files: Vec::new(),
+                });
+            }
+        }
+        let matched = globs.matches(&d.name);
+        if let Some(&first) = matched.first() {
+            findings.push(Finding {
+                kind: "resolve-forbidden",
+                severity: Severity::Error,
+                message: format!(
+                    "{} took {} {} (from {}), which --forbid `{}` rules out",
+                    resolution.resolver, d.name, d.version, d.source, forbid[first]
+                ),
+                files: Vec::new(),
+            });
+        }
+    }
+    Ok(findings)
+}
+
+/// An upstream file could meet requirement `r` as pip chooses: its version meets the
+/// specifiers, it is not yanked (unless pinned exactly), and it is no pre-release unless the
+/// specifiers name one.
+fn upstream_meets(r: &crate::wheel::requirement::Requirement, f: &super::upstream::UpstreamFile) -> bool {
+    let names_pre = r.specifiers().is_some_and(|s| s.iter().any(|s| s.version().any_prerelease()));
+    r.admits(&f.version) && (!f.yanked || r.exact.is_some()) && (!f.version.any_prerelease() || names_pre)
+}
+
+/// The set's projects on an upstream index: `upstream-collision` where a requirement of the set
+/// (or, for a project nothing requires, `pip install <name>` itself) could be met by an upstream
+/// file; `upstream-shadow` where the upstream has the name but every requirement pins the set's
+/// own label. An upstream that cannot be reached is an error finding, never a silent pass.
+fn upstream_findings(dists: &[Dist], upstream: &super::upstream::Upstream) -> Vec<Finding> {
+    let projects: Vec<&str> = dists.iter().map(|d| d.project.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
+    let pages = crate::parallel::map(&projects, |p| upstream.files(p));
+    let url = &upstream.url;
+    let mut findings = Vec::new();
+    let mut unreachable = Vec::new();
+    for (project, page) in projects.iter().zip(pages) {
+        let files = match page {
+            Ok(Some(files)) => files,
+            Ok(None) => continue,
+            Err(e) => {
+                unreachable.push(e);
+                continue;
+            }
+        };
+        let ours: Vec<&Dist> = dists.iter().filter(|d| d.project == *project).collect();
+        let newest_ours = ours.iter().map(|d| &d.metadata.version.parsed).max();
+        let our_files: Vec<String> = ours.iter().map(|d| d.path.display().to_string()).collect();
+        let requirements: Vec<(&Dist, &crate::wheel::requirement::Requirement)> = dists
+            .iter()
+            .filter(|d| d.project != *project)
+            .flat_map(|d| {
+                d.metadata.requires_dist.iter().filter(|r| r.package.as_str() == *project).map(move |r| (d, r))
+            })
+            .collect();
+        // The file to name: the highest version, a Linux or pure wheel of it before others.
+        let rank = |f: &super::upstream::UpstreamFile| {
+            let n = &f.filename;
+            if n.ends_with(".whl") && n.contains("linux") {
+                3
+            } else if n.ends_with("-any.whl") {
+                2
+            } else if n.ends_with(".whl") {
+                0
+            } else {
+                1
+            }
+        };
+        let newest = |meets: &dyn Fn(&super::upstream::UpstreamFile) -> bool| {
+            files
+                .iter()
+                .filter(|f| meets(f))
+                .max_by(|a, b| (&a.version, rank(a), &a.filename).cmp(&(&b.version, rank(b), &b.filename)))
+        };
+        let ours_text = newest_ours.map(|v| format!("{project} {v}")).unwrap_or_default();
+        let mut collided = false;
+        if requirements.is_empty() {
+            // Installed by name: `pip install <project>` takes the highest version of every index.
+            let bare = crate::wheel::requirement::Requirement::parse(project);
+            if let Some(best) = newest(&|f| upstream_meets(&bare, f))
+                && newest_ours.is_none_or(|v| best.version > *v)
+            {
+                collided = true;
+                findings.push(Finding {
+                    kind: "upstream-collision",
+                    severity: Severity::Error,
+                    message: format!(
+                        "`pip install {project}` takes {url}'s {project} {} ({}), a higher version than the set's {}",
+                        best.version,
+                        best.filename,
+                        newest_ours.map(|v| v.to_string()).unwrap_or_default()
+                    ),
+                    files: our_files.clone(),
+                });
+            }
+        }
+        for (d, r) in &requirements {
+            if let Some(best) = newest(&|f| upstream_meets(r, f)) {
+                collided = true;
+                findings.push(Finding {
+                    kind: "upstream-collision",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} {} requires `{}`, which {url}'s {project} {} ({}) meets: an installer can take it instead of the set's {ours_text}",
+                        d.project, d.version, r.text, best.version, best.filename
+                    ),
+                    files: vec![d.path.display().to_string()],
+                });
+            }
+        }
+        if !collided {
+            let top = files.iter().map(|f| &f.version).max().map(|v| v.to_string()).unwrap_or_default();
+            let how = if requirements.is_empty() {
+                "the set's version is the higher one, so `pip install` takes it while no upstream release outgrows it"
+                    .to_string()
+            } else {
+                format!(
+                    "every requirement on it ({}) pins the set's own label, so installers take the set's",
+                    requirements.len()
+                )
+            };
+            findings.push(Finding {
+                kind: "upstream-shadow",
+                severity: Severity::Warning,
+                message: format!("{url} also has {project} ({} file(s), newest {top}): {how}", files.len()),
+                files: our_files,
+            });
+        }
+    }
+    if let Some(first) = unreachable.first() {
+        findings.push(Finding {
+            kind: "upstream-unreachable",
+            severity: Severity::Error,
+            message: format!(
+                "{url}: {} of {} project page(s) could not be read, so nothing was compared for them (first: {first})",
+                unreachable.len(),
+                projects.len()
+            ),
+            files: Vec::new(),
         });
     }
     findings

@@ -4,8 +4,10 @@
 pub mod check;
 pub mod index;
 pub mod metapackage;
+pub mod resolve;
 pub mod site;
 pub mod upload;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 

@@ -8,18 +8,25 @@ use crate::analysis::lddtree::Tree;
 use crate::release::check::{Finding, Severity};
 use crate::release::index::IndexSummary;
 use crate::release::metapackage::Metapackage;
+use crate::release::resolve::Resolution;
 
-/// `check`'s findings, counted.
+/// `check`'s findings, counted, and the resolution `--resolve` held against the set.
 pub struct CheckReport<'a> {
     pub findings: &'a [Finding],
     pub errors: usize,
     pub warnings: usize,
+    pub resolution: Option<&'a Resolution>,
 }
 
 impl<'a> CheckReport<'a> {
     pub fn new(findings: &'a [Finding]) -> Self {
         let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
-        CheckReport { findings, errors, warnings: findings.len() - errors }
+        CheckReport { findings, errors, warnings: findings.len() - errors, resolution: None }
+    }
+
+    pub fn with_resolution(mut self, resolution: Option<&'a Resolution>) -> Self {
+        self.resolution = resolution;
+        self
     }
 
     pub fn to_json(&self) -> String {
@@ -29,17 +36,30 @@ impl<'a> CheckReport<'a> {
             errors: usize,
             warnings: usize,
             findings: &'a [Finding],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            resolution: Option<&'a Resolution>,
         }
         json::to_text(&Document {
             version: JSON_VERSION,
             errors: self.errors,
             warnings: self.warnings,
             findings: self.findings,
+            resolution: self.resolution,
         })
     }
 
     pub fn to_text(&self) -> String {
         let mut text = String::new();
+        if let Some(r) = self.resolution {
+            let outcome = match &r.failure {
+                Some(_) => "no resolution".to_string(),
+                None => format!("{} distribution(s)", r.distributions.len()),
+            };
+            text.push_str(&format!("resolved with {}: {outcome}\n", r.resolver));
+            for d in &r.distributions {
+                text.push_str(&format!("  {} {}  {}\n", d.name, d.version, d.source));
+            }
+        }
         for f in self.findings {
             text.push_str(&format!("{}: {}: {}\n", f.severity.as_str(), f.kind, f.message));
             for file in &f.files {

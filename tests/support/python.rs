@@ -158,3 +158,25 @@ print(text, end='')
 "#;
     run(Command::new(system_python()).args(["-c", script]).arg(wheel))
 }
+
+/// `document` validates against `schemas/<schema>` (Python's `jsonschema`, Draft 2020-12).
+pub fn validate(schema: &str, document: &[u8]) {
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas").join(schema);
+    let script = "import json, sys, jsonschema\nschema = json.load(open(sys.argv[1]))\njsonschema.Draft202012Validator.check_schema(schema)\njsonschema.validate(json.load(sys.stdin), schema, cls=jsonschema.Draft202012Validator)\n";
+    let mut child = std::process::Command::new(tools_venv().join("bin/python"))
+        .args(["-c", script])
+        .arg(&schema_path)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(document).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{schema}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(document)
+    );
+}

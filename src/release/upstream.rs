@@ -1,0 +1,254 @@
+//! What an upstream index (PyPI's simple index, usually) serves for a project: its files and
+//! their versions, read from the PEP 691 JSON page, or the PEP 503 HTML page when the index
+//! answers with HTML. `check --upstream` compares the set's requirements with them.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use pep440_rs::Version;
+
+use crate::wheel::WheelFilename;
+
+/// The PEP 691 JSON type, preferred; HTML is the fallback every simple index serves.
+const ACCEPT: &str = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
+/// A project page may be large (torch's lists thousands of files).
+const MAX_PAGE: u64 = 256 << 20;
+
+/// One file an upstream index serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamFile {
+    pub filename: String,
+    pub version: Version,
+    /// PEP 592: installers skip it unless a requirement pins it exactly.
+    pub yanked: bool,
+    /// Its absolute URL, without the `#sha256=` fragment.
+    pub url: String,
+}
+
+/// An upstream index, reached over HTTP(S) with a timeout.
+pub struct Upstream {
+    /// As given, as a directory URL. Ex) `https://pypi.org/simple/`
+    pub url: String,
+    agent: ureq::Agent,
+}
+
+impl Upstream {
+    pub fn new(url: &str, timeout: Duration) -> Upstream {
+        // The machine's trust store (and SSL_CERT_FILE), as pip and curl use it: an index behind
+        // a company's TLS proxy is reached as they reach it.
+        let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build();
+        let agent = ureq::Agent::config_builder()
+            .tls_config(tls)
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .user_agent(concat!("wheelfix/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Upstream { url: super::index::directory_url(url), agent }
+    }
+
+    /// The project's files (`None`: the index does not have the name), or why the page could
+    /// not be read.
+    pub fn files(&self, project: &str) -> Result<Option<Vec<UpstreamFile>>, String> {
+        let url = format!("{}{}/", self.url, project);
+        let mut response = match self.agent.get(&url).header("Accept", ACCEPT).call() {
+            Ok(r) => r,
+            Err(e) => return Err(format!("cannot reach {url}: {e}")),
+        };
+        let status = response.status().as_u16();
+        if status == 404 || status == 410 {
+            return Ok(None);
+        }
+        if status != 200 {
+            return Err(format!("{url} answered HTTP {status}"));
+        }
+        let json =
+            response.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|t| t.contains("json"));
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_PAGE)
+            .read_to_string()
+            .map_err(|e| format!("cannot read {url}: {e}"))?;
+        let files = if json { json_files(&body).map_err(|e| format!("{url}: {e}"))? } else { html_files(&body) };
+        Ok(Some(files.into_iter().filter_map(|link| upstream_file(project, &url, link)).collect()))
+    }
+}
+
+fn upstream_file(project: &str, page: &str, link: Link) -> Option<UpstreamFile> {
+    let version = file_version(project, &link.filename)?;
+    Some(UpstreamFile { version, yanked: link.yanked, url: join_url(page, &link.href), filename: link.filename })
+}
+
+/// One file link of a project page.
+#[derive(Debug, PartialEq, Eq)]
+struct Link {
+    filename: String,
+    href: String,
+    yanked: bool,
+}
+
+/// `href` as an absolute URL, read from the page at `page`, without its fragment.
+/// Ex) (`http://h/simple/nixl/`, `../../f/nixl.whl#sha256=…`) → `http://h/f/nixl.whl`
+pub fn join_url(page: &str, href: &str) -> String {
+    let href = href.split('#').next().unwrap_or_default();
+    if href.contains("://") {
+        return href.to_string();
+    }
+    let (scheme, rest) = page.split_once("://").unwrap_or(("", page));
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    let host = &rest[..host_end];
+    if let Some(path) = href.strip_prefix("//") {
+        return format!("{scheme}://{path}");
+    }
+    let mut segments: Vec<&str> = if href.starts_with('/') {
+        Vec::new()
+    } else {
+        let dir = &rest[host_end..];
+        dir[..dir.rfind('/').map_or(0, |i| i + 1)].split('/').filter(|s| !s.is_empty()).collect()
+    };
+    for part in href.trim_start_matches('/').split('/') {
+        match part {
+            ".." => {
+                segments.pop();
+            }
+            "." | "" => {}
+            other => segments.push(other),
+        }
+    }
+    let trailing = if href.ends_with('/') { "/" } else { "" };
+    format!("{scheme}://{host}/{}{trailing}", segments.join("/"))
+}
+
+/// The version a distribution's file name gives. Ex) `nixl-1.5.2-py3-none-any.whl` → `1.5.2`;
+/// `nixl-1.5.2.tar.gz` → `1.5.2`
+pub fn file_version(project: &str, filename: &str) -> Option<Version> {
+    if filename.ends_with(".whl") {
+        return WheelFilename::parse(filename).ok().map(|n| n.version.parsed);
+    }
+    let stem = [".tar.gz", ".zip", ".tar.bz2", ".tgz", ".tar.xz"].iter().find_map(|ext| filename.strip_suffix(ext))?;
+    // The name may itself hold `-`: the version follows the `-` after which the name ends.
+    let project = crate::wheel::name::PackageName::new(project);
+    stem.match_indices('-')
+        .find(|(at, _)| crate::wheel::name::PackageName::new(&stem[..*at]) == project)
+        .and_then(|(at, _)| Version::from_str(&stem[at + 1..]).ok())
+}
+
+/// The file links of a PEP 691 project page.
+fn json_files(body: &str) -> Result<Vec<Link>, String> {
+    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("not a PEP 691 page: {e}"))?;
+    let files = value["files"].as_array().ok_or("a PEP 691 page without `files`")?;
+    Ok(files
+        .iter()
+        .filter_map(|f| {
+            let filename = f["filename"].as_str()?.to_string();
+            let yanked = match &f["yanked"] {
+                serde_json::Value::Bool(b) => *b,
+                serde_json::Value::String(_) => true,
+                _ => false,
+            };
+            Some(Link { filename, href: f["url"].as_str().unwrap_or_default().to_string(), yanked })
+        })
+        .collect())
+}
+
+/// The file links of a PEP 503 project page: each anchor's text names the file (else its
+/// link's last path segment); `data-yanked` marks a yanked file.
+fn html_files(body: &str) -> Vec<Link> {
+    // Tags are found case-blind in one lowered copy (ASCII lowering keeps every offset).
+    let lower = body.to_ascii_lowercase();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(found) = lower[at..].find("<a ") {
+        let start = at + found + 3;
+        let Some(tag_len) = body[start..].find('>') else { break };
+        let attributes = &body[start..start + tag_len];
+        let text_start = start + tag_len + 1;
+        let text_end = lower[text_start..].find("</a").map_or(body.len(), |n| text_start + n);
+        let text = body[text_start..text_end].trim();
+        let yanked = attributes.contains("data-yanked");
+        let href = attribute(attributes, "href").unwrap_or_default();
+        let filename = if !text.is_empty() && !text.contains('<') {
+            unescape(text)
+        } else {
+            let path = href.split(['#', '?']).next().unwrap_or_default();
+            percent_decode(path.rsplit('/').next().unwrap_or_default())
+        };
+        if !filename.is_empty() {
+            out.push(Link { filename, href, yanked });
+        }
+        at = text_end;
+    }
+    out
+}
+
+fn attribute(attributes: &str, name: &str) -> Option<String> {
+    let at = attributes.to_ascii_lowercase().find(&format!("{name}="))? + name.len() + 1;
+    let rest = &attributes[at..];
+    let (quote, rest) = match rest.chars().next()? {
+        q @ ('"' | '\'') => (q, &rest[1..]),
+        _ => (' ', rest),
+    };
+    Some(unescape(&rest[..rest.find(quote).unwrap_or(rest.len())]))
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(byte) = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_from_file_names() {
+        let v = |s: &str| Version::from_str(s).unwrap();
+        assert_eq!(file_version("nixl", "nixl-1.5.2-py3-none-any.whl"), Some(v("1.5.2")));
+        assert_eq!(file_version("nixl-cu12", "nixl_cu12-0.7.1.tar.gz"), Some(v("0.7.1")));
+        assert_eq!(file_version("atom", "atom-0.1.9.zip"), Some(v("0.1.9")));
+        assert_eq!(file_version("atom", "atom-latest.tar.gz"), None);
+        assert_eq!(file_version("atom", "README.md"), None);
+    }
+
+    #[test]
+    fn html_and_json_pages() {
+        let html = "<html><body>\n<a href=\"../../f/nixl-1.5.2-py3-none-any.whl#sha256=ab\" data-requires-python=\"&gt;=3.9\">nixl-1.5.2-py3-none-any.whl</a><br/>\n<A HREF='nixl-1.5.1.tar.gz' data-yanked=\"\"></A>\n</body></html>";
+        let link = |f: &str, h: &str, y| Link { filename: f.into(), href: h.into(), yanked: y };
+        assert_eq!(
+            html_files(html),
+            vec![
+                link("nixl-1.5.2-py3-none-any.whl", "../../f/nixl-1.5.2-py3-none-any.whl#sha256=ab", false),
+                link("nixl-1.5.1.tar.gz", "nixl-1.5.1.tar.gz", true)
+            ]
+        );
+        let json = r#"{"meta":{"api-version":"1.1"},"name":"nixl","files":[{"filename":"nixl-1.5.2-py3-none-any.whl","url":"x","hashes":{}},{"filename":"nixl-1.5.0.tar.gz","yanked":"broken","url":"y","hashes":{}}]}"#;
+        assert_eq!(
+            json_files(json).unwrap(),
+            vec![link("nixl-1.5.2-py3-none-any.whl", "x", false), link("nixl-1.5.0.tar.gz", "y", true)]
+        );
+        assert_eq!(join_url("http://h:8/simple/nixl/", "../../f/nixl.whl#sha256=ab"), "http://h:8/f/nixl.whl");
+        assert_eq!(join_url("http://h/simple/nixl/", "nixl.whl"), "http://h/simple/nixl/nixl.whl");
+        assert_eq!(join_url("http://h/simple/nixl/", "/p/n.whl"), "http://h/p/n.whl");
+        assert_eq!(join_url("https://h/simple/nixl/", "https://o/n.whl"), "https://o/n.whl");
+        assert!(json_files("<html>").is_err());
+        assert_eq!(percent_decode("torch-2.9.0%2Brocm7.1-cp312.whl"), "torch-2.9.0+rocm7.1-cp312.whl");
+    }
+}
