@@ -136,8 +136,11 @@ fn every_output_is_byte_identical_to_the_pinned_one() {
         vec!["metapackage", "--name", "rocm-torch", "--rocm-version", "10.1.0", "--gpu-target", "gfx950", "-o", "meta"];
     args.extend(sorted.iter().map(String::as_str));
     run(&args);
-    run(&["index", "-o", "site", "--python", "3.12", "marked", "meta"]);
-    run(&["index", "-o", "site-remote", "--base-url", "https://example.org/dl/", "marked", "meta"]);
+    // The release pages' install commands name where the site is served: a fixed URL here, not
+    // this run's temporary directory.
+    run(&["index", "-o", "site", "--python", "3.12", "--site-url", "https://example.org/site/", "marked", "meta"]);
+    let remote = ["index", "-o", "site-remote", "--base-url", "https://example.org/dl/"];
+    run(&[&remote[..], &["--site-url", "https://example.org/site-remote/", "marked", "meta"]].concat());
     for out in ["retagged", "marked", "repaired", "meta", "site", "site-remote"] {
         tree(&d.join(out), d, &mut lines);
     }
