@@ -412,6 +412,12 @@ impl Settings {
         analyze.verify_hashes = flags.verify;
         analyze.hash_for_record = flags.hash_for_record;
         analyze.memory = std::sync::Arc::new(budget::MemoryBudget::new(memory.value));
+        // `WHEELFIX_PARALLEL_INFLATE_MIN=32M`: inflate members of that compressed size and more
+        // on every thread of the pool (`off`, or unset: never). Opt-in: see `parallel_inflate`.
+        if let Ok(text) = std::env::var("WHEELFIX_PARALLEL_INFLATE_MIN") {
+            let min = if text == "off" { None } else { budget::parse_size(&text) };
+            analyze.parallel_inflate = min.and_then(crate::wheel::zip::ParallelInflate::with_pool_threads);
+        }
         Ok(Settings {
             config_file: loaded.path.clone(),
             exclude,

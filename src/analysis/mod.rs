@@ -42,6 +42,11 @@ pub struct AnalyzeOptions {
     /// Keep an inflated copy of every file with offload bundles (`thin` rewrites them: so each
     /// is inflated once, not once more to write it).
     pub keep_bundled_copies: Option<CopyRoom>,
+    /// Inflate one large member on several threads (its bytes taken from `memory`, and only
+    /// when they are free); `None`, the default: every member in one stream. Opt-in
+    /// (`WHEELFIX_PARALLEL_INFLATE_MIN`): on two cores rapidgzip's decoder does not pay (its own
+    /// admission test picks one stream, at a cost), so it waits for wider machines to prove it.
+    pub parallel_inflate: Option<crate::wheel::zip::ParallelInflate>,
 }
 
 /// Where inflated copies are kept, and how many bytes of them a run may hold at once: a batch
@@ -78,6 +83,7 @@ impl AnalyzeOptions {
             hash_for_record: false,
             memory: std::sync::Arc::new(budget::MemoryBudget::new(budget::DEFAULT_SHOW)),
             keep_bundled_copies: None,
+            parallel_inflate: None,
         }
     }
 }
@@ -434,6 +440,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         first,
         hash.then_some(algorithm),
         budget,
+        options.parallel_inflate.as_ref(),
         copy.as_mut().map(|c| c as &mut dyn std::io::Write),
     )?;
     if let Some(digest) = &streamed.digest {

@@ -14,7 +14,7 @@ use crate::elf::gpu::scan::{Hits, Patterns, Scanner};
 use crate::elf::ranges::{HeaderLayout, Range, Segments, needed_ranges};
 use crate::elf::view::{FileView, Kept};
 use crate::wheel::record::HashAlgorithm;
-use crate::wheel::zip::Buffer;
+use crate::wheel::zip::{Buffer, ParallelInflate};
 use crate::wheel::{Member, MemberDigest, Wheel, WheelError};
 
 /// Bytes of one streamed chunk.
@@ -107,14 +107,16 @@ pub struct Pass<'a, 'c> {
     pub digester: Option<&'a mut Digester>,
     /// Where every byte is also written (a copy kept for the writer).
     pub copy: Option<&'a mut (dyn std::io::Write + 'c)>,
+    /// Inflate on several threads ([`ZipReader::stream_with`](crate::wheel::zip::ZipReader::stream_with)).
+    pub parallel: Option<&'a ParallelInflate>,
 }
 
 /// Stream a member once, keeping what the pass asks for.
 pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_, '_>) -> Result<Kept, WheelError> {
     use std::io::Read;
-    let Pass { keep: mut wanted, learn, mut scanner, mut digester, mut copy } = pass;
+    let Pass { keep: mut wanted, learn, mut scanner, mut digester, mut copy, parallel } = pass;
     let mut kept = Kept::new(member.size);
-    let mut reader = wheel.archive.zip.stream(member)?;
+    let mut reader = wheel.archive.zip.stream_with(member, parallel)?;
     let mut chunk = vec![0u8; CHUNK.min(member.size.max(1) as usize)];
     let mut pos = 0u64;
     loop {
@@ -147,6 +149,32 @@ pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_, '_>) -> Result<Kept
         wanted.retain(|(o, s)| o.saturating_add(*s) > pos);
     }
     Ok(kept)
+}
+
+/// Stream a member from its start until every range of `ranges` has passed, keeping them in
+/// `kept`; what follows the last one is never inflated.
+fn stream_ranges(wheel: &Wheel, member: &Member, ranges: &[Range], kept: &mut Kept) -> Result<(), WheelError> {
+    use std::io::Read;
+    let stop = ranges.iter().map(|(o, s)| o.saturating_add(*s)).max().unwrap_or(0).min(member.size);
+    let mut reader = wheel.archive.zip.stream(member)?;
+    let mut chunk = vec![0u8; CHUNK.min(stop.max(1) as usize)];
+    let mut pos = 0u64;
+    while pos < stop {
+        let want = (chunk.len() as u64).min(stop - pos) as usize;
+        let n = reader.read(&mut chunk[..want]).map_err(|e| stream_error(member, &e))?;
+        if n == 0 {
+            break;
+        }
+        let end = pos + n as u64;
+        for &(offset, size) in ranges {
+            let (from, to) = (offset.max(pos), offset.saturating_add(size).min(end));
+            if from < to {
+                kept.insert(from, &chunk[(from - pos) as usize..(to - pos) as usize]);
+            }
+        }
+        pos = end;
+    }
+    Ok(())
 }
 
 /// A stream's error as the archive's error naming the member (once).
@@ -293,12 +321,18 @@ pub fn first_pass<'b>(
     what: FirstPass,
     hash: Option<Option<HashAlgorithm>>,
     budget: &'b MemoryBudget,
+    parallel: Option<&ParallelInflate>,
     copy: Option<&mut (dyn std::io::Write + '_)>,
 ) -> Result<Streamed<'b>, WheelError> {
     let prefix_cap = PREFIX_CAP.min(budget.total() / 3);
     let base = STREAM_COST + 2 * HEAD_KEEP;
     let cost = if matches!(what, FirstPass::Elf) { base + prefix_cap } else { STREAM_COST };
     let permit = budget.take(cost);
+    // Several threads for a member large enough to split, when their buffers are free now
+    // (else it streams as every other member does).
+    let parallel = parallel.filter(|p| p.wants(member));
+    let parallel_permit = parallel.and_then(|p| budget.try_take(p.memory()));
+    let parallel = parallel.filter(|_| parallel_permit.is_some());
     let (keep, mut learn, patterns): (Vec<Range>, Box<dyn Learn + '_>, Option<Patterns>) = match what {
         FirstPass::Elf => (
             ElfLearner::first_ranges(member.size),
@@ -313,9 +347,10 @@ pub fn first_pass<'b>(
     let kept = stream(
         wheel,
         member,
-        Pass { keep, learn: learn.as_mut(), scanner: scanner.as_mut(), digester: digester.as_mut(), copy },
+        Pass { keep, learn: learn.as_mut(), scanner: scanner.as_mut(), digester: digester.as_mut(), copy, parallel },
     )?;
     drop(learn);
+    drop(parallel_permit);
     Ok(Streamed {
         kept,
         hits: scanner.map(Scanner::finish).unwrap_or_default(),
@@ -357,16 +392,37 @@ impl<'b> Streamed<'b> {
         if self.passes >= MAX_PASSES {
             return Ok(None);
         }
-        let mut keep = needed_ranges(&self.kept);
-        keep.extend_from_slice(extra);
-        keep.sort_unstable();
-        keep.dedup();
-        let size: u64 = keep.iter().map(|(_, s)| (*s).min(member.size)).sum();
-        let (hits, digest, passes) = (self.hits, self.digest, self.passes);
-        drop(self.kept);
-        drop(self._permit);
-        let permit = budget.take(STREAM_COST + size.min(member.size));
-        let kept = stream(wheel, member, Pass { keep, learn: &mut Fixed, scanner: None, digester: None, copy: None })?;
+        crate::debug!(
+            "member `{}`: streamed again (pass {}) for {} range(s) the first pass did not keep, first at {}",
+            member.name,
+            self.passes + 1,
+            extra.len(),
+            extra.first().map_or(0, |r| r.0)
+        );
+        // The ranges kept stay; the member streams past again only as far as the last range
+        // missing (its size and CRC were checked by the first pass), which is often a few MB into
+        // a file of a GB.
+        let Streamed { kept: first, hits, digest, passes, _permit: held } = self;
+        // Of what the first pass kept (a prefix, what it learned), the ranges the facts read
+        // that lie past the last missing one are taken from it (the section headers at the end,
+        // often); the stream gives the others and the missing ones, and stops there.
+        let stop = extra.iter().map(|(o, s)| o.saturating_add(*s)).max().unwrap_or(0);
+        let needed = needed_ranges(&first);
+        let mut kept = Kept::new(member.size);
+        for &(offset, len) in needed.iter().filter(|(o, _)| *o >= stop) {
+            if let Ok(bytes) = first.get(offset, len) {
+                kept.insert(offset, bytes);
+            }
+        }
+        drop(first);
+        let mut wanted: Vec<Range> = needed.into_iter().filter(|(o, _)| *o < stop).collect();
+        wanted.extend_from_slice(extra);
+        let size: u64 = wanted.iter().map(|(_, s)| (*s).min(member.size)).sum::<u64>() + kept.kept_bytes();
+        // One permit at a time (the budget's rule): what stays, the stream and the new ranges.
+        drop(held);
+        let permit = budget.take(size + STREAM_COST);
+        stream_ranges(wheel, member, &wanted, &mut kept)?;
+        permit.shrink_to(size);
         Ok(Some(Streamed { kept, hits, digest, passes: passes + 1, _permit: permit }))
     }
 }

@@ -14,11 +14,13 @@ pub struct RawEntry {
     pub data: Vec<u8>,
     /// Deflate the data.
     pub deflate: bool,
+    /// Bytes after the deflate stream, counted in the compressed size (zipfile ignores them).
+    pub trailing: Vec<u8>,
 }
 
 impl RawEntry {
     pub fn new(name: &str, data: impl Into<Vec<u8>>) -> Self {
-        RawEntry { name: name.into(), local_name: name.into(), data: data.into(), deflate: true }
+        RawEntry { name: name.into(), local_name: name.into(), data: data.into(), deflate: true, trailing: Vec::new() }
     }
 }
 
@@ -49,7 +51,8 @@ fn deflate(data: &[u8]) -> Vec<u8> {
 /// Append a local header and data to `out`.
 pub fn local(out: &mut Vec<u8>, e: &RawEntry) -> Placed {
     let offset = out.len() as u32;
-    let (method, body) = if e.deflate { (8u16, deflate(&e.data)) } else { (0, e.data.clone()) };
+    let (method, mut body) = if e.deflate { (8u16, deflate(&e.data)) } else { (0, e.data.clone()) };
+    body.extend(&e.trailing);
     let crc = crc32(&e.data);
     out.extend(0x0403_4b50u32.to_le_bytes());
     out.extend(20u16.to_le_bytes());

@@ -173,6 +173,30 @@ impl ZipReader {
 
     /// The member's content as a stream; the size and CRC-32 are checked when it ends.
     pub fn stream<'a>(&'a self, entry: &'a Entry) -> Result<MemberStream<'a>, ZipError> {
+        self.stream_with(entry, None)
+    }
+
+    /// [`ZipReader::stream`], inflated on up to `parallel.threads` threads of its own when the
+    /// member is deflated and large enough to split (rapidgzip's method: blocks found
+    /// speculatively, windows resolved afterwards). Should the parallel decoder fail, the
+    /// member is inflated again in one stream from where it stood, so that what it accepts is
+    /// exactly what the one-stream path accepts.
+    pub fn stream_with<'a>(
+        &'a self,
+        entry: &'a Entry,
+        parallel: Option<&ParallelInflate>,
+    ) -> Result<MemberStream<'a>, ZipError> {
+        let mut stream = self.plain_stream(entry)?;
+        if let Some(p) = parallel.filter(|p| p.wants(entry)) {
+            stream.parallel = p.reader(self.member_bytes(entry)?, entry.size);
+            if stream.parallel.is_some() {
+                crate::debug!("member `{}`: inflated on up to {} threads", entry.name, p.threads);
+            }
+        }
+        Ok(stream)
+    }
+
+    fn plain_stream<'a>(&'a self, entry: &'a Entry) -> Result<MemberStream<'a>, ZipError> {
         Ok(MemberStream {
             entry,
             raw: self.raw_reader(entry)?,
@@ -184,6 +208,7 @@ impl ZipReader {
             produced: 0,
             crc: libdeflater::Crc::new(),
             ended: false,
+            parallel: None,
         })
     }
 
@@ -276,6 +301,49 @@ fn check_crc(entry: &Entry, computed: u32) -> Result<(), ZipError> {
     Ok(())
 }
 
+/// How one large member is inflated on several threads.
+#[derive(Debug, Clone)]
+pub struct ParallelInflate {
+    /// Threads of its own for one member.
+    pub threads: usize,
+    /// Members with fewer compressed bytes are inflated in one stream: splitting does not pay.
+    pub min_compressed: u64,
+    /// Bytes of each decoded chunk; with `threads + 2` chunks in flight, what it holds.
+    pub chunk: usize,
+}
+
+impl ParallelInflate {
+    /// Every thread of the run's pool (`RAYON_NUM_THREADS`), for deflated members of
+    /// `min_compressed` bytes and more; `None` on one core.
+    pub fn with_pool_threads(min_compressed: u64) -> Option<ParallelInflate> {
+        let threads = rayon::current_num_threads();
+        (threads > 1).then_some(ParallelInflate { threads, min_compressed, chunk: 1 << 20 })
+    }
+
+    /// Whether `entry` is inflated on several threads.
+    pub fn wants(&self, entry: &Entry) -> bool {
+        entry.method == Method::Deflated && entry.compressed_size >= self.min_compressed && self.threads > 1
+    }
+
+    /// The bytes its buffers hold at most: a decoded chunk in flight per thread (as 16-bit
+    /// symbols until its window is known), and a window and an input page per thread.
+    pub fn memory(&self) -> u64 {
+        (self.threads * (2 * self.chunk + (1 << 20) + (64 << 10))) as u64
+    }
+
+    fn reader(&self, source: read::MemberBytes, size: u64) -> Option<rapidgzip_core::DecoderReader> {
+        let decoder = rapidgzip_core::Decoder::builder()
+            .format(rapidgzip_core::Format::RawDeflate)
+            .decoder_threads(self.threads)
+            .decoded_chunk_size(self.chunk)
+            .in_flight_chunks(self.threads)
+            .expected_uncompressed_size(Some(size))
+            .build()
+            .ok()?;
+        decoder.reader(source).ok()
+    }
+}
+
 /// A member read as a stream: positional reads of the compressed bytes, inflated as they come.
 pub struct MemberStream<'a> {
     entry: &'a Entry,
@@ -287,9 +355,34 @@ pub struct MemberStream<'a> {
     produced: u64,
     crc: libdeflater::Crc,
     ended: bool,
+    /// The member inflated on several threads ([`ZipReader::stream_with`]).
+    parallel: Option<rapidgzip_core::DecoderReader>,
 }
 
 impl MemberStream<'_> {
+    /// The parallel decoder failed after `produced` bytes: inflate in one stream from the
+    /// start, the bytes already given dropped, so that the one-stream path has the last word.
+    fn fall_back(&mut self, error: &io::Error) -> io::Result<()> {
+        crate::debug!("member `{}`: parallel inflate stopped ({error}); inflating in one stream", self.entry.name);
+        self.parallel = None;
+        // The bytes dropped were counted once already: the sum so far is kept aside.
+        let (given, crc) = (self.produced, std::mem::replace(&mut self.crc, libdeflater::Crc::new()));
+        self.produced = 0;
+        let mut scratch = vec![0u8; 1 << 20];
+        let mut left = given;
+        while left > 0 {
+            let want = (scratch.len() as u64).min(left) as usize;
+            let n = self.read(&mut scratch[..want])?;
+            if n == 0 {
+                return Err(self.fail("the deflate stream ends early".into()));
+            }
+            left -= n as u64;
+        }
+        self.crc = crc;
+        self.produced = given;
+        Ok(())
+    }
+
     fn fail(&self, message: String) -> io::Error {
         io::Error::other(format!("member `{}`: {message}", self.entry.name))
     }
@@ -309,8 +402,30 @@ impl MemberStream<'_> {
 
 impl Read for MemberStream<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
+        if buf.is_empty() || self.ended {
             return Ok(0);
+        }
+        if let Some(parallel) = &mut self.parallel {
+            match parallel.read(buf) {
+                Ok(0) => {
+                    let stats = parallel.stats();
+                    crate::debug!(
+                        "member `{}`: inflated on rapidgzip's {:?} path at {:.0} MB/s",
+                        self.entry.name,
+                        stats.path,
+                        stats.decode_throughput_bps / 1e6
+                    );
+                    self.parallel = None;
+                    self.finish()?;
+                    return Ok(0);
+                }
+                Ok(n) => {
+                    self.crc.update(&buf[..n]);
+                    self.produced += n as u64;
+                    return Ok(n);
+                }
+                Err(e) => self.fall_back(&e)?,
+            }
         }
         loop {
             if self.input_at == self.input_len && self.raw.remaining() > 0 {

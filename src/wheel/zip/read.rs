@@ -231,6 +231,14 @@ impl ZipReader {
         Ok(RawReader { zip: self, entry, at: start, end: start + entry.compressed_size })
     }
 
+    /// The member's compressed bytes as a source of their own (the archive opened once more),
+    /// for a decoder that reads them by position from threads of its own.
+    pub fn member_bytes(&self, entry: &Entry) -> Result<MemberBytes, ZipError> {
+        let start = self.data_offset(entry)?;
+        let file = self.file.try_clone().map_err(|e| self.io_error(entry, e))?;
+        Ok(MemberBytes { file, start, len: entry.compressed_size })
+    }
+
     /// `pread` that fills `buf` or says why not, naming the member.
     pub fn read_at(&self, entry: &Entry, buf: &mut [u8], offset: u64) -> Result<(), ZipError> {
         read_exact_at(&self.file, buf, offset).map_err(|e| self.io_error(entry, e))
@@ -280,6 +288,28 @@ impl ZipReader {
 }
 
 /// A member's compressed bytes as a `Read`, by positional reads.
+/// One member's compressed bytes, read by position (offsets from the member's first byte).
+pub struct MemberBytes {
+    file: File,
+    start: u64,
+    len: u64,
+}
+
+impl rapidgzip_core::ReadAt for MemberBytes {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.len)
+    }
+
+    fn read_at(&self, offset: u64, buffer: &mut [u8]) -> io::Result<usize> {
+        let left = self.len.saturating_sub(offset);
+        let n = (buffer.len() as u64).min(left) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        std::os::unix::fs::FileExt::read_at(&self.file, &mut buffer[..n], self.start + offset)
+    }
+}
+
 pub struct RawReader<'a> {
     zip: &'a ZipReader,
     entry: &'a Entry,
