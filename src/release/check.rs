@@ -288,26 +288,41 @@ fn tag_facts(wheel: &Wheel, judgement: &crate::policy::judgement::Judgement) -> 
         Judgement::Pure => claimed("no host binary to measure".into()),
         Judgement::Unaudited(reason) => claimed(reason.clone()),
         Judgement::Judged(j) => {
-            let measured = j.tag(j.verdict.overall).to_string();
+            let (overall, repairable) = (j.verdict.overall, j.verdict.repairable);
             // The least compatible policy the name claims (a name lists one policy's aliases).
             let claim = wheel.filename.platform_tags.iter().filter_map(|t| j.set.index_of(t)).max();
+            let measured = |basis: &'static str, note: String, index: usize| TagFacts {
+                tag: tag.clone(),
+                basis,
+                measured: Some(j.tag(index).to_string()),
+                note,
+            };
             match claim {
-                Some(index) if index >= j.verdict.overall => TagFacts {
-                    tag: tag.clone(),
-                    basis: "measured",
-                    note: if index == j.verdict.overall {
+                Some(index) if index >= overall => measured(
+                    "measured",
+                    if index == overall {
                         "its binaries' symbol versions meet it".into()
                     } else {
-                        format!("its binaries meet {measured}, more than the name says")
+                        format!("its binaries meet {}, more than the name says", j.tag(overall))
                     },
-                    measured: Some(measured),
-                },
-                _ => TagFacts {
-                    tag: tag.clone(),
-                    basis: "claimed",
-                    note: format!("its binaries need {measured}"),
-                    measured: Some(measured),
-                },
+                    overall,
+                ),
+                // Libraries from outside the wheel (other wheels, the system) keep it from the tag
+                // as it stands; its own symbol versions meet it.
+                Some(index) if index >= repairable => {
+                    let outside = &j.verdict.grafted[index];
+                    let first = outside.iter().next().map(|l| format!(" ({l}…)")).unwrap_or_default();
+                    measured(
+                        "measured",
+                        format!(
+                            "its symbol versions meet it; {} librar{} it needs{first} must come from other wheels or the system",
+                            outside.len(),
+                            if outside.len() == 1 { "y" } else { "ies" }
+                        ),
+                        repairable,
+                    )
+                }
+                _ => measured("claimed", format!("its binaries need {}", j.tag(repairable)), repairable),
             }
         }
     }
