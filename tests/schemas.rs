@@ -59,6 +59,7 @@ fn every_json_output_matches_its_schema() {
     let out = wheelfix(d, &["index", "--json", "--python", "3.14", "-o", "site", "marked", "meta"]);
     assert!(out.status.success(), "{}", stderr(&out));
     validate("index.schema.json", &out.stdout);
+    validate("release.schema.json", &std::fs::read(d.join("site/release.json")).unwrap());
     let out = wheelfix(d, &["check", "--json", "marked", "meta", "in"]);
     validate("check.schema.json", &out.stdout);
 }
