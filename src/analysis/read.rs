@@ -158,6 +158,7 @@ fn stream_ranges(wheel: &Wheel, member: &Member, ranges: &[Range], kept: &mut Ke
     let stop = ranges.iter().map(|(o, s)| o.saturating_add(*s)).max().unwrap_or(0).min(member.size);
     let mut reader = wheel.archive.zip.stream(member)?;
     let mut chunk = vec![0u8; CHUNK.min(stop.max(1) as usize)];
+    let mut wanted = ranges.to_vec();
     let mut pos = 0u64;
     while pos < stop {
         let want = (chunk.len() as u64).min(stop - pos) as usize;
@@ -165,14 +166,8 @@ fn stream_ranges(wheel: &Wheel, member: &Member, ranges: &[Range], kept: &mut Ke
         if n == 0 {
             break;
         }
-        let end = pos + n as u64;
-        for &(offset, size) in ranges {
-            let (from, to) = (offset.max(pos), offset.saturating_add(size).min(end));
-            if from < to {
-                kept.insert(from, &chunk[(from - pos) as usize..(to - pos) as usize]);
-            }
-        }
-        pos = end;
+        keep_chunk(&mut wanted, &mut Fixed, pos, &chunk[..n], kept);
+        pos += n as u64;
     }
     Ok(())
 }
@@ -399,23 +394,22 @@ impl<'b> Streamed<'b> {
             extra.len(),
             extra.first().map_or(0, |r| r.0)
         );
-        // The ranges kept stay; the member streams past again only as far as the last range
-        // missing (its size and CRC were checked by the first pass), which is often a few MB into
-        // a file of a GB.
+        // The member streams past again only as far as the last range missing (its size and CRC
+        // were checked by the first pass), which is often a few MB into a file of a GB. Of what
+        // the first pass kept (a prefix, what it learned), the ranges the facts read that lie past
+        // that point are taken from it (the section headers at the end, often); the stream gives
+        // the others and the missing ones.
         let Streamed { kept: first, hits, digest, passes, _permit: held } = self;
-        // Of what the first pass kept (a prefix, what it learned), the ranges the facts read
-        // that lie past the last missing one are taken from it (the section headers at the end,
-        // often); the stream gives the others and the missing ones, and stops there.
         let stop = extra.iter().map(|(o, s)| o.saturating_add(*s)).max().unwrap_or(0);
-        let needed = needed_ranges(&first);
         let mut kept = Kept::new(member.size);
-        for &(offset, len) in needed.iter().filter(|(o, _)| *o >= stop) {
-            if let Ok(bytes) = first.get(offset, len) {
-                kept.insert(offset, bytes);
+        let mut wanted: Vec<Range> = Vec::new();
+        for (offset, len) in needed_ranges(&first) {
+            match first.get(offset, len) {
+                Ok(bytes) if offset >= stop => kept.insert(offset, bytes),
+                _ => wanted.push((offset, len)),
             }
         }
         drop(first);
-        let mut wanted: Vec<Range> = needed.into_iter().filter(|(o, _)| *o < stop).collect();
         wanted.extend_from_slice(extra);
         let size: u64 = wanted.iter().map(|(_, s)| (*s).min(member.size)).sum::<u64>() + kept.kept_bytes();
         // One permit at a time (the budget's rule): what stays, the stream and the new ranges.

@@ -203,12 +203,11 @@ fn resolve_with_uv(request: &ResolveRequest) -> Result<Resolution, String> {
         let message = tail(&String::from_utf8_lossy(&out.stderr));
         return Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(message) });
     }
-    let mut distributions = Vec::new();
+    let mut distributions: Vec<Resolved> = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let line = line.trim();
         if let Some(index) = line.strip_prefix("# from ") {
             if let Some(last) = distributions.last_mut() {
-                let last: &mut Resolved = last;
                 last.source = index.trim().to_string();
             }
         } else if let Some((name, version)) = line.split_once("==") {

@@ -308,7 +308,7 @@ pub struct ParallelInflate {
     pub threads: usize,
     /// Members with fewer compressed bytes are inflated in one stream: splitting does not pay.
     pub min_compressed: u64,
-    /// Bytes of each decoded chunk; with `threads + 2` chunks in flight, what it holds.
+    /// Bytes of each decoded chunk; one chunk in flight per thread.
     pub chunk: usize,
 }
 
