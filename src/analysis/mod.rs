@@ -9,6 +9,7 @@
 //! and on this machine.
 
 pub mod budget;
+pub mod copy;
 pub mod lddtree;
 pub mod linkage;
 pub mod read;
@@ -25,6 +26,7 @@ use crate::platform::{Arch, Libc, machine_name};
 use crate::progress::Progress;
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::{Member, MemberDigest, RecordFinding, RecordProblem, Wheel, WheelError};
+pub use copy::{BundledCopy, CopyRoom};
 use linkage::{ExternalLib, LibrarySearch};
 
 /// What an analysis reads and where it looks for libraries, shared by every wheel of a run.
@@ -47,31 +49,6 @@ pub struct AnalyzeOptions {
     /// (`WHEELFIX_PARALLEL_INFLATE_MIN`): on two cores rapidgzip's decoder does not pay (its own
     /// admission test picks one stream, at a cost), so it waits for wider machines to prove it.
     pub parallel_inflate: Option<crate::wheel::zip::ParallelInflate>,
-}
-
-/// Where inflated copies are kept, and how many bytes of them a run may hold at once: a batch
-/// is examined whole before it is written, and beyond this room the writer inflates again.
-#[derive(Debug, Clone)]
-pub struct CopyRoom {
-    pub dir: std::path::PathBuf,
-    left: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl CopyRoom {
-    pub fn new(dir: std::path::PathBuf, bytes: u64) -> CopyRoom {
-        CopyRoom { dir, left: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(bytes)) }
-    }
-
-    /// Take room for `bytes`; false when there is not enough left.
-    fn take(&self, bytes: u64) -> bool {
-        use std::sync::atomic::Ordering;
-        self.left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(bytes)).is_ok()
-    }
-
-    /// Give back room taken for a copy that was not kept.
-    fn give_back(&self, bytes: u64) {
-        self.left.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
-    }
 }
 
 impl AnalyzeOptions {
@@ -152,7 +129,7 @@ pub struct Analysis {
     pub external: BTreeMap<String, ExternalLib>,
     /// Inflated copies of the files with offload bundles, by member path, when asked
     /// ([`AnalyzeOptions::keep_bundled_copies`]): not facts, the bytes the writer rewrites.
-    pub bundled_copies: BTreeMap<String, std::sync::Arc<std::fs::File>>,
+    pub bundled_copies: BTreeMap<String, std::sync::Arc<BundledCopy>>,
 }
 
 impl Analysis {
@@ -299,7 +276,7 @@ struct Scanned {
     /// A hash that does not match RECORD.
     finding: Option<Box<RecordFinding>>,
     /// Its inflated copy, when it holds offload bundles and copies are kept.
-    copy: Option<std::fs::File>,
+    copy: Option<BundledCopy>,
 }
 
 /// What a member's first bytes say it is, as far as the scan cares.
@@ -412,7 +389,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         if let Some(room) = options.keep_bundled_copies.as_ref().filter(|_| has_bundles(&scanned.gpu))
             && room.take(member.size)
         {
-            scanned.copy = Some(copy_of(&room.dir, bytes).map_err(|e| copy_error(member, &e))?);
+            scanned.copy = Some(copy_of(room, bytes).map_err(|e| copy_error(member, &e))?);
         }
         return Ok(scanned);
     }
@@ -429,11 +406,10 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
     // copy is dropped again (its space freed) when it holds none.
     let room = options.keep_bundled_copies.as_ref().filter(|_| matches!(kind, Kind::HostElf | Kind::Container));
     let room = room.filter(|room| room.take(member.size));
-    let copy = match room {
-        Some(room) => Some(tempfile::tempfile_in(&room.dir).map_err(|e| copy_error(member, &e))?),
+    let mut copy = match room {
+        Some(room) => Some(room.start(member.size).map_err(|e| copy_error(member, &e))?),
         None => None,
     };
-    let mut copy = copy.map(|f| std::io::BufWriter::with_capacity(1 << 20, f));
     let streamed = read::first_pass(
         wheel,
         member,
@@ -460,7 +436,9 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
     }
     match (copy, room) {
         (Some(copy), _) if has_bundles(&scanned.gpu) => {
-            scanned.copy = Some(copy.into_inner().map_err(|e| copy_error(member, e.error()))?);
+            let copy = copy.finish().map_err(|e| copy_error(member, &e))?;
+            crate::debug!("{}: copy kept, {} bytes left out (dropped payloads)", member.name, copy.holes.bytes());
+            scanned.copy = Some(copy);
         }
         (_, Some(room)) => room.give_back(member.size),
         _ => {}
@@ -473,12 +451,12 @@ fn has_bundles(gpu: &[GpuCode]) -> bool {
     gpu.iter().any(|g| g.container.holds_bundles())
 }
 
-/// An unlinked file in `dir` holding `data`.
-fn copy_of(dir: &std::path::Path, data: &[u8]) -> std::io::Result<std::fs::File> {
+/// An unlinked copy of `data` in `room`.
+fn copy_of(room: &CopyRoom, data: &[u8]) -> std::io::Result<BundledCopy> {
     use std::io::Write;
-    let mut file = tempfile::tempfile_in(dir)?;
-    file.write_all(data)?;
-    Ok(file)
+    let mut copy = room.start(data.len() as u64)?;
+    copy.write_all(data)?;
+    copy.finish()
 }
 
 fn copy_error(member: &Member, e: &std::io::Error) -> WheelError {

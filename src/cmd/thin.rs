@@ -46,11 +46,11 @@ pub fn run(request: &ThinRequest) -> Output {
         }
         Destination::InPlace => wheel::output::parent_dir(&request.wheels[0]).to_path_buf(),
     };
-    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, COPY_ROOM));
     let keep = match keep_of(&settings) {
         Ok(keep) => keep,
         Err(e) => return Output::usage(e),
     };
+    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, COPY_ROOM, Some(keep.clone())));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);

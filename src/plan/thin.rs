@@ -23,7 +23,7 @@ pub struct ThinChange {
     pub keep: Keep,
     pub expected: FileCut,
     /// The member inflated by the analysis, when it kept a copy; else the writer inflates it.
-    pub copy: Option<std::sync::Arc<std::fs::File>>,
+    pub copy: Option<std::sync::Arc<crate::analysis::BundledCopy>>,
 }
 
 /// What thinning does to one file's code objects, by target id.

@@ -6,6 +6,8 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use super::WriteError;
+use crate::analysis::BundledCopy;
+use crate::elf::gpu::rewrite::Holes;
 use crate::elf::gpu::{Count, rewrite};
 use crate::plan::thin::ThinChange;
 use crate::wheel::Wheel;
@@ -13,25 +15,48 @@ use crate::wheel::zip::Spilled;
 
 /// Thin one member; its new content, deflated at `level` into a file in `dir`.
 pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -> Result<Spilled, WriteError> {
+    if let Some(copy) = &change.copy {
+        match thin_from(wheel, change, level, dir, Some(copy)) {
+            Ok(spilled) => return Ok(spilled),
+            // The copy left out a payload this rewrite needed after all (its bundles read
+            // otherwise than the stream saw them): inflate the member afresh, which also gives
+            // the true error if there is one.
+            Err(e) if !copy.holes.is_empty() => {
+                crate::debug!("{}: thinning again from the archive: {e}", change.member);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    thin_from(wheel, change, level, dir, None)
+}
+
+/// Thin one member from its kept copy, or else from a copy inflated here.
+fn thin_from(
+    wheel: &Wheel,
+    change: &ThinChange,
+    level: u32,
+    dir: &Path,
+    copy: Option<&BundledCopy>,
+) -> Result<Spilled, WriteError> {
     let fail = |message: String| WriteError::Thin { file: change.member.clone(), message };
     let member = wheel.archive.member(&change.member).ok_or_else(|| fail("not a member of the wheel".into()))?;
     let inflated;
-    let file: &std::fs::File = match &change.copy {
-        Some(copy) => copy,
+    let (file, holes): (&std::fs::File, Holes) = match copy {
+        Some(copy) => (&copy.file, copy.holes.clone()),
         None => {
             let file = tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?;
             let mut out = BufWriter::with_capacity(1 << 20, file);
             let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
             std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
             inflated = out.into_inner().map_err(|e| fail(e.error().to_string()))?;
-            &inflated
+            (&inflated, Holes::default())
         }
     };
     let len = file.metadata().map_err(|e| fail(e.to_string()))?.len();
     if len != member.size {
         return Err(fail(format!("its inflated copy holds {len} bytes, the archive says {}", member.size)));
     }
-    let mut zeroed = rewrite::ZeroedFile::new(file);
+    let mut zeroed = rewrite::ZeroedFile::with_holes(file, holes);
     let mut cut = crate::plan::thin::FileCut {
         file: change.member.clone(),
         container: change.expected.container,
@@ -79,12 +104,11 @@ fn thin_bundles(
     end: u64,
     keep: &crate::elf::gpu::targets::Keep,
 ) -> Result<rewrite::Thinned, rewrite::RewriteError> {
-    let file = zeroed.file;
     let Some(spans) = rewrite::bundle_spans(&*zeroed, start, end)? else {
         return rewrite::thin_range(zeroed, start, end, keep);
     };
     let parts = crate::parallel::try_map(&spans, |&(from, to)| {
-        let mut part = rewrite::ZeroedFile::new(file);
+        let mut part = zeroed.part(from, to);
         rewrite::thin_range(&mut part, from, to, keep).map(|thinned| (thinned, part))
     })?;
     let mut total = rewrite::Thinned::default();

@@ -30,6 +30,11 @@ pub trait Positional {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()>;
 
+    /// Where in [from, to) the first byte lies that the file does not hold (`to` if none).
+    fn held_until(&self, _from: u64, to: u64) -> u64 {
+        to
+    }
+
     /// Set [from, to) to zero.
     fn zero_range(&mut self, from: u64, to: u64) -> io::Result<()> {
         write_zeros(self, from, to)
@@ -50,26 +55,60 @@ fn write_zeros<F: Positional + ?Sized>(file: &mut F, from: u64, to: u64) -> io::
 /// A file whose zeroed ranges are remembered rather than written: the freed bytes of a
 /// rewritten bundle are most of a fat library, and writing them only for a reader to read them
 /// back costs two passes over them. Reads see the zeros; [`ZeroedFile::read_at`] gives them.
+///
+/// The file may also have holes: ranges it does not hold (a copy that skipped the payloads
+/// thinning drops, [`crate::analysis::copy`]). A hole is fine once it is written or zeroed;
+/// reading one before is an error ([`NotCopied`]), never zeros in the member's place.
 pub struct ZeroedFile<'a> {
     pub file: &'a std::fs::File,
     /// Disjoint [start, end) ranges, in the order they were zeroed.
     zeros: Vec<(u64, u64)>,
+    /// What the file does not hold and nothing has written yet.
+    holes: Holes,
+    /// The range a part (of [`ZeroedFile::part`]) rewrites.
+    span: Option<(u64, u64)>,
 }
+
+/// A read of bytes that a copy did not hold.
+#[derive(Debug, thiserror::Error)]
+#[error("the inflated copy does not hold bytes {0}..{1}")]
+pub struct NotCopied(pub u64, pub u64);
 
 impl<'a> ZeroedFile<'a> {
     pub fn new(file: &'a std::fs::File) -> ZeroedFile<'a> {
-        ZeroedFile { file, zeros: Vec::new() }
+        ZeroedFile::with_holes(file, Holes::default())
     }
 
-    /// Take over the zeroed ranges of another view of the same file (one that thinned other
-    /// bytes of it).
+    pub fn with_holes(file: &'a std::fs::File, holes: Holes) -> ZeroedFile<'a> {
+        ZeroedFile { file, zeros: Vec::new(), holes, span: None }
+    }
+
+    /// A view of the same file for thinning [from, to) apart from the rest.
+    pub fn part(&self, from: u64, to: u64) -> ZeroedFile<'a> {
+        let mut holes = Holes::default();
+        for (f, t) in self.holes.within(from, to) {
+            holes.add(f, t);
+        }
+        ZeroedFile { file: self.file, zeros: Vec::new(), holes, span: Some((from, to)) }
+    }
+
+    /// Take over the zeroed ranges and holes of a part that thinned other bytes of the file.
     pub fn absorb(&mut self, other: ZeroedFile<'_>) {
         self.zeros.extend(other.zeros);
+        if let Some((from, to)) = other.span {
+            self.holes.remove(from, to);
+        }
+        for &(from, to) in &other.holes.0 {
+            self.holes.add(from, to);
+        }
     }
 
     /// Read `buf.len()` bytes at `offset`, the zeroed ranges as zeros.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let end = offset + buf.len() as u64;
+        if let Some(&(from, to)) = self.holes.within(offset, end).first() {
+            return Err(io::Error::other(NotCopied(from, to)));
+        }
         let mut zeroed: Vec<(u64, u64)> =
             self.zeros.iter().map(|&(f, t)| (f.max(offset), t.min(end))).filter(|(f, t)| f < t).collect();
         zeroed.sort_unstable();
@@ -93,8 +132,12 @@ impl Positional for ZeroedFile<'_> {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.read_at(buf, offset)
     }
+    fn held_until(&self, from: u64, to: u64) -> u64 {
+        self.holes.within(from, to).first().map_or(to, |&(f, _)| f)
+    }
     fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
         let end = offset + buf.len() as u64;
+        self.holes.remove(offset, end);
         // What is written over a zeroed range is no longer zero.
         let mut kept = Vec::with_capacity(self.zeros.len() + 1);
         for &(from, to) in &self.zeros {
@@ -114,9 +157,79 @@ impl Positional for ZeroedFile<'_> {
     }
     fn zero_range(&mut self, from: u64, to: u64) -> io::Result<()> {
         if from < to {
+            self.holes.remove(from, to);
             self.zeros.push((from, to));
         }
         Ok(())
+    }
+}
+
+/// Disjoint [start, end) ranges of a file, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holes(Vec<(u64, u64)>);
+
+impl Holes {
+    /// Add [from, to), merged with what it touches.
+    pub fn add(&mut self, from: u64, to: u64) {
+        if from >= to {
+            return;
+        }
+        let (mut from, mut to) = (from, to);
+        let first = self.0.partition_point(|&(_, t)| t < from);
+        let mut last = first;
+        while last < self.0.len() && self.0[last].0 <= to {
+            from = from.min(self.0[last].0);
+            to = to.max(self.0[last].1);
+            last += 1;
+        }
+        self.0.splice(first..last, [(from, to)]);
+    }
+
+    /// Take [from, to) out.
+    pub fn remove(&mut self, from: u64, to: u64) {
+        if from >= to || self.0.is_empty() {
+            return;
+        }
+        let first = self.0.partition_point(|&(_, t)| t <= from);
+        let mut last = first;
+        let mut left = Vec::new();
+        while last < self.0.len() && self.0[last].0 < to {
+            let (f, t) = self.0[last];
+            if f < from {
+                left.push((f, from));
+            }
+            if t > to {
+                left.push((to, t));
+            }
+            last += 1;
+        }
+        self.0.splice(first..last, left);
+    }
+
+    /// Whether `at` lies in a range.
+    pub fn covers(&self, at: u64) -> bool {
+        let i = self.0.partition_point(|&(_, t)| t <= at);
+        self.0.get(i).is_some_and(|&(f, _)| f <= at)
+    }
+
+    /// The ranges' parts within [from, to), in order.
+    pub fn within(&self, from: u64, to: u64) -> Vec<(u64, u64)> {
+        let first = self.0.partition_point(|&(_, t)| t <= from);
+        self.0[first..]
+            .iter()
+            .take_while(|&&(f, _)| f < to)
+            .map(|&(f, t)| (f.max(from), t.min(to)))
+            .filter(|(f, t)| f < t)
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The bytes in the ranges.
+    pub fn bytes(&self) -> u64 {
+        self.0.iter().map(|(f, t)| t - f).sum()
     }
 }
 
@@ -228,7 +341,14 @@ fn next_magic<F: Positional>(file: &F, from: u64, end: u64) -> io::Result<Option
     let mut at = from;
     let mut buf = vec![0u8; CHUNK];
     while at < end {
-        let n = (CHUNK as u64).min(end - at) as usize;
+        // A search stops short of a hole (the payload of a bundle found before it): what lies
+        // past the first magic is never looked at, and a search that must go on reads the
+        // hole, which fails.
+        let whole = (CHUNK as u64).min(end - at) as usize;
+        let n = match file.held_until(at, at + whole as u64) - at {
+            0 => whole,
+            held => held as usize,
+        };
         file.read_exact_at(&mut buf[..n], at)?;
         let chunk = &buf[..n];
         let plain = memchr::memmem::find(chunk, BUNDLE_MAGIC);
@@ -245,7 +365,8 @@ fn next_magic<F: Positional>(file: &F, from: u64, end: u64) -> io::Result<Option
         if at + (n as u64) >= end {
             break;
         }
-        at += (n - overlap) as u64;
+        // Short of a hole, the next read is the hole's.
+        at += if n < whole { n } else { n - overlap } as u64;
     }
     Ok(None)
 }
@@ -329,6 +450,57 @@ impl Layout {
     }
 }
 
+/// Whether an entry stays in a thinned bundle: the host entry, and code objects the keep keeps.
+fn stays(e: &BundleEntry, keep: &Keep) -> bool {
+    e.id.starts_with("host-") || bundle_target(&e.id).is_none_or(|t| keep.keeps(t))
+}
+
+/// What the first bytes of a plain bundle say thinning drops.
+pub enum Dropped {
+    /// The payloads, as [start, end) from the bundle's start.
+    Payloads(Vec<(u64, u64)>),
+    /// Too few bytes to hold its entry table.
+    Short,
+    /// Not a table whose payloads lie after it and apart: nothing is known to be dropped.
+    NotATable,
+}
+
+/// The payloads that thinning with `keep` drops from the plain bundle whose first bytes are
+/// `table`.
+pub fn dropped_payloads(table: &[u8], keep: &Keep) -> Dropped {
+    let mut pos = 0usize;
+    let mut short = false;
+    let read = read_table(
+        &mut |buf: &mut [u8]| match table.get(pos..pos + buf.len()) {
+            Some(bytes) => {
+                buf.copy_from_slice(bytes);
+                pos += buf.len();
+                Ok(())
+            }
+            None => {
+                short = true;
+                Err(io::Error::from(io::ErrorKind::UnexpectedEof))
+            }
+        },
+        0,
+    );
+    let entries = match read {
+        Ok(entries) => entries,
+        Err(_) if short => return Dropped::Short,
+        Err(_) => return Dropped::NotATable,
+    };
+    let mut payloads: Vec<&BundleEntry> = entries.iter().filter(|e| e.size > 0).collect();
+    payloads.sort_by_key(|e| e.offset);
+    let mut previous_end = table_len(entries.iter());
+    for e in &payloads {
+        match e.offset.checked_add(e.size) {
+            Some(end) if e.offset >= previous_end => previous_end = end,
+            _ => return Dropped::NotATable,
+        }
+    }
+    Dropped::Payloads(payloads.iter().filter(|e| !stays(e, keep)).map(|e| (e.offset, e.offset + e.size)).collect())
+}
+
 /// Decide what stays of a bundle of `entries` that has `room` bytes: entries must lie after the
 /// table, within the room and apart. Kept payloads are packed in their old order after the
 /// new (shorter) table, aligned as the old ones were (HIP aligns code objects to 4096): each
@@ -358,7 +530,7 @@ fn layout(
     if old_table > room {
         return Err(lie(at, "its entry table runs past the end"));
     }
-    let stays = |e: &BundleEntry| e.id.starts_with("host-") || bundle_target(&e.id).is_none_or(|t| keep.keeps(t));
+    let stays = |e: &BundleEntry| stays(e, keep);
     let align =
         by_offset.iter().map(|&i| entries[i].offset).fold(4096u64, |a, off| a.min(1 << off.trailing_zeros().min(12)));
     let mut kept: Vec<BundleEntry> = entries.iter().filter(|e| stays(e)).cloned().collect();
@@ -974,5 +1146,82 @@ mod tests {
         let mut part = [0xffu8; 15];
         zeroed.read_at(&mut part, 45).unwrap();
         assert_eq!(part, expected[45..60]);
+    }
+
+    #[test]
+    fn holes_merge_split_and_clip() {
+        let mut holes = Holes::default();
+        holes.add(10, 20);
+        holes.add(30, 40);
+        holes.add(20, 25);
+        assert_eq!(holes.within(0, 100), vec![(10, 25), (30, 40)]);
+        holes.add(24, 31);
+        assert_eq!(holes.within(0, 100), vec![(10, 40)]);
+        holes.remove(15, 18);
+        assert_eq!(holes.within(0, 100), vec![(10, 15), (18, 40)]);
+        assert_eq!(holes.within(12, 20), vec![(12, 15), (18, 20)]);
+        assert!(holes.covers(10) && !holes.covers(15) && holes.covers(39) && !holes.covers(40));
+        assert_eq!(holes.bytes(), 27);
+        holes.remove(0, 100);
+        assert!(holes.is_empty());
+    }
+
+    /// A member of a prefix, three bundles and a suffix, its bytes the test's own.
+    fn member() -> Vec<u8> {
+        let mut data = vec![7u8; 3000];
+        for targets in [&["gfx90a", "gfx942", "gfx1100"][..], &["gfx942"], &["gfx1100", "gfx908"]] {
+            data.extend_from_slice(&bundle(targets));
+            data.resize(data.len().next_multiple_of(4096), 0);
+        }
+        data.extend_from_slice(&[9u8; 777]);
+        data
+    }
+
+    /// `data` streamed into a kept copy (that leaves out what `keep` drops), `chunk` bytes a write.
+    fn streamed_copy(data: &[u8], chunk: usize, keep: &Keep) -> crate::analysis::BundledCopy {
+        use std::io::Write;
+        let room = crate::analysis::CopyRoom::new(std::env::temp_dir(), u64::MAX, Some(keep.clone()));
+        let mut copy = room.start(data.len() as u64).unwrap();
+        for piece in data.chunks(chunk) {
+            copy.write_all(piece).unwrap();
+        }
+        copy.finish().unwrap()
+    }
+
+    #[test]
+    fn a_copy_leaves_out_the_dropped_payloads_and_thins_to_the_same_bytes() {
+        let data = member();
+        let len = data.len() as u64;
+        let keep = keep("gfx942");
+        let mut whole = data.clone();
+        let expected = thin_range(&mut whole, 0, len, &keep).unwrap();
+        // Writes of every size: magic and tables straddle writes.
+        for chunk in [1usize, 23, 1000, 4096, 1 << 20] {
+            let copy = streamed_copy(&data, chunk, &keep);
+            assert_eq!(copy.file.metadata().unwrap().len(), len);
+            // Dropped: gfx90a and gfx1100 of the first, gfx1100 and gfx908 of the third.
+            assert_eq!(copy.holes.bytes(), 4 * 5000, "writes of {chunk}");
+            let mut zeroed = ZeroedFile::with_holes(&copy.file, copy.holes.clone());
+            let thinned = thin_range(&mut zeroed, 0, len, &keep).unwrap();
+            assert_eq!(thinned, expected);
+            let mut back = vec![0u8; data.len()];
+            zeroed.read_at(&mut back, 0).unwrap();
+            assert!(back == whole, "writes of {chunk}: the copy thins to other bytes");
+        }
+    }
+
+    #[test]
+    fn a_hole_that_the_rewrite_needs_is_an_error_not_zeros() {
+        let data = member();
+        let len = data.len() as u64;
+        // Copied for one keep, thinned for another: the copy lacks a payload that now stays.
+        let copy = streamed_copy(&data, 4096, &keep("gfx942"));
+        let mut zeroed = ZeroedFile::with_holes(&copy.file, copy.holes.clone());
+        let e = thin_range(&mut zeroed, 0, len, &keep("gfx1100")).unwrap_err();
+        assert!(e.to_string().contains("does not hold"), "{e}");
+        // Nothing rewritten: every hole is still one, and reading it fails.
+        let untouched = ZeroedFile::with_holes(&copy.file, copy.holes.clone());
+        let mut back = vec![0u8; data.len()];
+        assert!(untouched.read_at(&mut back, 0).is_err());
     }
 }

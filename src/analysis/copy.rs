@@ -1,0 +1,205 @@
+//! Inflated copies of the members that hold offload bundles, kept for `thin`'s writer so that
+//! each is inflated once. A copy is written as the member streams past; the payloads of bundle
+//! entries that thinning will drop are not written at all ([`HoledCopy`]): their places are
+//! holes of the file (they read as zeros) and are listed, so that a fat library costs the
+//! bytes it keeps rather than all of them. The writer never serves a hole's bytes: it reads the
+//! copy through [`crate::elf::gpu::rewrite::ZeroedFile`], which fails a read of any hole its
+//! rewrite has not written or zeroed, and then inflates the member afresh.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::elf::gpu::BUNDLE_MAGIC;
+use crate::elf::gpu::rewrite::{self, Holes};
+use crate::elf::gpu::targets::Keep;
+
+/// Where inflated copies are kept, how many bytes of them a run may hold at once (a batch is
+/// examined whole before it is written, and beyond this room the writer inflates again), and
+/// what thinning keeps (so that what it drops is never written).
+#[derive(Debug, Clone)]
+pub struct CopyRoom {
+    pub dir: PathBuf,
+    left: Arc<AtomicU64>,
+    keep: Option<Keep>,
+}
+
+impl CopyRoom {
+    pub fn new(dir: PathBuf, bytes: u64, keep: Option<Keep>) -> CopyRoom {
+        CopyRoom { dir, left: Arc::new(AtomicU64::new(bytes)), keep }
+    }
+
+    /// Take room for `bytes`; false when there is not enough left.
+    pub(super) fn take(&self, bytes: u64) -> bool {
+        self.left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(bytes)).is_ok()
+    }
+
+    /// Give back room taken for a copy that was not kept.
+    pub(super) fn give_back(&self, bytes: u64) {
+        self.left.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// A new copy of a member of `size` bytes, in this room's directory.
+    pub(crate) fn start(&self, size: u64) -> io::Result<HoledCopy<'_>> {
+        Ok(HoledCopy {
+            file: tempfile::tempfile_in(&self.dir)?,
+            size,
+            keep: self.keep.as_ref(),
+            at: 0,
+            holes: Holes::default(),
+            pending: None,
+            tail: Vec::new(),
+            buf: Vec::with_capacity(BUF),
+            buf_at: 0,
+        })
+    }
+}
+
+/// A member's inflated copy: the file, and the ranges it does not hold (they read as zeros).
+#[derive(Debug)]
+pub struct BundledCopy {
+    pub file: File,
+    pub holes: Holes,
+}
+
+/// Bytes written to the copy at a time.
+const BUF: usize = 1 << 20;
+/// The longest bundle table read from the stream (a real one is a few KB); a longer one is
+/// written whole, no holes.
+const MAX_TABLE: usize = 1 << 20;
+
+/// A copy being written in stream order. Every bundle magic that passes starts a table, read as
+/// its bytes arrive; once it reads, the payloads of entries the keep drops become holes.
+pub struct HoledCopy<'k> {
+    file: File,
+    size: u64,
+    keep: Option<&'k Keep>,
+    /// The offset of the next byte to arrive.
+    at: u64,
+    holes: Holes,
+    /// A bundle table being gathered: its offset and its bytes so far.
+    pending: Option<(u64, Vec<u8>)>,
+    /// The last bytes of the previous write, for a magic that straddles two.
+    tail: Vec<u8>,
+    buf: Vec<u8>,
+    buf_at: u64,
+}
+
+impl HoledCopy<'_> {
+    /// The finished copy, its length the member's.
+    pub fn finish(mut self) -> io::Result<BundledCopy> {
+        self.flush_buf()?;
+        self.file.set_len(self.size.max(self.at))?;
+        Ok(BundledCopy { file: self.file, holes: self.holes })
+    }
+
+    /// Find the bundles whose tables start or complete in `data` (at `self.at`).
+    fn learn(&mut self, data: &[u8]) {
+        if self.keep.is_none() {
+            return;
+        }
+        let at = self.at;
+        if let Some((start, mut table)) = self.pending.take() {
+            self.gather(start, &mut table, data);
+        }
+        let overlap = BUNDLE_MAGIC.len() - 1;
+        let tail = std::mem::take(&mut self.tail);
+        if !tail.is_empty() {
+            let from = at - tail.len() as u64;
+            let mut joined = tail.clone();
+            joined.extend_from_slice(&data[..data.len().min(overlap)]);
+            for found in memchr::memmem::find_iter(&joined, BUNDLE_MAGIC) {
+                self.begin(from + found as u64, at, &tail, data);
+            }
+        }
+        for found in memchr::memmem::find_iter(data, BUNDLE_MAGIC) {
+            self.begin(at + found as u64, at, &tail, data);
+        }
+        // The last bytes seen, however short the writes.
+        let mut tail = tail;
+        tail.extend_from_slice(&data[data.len().saturating_sub(overlap)..]);
+        self.tail = tail.split_off(tail.len().saturating_sub(overlap));
+    }
+
+    /// A magic at `start`: gather its table from `tail` (the bytes just before `at`) and `data`
+    /// (at `at`), unless it lies in a hole or a table is already being read.
+    fn begin(&mut self, start: u64, at: u64, tail: &[u8], data: &[u8]) {
+        if self.holes.covers(start) || self.pending.is_some() {
+            return;
+        }
+        let mut table = Vec::new();
+        if start < at {
+            table.extend_from_slice(&tail[tail.len() - (at - start) as usize..]);
+        }
+        let offset = start.saturating_sub(at) as usize;
+        self.gather(start, &mut table, &data[offset.min(data.len())..]);
+    }
+
+    /// Add `more` to the table at `start`: when it reads, its dropped payloads become holes;
+    /// while it is short, it stays pending.
+    fn gather(&mut self, start: u64, table: &mut Vec<u8>, more: &[u8]) {
+        let want = MAX_TABLE.saturating_sub(table.len()).min(more.len());
+        table.extend_from_slice(&more[..want]);
+        match rewrite::dropped_payloads(table, self.keep.expect("a keep")) {
+            rewrite::Dropped::Payloads(dropped) => {
+                for (from, to) in dropped {
+                    self.holes.add(start + from, start + to);
+                }
+            }
+            rewrite::Dropped::Short if table.len() < MAX_TABLE => {
+                self.pending = Some((start, std::mem::take(table)));
+            }
+            _ => {}
+        }
+    }
+
+    fn flush_buf(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.file.write_all_at(&self.buf, self.buf_at)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Write `data` (at `self.at`) but for its holes.
+    fn put(&mut self, data: &[u8]) -> io::Result<()> {
+        let end = self.at + data.len() as u64;
+        let mut at = self.at;
+        for (from, to) in self.holes.within(self.at, end) {
+            self.keep_bytes(&data[(at - self.at) as usize..(from - self.at) as usize], at)?;
+            at = to;
+        }
+        self.keep_bytes(&data[(at - self.at) as usize..], at)
+    }
+
+    fn keep_bytes(&mut self, bytes: &[u8], at: u64) -> io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if self.buf_at + self.buf.len() as u64 != at || self.buf.len() + bytes.len() > BUF {
+            self.flush_buf()?;
+            self.buf_at = at;
+        }
+        if bytes.len() >= BUF {
+            return self.file.write_all_at(bytes, at);
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+impl Write for HoledCopy<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.learn(data);
+        self.put(data)?;
+        self.at += data.len() as u64;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
