@@ -942,16 +942,16 @@ impl Write for Encoder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::elf::gpu::targets::Requested;
 
-    fn keep(t: &str) -> Keep {
+    pub(crate) fn keep(t: &str) -> Keep {
         Keep::new(vec![Requested::parse(t).unwrap()])
     }
 
     /// A bundle of a host entry and one 4096-aligned payload per target, filled with its index.
-    fn bundle(targets: &[&str]) -> Vec<u8> {
+    pub(crate) fn bundle(targets: &[&str]) -> Vec<u8> {
         let ids: Vec<String> = std::iter::once("host-x86_64-unknown-linux-gnu-".to_string())
             .chain(targets.iter().map(|t| format!("hipv4-amdgcn-amd-amdhsa--{t}")))
             .collect();
@@ -1167,7 +1167,7 @@ mod tests {
     }
 
     /// A member of a prefix, three bundles and a suffix, its bytes the test's own.
-    fn member() -> Vec<u8> {
+    pub(crate) fn member() -> Vec<u8> {
         let mut data = vec![7u8; 3000];
         for targets in [&["gfx90a", "gfx942", "gfx1100"][..], &["gfx942"], &["gfx1100", "gfx908"]] {
             data.extend_from_slice(&bundle(targets));
@@ -1175,53 +1175,5 @@ mod tests {
         }
         data.extend_from_slice(&[9u8; 777]);
         data
-    }
-
-    /// `data` streamed into a kept copy (that leaves out what `keep` drops), `chunk` bytes a write.
-    fn streamed_copy(data: &[u8], chunk: usize, keep: &Keep) -> crate::analysis::BundledCopy {
-        use std::io::Write;
-        let room = crate::analysis::CopyRoom::new(std::env::temp_dir(), u64::MAX, Some(keep.clone()));
-        let mut copy = room.start(data.len() as u64).unwrap();
-        for piece in data.chunks(chunk) {
-            copy.write_all(piece).unwrap();
-        }
-        copy.finish().unwrap()
-    }
-
-    #[test]
-    fn a_copy_leaves_out_the_dropped_payloads_and_thins_to_the_same_bytes() {
-        let data = member();
-        let len = data.len() as u64;
-        let keep = keep("gfx942");
-        let mut whole = data.clone();
-        let expected = thin_range(&mut whole, 0, len, &keep).unwrap();
-        // Writes of every size: magic and tables straddle writes.
-        for chunk in [1usize, 23, 1000, 4096, 1 << 20] {
-            let copy = streamed_copy(&data, chunk, &keep);
-            assert_eq!(copy.file.metadata().unwrap().len(), len);
-            // Dropped: gfx90a and gfx1100 of the first, gfx1100 and gfx908 of the third.
-            assert_eq!(copy.holes.bytes(), 4 * 5000, "writes of {chunk}");
-            let mut zeroed = ZeroedFile::with_holes(&copy.file, copy.holes.clone());
-            let thinned = thin_range(&mut zeroed, 0, len, &keep).unwrap();
-            assert_eq!(thinned, expected);
-            let mut back = vec![0u8; data.len()];
-            zeroed.read_at(&mut back, 0).unwrap();
-            assert!(back == whole, "writes of {chunk}: the copy thins to other bytes");
-        }
-    }
-
-    #[test]
-    fn a_hole_that_the_rewrite_needs_is_an_error_not_zeros() {
-        let data = member();
-        let len = data.len() as u64;
-        // Copied for one keep, thinned for another: the copy lacks a payload that now stays.
-        let copy = streamed_copy(&data, 4096, &keep("gfx942"));
-        let mut zeroed = ZeroedFile::with_holes(&copy.file, copy.holes.clone());
-        let e = thin_range(&mut zeroed, 0, len, &keep("gfx1100")).unwrap_err();
-        assert!(e.to_string().contains("does not hold"), "{e}");
-        // Nothing rewritten: every hole is still one, and reading it fails.
-        let untouched = ZeroedFile::with_holes(&copy.file, copy.holes.clone());
-        let mut back = vec![0u8; data.len()];
-        assert!(untouched.read_at(&mut back, 0).is_err());
     }
 }
