@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::elf::gpu::BUNDLE_MAGIC;
-use crate::elf::gpu::rewrite::{self, Holes};
+use crate::elf::gpu::rewrite::{self, Ranges};
 use crate::elf::gpu::targets::Keep;
 
 /// Where inflated copies are kept, how many bytes of them a run may hold at once (a batch is
@@ -24,11 +24,11 @@ use crate::elf::gpu::targets::Keep;
 pub struct CopyRoom {
     pub dir: PathBuf,
     left: Arc<AtomicU64>,
-    keep: Option<Keep>,
+    keep: Keep,
 }
 
 impl CopyRoom {
-    pub fn new(dir: PathBuf, bytes: u64, keep: Option<Keep>) -> CopyRoom {
+    pub fn new(dir: PathBuf, bytes: u64, keep: Keep) -> CopyRoom {
         CopyRoom { dir, left: Arc::new(AtomicU64::new(bytes)), keep }
     }
 
@@ -47,9 +47,9 @@ impl CopyRoom {
         Ok(HoledCopy {
             file: tempfile::tempfile_in(&self.dir)?,
             size,
-            keep: self.keep.as_ref(),
+            keep: &self.keep,
             at: 0,
-            holes: Holes::default(),
+            holes: Ranges::default(),
             pending: None,
             tail: Vec::new(),
             buf: Vec::with_capacity(BUF),
@@ -62,7 +62,7 @@ impl CopyRoom {
 #[derive(Debug)]
 pub struct BundledCopy {
     pub file: File,
-    pub holes: Holes,
+    pub holes: Ranges,
 }
 
 /// Bytes written to the copy at a time.
@@ -76,10 +76,10 @@ const MAX_TABLE: usize = 1 << 20;
 pub struct HoledCopy<'k> {
     file: File,
     size: u64,
-    keep: Option<&'k Keep>,
+    keep: &'k Keep,
     /// The offset of the next byte to arrive.
     at: u64,
-    holes: Holes,
+    holes: Ranges,
     /// A bundle table being gathered: its offset and its bytes so far.
     pending: Option<(u64, Vec<u8>)>,
     /// The last bytes of the previous write, for a magic that straddles two.
@@ -98,9 +98,6 @@ impl HoledCopy<'_> {
 
     /// Find the bundles whose tables start or complete in `data` (at `self.at`).
     fn learn(&mut self, data: &[u8]) {
-        if self.keep.is_none() {
-            return;
-        }
         let at = self.at;
         if let Some((start, mut table)) = self.pending.take() {
             self.gather(start, &mut table, data);
@@ -143,7 +140,7 @@ impl HoledCopy<'_> {
     fn gather(&mut self, start: u64, table: &mut Vec<u8>, more: &[u8]) {
         let want = MAX_TABLE.saturating_sub(table.len()).min(more.len());
         table.extend_from_slice(&more[..want]);
-        match rewrite::dropped_payloads(table, self.keep.expect("a keep")) {
+        match rewrite::dropped_payloads(table, self.keep) {
             rewrite::Dropped::Payloads(dropped) => {
                 for (from, to) in dropped {
                     self.holes.add(start + from, start + to);
@@ -213,7 +210,7 @@ mod tests {
     /// `data` streamed into a kept copy (that leaves out what `keep` drops), `chunk` bytes a write.
     fn streamed_copy(data: &[u8], chunk: usize, keep: &Keep) -> BundledCopy {
         use std::io::Write;
-        let room = CopyRoom::new(std::env::temp_dir(), u64::MAX, Some(keep.clone()));
+        let room = CopyRoom::new(std::env::temp_dir(), u64::MAX, keep.clone());
         let mut copy = room.start(data.len() as u64).unwrap();
         for piece in data.chunks(chunk) {
             copy.write_all(piece).unwrap();

@@ -50,7 +50,7 @@ pub fn run(request: &ThinRequest) -> Output {
         Ok(keep) => keep,
         Err(e) => return Output::usage(e),
     };
-    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, COPY_ROOM, Some(keep.clone())));
+    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, COPY_ROOM, keep.clone()));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);

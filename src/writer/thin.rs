@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::WriteError;
 use crate::analysis::BundledCopy;
-use crate::elf::gpu::rewrite::Holes;
+use crate::elf::gpu::rewrite::Ranges;
 use crate::elf::gpu::{Count, rewrite};
 use crate::plan::thin::ThinChange;
 use crate::wheel::Wheel;
@@ -41,7 +41,7 @@ fn thin_from(
     let fail = |message: String| WriteError::Thin { file: change.member.clone(), message };
     let member = wheel.archive.member(&change.member).ok_or_else(|| fail("not a member of the wheel".into()))?;
     let inflated;
-    let (file, holes): (&std::fs::File, Holes) = match copy {
+    let (file, holes): (&std::fs::File, Ranges) = match copy {
         Some(copy) => (&copy.file, copy.holes.clone()),
         None => {
             let file = tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?;
@@ -49,7 +49,7 @@ fn thin_from(
             let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
             std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
             inflated = out.into_inner().map_err(|e| fail(e.error().to_string()))?;
-            (&inflated, Holes::default())
+            (&inflated, Ranges::default())
         }
     };
     let len = file.metadata().map_err(|e| fail(e.to_string()))?.len();

@@ -61,10 +61,10 @@ fn write_zeros<F: Positional + ?Sized>(file: &mut F, from: u64, to: u64) -> io::
 /// reading one before is an error ([`NotCopied`]), never zeros in the member's place.
 pub struct ZeroedFile<'a> {
     pub file: &'a std::fs::File,
-    /// Disjoint [start, end) ranges, in the order they were zeroed.
-    zeros: Vec<(u64, u64)>,
+    /// What reads as zeros, not from the file.
+    zeros: Ranges,
     /// What the file does not hold and nothing has written yet.
-    holes: Holes,
+    holes: Ranges,
     /// The range a part (of [`ZeroedFile::part`]) rewrites.
     span: Option<(u64, u64)>,
 }
@@ -76,25 +76,24 @@ pub struct NotCopied(pub u64, pub u64);
 
 impl<'a> ZeroedFile<'a> {
     pub fn new(file: &'a std::fs::File) -> ZeroedFile<'a> {
-        ZeroedFile::with_holes(file, Holes::default())
+        ZeroedFile::with_holes(file, Ranges::default())
     }
 
-    pub fn with_holes(file: &'a std::fs::File, holes: Holes) -> ZeroedFile<'a> {
-        ZeroedFile { file, zeros: Vec::new(), holes, span: None }
+    pub fn with_holes(file: &'a std::fs::File, holes: Ranges) -> ZeroedFile<'a> {
+        ZeroedFile { file, zeros: Ranges::default(), holes, span: None }
     }
 
     /// A view of the same file for thinning [from, to) apart from the rest.
     pub fn part(&self, from: u64, to: u64) -> ZeroedFile<'a> {
-        let mut holes = Holes::default();
-        for (f, t) in self.holes.within(from, to) {
-            holes.add(f, t);
-        }
-        ZeroedFile { file: self.file, zeros: Vec::new(), holes, span: Some((from, to)) }
+        let holes = Ranges(self.holes.within(from, to));
+        ZeroedFile { file: self.file, zeros: Ranges::default(), holes, span: Some((from, to)) }
     }
 
     /// Take over the zeroed ranges and holes of a part that thinned other bytes of the file.
     pub fn absorb(&mut self, other: ZeroedFile<'_>) {
-        self.zeros.extend(other.zeros);
+        for &(from, to) in &other.zeros.0 {
+            self.zeros.add(from, to);
+        }
         if let Some((from, to)) = other.span {
             self.holes.remove(from, to);
         }
@@ -109,12 +108,9 @@ impl<'a> ZeroedFile<'a> {
         if let Some(&(from, to)) = self.holes.within(offset, end).first() {
             return Err(io::Error::other(NotCopied(from, to)));
         }
-        let mut zeroed: Vec<(u64, u64)> =
-            self.zeros.iter().map(|&(f, t)| (f.max(offset), t.min(end))).filter(|(f, t)| f < t).collect();
-        zeroed.sort_unstable();
         // Only the bytes between zeroed ranges are read.
         let mut at = offset;
-        for (from, to) in zeroed.into_iter().chain([(end, end)]) {
+        for (from, to) in self.zeros.within(offset, end).into_iter().chain([(end, end)]) {
             if from > at {
                 let part = &mut buf[(at - offset) as usize..(from - offset) as usize];
                 std::os::unix::fs::FileExt::read_exact_at(self.file, part, at)?;
@@ -137,38 +133,23 @@ impl Positional for ZeroedFile<'_> {
     }
     fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
         let end = offset + buf.len() as u64;
+        // What is written over a zeroed range is no longer zero, nor a hole.
         self.holes.remove(offset, end);
-        // What is written over a zeroed range is no longer zero.
-        let mut kept = Vec::with_capacity(self.zeros.len() + 1);
-        for &(from, to) in &self.zeros {
-            if to <= offset || from >= end {
-                kept.push((from, to));
-                continue;
-            }
-            if from < offset {
-                kept.push((from, offset));
-            }
-            if to > end {
-                kept.push((end, to));
-            }
-        }
-        self.zeros = kept;
+        self.zeros.remove(offset, end);
         std::os::unix::fs::FileExt::write_all_at(self.file, buf, offset)
     }
     fn zero_range(&mut self, from: u64, to: u64) -> io::Result<()> {
-        if from < to {
-            self.holes.remove(from, to);
-            self.zeros.push((from, to));
-        }
+        self.holes.remove(from, to);
+        self.zeros.add(from, to);
         Ok(())
     }
 }
 
 /// Disjoint [start, end) ranges of a file, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Holes(Vec<(u64, u64)>);
+pub struct Ranges(Vec<(u64, u64)>);
 
-impl Holes {
+impl Ranges {
     /// Add [from, to), merged with what it touches.
     pub fn add(&mut self, from: u64, to: u64) {
         if from >= to {
@@ -1149,8 +1130,8 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn holes_merge_split_and_clip() {
-        let mut holes = Holes::default();
+    fn ranges_merge_split_and_clip() {
+        let mut holes = Ranges::default();
         holes.add(10, 20);
         holes.add(30, 40);
         holes.add(20, 25);
