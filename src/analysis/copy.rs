@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::elf::gpu::BUNDLE_MAGIC;
 use crate::elf::gpu::rewrite::{self, Ranges};
 use crate::elf::gpu::targets::Keep;
+use crate::wheel::zip::blocks::BlockMarks;
 
 /// Where inflated copies are kept, how many bytes of them a run may hold at once (a batch is
 /// examined whole before it is written, and beyond this room the writer inflates again), and
@@ -54,15 +55,19 @@ impl CopyRoom {
             tail: Vec::new(),
             buf: Vec::with_capacity(BUF),
             buf_at: 0,
+            marks: None,
         })
     }
 }
 
-/// A member's inflated copy: the file, and the ranges it does not hold (they read as zeros).
+/// A member's inflated copy: the file, the ranges it does not hold (they read as zeros), and
+/// where the member's deflate blocks start, when the inflater noted it (the writer reuses the
+/// blocks whose content the rewrite leaves).
 #[derive(Debug)]
 pub struct BundledCopy {
     pub file: File,
     pub holes: Ranges,
+    pub marks: Option<BlockMarks>,
 }
 
 /// Bytes written to the copy at a time.
@@ -86,6 +91,7 @@ pub struct HoledCopy<'k> {
     tail: Vec<u8>,
     buf: Vec<u8>,
     buf_at: u64,
+    marks: Option<BlockMarks>,
 }
 
 impl HoledCopy<'_> {
@@ -93,7 +99,12 @@ impl HoledCopy<'_> {
     pub fn finish(mut self) -> io::Result<BundledCopy> {
         self.flush_buf()?;
         self.file.set_len(self.size.max(self.at))?;
-        Ok(BundledCopy { file: self.file, holes: self.holes })
+        Ok(BundledCopy { file: self.file, holes: self.holes, marks: self.marks })
+    }
+
+    /// Where the member's deflate blocks start (from the inflater that gave the bytes).
+    pub fn set_marks(&mut self, marks: Option<BlockMarks>) {
+        self.marks = marks;
     }
 
     /// Find the bundles whose tables start or complete in `data` (at `self.at`).

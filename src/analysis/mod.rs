@@ -25,6 +25,7 @@ use crate::exclude::ExcludeList;
 use crate::platform::{Arch, Libc, machine_name};
 use crate::progress::Progress;
 use crate::wheel::platform_tag::PlatformTag;
+use crate::wheel::zip::blocks::BlockMarks;
 use crate::wheel::{Member, MemberDigest, RecordFinding, RecordProblem, Wheel, WheelError};
 pub use copy::{BundledCopy, CopyRoom};
 use linkage::{ExternalLib, LibrarySearch};
@@ -344,12 +345,14 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
     let algorithm = wheel.extra_algorithm(member);
     let budget = &*options.memory;
     let whole = read::reads_whole(member, budget);
+    // A copy kept for `thin` notes where the member's deflate blocks start, as it is inflated.
+    let marking = options.keep_bundled_copies.is_some();
     let mut data = None;
     if hash && whole {
-        data = Some(read::whole(wheel, member, budget)?);
+        data = Some(read::whole_marking(wheel, member, budget, marking)?);
     }
     let head = match &data {
-        Some((bytes, _)) => bytes[..bytes.len().min(HEAD)].to_vec(),
+        Some((bytes, _, _)) => bytes[..bytes.len().min(HEAD)].to_vec(),
         None => archive.peek(member, HEAD)?,
     };
     let mut kind = Kind::of(&head);
@@ -365,7 +368,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         if scanned.format == Some(ForeignFormat::Pe) {
             // Its section table says whether it carries device code, and where.
             pe_sections = match &data {
-                Some((bytes, _)) => gpu::pe::device_sections(&bytes[..bytes.len().min(gpu::pe::HEAD)]),
+                Some((bytes, _, _)) => gpu::pe::device_sections(&bytes[..bytes.len().min(gpu::pe::HEAD)]),
                 None => gpu::pe::device_sections(&archive.peek(member, gpu::pe::HEAD)?),
             };
             if !pe_sections.is_empty() {
@@ -374,9 +377,9 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         }
     }
     if kind.needs_content() && data.is_none() && whole {
-        data = Some(read::whole(wheel, member, budget)?);
+        data = Some(read::whole_marking(wheel, member, budget, marking)?);
     }
-    if let Some((bytes, _permit)) = &data {
+    if let Some((bytes, marks, _permit)) = &mut data {
         if hash {
             record_digest(wheel, member, read::Digester::of(bytes, algorithm), options, &mut scanned);
         }
@@ -389,7 +392,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         if let Some(room) = options.keep_bundled_copies.as_ref().filter(|_| has_bundles(&scanned.gpu))
             && room.take(member.size)
         {
-            scanned.copy = Some(copy_of(room, bytes).map_err(|e| copy_error(member, &e))?);
+            scanned.copy = Some(copy_of(room, bytes, marks.take()).map_err(|e| copy_error(member, &e))?);
         }
         return Ok(scanned);
     }
@@ -417,7 +420,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         hash.then_some(algorithm),
         budget,
         options.parallel_inflate.as_ref(),
-        copy.as_mut().map(|c| c as &mut dyn std::io::Write),
+        copy.as_mut(),
     )?;
     if let Some(digest) = &streamed.digest {
         record_digest(wheel, member, digest.clone(), options, &mut scanned);
@@ -451,11 +454,12 @@ fn has_bundles(gpu: &[GpuCode]) -> bool {
     gpu.iter().any(|g| g.container.holds_bundles())
 }
 
-/// An unlinked copy of `data` in `room`.
-fn copy_of(room: &CopyRoom, data: &[u8]) -> std::io::Result<BundledCopy> {
+/// An unlinked copy of `data` in `room`, with where its deflate blocks start.
+fn copy_of(room: &CopyRoom, data: &[u8], marks: Option<BlockMarks>) -> std::io::Result<BundledCopy> {
     use std::io::Write;
     let mut copy = room.start(data.len() as u64)?;
     copy.write_all(data)?;
+    copy.set_marks(marks);
     copy.finish()
 }
 

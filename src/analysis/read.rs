@@ -10,10 +10,12 @@
 use sha2::{Digest, Sha256};
 
 use super::budget::{MemoryBudget, Permit};
+use super::copy::HoledCopy;
 use crate::elf::gpu::scan::{Hits, Patterns, Scanner};
 use crate::elf::ranges::{HeaderLayout, Range, Segments, needed_ranges};
 use crate::elf::view::{FileView, Kept};
 use crate::wheel::record::HashAlgorithm;
+use crate::wheel::zip::blocks::BlockMarks;
 use crate::wheel::zip::{Buffer, ParallelInflate};
 use crate::wheel::{Member, MemberDigest, Wheel, WheelError};
 
@@ -47,6 +49,22 @@ pub fn reads_whole(member: &Member, budget: &MemoryBudget) -> bool {
 pub fn whole<'b>(wheel: &Wheel, member: &Member, budget: &'b MemoryBudget) -> Result<(Buffer, Permit<'b>), WheelError> {
     let permit = budget.take(member.size.saturating_add(member.compressed_size));
     Ok((wheel.archive.read(member)?, permit))
+}
+
+/// [`whole`], with where its deflate blocks start when `marking` (for a copy kept for `thin`).
+pub fn whole_marking<'b>(
+    wheel: &Wheel,
+    member: &Member,
+    budget: &'b MemoryBudget,
+    marking: bool,
+) -> Result<(Buffer, Option<BlockMarks>, Permit<'b>), WheelError> {
+    if !marking {
+        let (data, permit) = whole(wheel, member, budget)?;
+        return Ok((data, None, permit));
+    }
+    let permit = budget.take(member.size.saturating_add(member.compressed_size));
+    let (data, marks) = wheel.archive.zip.read_marking(member)?;
+    Ok((data, marks, permit))
 }
 
 /// sha256 and the RECORD row's other algorithm, fed as the bytes pass.
@@ -105,8 +123,9 @@ pub struct Pass<'a, 'c> {
     pub learn: &'a mut dyn Learn,
     pub scanner: Option<&'a mut Scanner>,
     pub digester: Option<&'a mut Digester>,
-    /// Where every byte is also written (a copy kept for the writer).
-    pub copy: Option<&'a mut (dyn std::io::Write + 'c)>,
+    /// Where every byte is also written (a copy kept for the writer, which also gets where
+    /// the member's deflate blocks start).
+    pub copy: Option<&'a mut HoledCopy<'c>>,
     /// Inflate on several threads ([`ZipReader::stream_with`](crate::wheel::zip::ZipReader::stream_with)).
     pub parallel: Option<&'a ParallelInflate>,
 }
@@ -116,7 +135,10 @@ pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_, '_>) -> Result<Kept
     use std::io::Read;
     let Pass { keep: mut wanted, learn, mut scanner, mut digester, mut copy, parallel } = pass;
     let mut kept = Kept::new(member.size);
-    let mut reader = wheel.archive.zip.stream_with(member, parallel)?;
+    let mut reader = match copy {
+        Some(_) => wheel.archive.zip.stream_marking(member)?,
+        None => wheel.archive.zip.stream_with(member, parallel)?,
+    };
     let mut chunk = vec![0u8; CHUNK.min(member.size.max(1) as usize)];
     let mut pos = 0u64;
     loop {
@@ -140,13 +162,16 @@ pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_, '_>) -> Result<Kept
             s.feed(data);
         }
         if let Some(c) = copy.as_deref_mut() {
-            c.write_all(data).map_err(|e| stream_error(member, &e))?;
+            std::io::Write::write_all(c, data).map_err(|e| stream_error(member, &e))?;
         }
         let seen_here = learn.look(pos, data);
         wanted.extend(seen_here);
         keep_chunk(&mut wanted, learn, pos, data, &mut kept);
         pos += len as u64;
         wanted.retain(|(o, s)| o.saturating_add(*s) > pos);
+    }
+    if let Some(c) = copy {
+        c.set_marks(reader.take_marks());
     }
     Ok(kept)
 }
@@ -317,7 +342,7 @@ pub fn first_pass<'b>(
     hash: Option<Option<HashAlgorithm>>,
     budget: &'b MemoryBudget,
     parallel: Option<&ParallelInflate>,
-    copy: Option<&mut (dyn std::io::Write + '_)>,
+    copy: Option<&mut HoledCopy<'_>>,
 ) -> Result<Streamed<'b>, WheelError> {
     let prefix_cap = PREFIX_CAP.min(budget.total() / 3);
     let base = STREAM_COST + 2 * HEAD_KEEP;

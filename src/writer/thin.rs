@@ -1,6 +1,9 @@
 //! Making a thinned member ([`ThinChange`]): the member inflated into an unlinked file of this
 //! run, its bundles rewritten there by position ([`crate::elf::gpu::rewrite`]), then deflated
-//! from it in blocks on every core. Memory stays a few blocks however large the member is.
+//! from it in blocks on every core. Where the content is still the original's (host code, the
+//! code objects kept, moved or not), the original's deflate blocks are copied rather than
+//! deflated again ([`crate::wheel::zip::blocks`]): a fat library costs the deflate of little more
+//! than its rewritten bundle tables. Memory stays a few blocks however large the member is.
 
 use std::io::BufWriter;
 use std::path::Path;
@@ -11,7 +14,12 @@ use crate::elf::gpu::rewrite::Ranges;
 use crate::elf::gpu::{Count, rewrite};
 use crate::plan::thin::ThinChange;
 use crate::wheel::Wheel;
-use crate::wheel::zip::Spilled;
+use crate::wheel::zip::blocks::{self, BlockMarks};
+use crate::wheel::zip::{Reuse, ReuseMismatch, Spilled};
+
+/// Runs of original blocks shorter than this are deflated anew: each copied run ends with an
+/// empty stored block, and breaks the deflate of what lies around it.
+const MIN_REUSED_RUN: u64 = 64 << 10;
 
 /// Thin one member; its new content, deflated at `level` into a file in `dir`.
 pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -> Result<Spilled, WriteError> {
@@ -41,22 +49,29 @@ fn thin_from(
     let fail = |message: String| WriteError::Thin { file: change.member.clone(), message };
     let member = wheel.archive.member(&change.member).ok_or_else(|| fail("not a member of the wheel".into()))?;
     let inflated;
-    let (file, holes): (&std::fs::File, Ranges) = match copy {
-        Some(copy) => (&copy.file, copy.holes.clone()),
+    let (file, holes, marks): (&std::fs::File, Ranges, Option<&BlockMarks>) = match copy {
+        Some(copy) => (&copy.file, copy.holes.clone(), copy.marks.as_ref()),
         None => {
             let file = tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?;
             let mut out = BufWriter::with_capacity(1 << 20, file);
-            let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
+            let mut stream = wheel.archive.zip.stream_marking(member).map_err(|e| fail(e.to_string()))?;
             std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
-            inflated = out.into_inner().map_err(|e| fail(e.error().to_string()))?;
-            (&inflated, Ranges::default())
+            inflated = (out.into_inner().map_err(|e| fail(e.error().to_string()))?, stream.take_marks());
+            (&inflated.0, Ranges::default(), inflated.1.as_ref())
         }
     };
     let len = file.metadata().map_err(|e| fail(e.to_string()))?.len();
     if len != member.size {
         return Err(fail(format!("its inflated copy holds {len} bytes, the archive says {}", member.size)));
     }
+    let data_offset = wheel.archive.zip.data_offset(member).map_err(|e| fail(e.to_string()))?;
+    let read_original = |buf: &mut [u8], at: u64| {
+        wheel.archive.zip.read_at(member, buf, data_offset + at).map_err(std::io::Error::other)
+    };
     let mut zeroed = rewrite::ZeroedFile::with_holes(file, holes);
+    if let Some(marks) = marks {
+        fill_stray_holes(&mut zeroed, &change.ranges, marks, &read_original, member.compressed_size);
+    }
     let mut cut = crate::plan::thin::FileCut {
         file: change.member.clone(),
         container: change.expected.container,
@@ -78,9 +93,27 @@ fn thin_from(
             cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
         )));
     }
+    let reuse = marks.map(|marks| Reuse {
+        runs: blocks::reusable_runs(marks, zeroed.same_as_original(), MIN_REUSED_RUN),
+        marks,
+        read_original: &read_original,
+    });
+    if let Some(reuse) = &reuse {
+        let reused: u64 = reuse.runs.iter().map(|r| r.to - r.from).sum();
+        crate::debug!("{}: {reused} of {len} bytes keep their original deflate blocks", change.member);
+    }
     let spill = |level| {
-        Spilled::from_reader(len, level, dir, |buf, at| zeroed.read_at(buf, at))
-            .map_err(|source| WriteError::Spill { file: change.member.clone(), source })
+        let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
+        match Spilled::from_reader(len, level, dir, reuse.as_ref(), read) {
+            // Never expected: the content is checked against the original's where its blocks
+            // are copied, and on a difference the member is deflated whole instead.
+            Err(e) if e.get_ref().is_some_and(|inner| inner.is::<ReuseMismatch>()) => {
+                crate::debug!("{}: {e}; deflating it anew", change.member);
+                Spilled::from_reader(len, level, dir, None, read)
+            }
+            spilled => spilled,
+        }
+        .map_err(|source| WriteError::Spill { file: change.member.clone(), source })
     };
     let spilled = spill(level)?;
     // Published members are often deflated harder than zlib's default, and compressed bundles
@@ -93,6 +126,38 @@ fn thin_from(
         }
     }
     Ok(spilled)
+}
+
+/// Fill the holes of a kept copy that lie outside the bundles' ranges, which the rewrite will
+/// not touch: payloads of something that read as a bundle table as the member streamed past,
+/// elsewhere in the file (tensorflow-rocm's `libtensorflow_cc.so.2` has one). Each is inflated
+/// from the original's last block start before it whose window the copy holds, rather than
+/// the whole member again. A hole that cannot be filled so is left: reading it fails, and the
+/// member is then inflated afresh.
+fn fill_stray_holes(
+    zeroed: &mut rewrite::ZeroedFile<'_>,
+    ranges: &[(u64, u64)],
+    marks: &BlockMarks,
+    read_original: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+    compressed_len: u64,
+) {
+    for (from, to) in zeroed.holes_outside(ranges) {
+        let start = |m: &blocks::Mark| m.content.saturating_sub(blocks::WINDOW);
+        let found =
+            marks.marks().iter().rev().filter(|m| m.content <= from).find(|m| zeroed.holds(start(m), m.content));
+        let Some(mark) = found else { continue };
+        let mut window = vec![0u8; (mark.content - start(mark)) as usize];
+        let filled = zeroed.read_at(&mut window, start(mark)).and_then(|()| {
+            blocks::inflate_from(mark, &window, read_original, compressed_len, to, &mut |at, bytes| {
+                let (f, t) = (at.max(from), (at + bytes.len() as u64).min(to));
+                if f < t { zeroed.fill_hole(f, &bytes[(f - at) as usize..(t - at) as usize]) } else { Ok(()) }
+            })
+        });
+        match filled {
+            Ok(()) => crate::debug!("filled bytes {from}..{to} of the copy from the original's blocks"),
+            Err(e) => crate::debug!("cannot fill bytes {from}..{to} of the copy: {e}"),
+        }
+    }
 }
 
 /// Thin the bundles of [start, end): apart and in parallel when their places are known from

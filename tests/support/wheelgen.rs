@@ -118,16 +118,28 @@ impl WheelSpec {
         write_zip(&path, &self.members());
         path
     }
+
+    /// [`WheelSpec::write`] with every member stored, not deflated.
+    pub fn write_stored(&self, dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join(self.file_name());
+        write_zip_with(&path, &self.members(), zip::CompressionMethod::Stored);
+        path
+    }
 }
 
 /// A deflated zip of `members`, in order, with a fixed timestamp; ELF files get mode 0755.
 pub fn write_zip(path: &Path, members: &[(String, Vec<u8>)]) {
+    write_zip_with(path, members, zip::CompressionMethod::Deflated)
+}
+
+fn write_zip_with(path: &Path, members: &[(String, Vec<u8>)], method: zip::CompressionMethod) {
     let file = std::fs::File::create(path).unwrap();
     let mut zip = zip::ZipWriter::new(file);
     for (name, data) in members {
         let mode = if data.starts_with(b"\x7fELF") { 0o755 } else { 0o644 };
         let options = SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Deflated)
+            .compression_method(method)
             .last_modified_time(zip::DateTime::from_date_and_time(2024, 1, 1, 0, 0, 0).unwrap())
             .unix_permissions(mode);
         zip.start_file(name.as_str(), options).unwrap();

@@ -14,6 +14,7 @@ use std::io::{self, Read, Write};
 use super::scan::bundle_target;
 use super::targets::Keep;
 use super::{BUNDLE_MAGIC, BundleEntry, CCOB_MAGIC, Count};
+use crate::wheel::zip::blocks::SameAs;
 
 /// Bytes moved or searched at a time.
 const CHUNK: usize = 1 << 20;
@@ -39,6 +40,12 @@ pub trait Positional {
     fn zero_range(&mut self, from: u64, to: u64) -> io::Result<()> {
         write_zeros(self, from, to)
     }
+
+    /// Copy `size` bytes from `from` to `to` (`to <= from`: a forward copy, a chunk at a time,
+    /// never overwrites what it has not read), with `buf` as its buffer.
+    fn copy_within(&mut self, from: u64, to: u64, size: u64, buf: &mut [u8]) -> io::Result<()> {
+        copy_forward(self, from, to, size, buf)
+    }
 }
 
 fn write_zeros<F: Positional + ?Sized>(file: &mut F, from: u64, to: u64) -> io::Result<()> {
@@ -63,6 +70,9 @@ pub struct ZeroedFile<'a> {
     pub file: &'a std::fs::File,
     /// What reads as zeros, not from the file.
     zeros: Ranges,
+    /// Where the content is still the original's, moved or not (the writer reuses the
+    /// original's deflate blocks there).
+    origins: Origins,
     /// What the file does not hold and nothing has written yet.
     holes: Ranges,
     /// The range a part (of [`ZeroedFile::part`]) rewrites.
@@ -80,13 +90,41 @@ impl<'a> ZeroedFile<'a> {
     }
 
     pub fn with_holes(file: &'a std::fs::File, holes: Ranges) -> ZeroedFile<'a> {
-        ZeroedFile { file, zeros: Ranges::default(), holes, span: None }
+        ZeroedFile { file, zeros: Ranges::default(), origins: Origins::identity(), holes, span: None }
     }
 
     /// A view of the same file for thinning [from, to) apart from the rest.
     pub fn part(&self, from: u64, to: u64) -> ZeroedFile<'a> {
         let holes = Ranges(self.holes.within(from, to));
-        ZeroedFile { file: self.file, zeros: Ranges::default(), holes, span: Some((from, to)) }
+        let origins = Origins(self.origins.within(from, to));
+        ZeroedFile { file: self.file, zeros: Ranges::default(), origins, holes, span: Some((from, to)) }
+    }
+
+    /// The parts of holes that lie outside every one of `ranges`.
+    pub fn holes_outside(&self, ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let mut outside = self.holes.clone();
+        for &(from, to) in ranges {
+            outside.remove(from, to);
+        }
+        outside.0
+    }
+
+    /// Whether the file holds [from, to) (no hole there).
+    pub fn holds(&self, from: u64, to: u64) -> bool {
+        self.holes.within(from, to).is_empty()
+    }
+
+    /// Write the original's bytes into a hole: it is no longer one, and the content there is
+    /// still the original's.
+    pub fn fill_hole(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(self.file, bytes, at)?;
+        self.holes.remove(at, at + bytes.len() as u64);
+        Ok(())
+    }
+
+    /// Where the content is the original's: the pieces, in order.
+    pub fn same_as_original(&self) -> &[SameAs] {
+        &self.origins.0
     }
 
     /// Take over the zeroed ranges and holes of a part that thinned other bytes of the file.
@@ -96,6 +134,8 @@ impl<'a> ZeroedFile<'a> {
         }
         if let Some((from, to)) = other.span {
             self.holes.remove(from, to);
+            self.origins.forget(from, to);
+            self.origins.put(other.origins.0);
         }
         for &(from, to) in &other.holes.0 {
             self.holes.add(from, to);
@@ -133,15 +173,82 @@ impl Positional for ZeroedFile<'_> {
     }
     fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
         let end = offset + buf.len() as u64;
-        // What is written over a zeroed range is no longer zero, nor a hole.
+        // What is written over a zeroed range is no longer zero, nor a hole, nor the original.
         self.holes.remove(offset, end);
         self.zeros.remove(offset, end);
+        self.origins.forget(offset, end);
         std::os::unix::fs::FileExt::write_all_at(self.file, buf, offset)
     }
     fn zero_range(&mut self, from: u64, to: u64) -> io::Result<()> {
         self.holes.remove(from, to);
         self.zeros.add(from, to);
+        self.origins.forget(from, to);
         Ok(())
+    }
+    fn copy_within(&mut self, from: u64, to: u64, size: u64, buf: &mut [u8]) -> io::Result<()> {
+        // The destination holds what the source held: the original's bytes where it did.
+        let moved: Vec<SameAs> = self
+            .origins
+            .within(from, from + size)
+            .into_iter()
+            .map(|p| SameAs { from: p.from - from + to, to: p.to - from + to, original: p.original })
+            .collect();
+        copy_forward(self, from, to, size, buf)?;
+        self.origins.forget(to, to + size);
+        self.origins.put(moved);
+        Ok(())
+    }
+}
+
+/// Where a rewritten file still holds the original's bytes: disjoint pieces in order, the whole
+/// file at first; a write or zeroing forgets its range, a move carries its source's pieces.
+#[derive(Debug, Clone)]
+struct Origins(Vec<SameAs>);
+
+impl Origins {
+    fn identity() -> Origins {
+        Origins(vec![SameAs { from: 0, to: u64::MAX, original: 0 }])
+    }
+
+    fn forget(&mut self, from: u64, to: u64) {
+        if from >= to {
+            return;
+        }
+        let start = self.0.partition_point(|p| p.to <= from);
+        let end = self.0.partition_point(|p| p.from < to);
+        if start >= end {
+            return;
+        }
+        let (first, last) = (self.0[start], self.0[end - 1]);
+        let mut rest = Vec::with_capacity(2);
+        if first.from < from {
+            rest.push(SameAs { from: first.from, to: from, original: first.original });
+        }
+        if last.to > to {
+            rest.push(SameAs { from: to, to: last.to, original: last.original + (to - last.from) });
+        }
+        self.0.splice(start..end, rest);
+    }
+
+    /// The pieces within [from, to), clipped to it.
+    fn within(&self, from: u64, to: u64) -> Vec<SameAs> {
+        let start = self.0.partition_point(|p| p.to <= from);
+        self.0[start..]
+            .iter()
+            .take_while(|p| p.from < to)
+            .map(|p| {
+                let (f, t) = (p.from.max(from), p.to.min(to));
+                SameAs { from: f, to: t, original: p.original + (f - p.from) }
+            })
+            .filter(|p| p.from < p.to)
+            .collect()
+    }
+
+    /// Insert `pieces` (in order, within a range forgotten before).
+    fn put(&mut self, pieces: Vec<SameAs>) {
+        let Some(first) = pieces.first() else { return };
+        let at = self.0.partition_point(|p| p.from < first.from);
+        self.0.splice(at..at, pieces);
     }
 }
 
@@ -561,7 +668,7 @@ fn thin_bundle<F: Positional>(
     file.write_all_at(&layout.table(), at)?;
     let mut buf = vec![0u8; CHUNK];
     for &(from, to, size) in &layout.moves {
-        copy_forward(file, at + from, at + to, size, &mut buf)?;
+        file.copy_within(at + from, at + to, size, &mut buf)?;
     }
     zero(file, at + layout.new_len, at + layout.old_len, thinned)?;
     thinned.rewritten += 1;
@@ -569,7 +676,7 @@ fn thin_bundle<F: Positional>(
 }
 
 /// Copy `size` bytes from `from` to `to` (`to <= from`) a chunk at a time.
-fn copy_forward<F: Positional>(file: &mut F, from: u64, to: u64, size: u64, buf: &mut [u8]) -> io::Result<()> {
+fn copy_forward<F: Positional + ?Sized>(file: &mut F, from: u64, to: u64, size: u64, buf: &mut [u8]) -> io::Result<()> {
     debug_assert!(to <= from);
     if from == to {
         return Ok(());

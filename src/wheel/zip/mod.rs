@@ -1,13 +1,14 @@
 //! The zip format as wheels use it: stored and deflated members, zip64, read by positional
 //! reads ([`read`]) and written with raw copies of unchanged members ([`write`]).
 
+pub mod blocks;
 pub mod read;
 pub mod write;
 
 use std::io::{self, Read};
 
 pub use read::{Entry, FileIdentity, ZipReader};
-pub use write::{Compressed, Spilled, ZipWriter};
+pub use write::{Compressed, Reuse, ReuseMismatch, Spilled, ZipWriter};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ZipError {
@@ -171,6 +172,37 @@ impl ZipReader {
         Ok(data)
     }
 
+    /// [`ZipReader::read`], inflated by an inflater that notes where its deflate blocks start
+    /// ([`blocks::MarkingInflate`]; `None` for a stored member). Slower than libdeflate, so only
+    /// for members whose blocks may be reused.
+    pub fn read_marking(&self, entry: &Entry) -> Result<(Buffer, Option<blocks::BlockMarks>), ZipError> {
+        if entry.method == Method::Stored {
+            return Ok((self.read(entry)?, None));
+        }
+        let fail = |message: String| ZipError::Member { name: entry.name.to_string(), message };
+        let start = self.data_offset(entry)?;
+        let mut raw = Buffer::zeroed(entry.compressed_size as usize);
+        self.read_at(entry, &mut raw, start)?;
+        let mut out = Buffer::zeroed(entry.size as usize);
+        let mut inflater = blocks::MarkingInflate::new().map_err(|e| fail(e.to_string()))?;
+        let (_, produced, ended) =
+            inflater.inflate(&raw, &mut out).map_err(|e| fail(format!("cannot inflate: {e}")))?;
+        match (ended, produced as u64 == entry.size) {
+            (true, true) => {}
+            (false, true) => {
+                return Err(fail(format!("inflates to more than the {} bytes the archive says", entry.size)));
+            }
+            (true, false) => {
+                return Err(fail(format!("inflates to {produced} bytes, the archive says {}", entry.size)));
+            }
+            (false, false) => return Err(fail("the deflate stream ends early".into())),
+        }
+        let mut crc = libdeflater::Crc::new();
+        crc.update(&out);
+        check_crc(entry, crc.sum())?;
+        Ok((out, inflater.take_marks()))
+    }
+
     /// The member's content as a stream; the size and CRC-32 are checked when it ends.
     pub fn stream<'a>(&'a self, entry: &'a Entry) -> Result<MemberStream<'a>, ZipError> {
         self.stream_with(entry, None)
@@ -196,11 +228,22 @@ impl ZipReader {
         Ok(stream)
     }
 
+    /// [`ZipReader::stream`] by an inflater that notes where its deflate blocks start
+    /// ([`MemberStream::take_marks`] once it has ended).
+    pub fn stream_marking<'a>(&'a self, entry: &'a Entry) -> Result<MemberStream<'a>, ZipError> {
+        let mut stream = self.plain_stream(entry)?;
+        if stream.inflate.is_some() {
+            let inflater = blocks::MarkingInflate::new().map_err(|e| self.member_error(entry, &e.to_string()))?;
+            stream.inflate = Some(Inflater::Marking(Box::new(inflater)));
+        }
+        Ok(stream)
+    }
+
     fn plain_stream<'a>(&'a self, entry: &'a Entry) -> Result<MemberStream<'a>, ZipError> {
         Ok(MemberStream {
             entry,
             raw: self.raw_reader(entry)?,
-            inflate: (entry.method == Method::Deflated).then(|| flate2::Decompress::new(false)),
+            inflate: (entry.method == Method::Deflated).then(|| Inflater::Plain(flate2::Decompress::new(false))),
             // No larger than the compressed member: a batch streams thousands of small ones.
             input: vec![0u8; (256 << 10).min(entry.compressed_size.max(1) as usize)].into_boxed_slice(),
             input_at: 0,
@@ -344,11 +387,34 @@ impl ParallelInflate {
     }
 }
 
+/// The inflater of a member stream.
+enum Inflater {
+    Plain(flate2::Decompress),
+    Marking(Box<blocks::MarkingInflate>),
+}
+
+impl Inflater {
+    /// Inflate from `input` into `output`: (bytes consumed, bytes produced, whether the stream
+    /// ended).
+    fn inflate(&mut self, input: &[u8], output: &mut [u8]) -> Result<(usize, usize, bool), String> {
+        match self {
+            Inflater::Plain(inflate) => {
+                let (before_in, before_out) = (inflate.total_in(), inflate.total_out());
+                let status =
+                    inflate.decompress(input, output, flate2::FlushDecompress::None).map_err(|e| e.to_string())?;
+                let (consumed, produced) = (inflate.total_in() - before_in, inflate.total_out() - before_out);
+                Ok((consumed as usize, produced as usize, status == flate2::Status::StreamEnd))
+            }
+            Inflater::Marking(inflate) => inflate.inflate(input, output),
+        }
+    }
+}
+
 /// A member read as a stream: positional reads of the compressed bytes, inflated as they come.
 pub struct MemberStream<'a> {
     entry: &'a Entry,
     raw: read::RawReader<'a>,
-    inflate: Option<flate2::Decompress>,
+    inflate: Option<Inflater>,
     input: Box<[u8]>,
     input_at: usize,
     input_len: usize,
@@ -360,6 +426,15 @@ pub struct MemberStream<'a> {
 }
 
 impl MemberStream<'_> {
+    /// Where the member's deflate blocks start, once it has been read to its end by a marking
+    /// stream ([`ZipReader::stream_marking`]).
+    pub fn take_marks(&mut self) -> Option<blocks::BlockMarks> {
+        match &mut self.inflate {
+            Some(Inflater::Marking(inflate)) if self.ended => inflate.take_marks(),
+            _ => None,
+        }
+    }
+
     /// The parallel decoder failed after `produced` bytes: inflate in one stream from the
     /// start, the bytes already given dropped, so that the one-stream path has the last word.
     fn fall_back(&mut self, error: &io::Error) -> io::Result<()> {
@@ -440,14 +515,16 @@ impl Read for MemberStream<'_> {
                     n
                 }
                 Some(inflate) => {
-                    let (before_in, before_out) = (inflate.total_in(), inflate.total_out());
-                    let status = inflate
-                        .decompress(&self.input[self.input_at..self.input_len], buf, flate2::FlushDecompress::None)
+                    let (consumed, n, ended) = inflate
+                        .inflate(&self.input[self.input_at..self.input_len], buf)
                         .map_err(|e| io::Error::other(format!("member `{}`: cannot inflate: {e}", self.entry.name)))?;
-                    self.input_at += (inflate.total_in() - before_in) as usize;
-                    let n = (inflate.total_out() - before_out) as usize;
-                    let stuck = n == 0 && inflate.total_in() == before_in && self.input_at < self.input_len;
-                    if n == 0 && status == flate2::Status::StreamEnd {
+                    self.input_at += consumed;
+                    let stuck = n == 0 && consumed == 0 && self.input_at < self.input_len;
+                    if n == 0 && !ended && self.input_at == self.input_len && self.raw.remaining() > 0 {
+                        // All the input so far went into the inflater's state: read on.
+                        continue;
+                    }
+                    if n == 0 && ended {
                         0
                     } else if stuck || (n == 0 && self.input_at == self.input_len && self.raw.remaining() == 0) {
                         return Err(self.fail("the deflate stream ends early".into()));

@@ -80,33 +80,29 @@ impl Spilled {
     /// Deflate `data` at zlib `level` (0 stores it) into a file in `dir`, in blocks on every
     /// core ([`deflate_in_blocks`]).
     pub fn new(data: &[u8], level: u32, dir: &Path) -> io::Result<Spilled> {
-        let len = data.len() as u64;
-        Spilled::from_blocks(len, level, dir, |start, end| {
-            Ok(std::borrow::Cow::Borrowed(&data[start as usize..end as usize]))
-        })
+        Spilled::from_blocks(data.len() as u64, level, dir, None, Source::Slice(data))
     }
 
     /// Deflate `len` bytes that `read_at` gives by position (a file this run made, such as a
     /// member thinned in place) the same way, reading a few blocks at a time: the bytes are
-    /// those [`Spilled::new`] makes of the same content.
+    /// those [`Spilled::new`] makes of the same content, but where `reuse` gives runs of the
+    /// original member's deflate blocks to stand in for the content they mean.
     pub fn from_reader(
         len: u64,
         level: u32,
         dir: &Path,
+        reuse: Option<&Reuse<'_>>,
         read_at: impl Fn(&mut [u8], u64) -> io::Result<()>,
     ) -> io::Result<Spilled> {
-        Spilled::from_blocks(len, level, dir, |start, end| {
-            let mut buf = vec![0u8; (end - start) as usize];
-            read_at(&mut buf, start)?;
-            Ok(std::borrow::Cow::Owned(buf))
-        })
+        Spilled::from_blocks(len, level, dir, reuse, Source::Reader(&read_at))
     }
 
-    fn from_blocks<'a>(
+    fn from_blocks(
         len: u64,
         level: u32,
         dir: &Path,
-        read: impl Fn(u64, u64) -> io::Result<std::borrow::Cow<'a, [u8]>>,
+        reuse: Option<&Reuse<'_>>,
+        source: Source<'_>,
     ) -> io::Result<Spilled> {
         use sha2::Digest;
         let mut crc = libdeflater::Crc::new();
@@ -114,35 +110,80 @@ impl Spilled {
         let file = tempfile::tempfile_in(dir)?;
         let method = if level == 0 { Method::Stored } else { Method::Deflated };
         let mut writer = BufWriter::with_capacity(1 << 20, file);
-        let blocks = len.div_ceil(BLOCK as u64).max(1);
-        let in_flight = 2 * rayon::current_num_threads() as u64;
+        let runs = match reuse {
+            Some(reuse) if level > 0 => &reuse.runs[..],
+            _ => &[],
+        };
+        let pieces = pieces(len, runs);
+        let in_flight = 2 * rayon::current_num_threads();
+        // Buffers of read content, used again window after window rather than allocated (a
+        // large allocation is a fresh mapping, faulted in and zeroed, every time).
+        let mut spare: Vec<Vec<u8>> = Vec::new();
         let mut first = 0;
-        while first < blocks {
-            let window: Vec<u64> = (first..blocks.min(first + in_flight)).collect();
-            // Each block with the window before it (its dictionary), read in order.
+        while first < pieces.len() {
+            let window = &pieces[first..pieces.len().min(first + in_flight)];
+            // Each piece to deflate with the window before it (its dictionary), read in order;
+            // the content of a reused run only hashed.
             let mut inputs = Vec::with_capacity(window.len());
-            for &index in &window {
-                let start = index * BLOCK as u64;
-                let end = (start + BLOCK as u64).min(len);
-                let dict = if level == 0 { 0 } else { (WINDOW as u64).min(start) };
-                let bytes = read(start - dict, end)?;
-                crc.update(&bytes[dict as usize..]);
-                sha.update(&bytes[dict as usize..]);
-                inputs.push((bytes, dict as usize, end == len));
+            for piece in window {
+                match *piece {
+                    Piece::Deflate { start, end } => {
+                        let dict = if level == 0 { 0 } else { (WINDOW as u64).min(start) };
+                        let bytes = source.read(start - dict, end, &mut spare)?;
+                        crc.update(&bytes[dict as usize..]);
+                        sha.update(&bytes[dict as usize..]);
+                        inputs.push(Some((bytes, dict as usize)));
+                    }
+                    Piece::Reuse(run) => {
+                        let reuse = reuse.expect("runs come from a reuse");
+                        for (from, to, expected) in run.parts(reuse.marks) {
+                            let mut part_crc = libdeflater::Crc::new();
+                            let mut at = from;
+                            while at < to {
+                                let end = to.min(at + BLOCK as u64);
+                                let bytes = source.read(at, end, &mut spare)?;
+                                crc.update(&bytes);
+                                sha.update(&bytes);
+                                part_crc.update(&bytes);
+                                source.give_back(bytes, &mut spare);
+                                at = end;
+                            }
+                            if part_crc.sum() != expected {
+                                return Err(io::Error::other(ReuseMismatch { from, to }));
+                            }
+                        }
+                        inputs.push(None);
+                    }
+                }
             }
             if level == 0 {
-                for (bytes, _, _) in &inputs {
+                for (bytes, _) in inputs.iter().flatten() {
                     writer.write_all(bytes)?;
                 }
             } else {
-                let compress = |(bytes, dict, last): &(std::borrow::Cow<'_, [u8]>, usize, bool)| {
-                    deflate_block(bytes, *dict, *last, level.min(9))
+                let compress = |input: &Option<(std::borrow::Cow<'_, [u8]>, usize)>| {
+                    input.as_ref().map(|(bytes, dict)| deflate_block(bytes, *dict, level.min(9))).transpose()
                 };
-                for block in crate::parallel::map(&inputs, compress) {
-                    writer.write_all(&block?)?;
+                let deflated = crate::parallel::map(&inputs, compress);
+                for (piece, block) in window.iter().zip(deflated) {
+                    match (piece, block?) {
+                        (_, Some(block)) => writer.write_all(&block)?,
+                        (Piece::Reuse(run), None) => {
+                            let reuse = reuse.expect("runs come from a reuse");
+                            super::blocks::copy_run(run, reuse.read_original, &mut writer)?;
+                        }
+                        (Piece::Deflate { .. }, None) => unreachable!("every piece to deflate is deflated"),
+                    }
                 }
             }
-            first += window.len() as u64;
+            for (bytes, _) in inputs.into_iter().flatten() {
+                source.give_back(bytes, &mut spare);
+            }
+            first += window.len();
+        }
+        if level > 0 {
+            // An empty final block with fixed codes: the stream's end.
+            writer.write_all(&[0x03, 0x00])?;
         }
         let file = writer.into_inner().map_err(|e| e.into_error())?;
         let compressed_size = file.metadata()?.len();
@@ -150,21 +191,101 @@ impl Spilled {
     }
 }
 
+/// Where a new member's content comes from.
+enum Source<'a> {
+    /// Held whole.
+    Slice(&'a [u8]),
+    /// Read by position.
+    Reader(&'a dyn Fn(&mut [u8], u64) -> io::Result<()>),
+}
+
+impl<'a> Source<'a> {
+    /// The content [start, end), read into a spare buffer when it is not held.
+    fn read(&self, start: u64, end: u64, spare: &mut Vec<Vec<u8>>) -> io::Result<std::borrow::Cow<'a, [u8]>> {
+        match self {
+            Source::Slice(data) => Ok(std::borrow::Cow::Borrowed(&data[start as usize..end as usize])),
+            Source::Reader(read_at) => {
+                let mut buf = spare.pop().unwrap_or_default();
+                buf.resize((end - start) as usize, 0);
+                read_at(&mut buf, start)?;
+                Ok(std::borrow::Cow::Owned(buf))
+            }
+        }
+    }
+
+    fn give_back(&self, bytes: std::borrow::Cow<'_, [u8]>, spare: &mut Vec<Vec<u8>>) {
+        if let std::borrow::Cow::Owned(buf) = bytes {
+            spare.push(buf);
+        }
+    }
+}
+
+/// Runs of an original member's deflate blocks that stand in a new stream for the content they
+/// mean ([`super::blocks::reusable_runs`]), the marks they were found from, and the original's
+/// compressed bytes by offset.
+pub struct Reuse<'a> {
+    pub runs: Vec<super::blocks::Run>,
+    pub marks: &'a super::blocks::BlockMarks,
+    pub read_original: &'a dyn Fn(&mut [u8], u64) -> io::Result<()>,
+}
+
+/// The new content where a run of original blocks was to stand is not the content they mean:
+/// the runs were found wrongly, and nothing was written with them.
+#[derive(Debug, thiserror::Error)]
+#[error("the original deflate blocks for bytes {from}..{to} would not mean the new content")]
+pub struct ReuseMismatch {
+    pub from: u64,
+    pub to: u64,
+}
+
+/// A part of a new member's content, as its stream is made.
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    /// Deflated anew, on any core.
+    Deflate { start: u64, end: u64 },
+    /// The original's blocks, copied.
+    Reuse(super::blocks::Run),
+}
+
+/// The content [0, len) in pieces: the runs, and between them pieces to deflate that end at
+/// multiples of [`BLOCK`] (so that the bytes depend on the content alone, not the core count).
+fn pieces(len: u64, runs: &[super::blocks::Run]) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    let end_run = super::blocks::Run { from: len, to: len, start_bit: 0, end_bit: 0, marks: (0, 0) };
+    for run in runs.iter().chain([&end_run]) {
+        // Runs come sorted and apart; one that is not is deflated instead.
+        if run.from < at || run.to > len {
+            continue;
+        }
+        while at < run.from {
+            let end = run.from.min((at / BLOCK as u64 + 1) * BLOCK as u64);
+            pieces.push(Piece::Deflate { start: at, end });
+            at = end;
+        }
+        if run.to > run.from {
+            pieces.push(Piece::Reuse(*run));
+            at = run.to;
+        }
+    }
+    pieces
+}
+
 /// Uncompressed bytes per block of [`Spilled`]'s deflate.
 const BLOCK: usize = 4 << 20;
 /// The deflate window: each block is compressed with the input before it as its dictionary.
-const WINDOW: usize = 32 << 10;
+const WINDOW: usize = super::blocks::WINDOW as usize;
 
 /// One block of a raw deflate stream made of blocks compressed in parallel, the way pigz
 /// does: `input` is the block preceded by `dict` bytes of what comes before it (at most 32 KiB),
 /// its dictionary. It is deflated in segments, each ending with a sync flush: runs of zeros of
 /// [`ZERO_RUN`] bytes or more (the freed bytes of a thinned library, padding) are written as
 /// literal-then-copy codes directly ([`zero_run`]), everything else by zlib with the 32 KiB
-/// before it as its dictionary; the last block ends the stream. The blocks' concatenation is one
-/// valid stream, about as small as a serial one. A patched library of a GB compresses on every
+/// before it as its dictionary. The blocks' concatenation, closed by an empty final block, is
+/// one valid stream, about as small as a serial one. A patched library of a GB compresses on every
 /// core, and a few blocks at a time are in memory. The bytes depend only on the data and
 /// `level`, never on the number of cores.
-fn deflate_block(input: &[u8], dict: usize, last: bool, level: u32) -> io::Result<Vec<u8>> {
+fn deflate_block(input: &[u8], dict: usize, level: u32) -> io::Result<Vec<u8>> {
     let data_len = input.len() - dict;
     let mut block = Vec::with_capacity(data_len + data_len / 1000 + 64);
     let mut at = dict;
@@ -177,10 +298,6 @@ fn deflate_block(input: &[u8], dict: usize, last: bool, level: u32) -> io::Resul
             zero_run(end - start, &mut block);
         }
         at = end;
-    }
-    if last {
-        // An empty final block with fixed codes: the stream's end.
-        block.extend_from_slice(&[0x03, 0x00]);
     }
     Ok(block)
 }
@@ -629,7 +746,7 @@ mod tests {
                 back
             };
             assert!(back == data, "level {level}: round trip");
-            let from_reader = Spilled::from_reader(n as u64, level, dir.path(), |buf, at| {
+            let from_reader = Spilled::from_reader(n as u64, level, dir.path(), None, |buf, at| {
                 buf.copy_from_slice(&data[at as usize..at as usize + buf.len()]);
                 Ok(())
             })
@@ -652,5 +769,53 @@ mod tests {
             assert_eq!(back.len(), prefix.len() + n, "{n}");
             assert!(back[..prefix.len()] == prefix[..] && back[prefix.len()..].iter().all(|b| *b == 0), "{n}");
         }
+    }
+
+    #[test]
+    fn reused_blocks_stand_for_the_content_and_a_wrong_origin_is_caught() {
+        use super::super::blocks::{self, SameAs};
+        use std::io::{Read, Seek};
+        let original = blocks::tests::content(9 << 20, 21);
+        let compressed = blocks::tests::deflate(&original, 6);
+        let (_, marks) = blocks::tests::inflate_marking(&compressed, original.len(), 1 << 20, 1 << 20);
+        let mut new = original.clone();
+        new[5_000_000..5_100_000].fill(0);
+        new[7_000_000..7_000_100].copy_from_slice(&[9; 100]);
+        let len = new.len() as u64;
+        let read_original = |buf: &mut [u8], at: u64| {
+            buf.copy_from_slice(&compressed[at as usize..at as usize + buf.len()]);
+            Ok(())
+        };
+        let read_new = |buf: &mut [u8], at: u64| {
+            buf.copy_from_slice(&new[at as usize..at as usize + buf.len()]);
+            Ok(())
+        };
+        let spill = |same: &[SameAs]| {
+            let runs = blocks::reusable_runs(&marks, same, 64 << 10);
+            let reuse = Reuse { runs, marks: &marks, read_original: &read_original };
+            let dir = tempfile::tempdir().unwrap();
+            Spilled::from_reader(len, 6, dir.path(), Some(&reuse), read_new)
+        };
+        let truly = [
+            SameAs { from: 0, to: 5_000_000, original: 0 },
+            SameAs { from: 5_100_000, to: 7_000_000, original: 5_100_000 },
+            SameAs { from: 7_000_100, to: len, original: 7_000_100 },
+        ];
+        let spilled = spill(&truly).unwrap();
+        let mut stream = Vec::new();
+        let mut file = &spilled.file;
+        file.rewind().unwrap();
+        file.read_to_end(&mut stream).unwrap();
+        let mut back = Vec::new();
+        flate2::read::DeflateDecoder::new(&stream[..]).read_to_end(&mut back).unwrap();
+        assert!(back == new, "the stream means the new content");
+        let plain = Spilled::new(&new, 6, tempfile::tempdir().unwrap().path()).unwrap();
+        assert_eq!((spilled.crc32, spilled.sha256, spilled.size), (plain.crc32, plain.sha256, plain.size));
+        // Most of it is the original's bits: about as small as the original.
+        assert!(spilled.compressed_size < compressed.len() as u64 + 100_000, "{}", spilled.compressed_size);
+        // Claiming the whole content is the original's: the changed bytes are caught.
+        let wrong = [SameAs { from: 0, to: len, original: 0 }];
+        let e = spill(&wrong).unwrap_err();
+        assert!(e.get_ref().is_some_and(|inner| inner.is::<ReuseMismatch>()), "{e}");
     }
 }
