@@ -12,14 +12,14 @@ prints), then thin / retag. Machines are noisy: quote medians and ratios.
 """
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timing import timed
 
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "target" / "release" / "wheelfix"
@@ -28,14 +28,8 @@ BINARY = ROOT / "target" / "release" / "wheelfix"
 def run(args, out_parent: Path):
     out = Path(tempfile.mkdtemp(prefix="wheelfix-thin-bench-", dir=out_parent))
     try:
-        cmd = [str(BINARY)] + [a.replace("{out}", str(out / "o")) for a in args]
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - start
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()}")
-        return elapsed, usage.ru_utime, usage.ru_maxrss / 1024
+        wall, user, _, rss = timed([str(BINARY)] + [a.replace("{out}", str(out / "o")) for a in args])
+        return wall, user, rss
     finally:
         shutil.rmtree(out, ignore_errors=True)
 

@@ -604,6 +604,7 @@ fn writing_flags(f: &mut Flags, versions: &VersionArgs, no_verify: bool, plat: &
     f.verify = !no_verify;
     f.hash_for_record = true;
     f.writes = true;
+    f.ignores_device_code = true;
     f.plat = plat.clone();
     f.only_plat = only_plat;
 }

@@ -58,6 +58,72 @@ pub fn largest_first<R: Send, E: Send>(
     results.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Run `consume` on a thread of its own over the buffers that `produce` hands it ([`Handoff`]),
+/// at most `depth` waiting, the spent ones handed back for reuse: one long sequential job beside
+/// another that feeds it (a large member's sha256 beside its inflate), so that the two take the
+/// time of the longer rather than of both. `consume` has seen every buffer when this returns.
+pub fn beside<R>(depth: usize, mut consume: impl FnMut(&[u8]) + Send, produce: impl FnOnce(&mut Handoff) -> R) -> R {
+    use std::sync::mpsc;
+    let (to_consumer, from_producer) = mpsc::sync_channel::<(Vec<u8>, usize)>(depth);
+    let (to_producer, spent) = mpsc::channel::<Vec<u8>>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for (buf, len) in from_producer {
+                consume(&buf[..len]);
+                // The producer may have finished and gone: then the buffer is simply dropped.
+                let _ = to_producer.send(buf);
+            }
+        });
+        let mut handoff = Handoff { to_consumer: Some(to_consumer), spent };
+        let result = produce(&mut handoff);
+        // Closing the queue ends the consumer, which the scope then waits for.
+        handoff.to_consumer = None;
+        result
+    })
+}
+
+/// Run `background` on a thread of its own while `foreground` runs here; once `foreground` is
+/// done, tell `background` to stop (the flag it is given) and wait for it. Work that may start
+/// early and be cut short (copying a wheel's members while the batch is analysed).
+pub fn while_running<A: Send, B>(
+    background: impl FnOnce(&std::sync::atomic::AtomicBool) -> A + Send,
+    foreground: impl FnOnce() -> B,
+) -> (A, B) {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(|| background(&stop));
+        let b = foreground();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let a = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (a, b)
+    })
+}
+
+/// The producer's end of [`beside`].
+pub struct Handoff {
+    to_consumer: Option<std::sync::mpsc::SyncSender<(Vec<u8>, usize)>>,
+    spent: std::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+impl Handoff {
+    /// Hand the first `len` bytes of `buf` over (waiting while the queue is full), and get a
+    /// buffer of the same length to fill next: a spent one, or a new one.
+    pub fn pass(&mut self, buf: Vec<u8>, len: usize) -> Vec<u8> {
+        let size = buf.len();
+        if let Some(queue) = &self.to_consumer {
+            // The consumer ends only when the queue closes, so the send cannot fail.
+            let _ = queue.send((buf, len));
+        }
+        match self.spent.try_recv() {
+            Ok(mut spent) => {
+                spent.resize(size, 0);
+                spent
+            }
+            Err(_) => vec![0u8; size],
+        }
+    }
+}
+
 /// `f` on every item, in parallel; results in input order.
 pub fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync + Send) -> Vec<R> {
     items.par_iter().map(f).collect()
@@ -108,4 +174,37 @@ pub fn try_map_by_cost<T: Sync, R: Send, E: Send>(
     results.extend(small);
     results.sort_by_key(|(i, _)| *i);
     Ok(results.into_iter().map(|(_, r)| r).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beside_sees_every_buffer_in_order_on_another_thread() {
+        let mut seen = Vec::new();
+        let mut threads = std::collections::BTreeSet::new();
+        let given = beside(
+            2,
+            |bytes| {
+                seen.extend_from_slice(bytes);
+                threads.insert(format!("{:?}", std::thread::current().id()));
+            },
+            |handoff| {
+                let mut buf = vec![0u8; 64];
+                let mut given = Vec::new();
+                for i in 0..1000u32 {
+                    let len = (i % 64) as usize;
+                    buf[..len].fill(i as u8);
+                    given.extend(std::iter::repeat_n(i as u8, len));
+                    buf = handoff.pass(buf, len);
+                    assert_eq!(buf.len(), 64);
+                }
+                given
+            },
+        );
+        assert!(seen == given, "every byte, in order");
+        assert_eq!(threads.len(), 1);
+        assert!(!threads.contains(&format!("{:?}", std::thread::current().id())), "not the producer's thread");
+    }
 }

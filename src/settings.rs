@@ -113,6 +113,8 @@ pub struct Flags {
     pub repair: bool,
     /// The command writes wheels (its default memory budget is the larger one).
     pub writes: bool,
+    /// The command has no use for device code inside host binaries (`retag`, `repair`).
+    pub ignores_device_code: bool,
 }
 
 /// Every setting of a run, resolved.
@@ -411,6 +413,7 @@ impl Settings {
         let mut analyze = AnalyzeOptions::new(exclusion, search);
         analyze.verify_hashes = flags.verify;
         analyze.hash_for_record = flags.hash_for_record;
+        analyze.device_code = !flags.ignores_device_code;
         analyze.memory = std::sync::Arc::new(budget::MemoryBudget::new(memory.value));
         // `WHEELFIX_PARALLEL_INFLATE_MIN=32M`: inflate members of that compressed size and more
         // on every thread of the pool (`off`, or unset: never). Opt-in: see `parallel_inflate`.

@@ -253,3 +253,72 @@ fn a_retagged_real_extension_installs_with_pip_and_imports() {
     let printed = pip_install_and_run(dir.path(), &written, "import realmod; print(realmod.answer())");
     assert_eq!(printed.trim(), "42");
 }
+
+/// A wheel of more than 64 MiB (stored: writing it is quick), a `.data` directory among its
+/// members.
+fn large_wheel(dir: &Path) -> PathBuf {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let blob: Vec<u8> = (0..(66 << 20) / 8)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()
+        })
+        .collect();
+    ext_wheel("large", "cp312-cp312-linux_x86_64", ElfSpec::extension("_core"))
+        .file("large/blob.bin", blob)
+        .file("large-1.0.data/scripts/tool", "#!/bin/sh\n")
+        .file("large/after.txt", "after the data directory\n")
+        .write_stored(dir)
+}
+
+#[test]
+fn a_large_wheel_is_written_on_from_the_members_copied_during_its_analysis() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheel = large_wheel(&d.join("in"));
+    for extra in [&[][..], &["--rocm-version", "7.1.0"][..]] {
+        let (ahead, in_place) = (d.join("ahead"), d.join("in-place"));
+        let _ = (std::fs::remove_dir_all(&ahead), std::fs::remove_dir_all(&in_place));
+        let mut args = vec!["-v", "-w", ahead.to_str().unwrap(), wheel.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = retag(d, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        // The members before the `.data` directory were copied while the wheel was analysed.
+        assert!(stderr(&out).contains("3 member(s) were copied ahead"), "{}", stderr(&out));
+        let written = only_wheel(&ahead);
+        python_verify(&written);
+        // In place nothing is copied ahead: the same bytes come out.
+        std::fs::create_dir_all(&in_place).unwrap();
+        let copy = in_place.join(wheel.file_name().unwrap());
+        std::fs::copy(&wheel, &copy).unwrap();
+        let mut args = vec!["-v", "--in-place", copy.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = retag(d, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(!stderr(&out).contains("copied ahead"), "{}", stderr(&out));
+        let rewritten = only_wheel(&in_place);
+        assert_eq!(written.file_name(), rewritten.file_name());
+        assert!(std::fs::read(&written).unwrap() == std::fs::read(&rewritten).unwrap(), "{extra:?}: other bytes");
+        if !extra.is_empty() {
+            assert!(written.to_str().unwrap().contains("+rocm7.1.0"), "{}", written.display());
+        }
+    }
+}
+
+#[test]
+fn copies_made_ahead_for_a_wheel_that_needs_no_rewrite_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheel = large_wheel(&d.join("in"));
+    // Retagged once, the wheel is true: a second run copies it byte for byte, and the copy made
+    // during its analysis goes.
+    assert!(retag(d, &["-w", "once", wheel.to_str().unwrap()]).status.success());
+    let once = only_wheel(&d.join("once"));
+    let out = retag(d, &["-v", "-w", "twice", once.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("copied ahead of the analysis"), "{}", stderr(&out));
+    let twice = only_wheel(&d.join("twice"));
+    assert!(std::fs::read(&twice).unwrap() == std::fs::read(&once).unwrap());
+}

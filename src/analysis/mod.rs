@@ -42,6 +42,10 @@ pub struct AnalyzeOptions {
     pub hash_for_record: bool,
     /// The bytes in flight, shared by every wheel and member of a run.
     pub memory: std::sync::Arc<budget::MemoryBudget>,
+    /// Look for device code inside host binaries (offload bundles, fatbins, embedded code
+    /// objects): what `show`, `check` and `thin` report; `retag` and `repair` decide nothing
+    /// by it, and skip the scan of every byte of every library.
+    pub device_code: bool,
     /// Keep an inflated copy of every file with offload bundles (`thin` rewrites them: so each
     /// is inflated once, not once more to write it).
     pub keep_bundled_copies: Option<CopyRoom>,
@@ -59,6 +63,7 @@ impl AnalyzeOptions {
             search,
             verify_hashes: false,
             hash_for_record: false,
+            device_code: true,
             memory: std::sync::Arc::new(budget::MemoryBudget::new(budget::DEFAULT_SHOW)),
             keep_bundled_copies: None,
             parallel_inflate: None,
@@ -388,7 +393,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
             scanned.gpu.extend(gpu::pe::binary(&member.name, &pe_sections, bytes.len() as u64, &hits));
             return Ok(scanned);
         }
-        let mut scanned = read_whole_member(&member.name, kind, bytes, scanned)?;
+        let mut scanned = read_whole_member(&member.name, kind, bytes, scanned, options.device_code)?;
         if let Some(room) = options.keep_bundled_copies.as_ref().filter(|_| has_bundles(&scanned.gpu))
             && room.take(member.size)
         {
@@ -400,6 +405,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         return Ok(scanned);
     }
     let first = match kind {
+        Kind::HostElf if !options.device_code => read::FirstPass::ElfFactsOnly,
         Kind::HostElf => read::FirstPass::Elf,
         Kind::Container => read::FirstPass::Container(gpu::scan::Patterns::for_container(&head).expect("a container")),
         Kind::PeDeviceCode => read::FirstPass::Container(gpu::scan::Patterns::PE),
@@ -428,7 +434,9 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
     match kind {
         Kind::HostElf => {
             let (facts, code) = streamed_elf(wheel, member, streamed, budget)?;
-            scanned.gpu = code;
+            if options.device_code {
+                scanned.gpu = code;
+            }
             scanned.elf = Some(Box::new(facts));
         }
         Kind::Container => scanned.gpu.extend(gpu::container_view(&member.name, &streamed.kept, &streamed.hits)),
@@ -484,14 +492,22 @@ fn record_digest(
     scanned.digest = Some(digest.sha256);
 }
 
-/// The facts of a member held whole.
-fn read_whole_member(name: &str, kind: Kind, data: &[u8], mut scanned: Scanned) -> Result<Scanned, WheelError> {
+/// The facts of a member held whole (of a host binary, its device code when `device_code`).
+fn read_whole_member(
+    name: &str,
+    kind: Kind,
+    data: &[u8],
+    mut scanned: Scanned,
+    device_code: bool,
+) -> Result<Scanned, WheelError> {
     match kind {
         Kind::HostElf => {
             // A broken host binary leaves the tag unknowable: the wheel fails.
             let facts = ElfFacts::parse(data)
                 .map_err(|e| WheelError::BadElf { path: name.to_string(), message: e.to_string() })?;
-            scanned.gpu = gpu::host_binary(name, &facts, data);
+            if device_code {
+                scanned.gpu = gpu::host_binary(name, &facts, data);
+            }
             scanned.elf = Some(Box::new(facts));
         }
         Kind::TruncatedElf => {

@@ -130,8 +130,43 @@ pub struct Pass<'a, 'c> {
     pub parallel: Option<&'a ParallelInflate>,
 }
 
+/// Members at least this large are hashed on a thread of their own beside the inflate
+/// ([`crate::parallel::beside`]) when the pool has more than one thread: one such member can
+/// take longer than all the others together, and its hash would otherwise follow each chunk.
+const HASH_BESIDE_MIN: u64 = 64 << 20;
+/// Chunks waiting for that thread.
+const HASH_BESIDE_DEPTH: usize = 2;
+/// What a hash beside takes: the chunks waiting, the one it hashes.
+const HASH_BESIDE_COST: u64 = (HASH_BESIDE_DEPTH as u64 + 1) * CHUNK as u64;
+
+/// Whether a member streamed and hashed is hashed beside its inflate.
+fn hashes_beside(member: &Member) -> bool {
+    member.size >= HASH_BESIDE_MIN && rayon::current_num_threads() > 1
+}
+
 /// Stream a member once, keeping what the pass asks for.
 pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_, '_>) -> Result<Kept, WheelError> {
+    match pass.digester {
+        Some(digester) if hashes_beside(member) => {
+            let pass = Pass { digester: None, ..pass };
+            crate::parallel::beside(
+                HASH_BESIDE_DEPTH,
+                |bytes| digester.update(bytes),
+                |handoff| stream_hashing(wheel, member, pass, &mut |chunk, len| handoff.pass(chunk, len)),
+            )
+        }
+        _ => stream_hashing(wheel, member, pass, &mut |chunk, _| chunk),
+    }
+}
+
+/// [`stream`], each chunk given to `hand_over` once the pass is done with it (a hash beside the
+/// inflate), which gives back the buffer to fill next.
+fn stream_hashing(
+    wheel: &Wheel,
+    member: &Member,
+    pass: Pass<'_, '_>,
+    hand_over: &mut dyn FnMut(Vec<u8>, usize) -> Vec<u8>,
+) -> Result<Kept, WheelError> {
     use std::io::Read;
     let Pass { keep: mut wanted, learn, mut scanner, mut digester, mut copy, parallel } = pass;
     let mut kept = Kept::new(member.size);
@@ -169,6 +204,7 @@ pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_, '_>) -> Result<Kept
         keep_chunk(&mut wanted, learn, pos, data, &mut kept);
         pos += len as u64;
         wanted.retain(|(o, s)| o.saturating_add(*s) > pos);
+        chunk = hand_over(chunk, len);
     }
     if let Some(c) = copy {
         c.set_marks(reader.take_marks());
@@ -319,7 +355,10 @@ fn kept_len(kept: &Kept) -> u64 {
 
 /// What the first pass over a large member should keep and scan.
 pub enum FirstPass {
+    /// An ELF file's facts, and the containers of device code in it.
     Elf,
+    /// An ELF file's facts only.
+    ElfFactsOnly,
     Container(Patterns),
     /// Only hashed.
     Nothing,
@@ -346,18 +385,20 @@ pub fn first_pass<'b>(
 ) -> Result<Streamed<'b>, WheelError> {
     let prefix_cap = PREFIX_CAP.min(budget.total() / 3);
     let base = STREAM_COST + 2 * HEAD_KEEP;
-    let cost = if matches!(what, FirstPass::Elf) { base + prefix_cap } else { STREAM_COST };
-    let permit = budget.take(cost);
+    let elf = matches!(what, FirstPass::Elf | FirstPass::ElfFactsOnly);
+    let cost = if elf { base + prefix_cap } else { STREAM_COST };
+    let beside = if hash.is_some() && hashes_beside(member) { HASH_BESIDE_COST } else { 0 };
+    let permit = budget.take(cost + beside);
     // Several threads for a member large enough to split, when their buffers are free now
     // (else it streams as every other member does).
     let parallel = parallel.filter(|p| p.wants(member));
     let parallel_permit = parallel.and_then(|p| budget.try_take(p.memory()));
     let parallel = parallel.filter(|_| parallel_permit.is_some());
     let (keep, mut learn, patterns): (Vec<Range>, Box<dyn Learn + '_>, Option<Patterns>) = match what {
-        FirstPass::Elf => (
+        FirstPass::Elf | FirstPass::ElfFactsOnly => (
             ElfLearner::first_ranges(member.size),
-            Box::new(ElfLearner::new(prefix_cap).shrinking(&permit, base)),
-            Some(Patterns::HOST),
+            Box::new(ElfLearner::new(prefix_cap).shrinking(&permit, base + beside)),
+            matches!(what, FirstPass::Elf).then_some(Patterns::HOST),
         ),
         FirstPass::Container(p) => (vec![(0, 64.min(member.size))], Box::new(ContainerLearner), Some(p)),
         FirstPass::Nothing => (Vec::new(), Box::new(Fixed), None),

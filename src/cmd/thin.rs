@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
-use super::write::{Destination, output_dir, place};
+use super::write::{Destination, Placement, output_dir, place};
 use super::{Common, Output, display_name};
 use crate::analysis::CopyRoom;
 use crate::elf::gpu::targets::{Keep, Requested};
@@ -124,7 +124,7 @@ fn write_one(
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
     let changed = plan.changes();
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
-    let output = place(examined, &plan.plan, settings, changed, path, dest, destination)?;
+    let output = place(examined, &plan.plan, settings, changed, Placement { path, dest, destination, head: None })?;
     let size_after = match &output {
         Some(o) => std::fs::metadata(o).map(|m| m.len()).ok(),
         None => size_before,

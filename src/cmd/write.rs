@@ -13,6 +13,7 @@ use crate::settings::Settings;
 use crate::version::VersionChange;
 use crate::wheel::output::{Commit, OutputKey};
 use crate::wheel::platform_tag::PlatformTag;
+use crate::writer::head_start::{self, HeadStart};
 use crate::writer::{self, WriteOptions};
 use crate::{analysis, parallel, wheel};
 
@@ -109,6 +110,8 @@ struct Named {
     plan: Plan,
     /// Where it goes (`--in-place` under the same name: the input itself).
     dest: PathBuf,
+    /// Its first members, copied while the batch was analysed.
+    head: Option<HeadStart>,
 }
 
 fn write_batch(
@@ -118,7 +121,20 @@ fn write_batch(
     destination: &Destination,
     progress: &dyn Progress,
 ) -> Batch<RetagOutcome> {
-    let examined = examine_all(paths, settings, progress);
+    // Into a directory, `retag` copies what it cannot change of each large wheel while the batch
+    // is analysed ([`head_start`]); `repair` may patch any binary, so it waits for its plan.
+    let ahead_into = match (job, destination) {
+        (Job::Retag, Destination::Directory(dir)) if std::fs::create_dir_all(dir).is_ok() => Some(dir.as_path()),
+        _ => None,
+    };
+    let (heads, examined) = parallel::while_running(
+        |stop| match ahead_into {
+            Some(dir) => head_start::copy_ahead_all(paths, dir, &head_start::retag_may_change, stop),
+            None => Vec::new(),
+        },
+        || examine_all(paths, settings, progress),
+    );
+    let mut heads = heads.into_iter().chain(std::iter::repeat_with(|| None));
     let (changes, hazards) = decide_versions(&examined, settings);
     let basis = job.basis();
     // First every output's name, so that collisions are found before anything is written.
@@ -126,7 +142,10 @@ fn write_batch(
         .into_iter()
         .zip(changes)
         .zip(paths)
-        .map(|((e, change), path)| name_output(e?, change?, settings, basis, path, destination))
+        .map(|((e, change), path)| {
+            let head = heads.next().flatten();
+            name_output(e?, change?, settings, basis, path, destination).map(|named| Named { head, ..named })
+        })
         .collect();
     refuse_collisions(&mut named, |n| n.dest.as_path(), paths);
     let work: Vec<(Result<Named, Error>, &PathBuf)> = named.into_iter().zip(paths).collect();
@@ -166,7 +185,7 @@ fn name_output(
     } else {
         dir.join(&file_name)
     };
-    Ok(Named { examined, change, tags, plan, dest })
+    Ok(Named { examined, change, tags, plan, dest, head: None })
 }
 
 /// Complete one wheel's plan (`repair` adds its edits) and write it.
@@ -177,7 +196,7 @@ fn write_one(
     job: Job,
     destination: &Destination,
 ) -> Result<RetagOutcome, Error> {
-    let Named { examined, change, tags, mut plan, dest } = named;
+    let Named { examined, change, tags, mut plan, dest, head } = named;
     let Examined { wheel, analysis, judgement } = &examined;
     let grafts = match job {
         Job::Repair => repair_edits(&mut plan, &examined, settings)?,
@@ -196,8 +215,17 @@ fn write_one(
         platform_tag: judgement.judged().map(|j| j.tag(j.verdict.overall).to_string()),
         symbol_tag: judgement.judged().map(|j| j.tag(j.verdict.symbol).to_string()),
     };
-    let output = place(&examined, &plan, settings, changed, path, &dest, destination)?;
+    let output = place(&examined, &plan, settings, changed, Placement { path, dest: &dest, destination, head })?;
     Ok(outcome(output))
+}
+
+/// Where a wheel's output goes: its input `path`, the output `dest`, the run's destination, and
+/// the members copied ahead of the analysis, if any.
+pub(super) struct Placement<'a> {
+    pub path: &'a Path,
+    pub dest: &'a Path,
+    pub destination: &'a Destination,
+    pub head: Option<HeadStart>,
 }
 
 /// Write a wheel's plan to `dest`. In place, only when the plan changes something (`None`: left
@@ -208,11 +236,10 @@ pub(super) fn place(
     plan: &Plan,
     settings: &Settings,
     changed: bool,
-    path: &Path,
-    dest: &Path,
-    destination: &Destination,
+    at: Placement<'_>,
 ) -> Result<Option<PathBuf>, Error> {
     let (wheel, digests, options) = (&examined.wheel, &examined.analysis.digests, &write_options(settings));
+    let Placement { path, dest, destination, head } = at;
     Ok(Some(match destination {
         Destination::InPlace if !changed => return Ok(None),
         Destination::InPlace => writer::write_in_place(wheel, plan, digests, options, path, dest)?,
@@ -221,7 +248,7 @@ pub(super) fn place(
                 return Err(Error::WouldOverwriteInput(dest.to_path_buf()));
             }
             if changed {
-                writer::write_wheel(wheel, plan, digests, options, dest, Commit::Replace, None)?
+                writer::write_wheel(wheel, plan, digests, options, dest, Commit::Replace, None, head)?
             } else {
                 writer::copy_wheel(path, dest, Commit::Replace, None)?
             }

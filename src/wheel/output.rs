@@ -213,6 +213,18 @@ impl TempOutput {
         &self.path
     }
 
+    /// Make the file become `dest` instead, in the same directory (the output's name became
+    /// known after the file was started), first removing what killed runs left for it.
+    pub fn retarget(&mut self, dest: &Path) -> Result<(), OutputError> {
+        if parent_dir(dest) != parent_dir(&self.dest) {
+            return Err(self.io_err(io::Error::other(format!("{} is not in the same directory", dest.display()))));
+        }
+        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        remove_leftovers(parent_dir(dest), &name, Leftover::File);
+        self.dest = dest.to_path_buf();
+        Ok(())
+    }
+
     /// A handle for writing (it shares the lock).
     pub fn file(&self) -> Result<File, OutputError> {
         self.lock.try_clone().map_err(|e| self.io_err(e))

@@ -8,6 +8,7 @@
 //! beside the destination and is renamed into place only when everything succeeded
 //! ([`crate::wheel::output`]).
 
+pub mod head_start;
 pub mod materialize;
 pub mod thin;
 
@@ -21,6 +22,7 @@ use crate::plan::Plan;
 use crate::wheel::output::{Commit, OutputError, TempOutput};
 use crate::wheel::zip::{Compressed, DosTime, Spilled, ZipWriter};
 use crate::wheel::{RecordEntry, RecordFile, Wheel};
+use head_start::HeadStart;
 use materialize::Made;
 
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +82,9 @@ enum Source {
 }
 
 /// Apply `plan` to `wheel` and write the result to `dest`. `digests` holds the sha256 of the
-/// input members the analysis hashed (by member index); `mode` replaces `0666 & ~umask`.
+/// input members the analysis hashed (by member index); `mode` replaces `0666 & ~umask`; `head`
+/// is a file already holding copies of the first members ([`head_start`]), to go on from.
+#[allow(clippy::too_many_arguments)]
 pub fn write_wheel(
     wheel: &Wheel,
     plan: &Plan,
@@ -89,6 +93,7 @@ pub fn write_wheel(
     dest: &Path,
     commit: Commit,
     mode: Option<u32>,
+    head: Option<HeadStart>,
 ) -> Result<PathBuf, WriteError> {
     let made = materialize::materialize(wheel, plan, options, crate::wheel::output::parent_dir(dest))?;
     let members = wheel.archive.members();
@@ -150,7 +155,7 @@ pub fn write_wheel(
         None => Source::Copy(members.iter().position(|m| *m.name == input_record).expect("RECORD is a member")),
     };
     order.push((output_record, record_source));
-    emit(order, Some(wheel), dest, commit, mode)
+    emit(order, Some(wheel), dest, commit, mode, head)
 }
 
 /// `--in-place`: replace the input (keeping its mode), or write the new name and remove the
@@ -176,10 +181,10 @@ pub fn write_in_place(
         return Err(replaced());
     }
     if dest == path {
-        return write_wheel(wheel, plan, digests, options, dest, Commit::ReplaceInput(identity), Some(mode));
+        return write_wheel(wheel, plan, digests, options, dest, Commit::ReplaceInput(identity), Some(mode), None);
     }
     let written =
-        write_wheel(wheel, plan, digests, options, dest, Commit::NoClobber, Some(mode)).map_err(|e| match e {
+        write_wheel(wheel, plan, digests, options, dest, Commit::NoClobber, Some(mode), None).map_err(|e| match e {
             WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => replaced(),
             e => e,
         })?;
@@ -351,7 +356,7 @@ pub fn write_new_wheel(dist_info: &str, members: &[(String, Vec<u8>)], dest: &Pa
         .chain(std::iter::once((record_path.as_str(), record_bytes.as_slice())))
         .map(|(name, data)| (name.to_string(), Source::New { mode: 0o644, time, compressed: Compressed::new(data, 6) }))
         .collect();
-    emit(order, None, dest, Commit::Replace, None)
+    emit(order, None, dest, Commit::Replace, None, None)
 }
 
 /// The RECORD row of a new member.
@@ -362,22 +367,41 @@ fn record_entry(name: &str, made: &Made<'_>) -> RecordEntry {
     }
 }
 
-/// Write the members in order to a temporary file beside `dest`, then move it into place.
+/// Write the members in order to a temporary file beside `dest` (or on from a head start's),
+/// then move it into place.
 fn emit(
     order: Vec<(String, Source)>,
     wheel: Option<&Wheel>,
     dest: &Path,
     commit: Commit,
     mode: Option<u32>,
+    head: Option<HeadStart>,
 ) -> Result<PathBuf, WriteError> {
-    let temp = TempOutput::create(dest)?;
     let io_err = |name: &str| {
         let name = name.to_string();
         let dest = dest.display().to_string();
         move |source: std::io::Error| WriteError::Io { path: format!("{dest} (member `{name}`)"), source }
     };
-    let mut zip = ZipWriter::new(temp.file()?);
-    for (name, source) in &order {
+    let (temp, mut zip, done) = match (head, wheel) {
+        (Some(mut head), Some(wheel)) if head.input == wheel.archive.zip.identity => {
+            // The members the head start copied as this order would copy them stay.
+            let members = wheel.archive.members();
+            let same = |((name, source), &index): (&(String, Source), &usize)| {
+                matches!(source, Source::Copy(i) if *i == index) && *name == *members[index].name
+            };
+            let kept = order.iter().zip(&head.copied).take_while(|&pair| same(pair)).count();
+            head.zip.truncate(kept).map_err(io_err("(the members copied ahead)"))?;
+            head.temp.retarget(dest)?;
+            crate::debug!("{}: {kept} member(s) were copied ahead", dest.display());
+            (head.temp, head.zip, kept)
+        }
+        _ => {
+            let temp = TempOutput::create(dest)?;
+            let zip = ZipWriter::new(temp.file()?);
+            (temp, zip, 0)
+        }
+    };
+    for (name, source) in &order[done..] {
         match source {
             Source::New { mode, time, compressed } => zip.add(name, *mode, *time, compressed).map_err(io_err(name))?,
             Source::Spilled { mode, time, spilled } => {
