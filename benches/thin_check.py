@@ -72,12 +72,22 @@ def decode_v3(bundle: bytes) -> bytes:
     return raw
 
 
-def with_bundler(work: Path, bundle: bytes):
+def listed(work: Path, bundle: bytes):
+    """What the bundler lists in a bundle."""
     (work / "b").write_bytes(bundle)
-    listed = subprocess.run([BUNDLER, "--list", "--type=o", f"--input={work / 'b'}"], capture_output=True, text=True,
-                            check=True).stdout.split()
+    return subprocess.run([BUNDLER, "--list", "--type=o", f"--input={work / 'b'}"], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def with_bundler(work: Path, bundle: bytes, targets):
+    """The code objects of `targets` (host entries, empty, left out), as the bundler unbundles
+    them. Only these: clang 19 cannot unbundle targets it does not know (gfx950)."""
+    (work / "b").write_bytes(bundle)
     out = {}
-    for target in listed:
+    for target in targets:
+        if target.startswith("host-"):
+            out[target] = b""
+            continue
         subprocess.run([BUNDLER, "--unbundle", "--type=o", f"--input={work / 'b'}", f"--output={work / 'o'}",
                         f"--targets={target}"], check=True)
         out[target] = (work / "o").read_bytes()
@@ -106,7 +116,9 @@ def main():
                 if kind == "ccob3":
                     eo, en = entries(decode_v3(o)), entries(decode_v3(n))
                 else:
-                    eo, en = with_bundler(work, o), with_bundler(work, n)
+                    kept_ids = listed(work, n)
+                    assert set(kept_ids) <= set(listed(work, o)), f"{name}: {kept_ids} not all in the original"
+                    eo, en = with_bundler(work, o, kept_ids), with_bundler(work, n, kept_ids)
                 kept = [e for e in en if not e.startswith("host-")]
                 assert kept and all(runs_on(e, target) for e in kept), f"{name}: kept {kept}"
                 assert all(en[e] == eo[e] for e in en), f"{name}: a kept code object differs"
