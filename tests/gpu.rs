@@ -415,3 +415,38 @@ fn device_code_files_are_recognised_by_content_not_name() {
     assert_eq!(gpu_of(&report, "k/archive.bin")["container"], "aotriton-archive");
     assert_eq!(report["gpu"].as_array().unwrap().len(), 4, "fake.co is no device code");
 }
+
+#[test]
+fn offload_bundles_in_data_sections_are_bundles_not_embedded_code_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundles: Vec<Vec<u8>> =
+        (0..3).map(|_| bundle_for(&[("gfx90a", 0x3f), ("gfx942", GFX942), ("gfx950", GFX950)], 4)).collect();
+    let host = host_with_data_bundles("_gen", &bundles, amdgpu_object(GFX942, 5));
+    let wheel = platform_wheel(dir.path(), "genk", vec![("p/_gen.so", host.clone())]);
+    let report = show_json(dir.path(), &wheel, &[]);
+    let gpu: Vec<&serde_json::Value> = report["gpu"].as_array().unwrap().iter().collect();
+    let of = |container: &str| gpu.iter().find(|g| g["container"] == container).unwrap_or_else(|| panic!("{report}"));
+    let bundled = of("bundle-in-data");
+    assert_eq!(bundled["objects"], 9, "{bundled}");
+    assert_eq!(strings(&bundled["targets"]), ["gfx90a", "gfx942", "gfx950"]);
+    assert!(bundled["notes"].to_string().contains("3 in `.rodata`"), "{bundled}");
+    // The string naming the magic is no bundle, and no problem: nothing unreadable.
+    assert!(!bundled["notes"].to_string().contains("entry"), "{bundled}");
+    // The code object outside the bundles is embedded; those inside are the bundles'.
+    assert_eq!(of("embedded-code-object")["objects"], 1);
+    assert_eq!(bundled["target_bytes"]["gfx942"]["objects"], 3);
+    // Streamed within a small budget, the same answer.
+    let big = platform_wheel(
+        dir.path(),
+        "genbig",
+        vec![("p/_gen.so", {
+            let mut host = host;
+            host.extend(vec![0u8; 3 << 20]);
+            host
+        })],
+    );
+    let streamed = show_json(dir.path(), &big, &["--memory", "2M"]);
+    let whole = show_json(dir.path(), &big, &["--memory", "1G"]);
+    assert_eq!(streamed["gpu"], whole["gpu"]);
+    assert_eq!(streamed["gpu"], report["gpu"]);
+}

@@ -543,3 +543,82 @@ fn thinning_copies_the_original_deflate_blocks_of_what_stays() {
     assert!(size(&from_deflated) < size(&deflated) / 2, "{} of {}", size(&from_deflated), size(&deflated));
     assert!(size(&from_deflated) < size(&from_stored) * 11 / 10);
 }
+
+/// The entry ids of every offload bundle in a section of `library` whose table reads (a string
+/// naming the magic is skipped), in order.
+fn bundle_ids_in(library: &[u8], section: &str) -> Vec<Vec<String>> {
+    use object::{Object, ObjectSection};
+    let file = object::File::parse(library).unwrap();
+    let data = file.section_by_name(section).unwrap().data().unwrap();
+    let magic = b"__CLANG_OFFLOAD_BUNDLE__";
+    let mut found = Vec::new();
+    for at in (0..data.len().saturating_sub(32)).filter(|&i| data[i..].starts_with(magic)) {
+        let count = u64::from_le_bytes(data[at + 24..at + 32].try_into().unwrap()) as usize;
+        if count == 0 || count > 64 {
+            continue;
+        }
+        let (mut p, mut ids) = (at + 32, Vec::new());
+        for _ in 0..count {
+            let len = u64::from_le_bytes(data[p + 16..p + 24].try_into().unwrap()) as usize;
+            ids.push(String::from_utf8_lossy(&data[p + 24..p + 24 + len]).into_owned());
+            p += 24 + len;
+        }
+        found.push(ids);
+    }
+    found
+}
+
+#[test]
+fn bundles_in_a_data_section_are_thinned_where_they_lie() {
+    use support::gpugen::{GFX942, GFX950, host_with_data_bundles};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bundles: Vec<Vec<u8>> =
+        (0..3).map(|_| bundle_for(&[("gfx90a", 0x3f), ("gfx942", GFX942), ("gfx950", GFX950)], 4)).collect();
+    let host = host_with_data_bundles("_gen", &bundles, amdgpu_object(GFX950, 5));
+    let wheel = WheelSpec::new("genk", "1.0", "cp312-cp312-linux_x86_64")
+        .file("genk/_gen.so", host.clone())
+        .write(&d.join("in"));
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let thinned = d.join("out").join(wheel.file_name().unwrap());
+    assert_true_record(&thinned);
+    let after = member(&thinned, "genk/_gen.so");
+    assert_eq!(after.len(), host.len(), "the library keeps its size");
+    let before_ids = bundle_ids_in(&host, ".rodata");
+    let after_ids = bundle_ids_in(&after, ".rodata");
+    assert_eq!(before_ids.len(), 3, "{before_ids:?}");
+    assert_eq!(after_ids.len(), 3, "every bundle stays where it was: {after_ids:?}");
+    for ids in &after_ids {
+        assert_eq!(ids, &["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx942"]);
+    }
+    let report = support::show_json(d, &thinned, &[]);
+    let gpu = report["gpu"].as_array().unwrap();
+    let bundled = gpu.iter().find(|g| g["container"] == "bundle-in-data").unwrap();
+    assert_eq!(bundled["targets"], serde_json::json!(["gfx942"]));
+    assert_eq!(bundled["objects"], 3);
+    // The code object outside the bundles is left as it is, and listed.
+    let lone = gpu.iter().find(|g| g["container"] == "embedded-code-object").unwrap();
+    assert_eq!(lone["targets"], serde_json::json!(["gfx950"]));
+    assert!(stdout(&out).contains("genk/_gen.so: left as it is (embedded-code-object): gfx950"), "{}", stdout(&out));
+}
+
+#[test]
+fn bundles_in_hccs_kernel_section_are_listed_and_left_as_they_are() {
+    use support::gpugen::{GFX942, GFX950, host_with_bundles_in};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bundles: Vec<Vec<u8>> = (0..2).map(|_| bundle_for(&[("gfx90a", 0x3f), ("gfx942", GFX942)], 2)).collect();
+    let host = host_with_bundles_in(".kernel", "_hcc", &bundles, amdgpu_object(GFX950, 2));
+    let wheel =
+        WheelSpec::new("hcck", "1.0", "cp37-cp37m-linux_x86_64").file("hcck/_hcc.so", host).write(&d.join("in"));
+    let report = support::show_json(d, &wheel, &[]);
+    let bundled = report["gpu"].as_array().unwrap().iter().find(|g| g["container"] == "bundle-in-data").unwrap();
+    assert_eq!(bundled["objects"], 4, "{bundled}");
+    assert!(bundled["notes"].to_string().contains("HCC"), "{bundled}");
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("hcck/_hcc.so: left as it is (bundle-in-data): gfx90a gfx942"), "{}", stdout(&out));
+    let copied = d.join("out").join(wheel.file_name().unwrap());
+    assert_eq!(std::fs::read(copied).unwrap(), std::fs::read(&wheel).unwrap(), "copied byte for byte");
+}

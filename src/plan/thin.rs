@@ -71,20 +71,13 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, prune_files: bool, 
                     unreadable.push((code.file.clone(), problem.to_string()));
                     continue;
                 }
-                let Some(range) = bundle_range(wheel, analysis, code) else {
+                let ranges = bundle_ranges(wheel, analysis, code);
+                if ranges.is_empty() {
                     left.push(code.clone());
                     continue;
-                };
+                }
                 if !file_cut.dropped.is_empty() {
-                    let change = ThinChange {
-                        member: code.file.clone(),
-                        ranges: vec![range],
-                        keep: keep.clone(),
-                        expected: file_cut.clone(),
-                        copy: analysis.bundled_copies.get(&code.file).cloned(),
-                    };
-                    plan.replace
-                        .insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });
+                    add_change(&mut plan, code, ranges, keep, &file_cut, analysis);
                 }
                 cut.push(file_cut);
             }
@@ -114,15 +107,45 @@ fn cut_of(code: &GpuCode, keep: &Keep) -> FileCut {
     cut
 }
 
-/// The byte range of a member that holds its bundles: the `.hip_fatbin` section of a host
-/// binary, the whole of a bundle file.
-fn bundle_range(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Option<(u64, u64)> {
-    if code.container == Container::HipFatbin {
-        let member = analysis.elf.iter().find(|m| m.path == code.file)?;
-        let section = member.facts.section(".hip_fatbin").filter(|s| s.kind != 8)?;
-        return Some((section.offset, section.offset.checked_add(section.size)?));
+/// Rewrite the bundles of `ranges` in `code`'s file. A host binary with bundles both in
+/// `.hip_fatbin` and in its data is one change of all of them, expecting both cuts.
+fn add_change(
+    plan: &mut Plan,
+    code: &GpuCode,
+    ranges: Vec<(u64, u64)>,
+    keep: &Keep,
+    file_cut: &FileCut,
+    analysis: &Analysis,
+) {
+    if let Some(NewMember { content: Content::Thin(change), .. }) = plan.replace.get_mut(&code.file) {
+        change.ranges.extend(ranges);
+        change.ranges.sort_unstable();
+        Count::sum_into(&mut change.expected.kept, file_cut.kept.clone());
+        Count::sum_into(&mut change.expected.dropped, file_cut.dropped.clone());
+        return;
     }
-    Some((0, wheel.archive.member(&code.file)?.size))
+    let change = ThinChange {
+        member: code.file.clone(),
+        ranges,
+        keep: keep.clone(),
+        expected: file_cut.clone(),
+        copy: analysis.bundled_copies.get(&code.file).cloned(),
+    };
+    plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });
+}
+
+/// The byte ranges of a member that hold its bundles: the `.hip_fatbin` section of a host
+/// binary, each bundle in its data, the whole of a bundle file.
+fn bundle_ranges(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Vec<(u64, u64)> {
+    match code.container {
+        Container::HipFatbin => {
+            let member = analysis.elf.iter().find(|m| m.path == code.file);
+            let section = member.and_then(|m| m.facts.section(".hip_fatbin")).filter(|s| s.kind != 8);
+            section.and_then(|s| Some((s.offset, s.offset.checked_add(s.size)?))).into_iter().collect()
+        }
+        Container::BundleInData => code.bundle_spans.clone(),
+        _ => wheel.archive.member(&code.file).map(|m| (0, m.size)).into_iter().collect(),
+    }
 }
 
 /// The requested targets that no code object of the wheel (in any container) runs on.

@@ -235,6 +235,25 @@ pub fn host_with_embedded(module: &str, objects: &[Vec<u8>], fakes: usize) -> Ve
     ElfSpec { sections: vec![section(".rodata", 1, rodata)], ..ElfSpec::extension(module) }.build()
 }
 
+/// A host shared object whose `.rodata` holds `bundles` at unaligned offsets, as tensorflow-rocm
+/// keeps its generated kernels, between a string that names the bundle magic (as code that reads
+/// bundles has) and, after them, one code object with no bundle around it (`lone`).
+pub fn host_with_data_bundles(module: &str, bundles: &[Vec<u8>], lone: Vec<u8>) -> Vec<u8> {
+    host_with_bundles_in(".rodata", module, bundles, lone)
+}
+
+/// [`host_with_data_bundles`] with the data in a section of another name (`.kernel`: HCC's).
+pub fn host_with_bundles_in(section_name: &str, module: &str, bundles: &[Vec<u8>], lone: Vec<u8>) -> Vec<u8> {
+    let mut rodata = b"some constant strings\0__CLANG_OFFLOAD_BUNDLE__\0not a table at all".to_vec();
+    for bundle in bundles {
+        rodata.extend(b"\0\0\0");
+        rodata.extend(bundle);
+    }
+    rodata.extend(b"\0\0\0\0\0\0\0\0");
+    rodata.extend(lone);
+    ElfSpec { sections: vec![section(section_name, 1, rodata)], ..ElfSpec::extension(module) }.build()
+}
+
 /// An AOTriton kernel archive: `AKS2`, total size, kernel count, directory size, then an xz
 /// stream of the directory (five u32 and a NUL-terminated name per kernel) and the images.
 /// An empty image is a kernel that did not compile.

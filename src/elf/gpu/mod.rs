@@ -58,6 +58,9 @@ pub enum Container {
     NvFatbin,
     /// Complete AMDGPU code objects embedded in a host binary's data, with no bundle around them.
     EmbeddedCodeObject,
+    /// Offload bundles in a host binary's data sections, outside `.hip_fatbin` (loaded by
+    /// pointer: tensorflow-rocm's generated kernels in `.rodata`).
+    BundleInData,
     /// An AOTriton kernel archive (`AKS2`): an xz stream of code objects.
     AotritonArchive,
     /// A Windows PE/COFF binary whose `.hip_fat` section holds bundles.
@@ -67,7 +70,13 @@ pub enum Container {
 impl Container {
     /// Whether its device code lies in offload bundles (what `thin` rewrites).
     pub fn holds_bundles(self) -> bool {
-        matches!(self, Container::HipFatbin | Container::OffloadBundle | Container::CompressedOffloadBundle)
+        matches!(
+            self,
+            Container::HipFatbin
+                | Container::OffloadBundle
+                | Container::CompressedOffloadBundle
+                | Container::BundleInData
+        )
     }
 }
 
@@ -92,6 +101,10 @@ pub struct GpuCode {
     /// note: a file `thin` must not rewrite.
     #[serde(skip)]
     pub bundle_problems: Vec<String>,
+    /// Where the bundles lie in the file, [start, end), when they are not a section of their own
+    /// ([`Container::BundleInData`]): what `thin` rewrites.
+    #[serde(skip)]
+    pub bundle_spans: Vec<(u64, u64)>,
 }
 
 impl GpuCode {
@@ -105,6 +118,7 @@ impl GpuCode {
             target_bytes: Default::default(),
             notes: Vec::new(),
             bundle_problems: Vec::new(),
+            bundle_spans: Vec::new(),
         }
     }
 
@@ -406,25 +420,68 @@ pub fn host_binary_view<V: FileView + ?Sized>(
     } else if let Some(code) = fatbins {
         found.push(code);
     }
-    found.extend(embedded_code_objects(file, facts, view.len(), hits));
+    let (bundles, bundled) = bundles_in_data(file, facts, view.len(), hits);
+    found.extend(embedded_code_objects(file, facts, view.len(), hits, &bundled));
+    found.extend(bundles);
     found
+}
+
+/// The data sections of a host binary where device code may lie outside its own sections: not
+/// code, not `.hip_fatbin` or `.nv_fatbin`, with bytes in the file: (start, end, name).
+fn data_sections(facts: &ElfFacts, len: u64, min_size: u64) -> impl Iterator<Item = (u64, u64, &str)> {
+    const SHF_EXECINSTR: u64 = 4;
+    facts.sections.iter().filter_map(move |s| {
+        let end = s.offset.saturating_add(s.size);
+        let device_section = matches!(s.name.as_str(), ".hip_fatbin" | ".nv_fatbin");
+        let skip = s.kind == 8 || s.flags & SHF_EXECINSTR != 0 || device_section || end > len || s.size < min_size;
+        (!skip).then_some((s.offset, end, s.name.as_str()))
+    })
+}
+
+/// Offload bundles in the data sections of a host binary (outside `.hip_fatbin`), each
+/// validated by its table ([`scan::Hits::bundles_in_data`]): one [`GpuCode`] for those `thin`
+/// rewrites where they lie (loaded by pointer, each parsed by its table), another for those in
+/// `.kernel`, HCC's section (ROCm 2 and earlier), left as they are: HCC's runtime finds them
+/// itself, and whether a bundle grown shorter would still be found is not known here.
+/// Also every bundle's [start, end), sorted.
+fn bundles_in_data(file: &str, facts: &ElfFacts, len: u64, hits: &scan::Hits) -> (Vec<GpuCode>, Vec<(u64, u64)>) {
+    let (mut found, mut all) = (Vec::new(), Vec::new());
+    for hcc in [false, true] {
+        let mut code = GpuCode::new(file, Container::BundleInData);
+        let (mut places, mut spans) = (Vec::new(), Vec::new());
+        for (start, end, name) in data_sections(facts, len, 32).filter(|(_, _, name)| (*name == ".kernel") == hcc) {
+            let here = hits.bundles_in_data(start, end, &mut code);
+            if !here.is_empty() {
+                places.push(format!("{} in `{name}`", here.len()));
+                spans.extend(here);
+            }
+        }
+        if spans.is_empty() {
+            continue;
+        }
+        all.extend(&spans);
+        code.notes.push(format!("offload bundles outside .hip_fatbin: {}", places.join(", ")));
+        if hcc {
+            code.notes.push("`.kernel` is HCC's (ROCm 2 and earlier), whose runtime finds these bundles itself: `thin` leaves them as they are".into());
+        } else {
+            spans.sort_unstable();
+            code.bundle_spans = spans;
+        }
+        found.push(code.finish());
+    }
+    all.sort_unstable();
+    (found, all)
 }
 
 /// NVIDIA fatbins in the data of a host binary outside `.nv_fatbin` (CUPTI keeps its kernels in
 /// `.rodata`, bitsandbytes its PTX in `__nv_relfatbin`), each validated by its header.
 fn fatbins_in_data(file: &str, facts: &ElfFacts, len: u64, hits: &scan::Hits) -> Option<GpuCode> {
-    const SHF_EXECINSTR: u64 = 4;
     let mut code = GpuCode::new(file, Container::NvFatbin);
     let mut places: Vec<String> = Vec::new();
-    for s in &facts.sections {
-        let end = s.offset.saturating_add(s.size);
-        let device_section = matches!(s.name.as_str(), ".hip_fatbin" | ".nv_fatbin");
-        if s.kind == 8 || s.flags & SHF_EXECINSTR != 0 || device_section || end > len || s.size < 32 {
-            continue;
-        }
-        let n = hits.nv_fatbins_in_data(s.offset, end, &mut code);
+    for (start, end, name) in data_sections(facts, len, 32) {
+        let n = hits.nv_fatbins_in_data(start, end, &mut code);
         if n > 0 {
-            places.push(format!("{n} in `{}`", s.name));
+            places.push(format!("{n} in `{name}`"));
         }
     }
     if code.objects == 0 {
@@ -435,18 +492,19 @@ fn fatbins_in_data(file: &str, facts: &ElfFacts, len: u64, hits: &scan::Hits) ->
 }
 
 /// Whole AMDGPU code objects inside the data sections of a host binary (not in its code, not in
-/// a `.hip_fatbin`, whose bundles count them), each validated by its header.
-fn embedded_code_objects(file: &str, facts: &ElfFacts, len: u64, hits: &scan::Hits) -> Option<GpuCode> {
-    const SHF_EXECINSTR: u64 = 4;
+/// a bundle, whose table counts them), each validated by its header. `bundled`: the bundles
+/// found in the data, sorted.
+fn embedded_code_objects(
+    file: &str,
+    facts: &ElfFacts,
+    len: u64,
+    hits: &scan::Hits,
+    bundled: &[(u64, u64)],
+) -> Option<GpuCode> {
     let mut code = GpuCode::new(file, Container::EmbeddedCodeObject);
     let mut rejected = 0;
-    for s in &facts.sections {
-        let end = s.offset.saturating_add(s.size);
-        let device_section = matches!(s.name.as_str(), ".hip_fatbin" | ".nv_fatbin");
-        if s.kind == 8 || s.flags & SHF_EXECINSTR != 0 || device_section || end > len || s.size < 64 {
-            continue;
-        }
-        rejected += hits.code_objects(s.offset, end, &mut code);
+    for (start, end, _) in data_sections(facts, len, 64) {
+        rejected += hits.code_objects(start, end, bundled, &mut code);
     }
     if code.objects == 0 {
         return None;

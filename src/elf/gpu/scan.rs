@@ -590,9 +590,9 @@ impl Hits {
     pub fn of_sections(data: &[u8], facts: &ElfFacts) -> Hits {
         let mut hits = Vec::new();
         const SHF_EXECINSTR: u64 = 4;
-        // Data sections may hold code objects without a bundle, and fatbins outside
-        // `.nv_fatbin` (`.rodata`, `__nv_relfatbin`).
-        let code_objects = Patterns { code_objects: true, nv_fatbins: true, ..Patterns::NONE };
+        // Data sections may hold bundles and code objects outside `.hip_fatbin`, and fatbins
+        // outside `.nv_fatbin` (`.rodata`, `__nv_relfatbin`).
+        let code_objects = Patterns { bundles: true, code_objects: true, nv_fatbins: true, ..Patterns::NONE };
         for s in &facts.sections {
             let patterns = match s.name.as_str() {
                 ".hip_fatbin" | ".nv_fatbin" => Patterns::HOST,
@@ -669,6 +669,35 @@ impl Hits {
         }
     }
 
+    /// Offload bundles in a host binary's data outside `.hip_fatbin` (tensorflow-rocm keeps the
+    /// kernels it generates in `.rodata`, loaded by pointer), found by their magic: only those
+    /// whose entry table reads, whose payloads lie after it, apart and within the range, and that
+    /// hold a code object count (a string naming the magic, in code that reads bundles, is none).
+    /// Returns each one's [start, end).
+    pub fn bundles_in_data(&self, start: u64, end: u64, code: &mut GpuCode) -> Vec<(u64, u64)> {
+        let mut spans = Vec::new();
+        let mut at = start;
+        for hit in self.within(start, end) {
+            let Hit::Bundle { at: base, table, headers } = hit else { continue };
+            if *base < at || !payloads_apart(table) {
+                continue;
+            }
+            let mut one = GpuCode::new(&code.file, code.container);
+            let Ok(len) = read_bundle(*base, table, headers, end, &mut one) else { continue };
+            if one.objects == 0 || !one.bundle_problems.is_empty() {
+                continue;
+            }
+            code.objects += one.objects;
+            code.targets.extend(one.targets);
+            code.code_object_versions.extend(one.code_object_versions);
+            super::Count::sum_into(&mut code.target_bytes, one.target_bytes);
+            code.notes.extend(one.notes);
+            spans.push((*base, base + len));
+            at = base + len;
+        }
+        spans
+    }
+
     /// Read the NVIDIA fatbins of the file range [start, end) into `code`.
     pub fn nv_fatbins(&self, start: u64, end: u64, code: &mut GpuCode) {
         self.read_fatbins(start, end, code, false);
@@ -723,13 +752,18 @@ impl Hits {
     }
 
     /// The code objects embedded in [start, end) into `code`, each validated by its header and
-    /// skipped over as a whole (an ELF magic inside one is not another); returns how many ELF
-    /// magics there are no code object.
-    pub fn code_objects(&self, start: u64, end: u64, code: &mut GpuCode) -> usize {
+    /// skipped over as a whole (an ELF magic inside one is not another), those inside the
+    /// bundles `bundled` (sorted) left to them; returns how many ELF magics there are no code
+    /// object.
+    pub fn code_objects(&self, start: u64, end: u64, bundled: &[(u64, u64)], code: &mut GpuCode) -> usize {
         let (mut at, mut rejected) = (start, 0);
+        let in_bundle = |offset: u64| {
+            let i = bundled.partition_point(|&(_, to)| to <= offset);
+            bundled.get(i).is_some_and(|&(from, _)| from <= offset)
+        };
         for hit in self.within(start, end) {
             let Hit::Elf { at: hit_at, header } = hit else { continue };
-            if *hit_at < at {
+            if *hit_at < at || in_bundle(*hit_at) {
                 continue;
             }
             match super::embedded_object(header, end - hit_at) {
@@ -763,6 +797,20 @@ impl Hits {
 
 /// One uncompressed bundle whose magic is at `at`, read up to the range's `end`: returns its
 /// length (the end of its last entry) so the reading continues after it.
+/// Whether the payloads of a bundle's entry table lie after the table and apart (as every
+/// bundle clang writes has them, and as `thin` needs them); false when the table does not read.
+fn payloads_apart(table: &[u8]) -> bool {
+    let Ok(entries) = super::bundle_table(table) else { return false };
+    let mut payloads: Vec<(u64, u64)> = entries.iter().filter(|e| e.size > 0).map(|e| (e.offset, e.size)).collect();
+    payloads.sort_unstable();
+    let mut previous_end = 32 + entries.iter().map(|e| 24 + e.id.len() as u64).sum::<u64>();
+    payloads.iter().all(|&(offset, size)| {
+        let fits = offset >= previous_end;
+        previous_end = offset.saturating_add(size);
+        fits
+    })
+}
+
 fn read_bundle(
     at: u64,
     table: &[u8],
