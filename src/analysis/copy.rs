@@ -102,6 +102,11 @@ impl HoledCopy<'_> {
         Ok(BundledCopy { file: self.file, holes: self.holes, marks: self.marks })
     }
 
+    /// The ranges it will not hold from `at` on, as known so far (payloads of tables read).
+    pub fn holes_from(&self, at: u64) -> Vec<(u64, u64)> {
+        self.holes.within(at, u64::MAX)
+    }
+
     /// Where the member's deflate blocks start (from the inflater that gave the bytes).
     pub fn set_marks(&mut self, marks: Option<BlockMarks>) {
         self.marks = marks;

@@ -198,6 +198,8 @@ fn stream_hashing(
         }
         if let Some(c) = copy.as_deref_mut() {
             std::io::Write::write_all(c, data).map_err(|e| stream_error(member, &e))?;
+            // What the copy leaves out needs no block marks: inflated without stopping.
+            reader.set_quiet(c.holes_from(pos + len as u64));
         }
         let seen_here = learn.look(pos, data);
         wanted.extend(seen_here);

@@ -435,6 +435,13 @@ impl MemberStream<'_> {
         }
     }
 
+    /// Content ranges where the marking inflater needs no marks (what a copy leaves out).
+    pub fn set_quiet(&mut self, ranges: Vec<(u64, u64)>) {
+        if let Some(Inflater::Marking(inflate)) = &mut self.inflate {
+            inflate.set_quiet(ranges);
+        }
+    }
+
     /// The parallel decoder failed after `produced` bytes: inflate in one stream from the
     /// start, the bytes already given dropped, so that the one-stream path has the last word.
     fn fall_back(&mut self, error: &io::Error) -> io::Result<()> {
