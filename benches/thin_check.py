@@ -95,7 +95,9 @@ def with_bundler(work: Path, bundle: bytes, targets):
 
 
 def runs_on(entry: str, target: str) -> bool:
-    processor = entry.split("--")[-1].split(":")[0]
+    # `hipv4-amdgcn-amd-amdhsa--gfx942:xnack-`, or ROCm 4 and earlier `hip-amdgcn-amd-amdhsa-gfx906`.
+    target_id = entry.split("--")[-1] if "--" in entry else entry.rsplit("-", 1)[-1]
+    processor = target_id.split(":")[0]
     return processor == target or processor.endswith("-generic")
 
 
