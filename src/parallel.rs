@@ -64,12 +64,12 @@ pub fn largest_first<R: Send, E: Send>(
 /// time of the longer rather than of both. `consume` has seen every buffer when this returns.
 pub fn beside<R>(depth: usize, mut consume: impl FnMut(&[u8]) + Send, produce: impl FnOnce(&mut Handoff) -> R) -> R {
     use std::sync::mpsc;
-    let (to_consumer, from_producer) = mpsc::sync_channel::<(Vec<u8>, usize)>(depth);
+    let (to_consumer, from_producer) = mpsc::sync_channel::<(Vec<u8>, usize, usize)>(depth);
     let (to_producer, spent) = mpsc::channel::<Vec<u8>>();
     std::thread::scope(|scope| {
         scope.spawn(move || {
-            for (buf, len) in from_producer {
-                consume(&buf[..len]);
+            for (buf, from, to) in from_producer {
+                consume(&buf[from..to]);
                 // The producer may have finished and gone: then the buffer is simply dropped.
                 let _ = to_producer.send(buf);
             }
@@ -101,7 +101,7 @@ pub fn while_running<A: Send, B>(
 
 /// The producer's end of [`beside`].
 pub struct Handoff {
-    to_consumer: Option<std::sync::mpsc::SyncSender<(Vec<u8>, usize)>>,
+    to_consumer: Option<std::sync::mpsc::SyncSender<(Vec<u8>, usize, usize)>>,
     spent: std::sync::mpsc::Receiver<Vec<u8>>,
 }
 
@@ -110,17 +110,23 @@ impl Handoff {
     /// buffer of the same length to fill next: a spent one, or a new one.
     pub fn pass(&mut self, buf: Vec<u8>, len: usize) -> Vec<u8> {
         let size = buf.len();
-        if let Some(queue) = &self.to_consumer {
-            // The consumer ends only when the queue closes, so the send cannot fail.
-            let _ = queue.send((buf, len));
-        }
-        match self.spent.try_recv() {
-            Ok(mut spent) => {
+        match self.pass_range(buf, 0..len) {
+            Some(mut spent) => {
                 spent.resize(size, 0);
                 spent
             }
-            Err(_) => vec![0u8; size],
+            None => vec![0u8; size],
         }
+    }
+
+    /// Hand `buf[range]` over (waiting while the queue is full); a spent buffer back, when one
+    /// has come back.
+    pub fn pass_range(&mut self, buf: Vec<u8>, range: std::ops::Range<usize>) -> Option<Vec<u8>> {
+        if let Some(queue) = &self.to_consumer {
+            // The consumer ends only when the queue closes, so the send cannot fail.
+            let _ = queue.send((buf, range.start, range.end));
+        }
+        self.spent.try_recv().ok()
     }
 }
 

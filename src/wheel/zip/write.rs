@@ -104,91 +104,158 @@ impl Spilled {
         reuse: Option<&Reuse<'_>>,
         source: Source<'_>,
     ) -> io::Result<Spilled> {
+        // Content read into buffers of its own is hashed on a thread beside the reads and the
+        // deflate: with the original's blocks copied, one large member's sha256 is most of its
+        // writing, and would otherwise leave the other cores idle.
+        let beside = matches!(source, Source::Reader(_)) && len >= HASH_BESIDE_MIN && rayon::current_num_threads() > 1;
+        Spilled::hashed(len, level, dir, reuse, source, beside)
+    }
+
+    /// [`Spilled::from_blocks`], its content hashed beside when `beside` (the same result).
+    fn hashed(
+        len: u64,
+        level: u32,
+        dir: &Path,
+        reuse: Option<&Reuse<'_>>,
+        source: Source<'_>,
+        beside: bool,
+    ) -> io::Result<Spilled> {
         use sha2::Digest;
         let mut crc = libdeflater::Crc::new();
         let mut sha = sha2::Sha256::new();
-        let file = tempfile::tempfile_in(dir)?;
         let method = if level == 0 { Method::Stored } else { Method::Deflated };
-        let mut writer = BufWriter::with_capacity(1 << 20, file);
-        let runs = match reuse {
-            Some(reuse) if level > 0 => &reuse.runs[..],
-            _ => &[],
+        let (file, compressed_size) = if beside {
+            let digest = |bytes: &[u8]| {
+                crc.update(bytes);
+                sha.update(bytes);
+            };
+            crate::parallel::beside(2, digest, |handoff| {
+                write_pieces(len, level, dir, reuse, &source, &mut Hashing::Beside(handoff))
+            })?
+        } else {
+            write_pieces(len, level, dir, reuse, &source, &mut Hashing::Here(&mut crc, &mut sha))?
         };
-        let pieces = pieces(len, runs);
-        let in_flight = 2 * rayon::current_num_threads();
-        // Buffers of read content, used again window after window rather than allocated (a
-        // large allocation is a fresh mapping, faulted in and zeroed, every time).
-        let mut spare: Vec<Vec<u8>> = Vec::new();
-        let mut first = 0;
-        while first < pieces.len() {
-            let window = &pieces[first..pieces.len().min(first + in_flight)];
-            // Each piece to deflate with the window before it (its dictionary), read in order;
-            // the content of a reused run only hashed.
-            let mut inputs = Vec::with_capacity(window.len());
-            for piece in window {
-                match *piece {
-                    Piece::Deflate { start, end } => {
-                        let dict = if level == 0 { 0 } else { (WINDOW as u64).min(start) };
-                        let bytes = source.read(start - dict, end, &mut spare)?;
-                        crc.update(&bytes[dict as usize..]);
-                        sha.update(&bytes[dict as usize..]);
-                        inputs.push(Some((bytes, dict as usize)));
-                    }
-                    Piece::Reuse(run) => {
-                        let reuse = reuse.expect("runs come from a reuse");
-                        for (from, to, expected) in run.parts(reuse.marks) {
-                            let mut part_crc = libdeflater::Crc::new();
-                            let mut at = from;
-                            while at < to {
-                                let end = to.min(at + BLOCK as u64);
-                                let bytes = source.read(at, end, &mut spare)?;
-                                crc.update(&bytes);
-                                sha.update(&bytes);
-                                part_crc.update(&bytes);
-                                source.give_back(bytes, &mut spare);
-                                at = end;
-                            }
-                            if part_crc.sum() != expected {
-                                return Err(io::Error::other(ReuseMismatch { from, to }));
-                            }
-                        }
-                        inputs.push(None);
-                    }
-                }
-            }
-            if level == 0 {
-                for (bytes, _) in inputs.iter().flatten() {
-                    writer.write_all(bytes)?;
-                }
-            } else {
-                let compress = |input: &Option<(std::borrow::Cow<'_, [u8]>, usize)>| {
-                    input.as_ref().map(|(bytes, dict)| deflate_block(bytes, *dict, level.min(9))).transpose()
-                };
-                let deflated = crate::parallel::map(&inputs, compress);
-                for (piece, block) in window.iter().zip(deflated) {
-                    match (piece, block?) {
-                        (_, Some(block)) => writer.write_all(&block)?,
-                        (Piece::Reuse(run), None) => {
-                            let reuse = reuse.expect("runs come from a reuse");
-                            super::blocks::copy_run(run, reuse.read_original, &mut writer)?;
-                        }
-                        (Piece::Deflate { .. }, None) => unreachable!("every piece to deflate is deflated"),
-                    }
-                }
-            }
-            for (bytes, _) in inputs.into_iter().flatten() {
-                source.give_back(bytes, &mut spare);
-            }
-            first += window.len();
-        }
-        if level > 0 {
-            // An empty final block with fixed codes: the stream's end.
-            writer.write_all(&[0x03, 0x00])?;
-        }
-        let file = writer.into_inner().map_err(|e| e.into_error())?;
-        let compressed_size = file.metadata()?.len();
         Ok(Spilled { file, method, crc32: crc.sum(), size: len, compressed_size, sha256: sha.finalize().into() })
     }
+}
+
+/// Members at least this large, read by position, are hashed beside their deflate.
+const HASH_BESIDE_MIN: u64 = 64 << 20;
+
+/// Where a new member's CRC-32 and sha256 are computed: here, or on the thread beside.
+enum Hashing<'a> {
+    Here(&'a mut libdeflater::Crc, &'a mut sha2::Sha256),
+    Beside(&'a mut crate::parallel::Handoff),
+}
+
+impl Hashing<'_> {
+    /// Hash `bytes[from..]`, the next content; the buffer goes back to `spare` when done with.
+    fn take(&mut self, bytes: std::borrow::Cow<'_, [u8]>, from: usize, spare: &mut Vec<Vec<u8>>) {
+        use sha2::Digest;
+        match (self, bytes) {
+            (Hashing::Beside(handoff), std::borrow::Cow::Owned(buf)) => {
+                let len = buf.len();
+                spare.extend(handoff.pass_range(buf, from..len));
+            }
+            (Hashing::Beside(_), std::borrow::Cow::Borrowed(_)) => unreachable!("content beside is read into buffers"),
+            (Hashing::Here(crc, sha), bytes) => {
+                crc.update(&bytes[from..]);
+                sha.update(&bytes[from..]);
+                if let std::borrow::Cow::Owned(buf) = bytes {
+                    spare.push(buf);
+                }
+            }
+        }
+    }
+}
+
+/// Deflate the content in pieces (reused runs copied) into a new file in `dir`, each piece's
+/// content given to `hashing` in order: the file and its length.
+fn write_pieces(
+    len: u64,
+    level: u32,
+    dir: &Path,
+    reuse: Option<&Reuse<'_>>,
+    source: &Source<'_>,
+    hashing: &mut Hashing<'_>,
+) -> io::Result<(File, u64)> {
+    let mut writer = BufWriter::with_capacity(1 << 20, tempfile::tempfile_in(dir)?);
+    let runs = match reuse {
+        Some(reuse) if level > 0 => &reuse.runs[..],
+        _ => &[],
+    };
+    let pieces = pieces(len, runs);
+    let in_flight = 2 * rayon::current_num_threads();
+    // Buffers of read content, used again window after window rather than allocated (a
+    // large allocation is a fresh mapping, faulted in and zeroed, every time).
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let mut first = 0;
+    while first < pieces.len() {
+        // A few pieces to deflate in parallel, or one reused run: content is hashed in order.
+        let deflating =
+            pieces[first..].iter().take(in_flight).take_while(|p| matches!(p, Piece::Deflate { .. })).count();
+        let window = &pieces[first..first + deflating.max(1)];
+        // Each piece to deflate with the window before it (its dictionary), read in order; the
+        // content of a reused run only hashed, and checked against the original's.
+        let mut inputs = Vec::with_capacity(window.len());
+        for piece in window {
+            match *piece {
+                Piece::Deflate { start, end } => {
+                    let dict = if level == 0 { 0 } else { (WINDOW as u64).min(start) };
+                    inputs.push(Some((source.read(start - dict, end, &mut spare)?, dict as usize)));
+                }
+                Piece::Reuse(run) => {
+                    let reuse = reuse.expect("runs come from a reuse");
+                    for (from, to, expected) in run.parts(reuse.marks) {
+                        let mut part_crc = libdeflater::Crc::new();
+                        let mut at = from;
+                        while at < to {
+                            let end = to.min(at + BLOCK as u64);
+                            let bytes = source.read(at, end, &mut spare)?;
+                            part_crc.update(&bytes);
+                            hashing.take(bytes, 0, &mut spare);
+                            at = end;
+                        }
+                        if part_crc.sum() != expected {
+                            return Err(io::Error::other(ReuseMismatch { from, to }));
+                        }
+                    }
+                    inputs.push(None);
+                }
+            }
+        }
+        if level == 0 {
+            for (bytes, _) in inputs.iter().flatten() {
+                writer.write_all(bytes)?;
+            }
+        } else {
+            let compress = |input: &Option<(std::borrow::Cow<'_, [u8]>, usize)>| {
+                input.as_ref().map(|(bytes, dict)| deflate_block(bytes, *dict, level.min(9))).transpose()
+            };
+            let deflated = crate::parallel::map(&inputs, compress);
+            for (piece, block) in window.iter().zip(deflated) {
+                match (piece, block?) {
+                    (_, Some(block)) => writer.write_all(&block)?,
+                    (Piece::Reuse(run), None) => {
+                        let reuse = reuse.expect("runs come from a reuse");
+                        super::blocks::copy_run(run, reuse.read_original, &mut writer)?;
+                    }
+                    (Piece::Deflate { .. }, None) => unreachable!("every piece to deflate is deflated"),
+                }
+            }
+        }
+        for (bytes, dict) in inputs.into_iter().flatten() {
+            hashing.take(bytes, dict, &mut spare);
+        }
+        first += window.len();
+    }
+    if level > 0 {
+        // An empty final block with fixed codes: the stream's end.
+        writer.write_all(&[0x03, 0x00])?;
+    }
+    let file = writer.into_inner().map_err(|e| e.into_error())?;
+    let compressed_size = file.metadata()?.len();
+    Ok((file, compressed_size))
 }
 
 /// Where a new member's content comes from.
@@ -210,12 +277,6 @@ impl<'a> Source<'a> {
                 read_at(&mut buf, start)?;
                 Ok(std::borrow::Cow::Owned(buf))
             }
-        }
-    }
-
-    fn give_back(&self, bytes: std::borrow::Cow<'_, [u8]>, spare: &mut Vec<Vec<u8>>) {
-        if let std::borrow::Cow::Owned(buf) = bytes {
-            spare.push(buf);
         }
     }
 }
@@ -861,11 +922,48 @@ mod tests {
         assert!(back == new, "the stream means the new content");
         let plain = Spilled::new(&new, 6, tempfile::tempdir().unwrap().path()).unwrap();
         assert_eq!((spilled.crc32, spilled.sha256, spilled.size), (plain.crc32, plain.sha256, plain.size));
+        // Hashed beside: the same member.
+        let runs = blocks::reusable_runs(&marks, &truly, 64 << 10);
+        let reuse = Reuse { runs, marks: &marks, read_original: &read_original };
+        let dir = tempfile::tempdir().unwrap();
+        let beside = Spilled::hashed(len, 6, dir.path(), Some(&reuse), Source::Reader(&read_new), true).unwrap();
+        let mut again = Vec::new();
+        let mut file = &beside.file;
+        file.rewind().unwrap();
+        file.read_to_end(&mut again).unwrap();
+        assert!(again == stream && beside.sha256 == spilled.sha256 && beside.crc32 == spilled.crc32);
         // Most of it is the original's bits: about as small as the original.
         assert!(spilled.compressed_size < compressed.len() as u64 + 100_000, "{}", spilled.compressed_size);
         // Claiming the whole content is the original's: the changed bytes are caught.
         let wrong = [SameAs { from: 0, to: len, original: 0 }];
         let e = spill(&wrong).unwrap_err();
         assert!(e.get_ref().is_some_and(|inner| inner.is::<ReuseMismatch>()), "{e}");
+    }
+
+    #[test]
+    fn content_hashed_beside_gives_the_same_member() {
+        use std::io::{Read, Seek};
+        let data = super::super::blocks::tests::content(3 * BLOCK + 999, 41);
+        let read = |buf: &mut [u8], at: u64| {
+            buf.copy_from_slice(&data[at as usize..at as usize + buf.len()]);
+            Ok(())
+        };
+        let bytes = |s: &Spilled| {
+            let mut out = Vec::new();
+            let mut file = &s.file;
+            file.rewind().unwrap();
+            file.read_to_end(&mut out).unwrap();
+            out
+        };
+        let dir = tempfile::tempdir().unwrap();
+        for level in [0, 6] {
+            let len = data.len() as u64;
+            let here = Spilled::hashed(len, level, dir.path(), None, Source::Reader(&read), false).unwrap();
+            let beside = Spilled::hashed(len, level, dir.path(), None, Source::Reader(&read), true).unwrap();
+            assert_eq!((here.crc32, here.sha256, here.size), (beside.crc32, beside.sha256, beside.size));
+            assert!(bytes(&here) == bytes(&beside), "level {level}");
+            let plain = Spilled::new(&data, level, dir.path()).unwrap();
+            assert_eq!(plain.sha256, beside.sha256);
+        }
     }
 }
