@@ -427,12 +427,19 @@ pub fn bundle_spans<F: Positional>(file: &F, start: u64, end: u64) -> io::Result
 fn next_magic<F: Positional>(file: &F, from: u64, end: u64) -> io::Result<Option<(u64, bool)>> {
     let overlap = BUNDLE_MAGIC.len() - 1;
     let mut at = from;
-    let mut buf = vec![0u8; CHUNK];
+    // The next bundle is mostly a few bytes of alignment away: the first read is small, each
+    // next one twice as large, up to CHUNK.
+    let mut size = 64 << 10;
+    let mut buf = Vec::new();
     while at < end {
         // A search stops short of a hole (the payload of a bundle found before it): what lies
         // past the first magic is never looked at, and a search that must go on reads the
         // hole, which fails.
-        let whole = (CHUNK as u64).min(end - at) as usize;
+        let whole = (size as u64).min(end - at) as usize;
+        size = (size * 2).min(CHUNK);
+        if buf.len() < whole {
+            buf.resize(whole, 0);
+        }
         let n = match file.held_until(at, at + whole as u64) - at {
             0 => whole,
             held => held as usize,
@@ -666,7 +673,7 @@ fn thin_bundle<F: Positional>(
         return Ok(layout.old_len);
     }
     file.write_all_at(&layout.table(), at)?;
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; MOVE_CHUNK];
     for &(from, to, size) in &layout.moves {
         file.copy_within(at + from, at + to, size, &mut buf)?;
     }
@@ -674,6 +681,11 @@ fn thin_bundle<F: Positional>(
     thinned.rewritten += 1;
     Ok(layout.old_len)
 }
+
+/// The bytes a kept code object is moved by at a time: under the allocator's mmap threshold
+/// ([`crate::parallel::fix_allocator_thresholds`]), so that a bundle's buffer is not a fresh
+/// mapping, faulted in and unmapped (a TLB flush on every core) for each of thousands of bundles.
+const MOVE_CHUNK: usize = 128 << 10;
 
 /// Copy `size` bytes from `from` to `to` (`to <= from`) a chunk at a time.
 fn copy_forward<F: Positional + ?Sized>(file: &mut F, from: u64, to: u64, size: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -875,7 +887,7 @@ fn thin_ccob<F: Positional>(
     };
     rebuilt.emit(&layout.table()).map_err(outgrows)?;
     let mut consumed = table_len(entries.iter());
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; MOVE_CHUNK];
     for &(from, to, size) in &layout.moves {
         skip(&mut decoder, from - consumed, &mut buf).map_err(bad)?;
         rebuilt.zeros(to - rebuilt.written).map_err(outgrows)?;

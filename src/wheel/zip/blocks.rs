@@ -430,6 +430,14 @@ fn merged(same: &[SameAs]) -> Vec<SameAs> {
 /// Bytes of compressed input shifted at a time.
 const COPY_CHUNK: usize = 1 << 20;
 
+/// The buffers [`copy_run`] reads and shifts in, kept from run to run (a fresh large buffer is
+/// a fresh mapping, faulted in and unmapped each time).
+#[derive(Default)]
+pub struct CopyBuffers {
+    read: Vec<u8>,
+    shifted: Vec<u8>,
+}
+
 /// Write `run`'s bits (read by `read_original(buf, offset)` from the original's compressed
 /// bytes) to `out`, which stands on a byte boundary, then an empty stored block, so that `out`
 /// is on one again. Returns the bytes written.
@@ -437,6 +445,7 @@ pub fn copy_run(
     run: &Run,
     read_original: &dyn Fn(&mut [u8], u64) -> io::Result<()>,
     out: &mut dyn Write,
+    buffers: &mut CopyBuffers,
 ) -> io::Result<u64> {
     let shift = (run.start_bit % 8) as u32;
     let bits = run.end_bit - run.start_bit;
@@ -445,8 +454,9 @@ pub fn copy_run(
     // Each output byte takes the rest of one input byte and the start of the next.
     let last_byte = (run.end_bit.div_ceil(8)).max(first_byte + 1);
     let mut written = 0u64;
-    let mut buf = vec![0u8; COPY_CHUNK.min((last_byte - first_byte) as usize) + 1];
-    let mut shifted = Vec::with_capacity(buf.len());
+    let CopyBuffers { read: buf, shifted } = buffers;
+    buf.clear();
+    buf.resize(COPY_CHUNK.min((last_byte - first_byte) as usize) + 1, 0);
     let mut at = first_byte;
     while written < whole {
         let want = (COPY_CHUNK as u64).min(whole - written) as usize;
@@ -456,8 +466,8 @@ pub fn copy_run(
         read_original(&mut buf[..need], at)?;
         buf[need..].fill(0);
         shifted.clear();
-        shift_bytes(&buf[..want + 1], shift, &mut shifted);
-        out.write_all(&shifted)?;
+        shift_bytes(&buf[..want + 1], shift, shifted);
+        out.write_all(shifted)?;
         written += want as u64;
         at += want as u64;
     }
@@ -672,7 +682,7 @@ pub(crate) mod tests {
                     c.update(&new[from as usize..to as usize]);
                     assert_eq!(c.sum(), crc, "the run's parts are the content it stands for");
                 }
-                let n = copy_run(run, &read, &mut stream).unwrap();
+                let n = copy_run(run, &read, &mut stream, &mut CopyBuffers::default()).unwrap();
                 assert!(n > 0);
             }
             at = run.to;

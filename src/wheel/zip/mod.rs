@@ -3,6 +3,7 @@
 
 pub mod blocks;
 pub mod read;
+mod segment;
 pub mod write;
 
 use std::io::{self, Read};

@@ -189,6 +189,9 @@ fn write_pieces(
     // Buffers of read content, used again window after window rather than allocated (a
     // large allocation is a fresh mapping, faulted in and zeroed, every time).
     let mut spare: Vec<Vec<u8>> = Vec::new();
+    // The same for deflated blocks and for shifting the original's bits.
+    let mut spare_blocks: Vec<Vec<u8>> = Vec::new();
+    let mut copy_buffers = super::blocks::CopyBuffers::default();
     let mut first = 0;
     while first < pieces.len() {
         // A few pieces to deflate in parallel, or one reused run: content is hashed in order.
@@ -229,16 +232,24 @@ fn write_pieces(
                 writer.write_all(bytes)?;
             }
         } else {
-            let compress = |input: &Option<(std::borrow::Cow<'_, [u8]>, usize)>| {
-                input.as_ref().map(|(bytes, dict)| deflate_block(bytes, *dict, level.min(9))).transpose()
+            // Each piece to deflate with an output buffer of an earlier window's.
+            let jobs: Vec<_> = inputs
+                .iter()
+                .map(|input| (input, if input.is_some() { spare_blocks.pop().unwrap_or_default() } else { Vec::new() }))
+                .collect();
+            let compress = |(input, out): (&Option<Input<'_>>, Vec<u8>)| {
+                input.as_ref().map(|(bytes, dict)| deflate_block(bytes, *dict, level.min(9), out)).transpose()
             };
-            let deflated = crate::parallel::map(&inputs, compress);
+            let deflated = crate::parallel::map_owned(jobs, compress);
             for (piece, block) in window.iter().zip(deflated) {
                 match (piece, block?) {
-                    (_, Some(block)) => writer.write_all(&block)?,
+                    (_, Some(block)) => {
+                        writer.write_all(&block)?;
+                        spare_blocks.push(block);
+                    }
                     (Piece::Reuse(run), None) => {
                         let reuse = reuse.expect("runs come from a reuse");
-                        super::blocks::copy_run(run, reuse.read_original, &mut writer)?;
+                        super::blocks::copy_run(run, reuse.read_original, &mut writer, &mut copy_buffers)?;
                     }
                     (Piece::Deflate { .. }, None) => unreachable!("every piece to deflate is deflated"),
                 }
@@ -257,6 +268,9 @@ fn write_pieces(
     let compressed_size = file.metadata()?.len();
     Ok((file, compressed_size))
 }
+
+/// A piece's content read with the window before it, and that window's length.
+type Input<'a> = (std::borrow::Cow<'a, [u8]>, usize);
 
 /// Where a new member's content comes from.
 enum Source<'a> {
@@ -346,9 +360,10 @@ const WINDOW: usize = super::blocks::WINDOW as usize;
 /// one valid stream, about as small as a serial one. A patched library of a GB compresses on every
 /// core, and a few blocks at a time are in memory. The bytes depend only on the data and
 /// `level`, never on the number of cores.
-fn deflate_block(input: &[u8], dict: usize, level: u32) -> io::Result<Vec<u8>> {
+fn deflate_block(input: &[u8], dict: usize, level: u32, mut block: Vec<u8>) -> io::Result<Vec<u8>> {
     let data_len = input.len() - dict;
-    let mut block = Vec::with_capacity(data_len + data_len / 1000 + 64);
+    block.clear();
+    block.reserve(data_len + data_len / 1000 + 64);
     let mut at = dict;
     for (start, end) in zero_runs(&input[dict..], ZERO_RUN).into_iter().chain([(data_len, data_len)]) {
         let (start, end) = (start + dict, end + dict);
@@ -369,19 +384,7 @@ const ZERO_RUN: usize = 16 << 10;
 /// zlib on `input[start..end]`, with the 32 KiB before it as its dictionary, ending with a sync
 /// flush (byte aligned, not final).
 fn deflate_segment(input: &[u8], start: usize, end: usize, level: u32, out: &mut Vec<u8>) -> io::Result<()> {
-    let data = &input[start..end];
-    let mut c = flate2::Compress::new(flate2::Compression::new(level), false);
-    if start > 0 {
-        c.set_dictionary(&input[start - WINDOW.min(start)..start]).map_err(io::Error::other)?;
-    }
-    out.reserve(data.len() / 2 + 64);
-    loop {
-        c.compress_vec(&data[c.total_in() as usize..], out, flate2::FlushCompress::Sync).map_err(io::Error::other)?;
-        if c.total_in() as usize == data.len() && out.capacity() > out.len() {
-            return Ok(());
-        }
-        out.reserve(out.len().max(64 << 10));
-    }
+    super::segment::deflate_segment(&input[start - WINDOW.min(start)..start], &input[start..end], level, out)
 }
 
 /// The runs of zeros of at least `min` bytes in `data`, as [start, end), found a 4 KiB page at a
