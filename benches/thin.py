@@ -6,17 +6,19 @@
 Without WHEEL, generates one with `benches/genwheel.py fat` (seven libraries whose
 `.hip_fatbin` holds 16 bundles of 8 targets each, about 900 MB of device code, a 520 MB wheel)
 under `target/bench-fat/`. Runs `target/release/wheelfix` (build it first with `cargo build
---release`). Each run writes into a fresh directory beside the wheel. Prints, per command, the
-median wall time, user CPU and the largest peak RSS (wait4's ru_maxrss, what `/usr/bin/time`
+--release`). Each run writes into a fresh directory beside the wheel, after a `sync` and a second's pause. Prints, per command, the
+median wall time, user and system CPU and the largest peak RSS (wait4's ru_maxrss, what `/usr/bin/time`
 prints), then thin / retag. Machines are noisy: quote medians and ratios.
 """
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from timing import timed
@@ -28,8 +30,11 @@ BINARY = ROOT / "target" / "release" / "wheelfix"
 def run(args, out_parent: Path):
     out = Path(tempfile.mkdtemp(prefix="wheelfix-thin-bench-", dir=out_parent))
     try:
-        wall, user, _, rss = timed([str(BINARY)] + [a.replace("{out}", str(out / "o")) for a in args])
-        return wall, user, rss
+        # No earlier run's disk writes compete (retag writes the whole wheel, thin a seventh).
+        os.sync()
+        time.sleep(1)
+        wall, user, system, rss = timed([str(BINARY)] + [a.replace("{out}", str(out / "o")) for a in args])
+        return wall, user, system, rss
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -65,12 +70,15 @@ def main():
     for name, runs in results.items():
         wall = statistics.median(r[0] for r in runs)
         user = statistics.median(r[1] for r in runs)
-        rss = max(r[2] for r in runs)
-        medians[name] = (wall, user)
-        print(f"  {name:5}: median {wall:.2f} s wall, {user:.2f} s user CPU, peak RSS {rss:.0f} MB "
+        system = statistics.median(r[2] for r in runs)
+        rss = max(r[3] for r in runs)
+        medians[name] = (wall, user, system)
+        print(f"  {name:5}: median {wall:.2f} s wall, {user:.2f} s user + {system:.2f} s system CPU, "
+              f"peak RSS {rss:.0f} MB "
               f"(runs {', '.join(f'{r[0]:.2f}' for r in runs)})")
     print(f"  thin / retag: {medians['thin'][0] / medians['retag'][0]:.2f} wall, "
-          f"{medians['thin'][1] / medians['retag'][1]:.2f} user CPU")
+          f"{medians['thin'][1] / medians['retag'][1]:.2f} user CPU, "
+          f"{sum(medians['thin'][1:]) / sum(medians['retag'][1:]):.2f} user + system CPU")
 
 
 if __name__ == "__main__":

@@ -128,6 +128,11 @@ impl Handoff {
         }
         self.spent.try_recv().ok()
     }
+
+    /// The spent buffers that have come back since, without waiting.
+    pub fn spent(&mut self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        self.spent.try_iter()
+    }
 }
 
 /// `f` on every item, in parallel; results in input order.

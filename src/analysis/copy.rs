@@ -75,6 +75,8 @@ const BUF: usize = 1 << 20;
 /// The longest bundle table read from the stream (a real one is a few KB); a longer one is
 /// written whole, no holes.
 const MAX_TABLE: usize = 1 << 20;
+/// What is taken of a table first.
+const FIRST_TAKE: usize = 4 << 10;
 
 /// A copy being written in stream order. Every bundle magic that passes starts a table, read as
 /// its bytes arrive; once it reads, the payloads of entries the keep drops become holes.
@@ -153,19 +155,28 @@ impl HoledCopy<'_> {
 
     /// Add `more` to the table at `start`: when it reads, its dropped payloads become holes;
     /// while it is short, it stays pending.
-    fn gather(&mut self, start: u64, table: &mut Vec<u8>, more: &[u8]) {
-        let want = MAX_TABLE.saturating_sub(table.len()).min(more.len());
-        table.extend_from_slice(&more[..want]);
-        match rewrite::dropped_payloads(table, self.keep) {
-            rewrite::Dropped::Payloads(dropped) => {
-                for (from, to) in dropped {
-                    self.holes.add(start + from, start + to);
+    fn gather(&mut self, start: u64, table: &mut Vec<u8>, mut more: &[u8]) {
+        // Taken in doubling steps: a table is mostly a few hundred bytes, and the rest of a
+        // chunk taken for each of thousands of bundles is a fresh buffer, faulted in, each time.
+        loop {
+            let want = (table.len() * 2).clamp(FIRST_TAKE, MAX_TABLE).saturating_sub(table.len()).min(more.len());
+            table.extend_from_slice(&more[..want]);
+            more = &more[want..];
+            match rewrite::dropped_payloads(table, self.keep) {
+                rewrite::Dropped::Payloads(dropped) => {
+                    for (from, to) in dropped {
+                        self.holes.add(start + from, start + to);
+                    }
+                    return;
                 }
+                rewrite::Dropped::Short if table.len() < MAX_TABLE => {
+                    if more.is_empty() {
+                        self.pending = Some((start, std::mem::take(table)));
+                        return;
+                    }
+                }
+                _ => return,
             }
-            rewrite::Dropped::Short if table.len() < MAX_TABLE => {
-                self.pending = Some((start, std::mem::take(table)));
-            }
-            _ => {}
         }
     }
 
@@ -253,6 +264,28 @@ mod tests {
             let mut back = vec![0u8; data.len()];
             zeroed.read_at(&mut back, 0).unwrap();
             assert!(back == whole, "writes of {chunk}: the copy thins to other bytes");
+        }
+    }
+
+    #[test]
+    fn a_table_larger_than_the_first_take_is_read_from_one_write() {
+        // 400 entries (22 KB of table), every other one for gfx90a, each payload 64 bytes: the
+        // table is taken in doubling steps within the one write that holds the whole bundle.
+        let ids: [&[u8]; 2] = [b"hipv4-amdgcn-amd-amdhsa--gfx942", b"hipv4-amdgcn-amd-amdhsa--gfx90a"];
+        let n = 400;
+        let table = 32 + n * (24 + ids[0].len());
+        let mut data = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+        data.extend((n as u64).to_le_bytes());
+        for i in 0..n {
+            data.extend(((table + 64 * i) as u64).to_le_bytes());
+            data.extend(64u64.to_le_bytes());
+            data.extend((ids[i % 2].len() as u64).to_le_bytes());
+            data.extend(ids[i % 2]);
+        }
+        data.extend(vec![0xabu8; 64 * n]);
+        for chunk in [data.len(), 5000] {
+            let copy = streamed_copy(&data, chunk, &keep("gfx942"));
+            assert_eq!(copy.holes.bytes(), 64 * n as u64 / 2, "writes of {chunk}");
         }
     }
 

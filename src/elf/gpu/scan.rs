@@ -21,6 +21,8 @@ use crate::platform::EM_AMDGPU;
 
 /// The most bytes of one bundle's entry table kept.
 const TABLE_CAP: usize = 4 << 20;
+/// What is taken of a bundle's table first.
+const FIRST_TAKE: usize = 4 << 10;
 /// The first bytes of a compressed bundle's payload decoded: enough for most entry tables.
 const TABLE_WANT: usize = 64 << 10;
 /// The most entries of one fatbin followed.
@@ -302,8 +304,12 @@ impl Open {
     fn feed(&mut self, pos: u64, data: &[u8]) {
         match self {
             Open::Bundle { at, table, entries, headers } => {
-                if entries.is_none() {
-                    take(table, *at, TABLE_CAP, pos, data);
+                // The table is taken in doubling steps (mostly it is a few hundred bytes; the
+                // rest of a chunk taken for each of thousands of bundles would be a fresh buffer
+                // each time), until it reads or this chunk has no more of it.
+                while entries.is_none() {
+                    let before = table.len();
+                    take(table, *at, (before * 2).clamp(FIRST_TAKE, TABLE_CAP), pos, data);
                     match super::bundle_table(table) {
                         Ok(table_entries) => {
                             // Only the table's own bytes stay (a file of a thousand bundles
@@ -326,7 +332,11 @@ impl Open {
                                 take(buf, *off, 64, start, &seen);
                             }
                         }
-                        Err(super::TableError::Truncated) => {}
+                        Err(super::TableError::Truncated) => {
+                            if table.len() == before || table.len() >= TABLE_CAP {
+                                break;
+                            }
+                        }
                         // A lying table: nothing more to take.
                         Err(super::TableError::Lie(_)) => *entries = Some(Vec::new()),
                     }
@@ -958,6 +968,44 @@ mod tests {
         object[48..52].copy_from_slice(&0x54cu32.to_le_bytes());
         out.extend(object);
         out
+    }
+
+    /// A bundle of `n` gfx942 entries, each with its own code object header after the table.
+    fn bundle_of(n: usize) -> Vec<u8> {
+        let id = b"hipv4-amdgcn-amd-amdhsa--gfx942";
+        let table = 32 + n * (24 + id.len());
+        let mut out = BUNDLE_MAGIC.to_vec();
+        out.extend((n as u64).to_le_bytes());
+        for i in 0..n {
+            out.extend(((table + 64 * i) as u64).to_le_bytes());
+            out.extend(64u64.to_le_bytes());
+            out.extend((id.len() as u64).to_le_bytes());
+            out.extend(id);
+        }
+        let object = &bundle()[bundle().len() - 64..];
+        for _ in 0..n {
+            out.extend(object);
+        }
+        out
+    }
+
+    #[test]
+    fn a_table_larger_than_the_first_take_is_read_in_one_chunk_and_in_many() {
+        // 22 KB of table: taken in doubling steps from 4 KiB within one chunk.
+        let mut data = vec![7u8; 100];
+        data.extend(bundle_of(400));
+        let mut whole = GpuCode::new("x", super::super::Container::HipFatbin);
+        Hits::of(&data, Patterns::HOST).blob(0, data.len() as u64, &mut whole);
+        assert_eq!(whole.objects, 400);
+        for size in [data.len(), 5000, 4096, 333] {
+            let mut scanner = Scanner::new(Patterns::HOST);
+            for chunk in data.chunks(size) {
+                scanner.feed(chunk);
+            }
+            let mut code = GpuCode::new("x", super::super::Container::HipFatbin);
+            scanner.finish().blob(0, data.len() as u64, &mut code);
+            assert_eq!((code.objects, &code.targets, &code.notes), (400, &whole.targets, &whole.notes), "{size}");
+        }
     }
 
     #[test]

@@ -156,6 +156,8 @@ impl Hashing<'_> {
             (Hashing::Beside(handoff), std::borrow::Cow::Owned(buf)) => {
                 let len = buf.len();
                 spare.extend(handoff.pass_range(buf, from..len));
+                // Every buffer hashed by now, for the next reads to fill.
+                spare.extend(handoff.spent());
             }
             (Hashing::Beside(_), std::borrow::Cow::Borrowed(_)) => unreachable!("content beside is read into buffers"),
             (Hashing::Here(crc, sha), bytes) => {
@@ -188,9 +190,9 @@ fn write_pieces(
     let in_flight = 2 * rayon::current_num_threads();
     // Buffers of read content, used again window after window rather than allocated (a
     // large allocation is a fresh mapping, faulted in and zeroed, every time).
-    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let mut spare: Vec<Vec<u8>> = SpareBuffers::take();
     // The same for deflated blocks and for shifting the original's bits.
-    let mut spare_blocks: Vec<Vec<u8>> = Vec::new();
+    let mut spare_blocks: Vec<Vec<u8>> = SpareBuffers::take();
     let mut copy_buffers = super::blocks::CopyBuffers::default();
     let mut first = 0;
     while first < pieces.len() {
@@ -266,7 +268,35 @@ fn write_pieces(
     }
     let file = writer.into_inner().map_err(|e| e.into_error())?;
     let compressed_size = file.metadata()?.len();
+    SpareBuffers::give_back(spare);
+    SpareBuffers::give_back(spare_blocks);
     Ok((file, compressed_size))
+}
+
+/// Buffers a write has finished with, for the next member's write: each write would otherwise
+/// fault in its few MiB of fresh buffers again, page by page (a thinned wheel of seven
+/// libraries: 40,000 page faults). Bounded: what is kept was in flight a moment before.
+struct SpareBuffers;
+
+static SPARE: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+/// The most bytes of buffers kept between writes.
+const SPARE_KEPT: usize = 32 << 20;
+
+impl SpareBuffers {
+    fn take() -> Vec<Vec<u8>> {
+        std::mem::take(&mut *SPARE.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn give_back(buffers: Vec<Vec<u8>>) {
+        let mut kept = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held: usize = kept.iter().map(Vec::capacity).sum();
+        for buf in buffers {
+            if held + buf.capacity() <= SPARE_KEPT {
+                held += buf.capacity();
+                kept.push(buf);
+            }
+        }
+    }
 }
 
 /// A piece's content read with the window before it, and that window's length.
@@ -286,8 +316,13 @@ impl<'a> Source<'a> {
         match self {
             Source::Slice(data) => Ok(std::borrow::Cow::Borrowed(&data[start as usize..end as usize])),
             Source::Reader(read_at) => {
-                let mut buf = spare.pop().unwrap_or_default();
-                buf.resize((end - start) as usize, 0);
+                let len = (end - start) as usize;
+                // The smallest spare buffer that holds it, else the largest (grown).
+                let fits =
+                    spare.iter().enumerate().filter(|(_, b)| b.capacity() >= len).min_by_key(|(_, b)| b.capacity());
+                let pick = fits.or_else(|| spare.iter().enumerate().max_by_key(|(_, b)| b.capacity())).map(|(i, _)| i);
+                let mut buf = pick.map(|i| spare.swap_remove(i)).unwrap_or_default();
+                buf.resize(len, 0);
                 read_at(&mut buf, start)?;
                 Ok(std::borrow::Cow::Owned(buf))
             }
