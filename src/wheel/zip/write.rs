@@ -188,11 +188,10 @@ fn write_pieces(
     };
     let pieces = pieces(len, runs);
     let in_flight = 2 * rayon::current_num_threads();
-    // Buffers of read content, used again window after window rather than allocated (a
-    // large allocation is a fresh mapping, faulted in and zeroed, every time).
+    // Buffers of read content and of deflated blocks, used again window after window rather
+    // than allocated (a large allocation is a fresh mapping, faulted in and zeroed, every time);
+    // the same for shifting the original's bits.
     let mut spare: Vec<Vec<u8>> = SpareBuffers::take();
-    // The same for deflated blocks and for shifting the original's bits.
-    let mut spare_blocks: Vec<Vec<u8>> = SpareBuffers::take();
     let mut copy_buffers = super::blocks::CopyBuffers::default();
     let mut first = 0;
     while first < pieces.len() {
@@ -237,7 +236,7 @@ fn write_pieces(
             // Each piece to deflate with an output buffer of an earlier window's.
             let jobs: Vec<_> = inputs
                 .iter()
-                .map(|input| (input, if input.is_some() { spare_blocks.pop().unwrap_or_default() } else { Vec::new() }))
+                .map(|input| (input, if input.is_some() { spare.pop().unwrap_or_default() } else { Vec::new() }))
                 .collect();
             let compress = |(input, out): (&Option<Input<'_>>, Vec<u8>)| {
                 input.as_ref().map(|(bytes, dict)| deflate_block(bytes, *dict, level.min(9), out)).transpose()
@@ -247,7 +246,7 @@ fn write_pieces(
                 match (piece, block?) {
                     (_, Some(block)) => {
                         writer.write_all(&block)?;
-                        spare_blocks.push(block);
+                        spare.push(block);
                     }
                     (Piece::Reuse(run), None) => {
                         let reuse = reuse.expect("runs come from a reuse");
@@ -269,7 +268,6 @@ fn write_pieces(
     let file = writer.into_inner().map_err(|e| e.into_error())?;
     let compressed_size = file.metadata()?.len();
     SpareBuffers::give_back(spare);
-    SpareBuffers::give_back(spare_blocks);
     Ok((file, compressed_size))
 }
 
