@@ -135,7 +135,7 @@ struct IndexArgs {
     output: PathBuf,
     /// The directory URL where the wheels are hosted (a release's assets): links are
     /// `<URL>/<file>`, with or without a trailing slash. Relative links when absent.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = web_url)]
     base_url: Option<String>,
     /// Collect every file to upload to --base-url in DIR: the wheels (hard links) and their PEP 658
     /// `.metadata` sidecars, which installers fetch beside each wheel.
@@ -150,7 +150,7 @@ struct IndexArgs {
     python: Option<String>,
     /// Where the index will be served, for the release page's install commands (Ex:
     /// https://rocm.example/gfx950/). Default: the output directory's file:// URL.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = web_url)]
     site_url: Option<String>,
     /// The release page's heading. Default: the output directory's name.
     #[arg(long, value_name = "TEXT")]
@@ -175,7 +175,7 @@ struct SiteArgs {
     output: PathBuf,
     /// Where DIR will be served; each index's install commands then use `<URL>/<name>/`.
     /// Default: DIR's file:// URL.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = web_url)]
     site_url: Option<String>,
     /// The landing page's heading.
     #[arg(long, value_name = "TEXT")]
@@ -198,21 +198,21 @@ struct CheckArgs {
     dirs: Vec<PathBuf>,
     /// Compare the set with this upstream index (PEP 691 JSON, else PEP 503 HTML); repeatable.
     /// Ex) https://pypi.org/simple
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = index_url)]
     upstream: Vec<String>,
     /// Seconds each request to an index may take.
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     timeout: u64,
     /// Resolve these requirements with a real resolver against --index-url (the set's index)
     /// and --extra-index-url, and report what came from elsewhere; repeatable.
     /// Ex) 'rocm-torch[device-gfx950]'
-    #[arg(long, value_name = "REQUIREMENT")]
+    #[arg(long, value_name = "REQUIREMENT", value_parser = requirement)]
     resolve: Vec<String>,
     /// The set's index for --resolve. Ex) https://rocm.example/gfx950/
-    #[arg(long, value_name = "URL", requires = "resolve")]
+    #[arg(long, value_name = "URL", requires = "resolve", value_parser = index_url)]
     index_url: Option<String>,
     /// Upstream indexes for --resolve (default: the --upstream ones, else PyPI); repeatable.
-    #[arg(long, value_name = "URL", requires = "resolve")]
+    #[arg(long, value_name = "URL", requires = "resolve", value_parser = index_url)]
     extra_index_url: Vec<String>,
     /// The Python to resolve for. Ex) 3.12
     #[arg(long, value_name = "X.Y", requires = "resolve")]
@@ -498,9 +498,28 @@ fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
     }
 }
 
+/// A URL a page links or a command prints: `http` or `https` only.
+fn web_url(text: &str) -> Result<String, String> {
+    wheelfix::release::index::web_url(text, false).map(str::to_string)
+}
+
+/// An index a resolver or `check --upstream` reads: also a local `file://` one.
+fn index_url(text: &str) -> Result<String, String> {
+    wheelfix::release::index::web_url(text, true).map(str::to_string)
+}
+
+/// A requirement handed to a resolver: a PEP 508 requirement, never an option.
+fn requirement(text: &str) -> Result<String, String> {
+    wheelfix::release::resolve::requirement(text)
+}
+
 fn main() -> ExitCode {
     wheelfix::parallel::fix_allocator_thresholds();
     let cli = Cli::parse();
+    if let Err(e) = wheelfix::parallel::start_pool() {
+        eprintln!("wheelfix: error: {e}");
+        return ExitCode::from(e.exit_code());
+    }
     wheelfix::log::set_verbose(cli.verbose);
     wheelfix::wheel::output::install_signal_cleanup();
     let command = match cli.command {

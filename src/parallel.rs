@@ -18,6 +18,48 @@ pub fn fix_allocator_thresholds() {
     }
 }
 
+/// The most worker threads `RAYON_NUM_THREADS` may ask for: far past any machine's cores, short
+/// of what an address-space limit refuses (each thread reserves its stack).
+const MAX_THREADS: usize = 1024;
+
+/// Why the pool could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("RAYON_NUM_THREADS={0:?} is not a number of threads from 0 (one per core) to {MAX_THREADS}")]
+    Setting(String),
+    #[error("cannot start {threads} worker threads: {message} (set RAYON_NUM_THREADS lower)")]
+    Start { threads: usize, message: String },
+}
+
+impl PoolError {
+    /// A setting out of range is a usage error (2); a pool the system refuses is a failure (1).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            PoolError::Setting(_) => 2,
+            PoolError::Start { .. } => 1,
+        }
+    }
+}
+
+/// Start rayon's pool from `RAYON_NUM_THREADS` (0 or unset: one thread per core), before any
+/// work: a value out of range, or threads the system will not start, is an error here rather
+/// than a panic in the middle of a run.
+pub fn start_pool() -> Result<(), PoolError> {
+    let threads = match std::env::var("RAYON_NUM_THREADS") {
+        Ok(text) => match text.trim().parse::<usize>() {
+            Ok(n) if n <= MAX_THREADS => n,
+            _ => return Err(PoolError::Setting(text)),
+        },
+        Err(std::env::VarError::NotPresent) => 0,
+        Err(std::env::VarError::NotUnicode(text)) => return Err(PoolError::Setting(text.to_string_lossy().into())),
+    };
+    let threads = if threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { threads };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .map_err(|e| PoolError::Start { threads, message: e.to_string() })
+}
+
 /// Run `f` on every index of `sizes` (an archive's members, by compressed size), largest first,
 /// each worker taking the next item from one queue as it finishes the last: on a wheel dominated
 /// by a few huge libraries, every core starts on one of them at once and the others work through

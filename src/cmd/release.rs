@@ -262,6 +262,7 @@ fn resolve(
         platform: args.platform.clone(),
         resolver: args.resolver,
         site_first: args.site_first,
+        timeout,
     };
     let scratch = tempfile::tempdir().map_err(|e| format!("cannot make a scratch directory: {e}"))?;
     let resolution = release::resolve::resolve(&request, scratch.path())?;

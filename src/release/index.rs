@@ -384,6 +384,36 @@ fn read_file(path: &Path) -> Result<IndexedFile, String> {
     })
 }
 
+/// A URL to link or print: `http://` or `https://` (and `file://` where `allow_file`: a local
+/// index), with a host, and no whitespace, control character, quote or angle bracket anywhere.
+/// Ex) `https://rocm.example/gfx950/`; not `javascript:alert(1)`, `https://h/\nrm -rf`
+pub fn web_url(text: &str, allow_file: bool) -> Result<&str, String> {
+    let schemes: &[&str] = if allow_file { &["https://", "http://", "file://"] } else { &["https://", "http://"] };
+    let lower = text.to_ascii_lowercase();
+    let Some(scheme) = schemes.iter().find(|s| lower.starts_with(**s)) else {
+        return Err(format!("{text:?} is not a URL this takes: it must start with {}", schemes.join(" or ")));
+    };
+    if let Some(bad) =
+        text.chars().find(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '<' | '>' | '`' | '\\'))
+    {
+        return Err(format!("{text:?} is not a URL this takes: it holds {bad:?}"));
+    }
+    let rest = &text[scheme.len()..];
+    if *scheme != "file://" && (rest.is_empty() || rest.starts_with('/')) {
+        return Err(format!("{text:?} is not a URL this takes: it names no host"));
+    }
+    Ok(text)
+}
+
+/// A link read back from a page's data: a `http(s)` URL, or a path relative to the page made
+/// of URL-safe characters. Ex) `rocm-demo/rocm_demo-1.0.0-….whl`; not `javascript:…`
+pub fn safe_href(text: &str) -> bool {
+    let relative = !text.is_empty()
+        && !text.starts_with('/')
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.~/%".contains(&b));
+    relative || web_url(text, false).is_ok()
+}
+
 /// Escape for HTML text and attribute values.
 pub fn html_escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")

@@ -54,6 +54,7 @@ impl Distribution {
         let metadata_bytes = read_pkg_info(path)?;
         let metadata =
             CoreMetadata::parse(&String::from_utf8_lossy(&metadata_bytes)).map_err(|e| format!("PKG-INFO: {e}"))?;
+        check_sdist_name(&file_name, &metadata)?;
         let sha256 = crate::wheel::digest::file_sha256_hex(path).map_err(|e| e.to_string())?;
         let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
         Ok(Distribution {
@@ -105,6 +106,24 @@ pub fn python_tag_fits(tag: &str, abis: &[String], major: u64, minor: u64) -> bo
         });
     }
     true
+}
+
+/// An sdist's file name is `<name>-<version>.tar.gz` for the name and version of its PKG-INFO
+/// (what pip reads off the link), in the characters those allow: a page quotes it, a URL holds it.
+fn check_sdist_name(file_name: &str, metadata: &CoreMetadata) -> Result<(), String> {
+    let wrong = || {
+        format!(
+            "the sdist's file name is not `<name>-<version>.tar.gz` for its PKG-INFO's {} {}",
+            metadata.package, metadata.version
+        )
+    };
+    let stem = file_name.strip_suffix(".tar.gz").ok_or_else(wrong)?;
+    let (name, version) = stem.rsplit_once('-').ok_or_else(wrong)?;
+    let same_name = crate::wheel::name::PackageName::parse(name).is_ok_and(|n| n == metadata.package);
+    let same_version =
+        crate::wheel::metadata::DistVersion::parse(version).is_ok_and(|v| v.parsed == metadata.version.parsed);
+    let plain = version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '!'));
+    if same_name && same_version && plain { Ok(()) } else { Err(wrong()) }
 }
 
 /// An sdist's `<name>-<version>/PKG-INFO`.

@@ -34,6 +34,16 @@ pub struct ResolveRequest {
     /// uv only: search the set's index first, as the release page's uv command does
     /// (`--index-url <upstream> --extra-index-url <set>`), rather than the flags' order.
     pub site_first: bool,
+    /// How long one request of the resolver to an index may take (passed on to it).
+    pub timeout: std::time::Duration,
+}
+
+impl ResolveRequest {
+    /// How long the whole resolution may take: twenty requests' time, at least two minutes.
+    /// A resolver past it is stopped and the check fails saying so.
+    pub fn deadline(&self) -> std::time::Duration {
+        (self.timeout * 20).max(std::time::Duration::from_secs(120))
+    }
 }
 
 /// One distribution the resolver chose.
@@ -59,23 +69,129 @@ pub struct Resolution {
     pub failure: Option<String>,
 }
 
+/// A requirement as `--resolve` takes it: one PEP 508 requirement by name (no URL, no option,
+/// no second line), written back in its normal form, which is what the resolver receives.
+/// Ex) `rocm-torch[device-gfx950]`; not `--report=x`, `-rFILE`, `a\nb`
+pub fn requirement(text: &str) -> Result<String, String> {
+    use std::str::FromStr;
+    let parsed = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(text)
+        .map_err(|e| format!("{text:?} is not a PEP 508 requirement: {}", e.message))?;
+    if parsed.version_or_url.as_ref().is_some_and(|v| matches!(v, pep508_rs::VersionOrUrl::Url(_))) {
+        return Err(format!("{text:?} names a URL; --resolve takes requirements by name, resolved from the indexes"));
+    }
+    let normal = parsed.to_string();
+    if normal.starts_with('-') || normal.contains(['\n', '\r']) {
+        return Err(format!("{text:?} is not a requirement"));
+    }
+    Ok(normal)
+}
+
 /// Resolve with the chosen resolver. `Err` when it cannot be run at all.
 pub fn resolve(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, String> {
     match request.resolver {
         Resolver::Pip => resolve_with_pip(request, scratch),
-        Resolver::Uv => resolve_with_uv(request),
+        Resolver::Uv => resolve_with_uv(request, scratch),
     }
 }
 
-fn version_of(program: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run `{program}` (is it installed and on PATH?): {e}"))?;
-    if !out.status.success() {
-        return Err(format!("`{program} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+fn version_of(program: &str, args: &[&str], scratch: &std::path::Path) -> Result<String, String> {
+    let mut command = Command::new(program);
+    command.args(args).current_dir(scratch);
+    let out = run_bounded(command, None, std::time::Duration::from_secs(120))
+        .map_err(|e| format!("`{program} {}`: {e}", args.join(" ")))?;
+    if !out.success {
+        return Err(format!("`{program} {}` failed: {}", args.join(" "), out.stderr_tail.trim()));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The largest pip report read, and the most of a resolver's standard output kept (uv's is the
+/// resolution: a line a distribution).
+const REPORT_MAX: u64 = 256 << 20;
+const STDOUT_MAX: usize = 64 << 20;
+/// The end of a resolver's standard error kept for its message.
+const STDERR_TAIL: usize = 64 << 10;
+
+/// What a resolver run left: whether it succeeded, its standard output (at most
+/// [`STDOUT_MAX`]), and the end of its standard error.
+struct Ran {
+    success: bool,
+    stdout: Vec<u8>,
+    stderr_tail: String,
+}
+
+/// Run `command` with `input` on its standard input, keeping a bounded part of what it prints,
+/// and stop it (its whole process group) when it runs past `deadline`.
+fn run_bounded(mut command: Command, input: Option<Vec<u8>>, deadline: std::time::Duration) -> Result<Ran, String> {
+    use std::io::{Read, Write};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    command
+        .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = command.spawn().map_err(|e| format!("cannot run it (is it installed and on PATH?): {e}"))?;
+    let feeder = match (input, child.stdin.take()) {
+        (Some(bytes), Some(mut stdin)) => Some(std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        })),
+        _ => None,
+    };
+    let mut stdout = child.stdout.take().expect("piped");
+    let stdout_reader = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let _ = (&mut stdout).take(STDOUT_MAX as u64).read_to_end(&mut kept);
+        // Past the bound, read on and drop, so that the resolver never blocks on a full pipe.
+        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+        kept
+    });
+    let mut stderr = child.stderr.take().expect("piped");
+    let stderr_reader = std::thread::spawn(move || {
+        let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
+        let mut buf = [0u8; 16 << 10];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            tail.extend(&buf[..n]);
+            let over = tail.len().saturating_sub(STDERR_TAIL);
+            tail.drain(..over);
+        }
+        String::from_utf8_lossy(tail.make_contiguous()).into_owned()
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(status) => break Some(status),
+            None if started.elapsed() > deadline => {
+                // SAFETY: signals the process group this child leads.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                let _ = child.wait();
+                break None;
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    if let Some(feeder) = feeder {
+        let _ = feeder.join();
+    }
+    let stdout = stdout_reader.join().unwrap_or_default();
+    let stderr_tail = stderr_reader.join().unwrap_or_default();
+    match status {
+        Some(status) => Ok(Ran { success: status.success(), stdout, stderr_tail }),
+        None => Err(format!(
+            "stopped after {} s without an answer (the deadline is twenty times --timeout, at least 120 s)",
+            deadline.as_secs()
+        )),
+    }
+}
+
+/// A command as the report shows it: passwords in its URLs as `****`.
+fn shown_command(program: &str, args: Vec<String>) -> Vec<String> {
+    std::iter::once(program.to_string())
+        .chain(args.into_iter().map(|a| if a.contains("://") { super::upstream::redact(&a) } else { a }))
+        .collect()
 }
 
 /// The last lines of a resolver's message: what it says about the failure.
@@ -87,15 +203,19 @@ fn tail(text: &str) -> String {
 fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, String> {
     let python = "python3";
     // `pip 26.3 from /…/pip (python 3.11)` → `pip 26.3`
-    let version = version_of(python, &["-m", "pip", "--version"])?;
+    let version = version_of(python, &["-I", "-m", "pip", "--version"], scratch)?;
     let resolver = version.split(" from ").next().unwrap_or(&version).to_string();
     let report = scratch.join("pip-report.json");
+    // Isolated (`-I`: no PYTHON* variables, no user site, not the working directory's
+    // modules), run in the scratch directory, so that a `pip/` where wheelfix was started is
+    // never what runs.
     let mut args: Vec<String> =
-        ["-m", "pip", "install", "--dry-run", "--ignore-installed", "--disable-pip-version-check"]
+        ["-I", "-m", "pip", "install", "--dry-run", "--ignore-installed", "--disable-pip-version-check"]
             .iter()
             .map(|s| s.to_string())
             .collect();
     args.extend(["--quiet".into(), "--report".into(), report.display().to_string()]);
+    args.extend(["--timeout".into(), request.timeout.as_secs().max(1).to_string()]);
     args.extend(index_args(&request.index_url, &request.extra_index_urls));
     if let Some(python) = &request.python {
         args.extend(["--python-version".into(), python.clone()]);
@@ -107,15 +227,18 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
         // pip resolves for another interpreter or platform only from wheels.
         args.push("--only-binary=:all:".into());
     }
+    // After `--`, every requirement is a requirement, whatever it looks like.
+    args.push("--".into());
     args.extend(request.requirements.iter().cloned());
-    let out = Command::new(python).args(&args).output().map_err(|e| format!("cannot run {python}: {e}"))?;
-    let mut command = vec![python.to_string()];
-    command.extend(args);
-    if !out.status.success() {
-        let message = tail(&String::from_utf8_lossy(&out.stderr));
-        return Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(message) });
+    let mut child = Command::new(python);
+    child.args(&args).current_dir(scratch);
+    let out = run_bounded(child, None, request.deadline()).map_err(|e| format!("{python} -m pip: {e}"))?;
+    let command = shown_command(python, args);
+    if !out.success {
+        return Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(tail(&out.stderr_tail)) });
     }
-    let text = std::fs::read_to_string(&report).map_err(|e| format!("pip wrote no report: {e}"))?;
+    let text =
+        crate::wheel::inputs::read_text_bounded(&report, REPORT_MAX).map_err(|e| format!("pip's report: {e}"))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("pip's report: {e}"))?;
     let mut distributions: Vec<Resolved> = value["install"]
         .as_array()
@@ -159,9 +282,9 @@ fn uv_platform(tag: &str) -> String {
     }
 }
 
-fn resolve_with_uv(request: &ResolveRequest) -> Result<Resolution, String> {
+fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, String> {
     let uv = "uv";
-    let resolver = version_of(uv, &["--version"])?;
+    let resolver = version_of(uv, &["--version"], scratch)?;
     // uv searches `--extra-index-url` first and stops at the first index that has a name. As
     // given (pip's order), the upstream comes first; `site_first` gives the release page's order.
     let mut args: Vec<String> =
@@ -183,25 +306,20 @@ fn resolve_with_uv(request: &ResolveRequest) -> Result<Resolution, String> {
     if let Some(platform) = &request.platform {
         args.extend(["--python-platform".into(), uv_platform(platform)]);
     }
-    let mut child = Command::new(uv)
+    let mut child = Command::new(uv);
+    child
         .args(&args)
         .env("UV_NO_CACHE", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {uv}: {e}"))?;
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("piped");
-        stdin.write_all((request.requirements.join("\n") + "\n").as_bytes()).map_err(|e| e.to_string())?;
-    }
-    let out = child.wait_with_output().map_err(|e| format!("{uv}: {e}"))?;
-    let mut command = vec![uv.to_string()];
-    command.extend(args);
-    if !out.status.success() {
-        let message = tail(&String::from_utf8_lossy(&out.stderr));
-        return Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(message) });
+        .env("UV_HTTP_TIMEOUT", request.timeout.as_secs().max(1).to_string())
+        .current_dir(scratch);
+    // Each requirement was parsed as PEP 508 and written back in normal form: one line each,
+    // never an option line (`-r`, `--index-url`) of a requirements file.
+    debug_assert!(request.requirements.iter().all(|r| requirement(r).is_ok()));
+    let input = request.requirements.join("\n") + "\n";
+    let out = run_bounded(child, Some(input.into_bytes()), request.deadline()).map_err(|e| format!("{uv}: {e}"))?;
+    let command = shown_command(uv, args);
+    if !out.success {
+        return Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(tail(&out.stderr_tail)) });
     }
     let mut distributions: Vec<Resolved> = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -227,6 +345,20 @@ fn resolve_with_uv(request: &ResolveRequest) -> Result<Resolution, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requirements_are_pep_508_never_options() {
+        assert_eq!(requirement("rocm-torch[device-gfx950]").unwrap(), "rocm-torch[device-gfx950]");
+        assert_eq!(
+            requirement("a >=1.0 ; python_version >= '3.10'").unwrap(),
+            "a>=1.0 ; python_full_version >= '3.10'"
+        );
+        for bad in
+            ["--report=/tmp/x", "-r/etc/passwd", "--index-url=http://evil/", "a\nb", "a @ https://evil/x.whl", ""]
+        {
+            assert!(requirement(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn platforms_as_uv_names_them() {

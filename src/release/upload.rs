@@ -75,7 +75,8 @@ pub struct UploadDir {
     site: String,
     add: Vec<Upload>,
     replace: Vec<Upload>,
-    remove: Vec<String>,
+    /// (name, the sha256 it was placed with): checked again before it goes.
+    remove: Vec<(String, String)>,
     /// What a user should know: files replaced, removed, adopted.
     pub notes: Vec<String>,
 }
@@ -99,6 +100,7 @@ impl UploadDir {
             Err(e) => return Err(UploadError::Manifest { dir: dir.display().to_string(), message: e.to_string() }),
         };
         let site = site.display().to_string();
+        let (manifest, mut notes) = trusted_entries(dir, manifest);
         let mut plan = UploadDir {
             dir: dir.to_path_buf(),
             _lock: lock,
@@ -109,23 +111,33 @@ impl UploadDir {
             remove: Vec::new(),
             notes: Vec::new(),
         };
+        plan.notes.append(&mut notes);
         let wanted: BTreeSet<String> = files.iter().map(|f| f.name.clone()).collect();
         for file in files {
             plan.place(file)?;
         }
         // Files only this site linked, and no longer links, go.
         let me = plan.site.clone();
+        let mut stale = Vec::new();
         for (name, entry) in &mut plan.manifest.files {
             if wanted.contains(name) || !entry.sites.remove(&me) {
                 continue;
             }
             if entry.sites.is_empty() {
-                plan.remove.push(name.clone());
+                stale.push(name.clone());
             }
         }
-        for name in &plan.remove {
-            plan.manifest.files.remove(name);
-            plan.notes.push(format!("removed {name} from the upload directory: no index links it any more"));
+        for name in stale {
+            let entry = plan.manifest.files.remove(&name).expect("listed");
+            match placed_by_us(&plan.dir, &name, &entry.sha256) {
+                Ok(()) => {
+                    plan.notes.push(format!("removed {name} from the upload directory: no index links it any more"));
+                    plan.remove.push((name, entry.sha256));
+                }
+                Err(why) => plan
+                    .notes
+                    .push(format!("left {name} in the upload directory although no index links it any more: {why}")),
+            }
         }
         Ok(plan)
     }
@@ -153,6 +165,10 @@ impl UploadDir {
                 entry.sites.insert(me);
             }
             Some(entry) if on_disk => {
+                // Replacing is removing: only a file still as this tool left it.
+                if placed_by_us(&self.dir, &file.name, &entry.sha256).is_err() {
+                    return Err(UploadError::NotOurs { dir, name: file.name });
+                }
                 let others: Vec<String> = entry.sites.iter().filter(|s| **s != me).cloned().collect();
                 if !others.is_empty() {
                     return Err(UploadError::LinkedElsewhere {
@@ -224,10 +240,13 @@ impl UploadDir {
         Ok(())
     }
 
-    /// Remove the files no site links any more.
+    /// Remove the files no site links any more (each checked again: still a regular file of
+    /// the bytes this tool placed).
     pub fn finish(self) {
-        for name in &self.remove {
-            let _ = std::fs::remove_file(self.dir.join(name));
+        for (name, sha256) in &self.remove {
+            if placed_by_us(&self.dir, name, sha256).is_ok() {
+                let _ = std::fs::remove_file(self.dir.join(name));
+            }
         }
     }
 
@@ -239,4 +258,37 @@ impl UploadDir {
         });
         made.map(|(temp, ())| temp).map_err(|e| io::Error::other(e.to_string()))
     }
+}
+
+/// The manifest's entries that may name a file this tool placed: plain names of files directly
+/// in the directory, never the manifest or the lock. The manifest is data anyone could have
+/// edited, so every other entry is dropped from it with a note, and its file left alone.
+fn trusted_entries(dir: &Path, mut manifest: Manifest) -> (Manifest, Vec<String>) {
+    let mut notes = Vec::new();
+    manifest.files.retain(|name, _| {
+        let plain = crate::wheel::inputs::is_plain_file_name(name) && name != MANIFEST && name != LOCK;
+        if !plain {
+            notes.push(format!(
+                "{}: the manifest lists {name:?}, which is not a plain file name in the directory; the entry is dropped and nothing it names is touched",
+                dir.display()
+            ));
+        }
+        plain
+    });
+    (manifest, notes)
+}
+
+/// A file this tool placed and that is still as it left it: a regular file (not a link, not a
+/// directory) directly in `dir` whose bytes have the recorded sha256.
+fn placed_by_us(dir: &Path, name: &str, sha256: &str) -> Result<(), String> {
+    let path = dir.join(name);
+    let meta = std::fs::symlink_metadata(&path).map_err(|e| e.to_string())?;
+    if !meta.file_type().is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let now = crate::wheel::digest::file_sha256_hex(&path).map_err(|e| e.to_string())?;
+    if now != sha256 {
+        return Err(format!("its bytes changed since wheelfix placed it (sha256 {} now)", &now[..12.min(now.len())]));
+    }
+    Ok(())
 }

@@ -25,10 +25,15 @@ pub struct UpstreamFile {
     pub url: String,
 }
 
-/// An upstream index, reached over HTTP(S) with a timeout.
+/// An upstream index, reached over HTTP(S) with a timeout, or a local `file://` one.
 pub struct Upstream {
-    /// As given, as a directory URL. Ex) `https://pypi.org/simple/`
+    /// As given, as a directory URL, with any password replaced by `****` (as pip prints it):
+    /// what findings name. Ex) `https://pypi.org/simple/`, `https://user:****@h/simple/`
     pub url: String,
+    /// The URL requests go to, without credentials.
+    request_url: String,
+    /// `Basic …` for the credentials the URL carried, sent with every request.
+    authorization: Option<String>,
     agent: ureq::Agent,
 }
 
@@ -44,35 +49,126 @@ impl Upstream {
             .user_agent(concat!("wheelfix/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Upstream { url: super::index::directory_url(url), agent }
+        let url = super::index::directory_url(url);
+        let credentials = Credentials::split(&url);
+        Upstream {
+            url: credentials.redacted,
+            request_url: credentials.bare,
+            authorization: credentials.authorization,
+            agent,
+        }
     }
 
     /// The project's files (`None`: the index does not have the name), or why the page could
     /// not be read.
     pub fn files(&self, project: &str) -> Result<Option<Vec<UpstreamFile>>, String> {
-        let url = format!("{}{}/", self.url, project);
-        let mut response = match self.agent.get(&url).header("Accept", ACCEPT).call() {
+        // The name is a PEP 508 name (checked where it entered); quoted all the same, so that
+        // nothing in it can become another path or a query.
+        let quoted = super::index::url_quote(project);
+        let shown = format!("{}{quoted}/", self.url);
+        let url = format!("{}{quoted}/", self.request_url);
+        if let Some(dir) = url.strip_prefix("file://") {
+            return local_page(&percent_decode(dir), &shown).map(|page| {
+                page.map(|links| links.into_iter().filter_map(|link| upstream_file(project, &url, link)).collect())
+            });
+        }
+        let mut request = self.agent.get(&url).header("Accept", ACCEPT);
+        if let Some(authorization) = &self.authorization {
+            request = request.header("Authorization", authorization);
+        }
+        let mut response = match request.call() {
             Ok(r) => r,
-            Err(e) => return Err(format!("cannot reach {url}: {e}")),
+            Err(e) => return Err(format!("cannot reach {shown}: {e}")),
         };
         let status = response.status().as_u16();
         if status == 404 || status == 410 {
             return Ok(None);
         }
         if status != 200 {
-            return Err(format!("{url} answered HTTP {status}"));
+            return Err(format!("{shown} answered HTTP {status}"));
         }
-        let json =
-            response.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|t| t.contains("json"));
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_PAGE)
-            .read_to_string()
-            .map_err(|e| format!("cannot read {url}: {e}"))?;
-        let files = if json { json_files(&body).map_err(|e| format!("{url}: {e}"))? } else { html_files(&body) };
-        Ok(Some(files.into_iter().filter_map(|link| upstream_file(project, &url, link)).collect()))
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let body = response.body_mut().with_config().limit(MAX_PAGE);
+        let links = if content_type.contains("json") {
+            // Read as it arrives into the few fields the answer needs: a page of hundreds of MB
+            // is never held whole, nor as a tree.
+            let reader = std::io::BufReader::with_capacity(64 << 10, body.reader());
+            json_files_from(reader).map_err(|e| format!("{shown}: {e}"))?
+        } else {
+            let bytes = body.read_to_vec().map_err(|e| format!("cannot read {shown}: {e}"))?;
+            html_files(&decode_html(&bytes, &content_type))
+        };
+        Ok(Some(links.into_iter().filter_map(|link| upstream_file(project, &url, link)).collect()))
     }
+}
+
+/// A local index's project page (`<dir>/<project>/index.html`, as pip reads a `file://` index).
+fn local_page(dir: &str, shown: &str) -> Result<Option<Vec<Link>>, String> {
+    let page = std::path::Path::new(dir).join("index.html");
+    match crate::wheel::inputs::read_bounded(&page, MAX_PAGE) {
+        Ok(bytes) => Ok(Some(html_files(&decode_html(&bytes, "")))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {shown}: {e}")),
+    }
+}
+
+/// An HTML page's text in the charset its `Content-Type` names (Latin-1 is the one besides
+/// UTF-8 indexes use); otherwise UTF-8, with Latin-1 for a page that is not valid UTF-8.
+fn decode_html(bytes: &[u8], content_type: &str) -> String {
+    let latin1 = || bytes.iter().map(|&b| b as char).collect::<String>();
+    let declared = content_type.split(';').find_map(|p| p.trim().strip_prefix("charset=")).map(|c| c.trim_matches('"'));
+    match declared {
+        Some("iso-8859-1" | "latin-1" | "latin1" | "windows-1252" | "cp1252") => latin1(),
+        _ => match std::str::from_utf8(bytes) {
+            Ok(text) => text.to_string(),
+            Err(_) => latin1(),
+        },
+    }
+}
+
+/// An index URL's credentials, taken apart: the URL to show (password as `****`), the URL to
+/// request (none), and the `Authorization` header that carries them.
+struct Credentials {
+    redacted: String,
+    bare: String,
+    authorization: Option<String>,
+}
+
+impl Credentials {
+    fn split(url: &str) -> Credentials {
+        let plain = || Credentials { redacted: url.to_string(), bare: url.to_string(), authorization: None };
+        let Some((scheme, rest)) = url.split_once("://") else { return plain() };
+        let authority_end = rest.find('/').unwrap_or(rest.len());
+        let Some(at) = rest[..authority_end].rfind('@') else { return plain() };
+        let (userinfo, host_and_path) = (&rest[..at], &rest[at + 1..]);
+        let (user, password) = match userinfo.split_once(':') {
+            Some((u, p)) => (percent_decode(u), Some(percent_decode(p))),
+            None => (percent_decode(userinfo), None),
+        };
+        use base64::Engine as _;
+        let token = base64::engine::general_purpose::STANDARD
+            .encode(format!("{user}:{}", password.as_deref().unwrap_or_default()));
+        // pip shows the user and hides the password; a lone token (no password) is hidden whole.
+        let shown = match password {
+            Some(_) => format!("{}:****", &userinfo[..userinfo.find(':').unwrap_or(userinfo.len())]),
+            None => "****".to_string(),
+        };
+        Credentials {
+            redacted: format!("{scheme}://{shown}@{host_and_path}"),
+            bare: format!("{scheme}://{host_and_path}"),
+            authorization: Some(format!("Basic {token}")),
+        }
+    }
+}
+
+/// A URL as messages show it: any password replaced by `****`.
+pub fn redact(url: &str) -> String {
+    Credentials::split(url).redacted
 }
 
 fn upstream_file(project: &str, page: &str, link: Link) -> Option<UpstreamFile> {
@@ -134,22 +230,57 @@ pub fn file_version(project: &str, filename: &str) -> Option<Version> {
         .and_then(|(at, _)| Version::from_str(&stem[at + 1..]).ok())
 }
 
-/// The file links of a PEP 691 project page.
-fn json_files(body: &str) -> Result<Vec<Link>, String> {
-    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("not a PEP 691 page: {e}"))?;
-    let files = value["files"].as_array().ok_or("a PEP 691 page without `files`")?;
-    Ok(files
-        .iter()
-        .filter_map(|f| {
-            let filename = f["filename"].as_str()?.to_string();
-            let yanked = match &f["yanked"] {
-                serde_json::Value::Bool(b) => *b,
-                serde_json::Value::String(_) => true,
-                _ => false,
-            };
-            Some(Link { filename, href: f["url"].as_str().unwrap_or_default().to_string(), yanked })
+/// The file links of a PEP 691 project page, read from `reader` into only the fields used.
+/// A page of another major API version is refused, as pip refuses it.
+fn json_files_from(reader: impl std::io::Read) -> Result<Vec<Link>, String> {
+    #[derive(serde::Deserialize)]
+    struct Page {
+        meta: Meta,
+        files: Vec<File>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "api-version")]
+        api_version: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct File {
+        filename: String,
+        #[serde(default)]
+        url: String,
+        #[serde(default)]
+        yanked: Yanked,
+    }
+    /// PEP 592: `true`, or the reason, which also means yanked.
+    #[derive(serde::Deserialize, Default)]
+    #[serde(untagged)]
+    enum Yanked {
+        Flag(bool),
+        Reason(#[allow(dead_code)] String),
+        #[default]
+        No,
+    }
+    let page: Page = serde_json::from_reader(reader).map_err(|e| format!("not a PEP 691 page: {e}"))?;
+    if page.meta.api_version.split('.').next() != Some("1") {
+        return Err(format!(
+            "a PEP 691 page of api-version {}, which installers of API version 1 (pip) refuse; not compared",
+            page.meta.api_version
+        ));
+    }
+    Ok(page
+        .files
+        .into_iter()
+        .map(|f| Link {
+            filename: f.filename,
+            href: f.url,
+            yanked: matches!(f.yanked, Yanked::Flag(true) | Yanked::Reason(_)),
         })
         .collect())
+}
+
+#[cfg(test)]
+fn json_files(body: &str) -> Result<Vec<Link>, String> {
+    json_files_from(body.as_bytes())
 }
 
 /// The file links of a PEP 503 project page: each anchor's text names the file (else its
@@ -219,6 +350,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn credentials_are_sent_and_never_shown() {
+        let c = Credentials::split("http://user:s3cret@h:8/simple/");
+        assert_eq!(c.redacted, "http://user:****@h:8/simple/");
+        assert_eq!(c.bare, "http://h:8/simple/");
+        assert_eq!(c.authorization.as_deref(), Some("Basic dXNlcjpzM2NyZXQ="));
+        assert_eq!(redact("https://tok3n@h/simple/"), "https://****@h/simple/");
+        assert_eq!(redact("https://h/simple/"), "https://h/simple/");
+        assert_eq!(redact("https://h/p@x/"), "https://h/p@x/");
+    }
+
+    #[test]
     fn versions_from_file_names() {
         let v = |s: &str| Version::from_str(s).unwrap();
         assert_eq!(file_version("nixl", "nixl-1.5.2-py3-none-any.whl"), Some(v("1.5.2")));
@@ -249,6 +391,8 @@ mod tests {
         assert_eq!(join_url("http://h/simple/nixl/", "/p/n.whl"), "http://h/p/n.whl");
         assert_eq!(join_url("https://h/simple/nixl/", "https://o/n.whl"), "https://o/n.whl");
         assert!(json_files("<html>").is_err());
+        assert!(json_files(r#"{"meta":{"api-version":"2.0"},"name":"nixl","files":[]}"#).is_err());
+        assert_eq!(decode_html(b"<a href='x'>caf\xe9-1.0.tar.gz</a>", "text/html"), "<a href='x'>café-1.0.tar.gz</a>");
         assert_eq!(percent_decode("torch-2.9.0%2Brocm7.1-cp312.whl"), "torch-2.9.0+rocm7.1-cp312.whl");
     }
 }

@@ -23,6 +23,12 @@ pub enum FilenameError {
     EmptyTag(String, String),
     #[error("`{0}` is not a valid wheel file name: its version {1}")]
     Version(String, String),
+    #[error("`{0}` is not a valid wheel file name: {1}")]
+    Name(String, String),
+    #[error(
+        "`{0}` is not a valid wheel file name: the tag `{1}` holds a character other than ASCII letters, digits and `_`"
+    )]
+    TagCharacter(String, String),
 }
 
 /// The parsed parts of a wheel file name. Compressed tag sets (`py2.py3`) are split.
@@ -59,6 +65,14 @@ impl WheelFilename {
         {
             return Err(FilenameError::BuildTag(filename.to_string(), b.to_string()));
         }
+        let package = PackageName::parse(name).map_err(|e| FilenameError::Name(filename.to_string(), e))?;
+        let tag_character = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        if let Some(bad) = [build.unwrap_or_default(), py, abi, plat]
+            .into_iter()
+            .find(|t| !t.chars().all(|c| tag_character(c) || c == '.'))
+        {
+            return Err(FilenameError::TagCharacter(filename.to_string(), bad.to_string()));
+        }
         let split = |set: &str| -> Result<Vec<String>, FilenameError> {
             let tags: Vec<String> = set.split('.').map(str::to_string).collect();
             if tags.iter().any(String::is_empty) {
@@ -73,7 +87,7 @@ impl WheelFilename {
         })?;
         Ok(WheelFilename {
             distribution: name.to_string(),
-            name: PackageName::new(name),
+            name: package,
             version: parsed_version,
             build: build.map(str::to_string),
             python_tags: split(py)?,

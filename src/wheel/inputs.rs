@@ -150,3 +150,13 @@ mod tests {
         assert!(missing(&[d.join("nope")]).len() == 1);
     }
 }
+
+/// A name that stands for one entry directly in a directory: not empty, not `.` or `..`, no
+/// `/`, no NUL, no control character, at most 255 bytes. Ex) `torch-2.9.0-….whl`; not `../x`
+pub fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= 255
+        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control())
+}

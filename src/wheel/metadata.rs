@@ -144,6 +144,8 @@ pub enum MetadataError {
     Missing(&'static str),
     #[error("its `Version: {0}` is not a valid PEP 440 version: {1}")]
     Version(String, String),
+    #[error("its `Name`: {0}")]
+    Name(String),
 }
 
 /// A version as written, and as PEP 440 reads it. Ex) `2.15.0a0+git31a77fc`
@@ -204,7 +206,7 @@ impl CoreMetadata {
         let name = name.filter(|n| !n.is_empty()).ok_or(MetadataError::Missing("Name"))?;
         let version = version.filter(|v| !v.is_empty()).ok_or(MetadataError::Missing("Version"))?;
         Ok(CoreMetadata {
-            package: PackageName::new(&name),
+            package: PackageName::parse(&name).map_err(MetadataError::Name)?,
             name,
             version: DistVersion::parse(&version)?,
             requires_python,

@@ -26,8 +26,42 @@ impl PackageName {
         PackageName(out)
     }
 
+    /// A name as it enters from a file name, METADATA or PKG-INFO, checked as PEP 508 names
+    /// are (ASCII letters and digits, with `.`, `_` and `-` inside) and no longer than a file
+    /// name can be (the index makes a directory of it), then normalised. Ex) `Amd_Aiter`; not
+    /// `../x`, `<img>`, `x; touch y`
+    pub fn parse(name: &str) -> Result<Self, String> {
+        if is_valid(name) {
+            Ok(PackageName::new(name))
+        } else {
+            Err(format!(
+                "{:?} is not a valid project name (PEP 508: ASCII letters and digits, with `.`, `_`, `-` inside; at most 200 bytes)",
+                shown(name)
+            ))
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// The longest name taken: its directory, `index.html` and a wheel's name must all fit.
+const MAX_LEN: usize = 200;
+
+fn is_valid(name: &str) -> bool {
+    let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    name.len() <= MAX_LEN
+        && ends_ok(name.chars().next())
+        && ends_ok(name.chars().last())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// A name as an error shows it: at most 80 characters.
+fn shown(name: &str) -> String {
+    match name.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &name[..at]),
+        None => name.to_string(),
     }
 }
 
@@ -58,5 +92,18 @@ mod tests {
         assert_eq!(PackageName::new("Amd_Aiter").as_str(), "amd-aiter");
         assert_eq!(PackageName::new("a.-_b").as_str(), "a-b");
         assert_eq!(PackageName::new("rocm-sdk-device-gfx950"), PackageName::new("ROCM_SDK.device_gfx950"));
+    }
+
+    #[test]
+    fn parses_only_pep_508_names() {
+        assert_eq!(PackageName::parse("Amd_Aiter").unwrap().as_str(), "amd-aiter");
+        assert_eq!(PackageName::parse("a").unwrap().as_str(), "a");
+        for bad in
+            ["", "/etc", "../x", "<img src=x onerror=alert(1)>", "x; touch pwned #", "a\0b", "-a", "a.", "é", "%2e%2e"]
+        {
+            assert!(PackageName::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(PackageName::parse(&"a".repeat(200)).is_ok());
+        assert!(PackageName::parse(&"a".repeat(300)).is_err());
     }
 }

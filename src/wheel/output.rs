@@ -148,6 +148,11 @@ pub fn collisions(dests: &[Option<&Path>], inputs: &[PathBuf]) -> Vec<Option<Col
 /// leaves a directory still marked (or empty), which the next run recognises and removes, never
 /// an unmarked one that it must leave alone.
 fn remove_marked_dir(dir: &Path) {
+    // A link at a temporary name is removed as a link: what it points at is not ours.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        let _ = std::fs::remove_file(dir);
+        return;
+    }
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             if entry.file_name() == DIR_MARKER {
@@ -315,8 +320,12 @@ pub struct TempDir {
 pub const DIR_MARKER: &str = ".wheelfix-output";
 
 impl TempDir {
+    /// A directory to fill and later swap in at `dest`. A `dest` that is a symbolic link
+    /// (`current -> releases/v1`) is published through: the directory it points at is what
+    /// the new one replaces, and the link stays as it is.
     pub fn create(dest: &Path) -> Result<TempDir, OutputError> {
         use std::os::unix::fs::DirBuilderExt;
+        let dest = &through_links(dest)?;
         let dir = parent_dir(dest);
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         std::fs::create_dir_all(dir).map_err(|source| OutputError::Io { path: dir.display().to_string(), source })?;
@@ -379,6 +388,19 @@ impl TempDir {
         sync_dir(parent_dir(&self.dest));
         Ok(self.dest.clone())
     }
+}
+
+/// What a destination that is a symbolic link points at, followed to its end (a destination
+/// that is no link is itself). A link that leads nowhere is an error naming it.
+fn through_links(dest: &Path) -> Result<PathBuf, OutputError> {
+    let is_link = std::fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return Ok(dest.to_path_buf());
+    }
+    dest.canonicalize().map_err(|source| OutputError::Io {
+        path: format!("{} (a symbolic link that cannot be followed to a directory)", dest.display()),
+        source,
+    })
 }
 
 /// A directory wheelfix may replace: empty, or marked as written by an earlier run.
