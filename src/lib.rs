@@ -28,7 +28,7 @@
 //!
 //! 1. `log`, `platform`, `parallel`, `progress`: the ground every stage stands on.
 //! 2. `wheel`: the archive and its metadata.
-//! 3. `config`, `elf`, `exclude`, `version`: file formats and rules, each on its own.
+//! 3. `config`, `elf`, `exclude`, `html`, `version`: file formats and rules, each on its own.
 //! 4. `analysis`: facts.
 //! 5. `policy`: what the policies make of the facts.
 //! 6. `plan`: the changes, as data.
@@ -43,6 +43,7 @@ pub mod cmd;
 pub mod config;
 pub mod elf;
 pub mod exclude;
+pub mod html;
 pub mod log;
 pub mod parallel;
 pub mod plan;

@@ -144,6 +144,14 @@ pub fn run_site(request: &SiteRequest) -> Output {
             Ok(p) => p,
             Err(e) => return Output::failure(format!("{}/release.json: {e}", m.dir.display())),
         };
+        if let Some(bad) = page.files.iter().find(|f| !release::index::safe_href(&f.href)) {
+            return Output::failure(format!(
+                "{}/release.json: the link {:?} of {} is neither an http(s) URL nor a plain relative path; the page is not published",
+                m.dir.display(),
+                bad.href,
+                bad.file_name
+            ));
+        }
         page.site_url = format!("{base}{}/", release::index::url_quote(&m.name));
         let dir = PathBuf::from(&m.name);
         pages.push((dir.join("release.html"), page.to_html().into_bytes()));
@@ -153,7 +161,7 @@ pub fn run_site(request: &SiteRequest) -> Output {
     let title = request.title.clone().unwrap_or_else(|| "ROCm release".into());
     pages.push((PathBuf::from("index.html"), landing_html(&title, &sites).into_bytes()));
     match release::site::build(&members, &request.output, &pages) {
-        Ok(_) => {
+        Ok(built) => {
             let summary = serde_json::json!({
                 "output": request.output.display().to_string(),
                 "indexes": sites.iter().map(|(name, page)| serde_json::json!({
@@ -163,6 +171,7 @@ pub fn run_site(request: &SiteRequest) -> Output {
                     "errors": page.check.errors,
                     "warnings": page.check.warnings,
                 })).collect::<Vec<_>>(),
+                "left_out": built.left_out,
             });
             let stdout = if request.json {
                 crate::report::json::to_text(&crate::report::json::Versioned::new(&summary))
@@ -179,7 +188,8 @@ pub fn run_site(request: &SiteRequest) -> Output {
                 }
                 text
             };
-            Output { stdout, stderr: Vec::new(), code: 0 }
+            let stderr = built.left_out.iter().map(|l| format!("wheelfix: note: not published: {l}")).collect();
+            Output { stdout, stderr, code: 0 }
         }
         Err(e) if e.is_usage() => Output::usage(e),
         Err(e) => Output::failure(e),

@@ -416,7 +416,7 @@ pub fn safe_href(text: &str) -> bool {
 
 /// Escape for HTML text and attribute values.
 pub fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    crate::html::escape(text)
 }
 
 /// Percent-encode a file name for a URL path (`+` → `%2B`).
@@ -437,21 +437,19 @@ fn link(f: &IndexedFile, base_url: Option<&str>) -> String {
 }
 
 fn project_html(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -> String {
-    let mut out = format!(
-        "<!DOCTYPE html>\n<html>\n<head>\n<meta name=\"pypi:repository-version\" content=\"1.1\">\n<title>Links for {project}</title>\n</head>\n<body>\n<h1>Links for {project}</h1>\n"
-    );
-    for f in files {
-        let _ = write!(out, "<a href=\"{}#sha256={}\"", html_escape(&link(f, base_url)), f.sha256);
-        if let Some(rp) = &f.requires_python {
-            let _ = write!(out, " data-requires-python=\"{}\"", html_escape(rp));
-        }
-        if let Some(m) = &f.metadata_sha256 {
-            let _ = write!(out, " data-dist-info-metadata=\"sha256={m}\" data-core-metadata=\"sha256={m}\"");
-        }
-        let _ = writeln!(out, ">{}</a><br/>", html_escape(&f.filename));
-    }
-    out.push_str("</body>\n</html>\n");
-    out
+    let files: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "href": link(f, base_url),
+                "sha256": f.sha256,
+                "requires_python": f.requires_python,
+                "metadata_sha256": f.metadata_sha256,
+                "filename": f.filename,
+            })
+        })
+        .collect();
+    crate::html::render("simple_project.html", serde_json::json!({"project": project, "files": files}))
 }
 
 fn project_json(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -> String {
@@ -486,14 +484,8 @@ fn project_json(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -
 }
 
 fn root_html<'a>(projects: impl Iterator<Item = &'a str>) -> String {
-    let mut out = String::from(
-        "<!DOCTYPE html>\n<html>\n<head>\n<meta name=\"pypi:repository-version\" content=\"1.1\">\n<title>Simple index</title>\n</head>\n<body>\n",
-    );
-    for p in projects {
-        let _ = writeln!(out, "<a href=\"{p}/\">{p}</a><br/>");
-    }
-    out.push_str("</body>\n</html>\n");
-    out
+    let projects: Vec<&str> = projects.collect();
+    crate::html::render("simple_root.html", serde_json::json!({"projects": projects}))
 }
 
 /// Wheels whose Requires-Python or Python tags exclude interpreter `python` (`3.14`).

@@ -8,7 +8,6 @@
 //! renders every architecture's page again from it, for the URL the whole site is served at.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
@@ -114,21 +113,22 @@ impl ReleasePage {
 
     /// The page, as HTML.
     pub fn to_html(&self) -> String {
-        let mut body = String::new();
         let projects: BTreeSet<&str> = self.files.iter().map(|f| f.project.as_str()).collect();
-        let _ = write!(
-            body,
-            "<header>\n<h1>{}</h1>\n<p class=\"sub\">{} · {} project(s) · {} file(s) · {}</p>\n</header>\n",
-            esc(&self.title),
-            rocm_text(&self.rocm),
-            projects.len(),
-            self.files.len(),
-            check_badge(&self.check)
-        );
-        body.push_str(&install_section(&self.site_url, &self.install));
-        body.push_str(&files_section(&self.files));
-        body.push_str(&check_section(&self.check));
-        document(&format!("{} — release", self.title), &body)
+        let files: Vec<FileView> = self.files.iter().map(FileView::new).collect();
+        crate::html::render_page(
+            "release.html",
+            STYLE,
+            serde_json::json!({
+                "page_title": format!("{} — release", self.title),
+                    "title": self.title,
+                "rocm": self.rocm,
+                "projects": projects.len(),
+                "files": files,
+                "check": CheckView::new(&self.check),
+                "pip": pip_command(&self.site_url, &self.install),
+                "uv": uv_command(&self.site_url, &self.install),
+            }),
+        )
     }
 
     /// The machine-readable page (`release.json`), which `site` renders again.
@@ -140,40 +140,31 @@ impl ReleasePage {
 /// The landing page across architecture indexes: each architecture's ROCm version, install
 /// commands and check summary, linked to its page, and every project's version per architecture.
 pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
-    let mut body = String::new();
-    let _ = write!(
-        body,
-        "<header>\n<h1>{}</h1>\n<p class=\"sub\">{} architecture index(es) · {}</p>\n</header>\n",
-        esc(title),
-        sites.len(),
-        rocm_text(
-            &sites
-                .iter()
-                .flat_map(|(_, p)| p.rocm.iter().cloned())
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect::<Vec<_>>()
-        )
-    );
-    body.push_str("<section id=\"indexes\">\n<h2>Browse the indexes</h2>\n");
-    for (dir, page) in sites {
-        let targets: BTreeSet<&str> = page.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| t.as_str())).collect();
-        let targets =
-            if targets.is_empty() { "none".to_string() } else { targets.into_iter().collect::<Vec<_>>().join(", ") };
-        let _ = write!(
-            body,
-            "<article class=\"site\" data-site=\"{d}\">\n<h3><a href=\"{d}/release.html\">{t}</a></h3>\n<p>{} · {} file(s) · GPU targets: {} · {}</p>\n<p class=\"label\">pip</p>\n<pre><code class=\"cmd\">{}</code></pre>\n<p class=\"label\">uv</p>\n<pre><code class=\"cmd\">{}</code></pre>\n</article>\n",
-            rocm_text(&page.rocm),
-            page.files.len(),
-            esc(&targets),
-            check_badge(&page.check),
-            esc(&pip_command(&page.site_url, &page.install)),
-            esc(&uv_command(&page.site_url, &page.install)),
-            d = esc(&url_path(dir)),
-            t = esc(&page.title),
-        );
-    }
-    body.push_str("</section>\n");
+    let rocm: BTreeSet<&String> = sites.iter().flat_map(|(_, p)| p.rocm.iter()).collect();
+    let mut rocm: Vec<&String> = rocm.into_iter().collect();
+    rocm.sort_by(|a, b| crate::policy::verdict::compare_versions(a, b));
+    let views: Vec<serde_json::Value> = sites
+        .iter()
+        .map(|(dir, page)| {
+            let targets: BTreeSet<&str> =
+                page.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| t.as_str())).collect();
+            let targets = if targets.is_empty() {
+                "none".to_string()
+            } else {
+                targets.into_iter().collect::<Vec<_>>().join(", ")
+            };
+            serde_json::json!({
+                "path": crate::release::index::url_quote(dir),
+                "title": page.title,
+                "rocm": page.rocm,
+                "files": page.files.len(),
+                "targets": targets,
+                "check": CheckView::new(&page.check),
+                "pip": pip_command(&page.site_url, &page.install),
+                "uv": uv_command(&page.site_url, &page.install),
+            })
+        })
+        .collect();
     // Every project's version per architecture: a mismatch stands out.
     let mut versions: BTreeMap<&str, BTreeMap<&str, BTreeSet<String>>> = BTreeMap::new();
     for (dir, page) in sites {
@@ -185,30 +176,104 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
             versions.entry(&f.project).or_default().entry(dir.as_str()).or_default().insert(version);
         }
     }
-    body.push_str("<section id=\"matrix\">\n<h2>Projects across architectures</h2>\n<div class=\"scroll\">\n<table class=\"matrix\">\n<thead><tr><th>project</th>");
-    for (_, page) in sites {
-        let _ = write!(body, "<th>{}</th>", esc(&page.title));
-    }
-    body.push_str("</tr></thead>\n<tbody>\n");
-    for (project, by_site) in &versions {
-        let _ = write!(body, "<tr><td>{}</td>", esc(project));
-        for (dir, _) in sites {
-            let cell = by_site.get(dir.as_str()).map(|v| v.iter().cloned().collect::<Vec<_>>().join(", "));
-            let _ = write!(body, "<td>{}</td>", cell.map(|c| esc(&c)).unwrap_or_else(|| "—".into()));
+    let matrix: Vec<serde_json::Value> = versions
+        .iter()
+        .map(|(project, by_site)| {
+            let cells: Vec<Option<String>> = sites
+                .iter()
+                .map(|(dir, _)| by_site.get(dir.as_str()).map(|v| v.iter().cloned().collect::<Vec<_>>().join(", ")))
+                .collect();
+            serde_json::json!({"project": project, "cells": cells})
+        })
+        .collect();
+    crate::html::render_page(
+        "landing.html",
+        STYLE,
+        serde_json::json!({
+            "page_title": title,
+            "title": title,
+            "rocm": rocm,
+            "sites": views,
+            "matrix": matrix,
+        }),
+    )
+}
+
+/// A file's row, as the template writes it.
+#[derive(Serialize)]
+struct FileView<'a> {
+    file_name: &'a str,
+    href: &'a str,
+    project: &'a str,
+    metapackage: bool,
+    public: &'a str,
+    local: Option<&'a str>,
+    tag: Option<&'a str>,
+    basis: Option<&'a str>,
+    tag_note: &'a str,
+    gpu: Vec<GpuView<'a>>,
+    size: String,
+    sha256: &'a str,
+    python: Vec<PythonView>,
+}
+
+#[derive(Serialize)]
+struct GpuView<'a> {
+    target: &'a str,
+    size: Option<String>,
+}
+
+/// One line of the Python cell: a wheel's Python tags, or its Requires-Python.
+#[derive(Serialize)]
+struct PythonView {
+    label: Option<&'static str>,
+    code: String,
+}
+
+impl<'a> FileView<'a> {
+    fn new(f: &'a PageFile) -> FileView<'a> {
+        let tags = crate::wheel::WheelFilename::parse(&f.file_name).ok().map(|n| n.python_tags.join("."));
+        let mut python: Vec<PythonView> = tags.into_iter().map(|code| PythonView { label: None, code }).collect();
+        python
+            .extend(f.requires_python.iter().map(|rp| PythonView { label: Some("Requires-Python"), code: rp.clone() }));
+        FileView {
+            file_name: &f.file_name,
+            href: &f.href,
+            project: &f.project,
+            metapackage: f.metapackage,
+            public: &f.public,
+            local: f.local.as_deref(),
+            tag: f.tag.as_deref(),
+            basis: f.basis.as_deref(),
+            tag_note: &f.tag_note,
+            gpu: f.gpu.iter().map(|(t, b)| GpuView { target: t, size: b.map(human_bytes) }).collect(),
+            size: human_bytes(f.size),
+            sha256: &f.sha256,
+            python,
         }
-        body.push_str("</tr>\n");
     }
-    body.push_str("</tbody>\n</table>\n</div>\n</section>\n");
-    document(title, &body)
 }
 
-/// A directory name as a relative URL path. Ex) `gfx950`
-fn url_path(dir: &str) -> String {
-    crate::release::index::url_quote(dir)
+/// The check summary, with its badge's class.
+#[derive(Serialize)]
+struct CheckView<'a> {
+    class: &'static str,
+    errors: usize,
+    warnings: usize,
+    findings: &'a [(String, String, String)],
 }
 
-fn esc(text: &str) -> String {
-    crate::release::index::html_escape(text)
+impl<'a> CheckView<'a> {
+    fn new(check: &'a PageCheck) -> CheckView<'a> {
+        let class = if check.errors > 0 {
+            "bad"
+        } else if check.warnings > 0 {
+            "warn"
+        } else {
+            "ok"
+        };
+        CheckView { class, errors: check.errors, warnings: check.warnings, findings: &check.findings }
+    }
 }
 
 /// ROCm versions named by the set: `rocmX.Y.Z` in local labels, and metapackages' versions
@@ -232,14 +297,6 @@ fn rocm_versions(survey: &Survey) -> Vec<String> {
     let mut list: Vec<String> = found.into_iter().collect();
     list.sort_by(|a, b| crate::policy::verdict::compare_versions(a, b));
     list
-}
-
-fn rocm_text(versions: &[String]) -> String {
-    match versions {
-        [] => "no ROCm version named".into(),
-        [one] => format!("ROCm {}", esc(one)),
-        many => format!("ROCm {} (more than one!)", esc(&many.join(", "))),
-    }
 }
 
 /// The projects a person installs: the metapackages; without one, those no other project of the
@@ -271,122 +328,29 @@ fn page_check(findings: &[Finding]) -> PageCheck {
     }
 }
 
-fn check_badge(check: &PageCheck) -> String {
-    let class = if check.errors > 0 {
-        "bad"
-    } else if check.warnings > 0 {
-        "warn"
-    } else {
-        "ok"
-    };
-    format!("<span class=\"badge {class}\">check: {} error(s), {} warning(s)</span>", check.errors, check.warnings)
-}
-
 /// pip treats every index alike and takes the highest version; the exact local labels of the
 /// set's pins decide. Ex) `pip install --index-url https://h/gfx950/ --extra-index-url https://pypi.org/simple rocm-torch`
 pub fn pip_command(site_url: &str, install: &[String]) -> String {
-    format!("pip install --index-url {site_url} --extra-index-url {PYPI} {}", install_names(install))
+    command(&["pip", "install", "--index-url", site_url, "--extra-index-url", PYPI], install)
 }
 
 /// uv searches `--extra-index-url` first and stops at the first index that has a name, so the
 /// set's index must be the extra one and PyPI the default; the order pip takes fails with uv
 /// ("was found on https://pypi.org/simple, but not at the requested version").
 pub fn uv_command(site_url: &str, install: &[String]) -> String {
-    format!("uv pip install --index-url {PYPI} --extra-index-url {site_url} {}", install_names(install))
+    command(&["uv", "pip", "install", "--index-url", PYPI, "--extra-index-url", site_url], install)
 }
 
-fn install_names(install: &[String]) -> String {
-    if install.is_empty() { "PROJECT".into() } else { install.join(" ") }
-}
-
-fn install_section(site_url: &str, install: &[String]) -> String {
-    format!(
-        "<section id=\"install\">\n<h2>Install</h2>\n<p class=\"label\">pip</p>\n<pre><code class=\"cmd\" id=\"pip\">{}</code></pre>\n<p class=\"label\">uv</p>\n<pre><code class=\"cmd\" id=\"uv\">{}</code></pre>\n<p class=\"note\">The index orders differ on purpose. pip takes the highest version from every index, and the exact local labels of this set's pins decide. uv searches <code>--extra-index-url</code> first and stops at the first index that has a name, so this index must be the extra one; with pip's order uv stops at PyPI.</p>\n</section>\n",
-        esc(&pip_command(site_url, install)),
-        esc(&uv_command(site_url, install))
-    )
-}
-
-fn files_section(files: &[PageFile]) -> String {
-    let mut out = String::from(
-        "<section id=\"files\">\n<h2>Files</h2>\n<table class=\"files\">\n<thead><tr><th>project</th><th>version</th><th>platform</th><th>GPU targets</th><th>size</th><th>sha256</th><th>Python</th></tr></thead>\n<tbody>\n",
-    );
-    for f in files {
-        let version = match &f.local {
-            Some(l) => format!("{}<span class=\"local\">+{}</span>", esc(&f.public), esc(l)),
-            None => format!("{} <span class=\"nolabel\">no local label</span>", esc(&f.public)),
-        };
-        let platform = match (&f.tag, &f.basis) {
-            (Some(tag), Some(basis)) => format!(
-                "<code>{}</code> <span class=\"basis {basis}\" title=\"{note}\">{basis}</span><br><small>{note}</small>",
-                esc(tag),
-                basis = esc(basis),
-                note = esc(&f.tag_note)
-            ),
-            _ => "sdist".into(),
-        };
-        let gpu = if f.gpu.is_empty() {
-            "—".to_string()
-        } else {
-            f.gpu
-                .iter()
-                .map(|(t, b)| match b {
-                    Some(b) => format!("<code>{}</code> {}", esc(t), human_bytes(*b)),
-                    None => format!("<code>{}</code>", esc(t)),
-                })
-                .collect::<Vec<_>>()
-                .join("<br>")
-        };
-        let meta = if f.metapackage { " <span class=\"meta\">metapackage</span>" } else { "" };
-        let _ = write!(
-            out,
-            "<tr data-file=\"{file}\">\n<td data-label=\"project\"><div><a href=\"{href}\">{project}</a>{meta}<br><small class=\"file\">{file}</small></div></td>\n<td data-label=\"version\"><div>{version}</div></td>\n<td data-label=\"platform\"><div>{platform}</div></td>\n<td data-label=\"GPU targets\"><div>{gpu}</div></td>\n<td data-label=\"size\" class=\"size\"><div>{size}</div></td>\n<td data-label=\"sha256\"><div><code class=\"sha\" title=\"{sha}\">{sha}</code></div></td>\n<td data-label=\"Python\"><div>{python}</div></td>\n</tr>\n",
-            file = esc(&f.file_name),
-            href = esc(&f.href),
-            project = esc(&f.project),
-            size = human_bytes(f.size),
-            sha = esc(&f.sha256),
-            python = python_cell(f),
-        );
+/// The words, then the projects to install (`PROJECT` where the set names none), each quoted
+/// as a shell needs it: what a person pastes runs as these words and nothing else.
+fn command(words: &[&str], install: &[String]) -> String {
+    let mut all: Vec<&str> = words.to_vec();
+    if install.is_empty() {
+        all.push("PROJECT");
+    } else {
+        all.extend(install.iter().map(String::as_str));
     }
-    out.push_str("</tbody>\n</table>\n</section>\n");
-    out
-}
-
-/// The Pythons a file installs on: its wheel tags' Python part, and its Requires-Python.
-/// Ex) `cp312`; `py3`<br>`>=3.10`
-fn python_cell(f: &PageFile) -> String {
-    let tags = crate::wheel::WheelFilename::parse(&f.file_name).ok().map(|n| n.python_tags.join("."));
-    let mut parts: Vec<String> = tags.into_iter().map(|t| format!("<code>{}</code>", esc(&t))).collect();
-    parts.extend(f.requires_python.as_deref().map(|rp| format!("Requires-Python <code>{}</code>", esc(rp))));
-    if parts.is_empty() { "any".into() } else { parts.join("<br>") }
-}
-
-fn check_section(check: &PageCheck) -> String {
-    let mut out = format!("<section id=\"check\">\n<h2>Check</h2>\n<p>{}</p>\n", check_badge(check));
-    if !check.findings.is_empty() {
-        out.push_str("<ul class=\"findings\">\n");
-        for (severity, kind, message) in &check.findings {
-            let _ = writeln!(
-                out,
-                "<li class=\"{s}\"><b>{s}</b> <code>{}</code> {}</li>",
-                esc(kind),
-                esc(message),
-                s = esc(severity)
-            );
-        }
-        out.push_str("</ul>\n");
-    }
-    out.push_str("</section>\n");
-    out
-}
-
-/// The page around `body`, with its style.
-fn document(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"wheelfix\">\n<title>{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n{body}</main>\n</body>\n</html>\n",
-        esc(title)
-    )
+    crate::html::shell_words(&all)
 }
 
 const STYLE: &str = r#":root { color-scheme: light dark; --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg: #ffffff; --code: #f6f8fa; --accent: #b3261e; }
