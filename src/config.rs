@@ -81,27 +81,38 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     })
 }
 
-/// The closest `pyproject.toml` with a `[tool.wheelfix]` table, from `start` upward.
-pub fn discover(start: &Path) -> Option<PathBuf> {
+/// The closest `pyproject.toml` with a `[tool.wheelfix]` table, from `start` upward. One that
+/// exists but cannot be read or parsed is an error naming it: whether it holds the table cannot
+/// be known, and passing over it would apply a parent directory's configuration instead.
+pub fn discover(start: &Path) -> Result<Option<PathBuf>, ConfigError> {
     let mut dir = Some(start);
     while let Some(d) = dir {
         let candidate = d.join("pyproject.toml");
-        if let Ok(text) = crate::wheel::inputs::read_text_bounded(&candidate, MAX_CONFIG)
-            && let Ok(project) = toml::from_str::<PyProject>(&text)
-            && project.tool.is_some_and(|t| t.wheelfix.is_some())
-        {
-            return Some(candidate);
+        let display = || candidate.display().to_string();
+        match crate::wheel::inputs::read_text_bounded(&candidate, MAX_CONFIG) {
+            Ok(text) => {
+                let project = toml::from_str::<PyProject>(&text)
+                    .map_err(|e| ConfigError::Invalid { path: display(), message: e.message().to_string() })?;
+                if project.tool.is_some_and(|t| t.wheelfix.is_some()) {
+                    return Ok(Some(candidate));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(ConfigError::Read { path: display(), source }),
         }
         dir = d.parent();
     }
-    None
+    Ok(None)
 }
 
 /// `--config FILE`, else the discovered file, else defaults.
 pub fn resolve(explicit: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
     let path = match explicit {
         Some(p) => Some(p.to_path_buf()),
-        None => std::env::current_dir().ok().and_then(|cwd| discover(&cwd)),
+        None => match std::env::current_dir() {
+            Ok(cwd) => discover(&cwd)?,
+            Err(_) => None,
+        },
     };
     match path {
         Some(p) => Ok(LoadedConfig { config: load(&p)?, path: Some(p) }),
@@ -131,6 +142,13 @@ mod tests {
         let sub = dir.path().join("a/b");
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(&path, "[tool.wheelfix]\nplat = 'manylinux_2_28_x86_64'\n").unwrap();
-        assert_eq!(discover(&sub), Some(path));
+        assert_eq!(discover(&sub).unwrap(), Some(path.clone()));
+        // A nearer file that does not parse is an error naming it, not a reason to use the parent's.
+        let near = sub.join("pyproject.toml");
+        std::fs::write(&near, "[tool.wheelfix\nplat = 'x'\n").unwrap();
+        let err = discover(&sub).unwrap_err().to_string();
+        assert!(err.contains(&near.display().to_string()), "{err}");
+        std::fs::write(&near, "[project]\nname = 'x'\n").unwrap();
+        assert_eq!(discover(&sub).unwrap(), Some(path));
     }
 }

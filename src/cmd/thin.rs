@@ -71,7 +71,7 @@ pub fn run(request: &ThinRequest) -> Output {
     let named: Vec<(String, &Result<ThinOutcome, String>)> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
-    let stderr = results.iter().filter_map(|r| r.as_ref().err().map(|e| format!("wheelfix: error: {e}"))).collect();
+    let stderr = crate::report::thin::messages(&named);
     let failed = results.iter().filter(|r| r.is_err()).count();
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
 }
@@ -123,8 +123,11 @@ fn write_one(
 ) -> Result<ThinOutcome, Error> {
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
     let changed = plan.changes();
+    // A copy is right only when the input is true: a stale RECORD is written corrected even
+    // with nothing to drop.
+    let rewrite = changed || !analysis.record_findings.is_empty();
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
-    let output = place(examined, &plan.plan, settings, changed, Placement { path, dest, destination, head: None })?;
+    let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
     let size_after = match &output {
         Some(o) => std::fs::metadata(o).map(|m| m.len()).ok(),
         None => size_before,
@@ -139,6 +142,6 @@ fn write_one(
         pruned: plan.pruned.clone(),
         left: plan.left.clone(),
         missing: plan.missing.clone(),
-        record_corrected: if changed { analysis.record_findings.clone() } else { Default::default() },
+        record_corrected: if rewrite { analysis.record_findings.clone() } else { Default::default() },
     })
 }

@@ -751,12 +751,30 @@ fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
 
 /// The distributions of `project` an install from `d`'s index can see: those of its
 /// architecture directory, or of none (an index per architecture is the seeds' layout).
-fn in_reach<'a>(dists: &'a [Dist], d: &Dist, project: &str) -> Vec<&'a Dist> {
+fn in_reach<'a>(by_project: &ByProject<'a>, d: &Dist, project: &str) -> Vec<&'a Dist> {
     let arch = architecture_dir(&d.path);
-    dists
-        .iter()
-        .filter(|o| o.project == project && architecture_dir(&o.path).is_none_or(|a| Some(&a) == arch.as_ref()))
-        .collect()
+    by_project
+        .get(project)
+        .map(|list| {
+            list.iter()
+                .copied()
+                .filter(|o| architecture_dir(&o.path).is_none_or(|a| Some(&a) == arch.as_ref()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The set's distributions by project, made once: the rules that follow requirements look a
+/// project up here instead of walking the whole set for each requirement (a set of thousands
+/// of wheels that pin each other would take minutes).
+type ByProject<'a> = BTreeMap<&'a str, Vec<&'a Dist>>;
+
+fn by_project(dists: &[Dist]) -> ByProject<'_> {
+    let mut map: ByProject<'_> = BTreeMap::new();
+    for d in dists {
+        map.entry(d.project.as_str()).or_default().push(d);
+    }
+    map
 }
 
 /// A requirement between distributions of the set that no file of the set meets: installers
@@ -764,19 +782,20 @@ fn in_reach<'a>(dists: &'a [Dist], d: &Dist, project: &str) -> Vec<&'a Dist> {
 /// set holds `nixl-rocm 1.5.2+rocm7.14.0`
 fn unmet_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let in_set: BTreeSet<&str> = dists.iter().map(|d| d.project.as_str()).collect();
+    let projects = by_project(dists);
     for d in dists {
         for r in &d.metadata.requires_dist {
-            if !in_set.contains(r.package.as_str()) || r.package.as_str() == d.project || r.specifiers().is_none() {
+            if !projects.contains_key(r.package.as_str()) || r.package.as_str() == d.project || r.specifiers().is_none()
+            {
                 continue;
             }
-            let candidates = in_reach(dists, d, r.package.as_str());
+            let candidates = in_reach(&projects, d, r.package.as_str());
             if candidates.iter().any(|o| r.admits(&o.metadata.version.parsed)) {
                 continue;
             }
             let held: BTreeSet<String> = candidates.iter().map(|o| o.version.clone()).collect();
             let held = if held.is_empty() {
-                format!("none in reach of its index (only in {})", other_places(dists, r.package.as_str()))
+                format!("none in reach of its index (only in {})", other_places(&projects, r.package.as_str()))
             } else {
                 held.into_iter().collect::<Vec<_>>().join(", ")
             };
@@ -797,9 +816,9 @@ fn unmet_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
 }
 
 /// Where else a project's files lie. Ex) `site/gfx1100/nixl-….whl`
-fn other_places(dists: &[Dist], project: &str) -> String {
+fn other_places(by_project: &ByProject<'_>, project: &str) -> String {
     let places: Vec<String> =
-        dists.iter().filter(|o| o.project == project).map(|o| o.path.display().to_string()).collect();
+        by_project.get(project).into_iter().flatten().map(|o| o.path.display().to_string()).collect();
     places.join(", ")
 }
 
@@ -828,6 +847,7 @@ fn pythons_text(set: &BTreeSet<u64>) -> String {
 /// never all active at once and are left out.
 fn interpreter_findings(dists: &[Dist]) -> Vec<Finding> {
     let mut findings = Vec::new();
+    let projects = by_project(dists);
     for d in dists {
         let pinned: Vec<&crate::wheel::requirement::Requirement> = d
             .metadata
@@ -853,7 +873,7 @@ fn interpreter_findings(dists: &[Dist]) -> Vec<Finding> {
             let mut common = interpreters(d);
             let mut each = Vec::new();
             for r in &all {
-                let found = in_reach(dists, d, r.package.as_str());
+                let found = in_reach(&projects, d, r.package.as_str());
                 let meeting: Vec<&&Dist> = found.iter().filter(|o| r.admits(&o.metadata.version.parsed)).collect();
                 if meeting.is_empty() {
                     continue; // unmet-requirement says so
@@ -1012,6 +1032,14 @@ fn upstream_meets(r: &crate::wheel::requirement::Requirement, f: &super::upstrea
 fn upstream_findings(dists: &[Dist], upstream: &super::upstream::Upstream) -> Vec<Finding> {
     let projects: Vec<&str> = dists.iter().map(|d| d.project.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
     let pages = crate::parallel::map(&projects, |p| upstream.files(p));
+    let projects_of_set = by_project(dists);
+    // Who requires each project (other than itself), found in one pass.
+    let mut required: BTreeMap<&str, Vec<(&Dist, &crate::wheel::requirement::Requirement)>> = BTreeMap::new();
+    for d in dists {
+        for r in d.metadata.requires_dist.iter().filter(|r| r.package.as_str() != d.project) {
+            required.entry(r.package.as_str()).or_default().push((d, r));
+        }
+    }
     let url = &upstream.url;
     let mut findings = Vec::new();
     let mut unreachable = Vec::new();
@@ -1024,16 +1052,11 @@ fn upstream_findings(dists: &[Dist], upstream: &super::upstream::Upstream) -> Ve
                 continue;
             }
         };
-        let ours: Vec<&Dist> = dists.iter().filter(|d| d.project == *project).collect();
+        let ours: Vec<&Dist> = projects_of_set.get(project).cloned().unwrap_or_default();
         let newest_ours = ours.iter().map(|d| &d.metadata.version.parsed).max();
         let our_files: Vec<String> = ours.iter().map(|d| d.path.display().to_string()).collect();
-        let requirements: Vec<(&Dist, &crate::wheel::requirement::Requirement)> = dists
-            .iter()
-            .filter(|d| d.project != *project)
-            .flat_map(|d| {
-                d.metadata.requires_dist.iter().filter(|r| r.package.as_str() == *project).map(move |r| (d, r))
-            })
-            .collect();
+        let requirements: Vec<(&Dist, &crate::wheel::requirement::Requirement)> =
+            required.get(project).cloned().unwrap_or_default();
         // The file to name: the highest version, a Linux or pure wheel of it before others.
         let rank = |f: &super::upstream::UpstreamFile| {
             let n = &f.filename;

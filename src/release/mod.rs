@@ -131,7 +131,7 @@ fn read_pkg_info(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let file = crate::wheel::inputs::open_regular(path).map_err(|e| e.to_string())?;
     let len = file.metadata().map_err(|e| e.to_string())?.len();
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file.take(len)));
+    let mut archive = tar::Archive::new(flate2::read::MultiGzDecoder::new(file.take(len)));
     for entry in archive.entries().map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;
         let is_pkg_info = entry.path().ok().is_some_and(|p| p.components().count() == 2 && p.ends_with("PKG-INFO"));

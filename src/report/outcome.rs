@@ -92,16 +92,20 @@ pub fn to_text(results: &[Written<'_>], marking: bool) -> String {
     text
 }
 
+/// The note for a wheel whose RECORD the output corrects.
+pub fn record_note(wheel: &str, corrected: &RecordFindings) -> String {
+    format!(
+        "wheelfix: note: {wheel}: its RECORD disagreed with the archive ({}); the output's RECORD lists every file with its sha256 and size",
+        corrected.summarize()
+    )
+}
+
 /// The batch's messages for stderr, in order: a corrected RECORD's note, each failure.
 pub fn messages(results: &[Written<'_>]) -> Vec<String> {
     results
         .iter()
         .filter_map(|(_, r)| match r {
-            Ok(o) if !o.record_corrected.is_empty() => Some(format!(
-                "wheelfix: note: {}: its RECORD disagreed with the archive ({}); the output's RECORD lists every file with its sha256 and size",
-                o.wheel,
-                o.record_corrected.summarize()
-            )),
+            Ok(o) if !o.record_corrected.is_empty() => Some(record_note(&o.wheel, &o.record_corrected)),
             Ok(_) => None,
             Err(e) => Some(format!("wheelfix: error: {e}")),
         })

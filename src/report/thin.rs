@@ -83,6 +83,18 @@ fn counts_text(counts: &BTreeMap<String, Count>) -> String {
     parts.join(", ")
 }
 
+/// The batch's messages for stderr, in order: a corrected RECORD's note, each failure.
+pub fn messages(results: &[Thinned<'_>]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Ok(o) if !o.record_corrected.is_empty() => Some(super::outcome::record_note(&o.wheel, &o.record_corrected)),
+            Ok(_) => None,
+            Err(e) => Some(format!("wheelfix: error: {e}")),
+        })
+        .collect()
+}
+
 /// The batch as text.
 pub fn to_text(results: &[Thinned<'_>]) -> String {
     let mut out = String::new();
@@ -90,6 +102,9 @@ pub fn to_text(results: &[Thinned<'_>]) -> String {
         let size = |s: Option<u64>| s.map_or_else(|| "?".to_string(), human_bytes);
         let place = match (&outcome.output, outcome.changed) {
             (Some(o), true) => format!("thinned into {o}"),
+            (Some(o), false) if !outcome.record_corrected.is_empty() => {
+                format!("nothing to drop; written to {o} with its RECORD corrected")
+            }
             (Some(o), false) => format!("nothing to drop; copied to {o}"),
             (None, _) => "nothing to drop; left as it is".to_string(),
         };

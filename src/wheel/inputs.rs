@@ -117,6 +117,16 @@ pub fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
+/// A name that stands for one entry directly in a directory: not empty, not `.` or `..`, no
+/// `/`, no NUL, no control character, at most 255 bytes. Ex) `torch-2.9.0-….whl`; not `../x`
+pub fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= 255
+        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,14 +159,4 @@ mod tests {
         assert_eq!(files, [d.join("a/k-1.0-py3-none-any.whl")]);
         assert!(missing(&[d.join("nope")]).len() == 1);
     }
-}
-
-/// A name that stands for one entry directly in a directory: not empty, not `.` or `..`, no
-/// `/`, no NUL, no control character, at most 255 bytes. Ex) `torch-2.9.0-….whl`; not `../x`
-pub fn is_plain_file_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= 255
-        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control())
 }

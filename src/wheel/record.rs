@@ -132,7 +132,7 @@ impl Record {
     /// a RECORD over [`MAX_RECORD`] are errors; bytes that are not UTF-8 are noted
     /// ([`Record::utf8`]). The text is never held whole.
     pub fn read(input: impl std::io::Read) -> Result<Self, RecordError> {
-        let mut watch = Watch { inner: input, last: 0, crlf: false, bytes: 0 };
+        let mut watch = Watch { inner: input, last: 0, crlf: false, bytes: 0, head: Vec::new() };
         let mut record = Record { text: String::new(), rows: Vec::new(), crlf: false, utf8: true };
         let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(&mut watch);
         let mut row = csv::ByteRecord::new();
@@ -183,6 +183,16 @@ impl Record {
         }
         drop(reader);
         record.crlf = watch.crlf;
+        // Python's csv (pip's, `wheel`'s) keeps a byte-order mark as part of the first path;
+        // the csv crate drops it. Read as Python does, the first row names a file that is not
+        // there, and the RECORD is not true.
+        if watch.head.starts_with(b"\xEF\xBB\xBF")
+            && let Some(first) = record.rows.first().cloned()
+            && !record.get(first.path).starts_with('\u{feff}')
+        {
+            let path = format!("\u{feff}{}", record.get(first.path));
+            record.rows[0].path = record.push(&path);
+        }
         record.text.shrink_to_fit();
         record.rows.shrink_to_fit();
         Ok(record)
@@ -228,11 +238,17 @@ struct Watch<R> {
     last: u8,
     crlf: bool,
     bytes: u64,
+    /// The first bytes, up to three: a UTF-8 byte-order mark?
+    head: Vec<u8>,
 }
 
 impl<R: std::io::Read> std::io::Read for Watch<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
+        if self.head.len() < 3 {
+            let take = (3 - self.head.len()).min(n);
+            self.head.extend_from_slice(&buf[..take]);
+        }
         if n > 0 && !self.crlf {
             let chunk = &buf[..n];
             self.crlf = (self.last == b'\r' && chunk[0] == b'\n') || chunk.windows(2).any(|w| w == b"\r\n");
@@ -498,6 +514,13 @@ impl serde::Serialize for RecordFindings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_order_mark_belongs_to_the_first_path_as_python_reads_it() {
+        let record = Record::parse(b"\xEF\xBB\xBFa.py,sha256=x,3\nb.py,,\n").unwrap();
+        let paths: Vec<String> = record.rows().map(|r| r.path.to_string()).collect();
+        assert_eq!(paths, ["\u{feff}a.py", "b.py"]);
+    }
 
     #[test]
     fn round_trips_quoted_paths_and_crlf() {

@@ -408,6 +408,21 @@ pub fn host_binary_view<V: FileView + ?Sized>(
             code.notes.push("the .hip_fatbin section holds no offload bundle".into());
         }
         found.push(code.finish());
+    } else if let Some(s) = facts.section(".hip_fatbin").filter(|s| s.kind != 8) {
+        // A header that puts the section past the end of the file: the loader would not find
+        // this code either, and `thin` must not rewrite what it cannot place. Said, and what
+        // the magic finds is listed.
+        let mut code = GpuCode::new(file, Container::HipFatbin);
+        let problem = format!(
+            "the .hip_fatbin section header (offset {}, size {}) runs past the end of the file ({} bytes): the section cannot be read; the bundles listed were found by their magic",
+            s.offset,
+            s.size,
+            view.len()
+        );
+        code.notes.push(problem.clone());
+        code.bundle_problems.push(problem);
+        hits.blob(past_the_file(s.offset, view.len()), view.len(), &mut code);
+        found.push(code.finish());
     } else if let Some((start, end)) = section_range(".nv_fatbin") {
         let mut code = GpuCode::new(file, Container::NvFatbin);
         hits.nv_fatbins(start, end, &mut code);
@@ -424,6 +439,12 @@ pub fn host_binary_view<V: FileView + ?Sized>(
     found.extend(embedded_code_objects(file, facts, view.len(), hits, &bundled));
     found.extend(bundles);
     found
+}
+
+/// Where to look for the bundles of a device-code section whose header runs past the end of a
+/// file of `len` bytes: from its offset, or from the start when that is past the end too.
+pub(crate) fn past_the_file(offset: u64, len: u64) -> u64 {
+    if offset < len { offset } else { 0 }
 }
 
 /// The data sections of a host binary where device code may lie outside its own sections: not

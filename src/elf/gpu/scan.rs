@@ -609,14 +609,21 @@ impl Hits {
                 _ if s.flags & SHF_EXECINSTR == 0 && s.size >= 64 => code_objects,
                 _ => continue,
             };
-            let Some(bytes) = s.offset.checked_add(s.size).and_then(|end| data.get(s.offset as usize..end as usize))
-            else {
+            let in_file = s.offset.checked_add(s.size).and_then(|end| data.get(s.offset as usize..end as usize));
+            let Some(bytes) = in_file.or_else(|| {
+                // A device-code section whose header runs past the file: its bundles are looked
+                // for by their magic from where it says it starts (the whole file if that is
+                // past the end too; see `super::past_the_file`).
+                (s.name == ".hip_fatbin" && s.kind != 8)
+                    .then(|| &data[super::past_the_file(s.offset, data.len() as u64) as usize..])
+            }) else {
                 continue;
             };
             if s.kind == 8 {
                 continue;
             }
-            let mut scanner = Scanner::starting_at(patterns, s.offset);
+            let start = if in_file.is_some() { s.offset } else { super::past_the_file(s.offset, data.len() as u64) };
+            let mut scanner = Scanner::starting_at(patterns, start);
             scanner.feed(bytes);
             hits.extend(scanner.finish().hits);
         }
