@@ -682,10 +682,14 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
 /// requirements name the providing project.
 fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let by_project: BTreeMap<&str, Vec<&Dist>> = dists.iter().fold(BTreeMap::new(), |mut m, d| {
-        m.entry(d.project.as_str()).or_default().push(d);
-        m
-    });
+    let by_project = by_project(dists);
+    // The wheels that install each path, found once.
+    let mut installing: std::collections::HashMap<&str, Vec<&Dist>> = std::collections::HashMap::new();
+    for o in dists {
+        for path in o.wheel.iter().flat_map(|w| &w.install_paths) {
+            installing.entry(path.as_str()).or_default().push(o);
+        }
+    }
     for d in dists {
         let Some(w) = &d.wheel else { continue };
         let arch = architecture_dir(&d.path);
@@ -696,20 +700,25 @@ fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
                 && (o.platform.is_none() || o.platform == d.platform)
                 && architecture_dir(&o.path).is_none_or(|a| Some(&a) == arch.as_ref())
         };
-        let declared = required_projects(&d.metadata.requires_dist, |name| {
-            let of = by_project.get(name.as_str()).map(Vec::as_slice).unwrap_or_default();
-            of.iter().map(|o| o.metadata.requires_dist.as_slice()).collect()
-        });
+        // What an install of it brings, followed only for a wheel that needs another's library.
+        let mut declared = None;
         for need in &w.cross {
             let found = need.entries.iter().find_map(|e| {
                 let dir = e.dir.as_deref()?;
                 let install = crate::wheel::join_path(dir, &need.soname);
-                dists
-                    .iter()
-                    .filter(beside)
-                    .find(|o| o.wheel.as_ref().is_some_and(|ow| ow.install_paths.contains(&install)))
+                installing.get(install.as_str())?.iter().copied().find(beside)
             });
             let first = &need.entries[0];
+            let declares = |declared: &mut Option<BTreeSet<PackageName>>, provider: &Dist| {
+                declared
+                    .get_or_insert_with(|| {
+                        required_projects(&d.metadata.requires_dist, |name| {
+                            let of = by_project.get(name.as_str()).map(Vec::as_slice).unwrap_or_default();
+                            of.iter().map(|o| o.metadata.requires_dist.as_slice()).collect()
+                        })
+                    })
+                    .contains(&PackageName::new(&provider.project))
+            };
             match found {
                 None => findings.push(Finding {
                     kind: "unresolved-provider",
@@ -733,7 +742,7 @@ fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
                     },
                     files: vec![d.path.display().to_string()],
                 }),
-                Some(provider) if !declared.contains(&PackageName::new(&provider.project)) => findings.push(Finding {
+                Some(provider) if !declares(&mut declared, provider) => findings.push(Finding {
                     kind: "undeclared-provider",
                     severity: Severity::Error,
                     message: format!(
