@@ -123,8 +123,9 @@ fn release_pages_render_in_a_browser_with_every_wheel_and_the_install_commands()
             assert!(dom.contains(&format!("<tr data-file=\"{name}\">")), "no row for {name} in {dom}");
         }
         let site = format!("{base}{target}/");
-        let pip = format!("pip install --index-url {site} --extra-index-url https://pypi.org/simple rocm-torch");
-        let uv = format!("uv pip install --index-url https://pypi.org/simple --extra-index-url {site} rocm-torch");
+        let install = format!("'rocm-torch[device-{target}]'");
+        let pip = format!("pip install --index-url {site} --extra-index-url https://pypi.org/simple {install}");
+        let uv = format!("uv pip install --index-url https://pypi.org/simple --extra-index-url {site} {install}");
         assert!(dom.contains(&pip), "{dom}");
         assert!(dom.contains(&uv), "{dom}");
         assert!(dom.contains("ROCm 10.1.0"), "{dom}");
@@ -206,4 +207,101 @@ fn the_page_shows_what_check_finds_and_its_bytes_do_not_change() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("has no release.json"), "{}", stderr(&out));
     assert!(!d.join("public").exists());
+}
+
+/// The text of every `<code class="cmd">` of a rendered page, as a person copies it.
+fn commands(dom: &str) -> Vec<String> {
+    dom.split("<code class=\"cmd\"")
+        .skip(1)
+        .map(|rest| {
+            let text = &rest[rest.find('>').unwrap() + 1..rest.find("</code>").unwrap()];
+            text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
+        })
+        .collect()
+}
+
+/// Each install command the release page and the landing page print, run exactly as printed
+/// (by `sh`, with pip or uv of a fresh virtual environment) against the served site, installs
+/// every project the page lists at the version it lists.
+#[test]
+fn the_pages_install_commands_install_the_set_they_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let py = support::python::python_tag();
+    let tag = format!("{py}-{py}-manylinux_2_17_x86_64");
+    let version = "2.0.0+rocm7.1.0";
+    let core = {
+        let mut spec = support::wheelgen::WheelSpec::new("stack_core", version, &tag)
+            .file("stack_core/__init__.py", "")
+            .file(
+                "stack_core/_k.so",
+                support::gpugen::host_with_fatbin("_k", support::gpugen::bundle_for(&[("gfx942", GFX942)], 6)),
+            );
+        spec.wheel_tags = Some(vec![tag.clone()]);
+        spec.write(&d.join("gfx942"))
+    };
+    let extra = support::sets::py3_wheel("stack_extra", version, &[&format!("stack-core=={version}")]).write(&d.join("gfx942"));
+    let mut args = vec!["metapackage", "--name", "rocm-stack", "--rocm-version", "7.1.0", "--gpu-target", "gfx942"];
+    args.extend(["-o", "gfx942", core.to_str().unwrap(), extra.to_str().unwrap()]);
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let root = d.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    let server = Server::start(&root);
+    let base = server.url("public/");
+    assert!(wheelfix(d, &["index", "-o", "site/gfx942", "gfx942"]).status.success());
+    let out = wheelfix(d, &["site", "-o", "www/public", "--site-url", &base, "site/gfx942"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // What the page lists: every file's project at its version.
+    let page: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("site/gfx942/release.json")).unwrap()).unwrap();
+    let listed: Vec<(String, String)> = page["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let public = f["public"].as_str().unwrap();
+            let version = match f["local"].as_str() {
+                Some(l) => format!("{public}+{l}"),
+                None => public.to_string(),
+            };
+            (f["project"].as_str().unwrap().to_string(), version)
+        })
+        .collect();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+
+    let tools = support::python::tools_venv().join("bin");
+    let mut ran = 0;
+    for page in ["public/gfx942/release.html", "public/index.html"] {
+        let found = commands(&dump_dom(&server.url(page)));
+        assert_eq!(found.len(), 2, "{page}: a pip and a uv command: {found:?}");
+        for command in found {
+            let venv = d.join(format!("venv-{ran}"));
+            ran += 1;
+            let made = Command::new(system_python()).args(["-m", "venv"]).arg(&venv).output().unwrap();
+            assert!(made.status.success());
+            let path = format!("{}:{}:{}", venv.join("bin").display(), tools.display(), std::env::var("PATH").unwrap());
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(&command)
+                .env("PATH", path)
+                .env("VIRTUAL_ENV", &venv)
+                .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+                .env("UV_NO_CACHE", "1")
+                .current_dir(d)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{page}: `{command}` failed: {}", String::from_utf8_lossy(&out.stderr));
+            let installed = Command::new(venv.join("bin/python"))
+                .args(["-c", "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}))"])
+                .output()
+                .unwrap();
+            let installed: serde_json::Value = serde_json::from_slice(&installed.stdout).unwrap();
+            for (project, version) in &listed {
+                assert_eq!(installed[project].as_str(), Some(version.as_str()), "{page}: `{command}` installed {installed}");
+            }
+        }
+    }
+    assert_eq!(ran, 4);
 }

@@ -98,6 +98,9 @@ pub struct DistFacts {
     pub metapackage: bool,
     /// Projects it requires (normalised), every extra included.
     pub requires: Vec<String>,
+    /// Its `Provides-Extra` names. Ex) [`device-gfx950`]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extras: Vec<String>,
 }
 
 /// A release set as `check` reads it: its findings, and the facts of every distribution it
@@ -269,6 +272,7 @@ fn facts(d: &Dist, sha256: Option<String>) -> DistFacts {
         device_bytes: d.wheel.as_ref().map(|w| w.device_bytes.clone()).unwrap_or_default(),
         metapackage: is_metapackage(d),
         requires,
+        extras: d.metadata.provides_extra.clone(),
     }
 }
 

@@ -299,10 +299,24 @@ fn rocm_versions(survey: &Survey) -> Vec<String> {
     list
 }
 
-/// The projects a person installs: the metapackages; without one, those no other project of the
-/// set requires.
+/// What a person installs: each metapackage with the extra that brings its pins (`wheelfix
+/// metapackage` pins every wheel under `device-<target>`, so the bare name installs nothing),
+/// one entry per extra; without a metapackage, the projects no other project of the set
+/// requires. Ex) [`rocm-torch[device-gfx950]`]
 fn to_install(survey: &Survey) -> Vec<String> {
-    let metas: BTreeSet<String> = survey.dists.iter().filter(|d| d.metapackage).map(|d| d.project.clone()).collect();
+    let metas: BTreeSet<String> = survey
+        .dists
+        .iter()
+        .filter(|d| d.metapackage)
+        .flat_map(|d| {
+            let device: Vec<&String> = d.extras.iter().filter(|e| e.starts_with("device-")).collect();
+            if device.is_empty() {
+                vec![d.project.clone()]
+            } else {
+                device.into_iter().map(|e| format!("{}[{e}]", d.project)).collect()
+            }
+        })
+        .collect();
     if !metas.is_empty() {
         return metas.into_iter().collect();
     }
