@@ -215,7 +215,11 @@ fn commands(dom: &str) -> Vec<String> {
         .skip(1)
         .map(|rest| {
             let text = &rest[rest.find('>').unwrap() + 1..rest.find("</code>").unwrap()];
-            text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
+            text.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&#39;", "'")
+                .replace("&amp;", "&")
         })
         .collect()
 }
@@ -231,16 +235,16 @@ fn the_pages_install_commands_install_the_set_they_list() {
     let tag = format!("{py}-{py}-manylinux_2_17_x86_64");
     let version = "2.0.0+rocm7.1.0";
     let core = {
-        let mut spec = support::wheelgen::WheelSpec::new("stack_core", version, &tag)
-            .file("stack_core/__init__.py", "")
-            .file(
+        let mut spec =
+            support::wheelgen::WheelSpec::new("stack_core", version, &tag).file("stack_core/__init__.py", "").file(
                 "stack_core/_k.so",
                 support::gpugen::host_with_fatbin("_k", support::gpugen::bundle_for(&[("gfx942", GFX942)], 6)),
             );
         spec.wheel_tags = Some(vec![tag.clone()]);
         spec.write(&d.join("gfx942"))
     };
-    let extra = support::sets::py3_wheel("stack_extra", version, &[&format!("stack-core=={version}")]).write(&d.join("gfx942"));
+    let extra =
+        support::sets::py3_wheel("stack_extra", version, &[&format!("stack-core=={version}")]).write(&d.join("gfx942"));
     let mut args = vec!["metapackage", "--name", "rocm-stack", "--rocm-version", "7.1.0", "--gpu-target", "gfx942"];
     args.extend(["-o", "gfx942", core.to_str().unwrap(), extra.to_str().unwrap()]);
     let out = wheelfix(d, &args);
@@ -299,7 +303,11 @@ fn the_pages_install_commands_install_the_set_they_list() {
                 .unwrap();
             let installed: serde_json::Value = serde_json::from_slice(&installed.stdout).unwrap();
             for (project, version) in &listed {
-                assert_eq!(installed[project].as_str(), Some(version.as_str()), "{page}: `{command}` installed {installed}");
+                assert_eq!(
+                    installed[project].as_str(),
+                    Some(version.as_str()),
+                    "{page}: `{command}` installed {installed}"
+                );
             }
         }
     }

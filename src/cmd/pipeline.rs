@@ -41,8 +41,8 @@ pub enum Error {
     Vendor { wheel: String, source: analysis::vendor::VendorError },
     #[error(transparent)]
     Metapackage(#[from] Box<release::metapackage::MetapackageError>),
-    #[error("its device code has nothing for {} (it has {}); nothing was written (--allow-missing thins it anyway)", missing.join(", "), if present.is_empty() { "no targets".to_string() } else { present.join(", ") })]
-    MissingTargets { missing: Vec<String>, present: Vec<String> },
+    #[error("its device code has nothing for {} (it has {}{}); nothing was written (--allow-missing thins it anyway)", missing.join(", "), if present.is_empty() { "no targets".to_string() } else { present.join(", ") }, if files.is_empty() { String::new() } else { format!("; none for it in {}", files.join(", ")) })]
+    MissingTargets { missing: Vec<String>, present: Vec<String>, files: Vec<String> },
     #[error("cannot thin `{file}`: {problem}; nothing was written")]
     Unthinnable { file: String, problem: String },
     #[error("pip refuses to install it: {}; nothing was written (rebuild the wheel)", problems.join("; "))]

@@ -301,6 +301,9 @@ pub fn metapackage(
             wheel: wheel.filename.to_string(),
             platform_tags: wheel.filename.platform_tags.clone(),
             gpu_targets: analysis.gpu_targets(),
+            uncovered: crate::elf::gpu::targets::Requested::parse(&options.gpu_target)
+                .map(|r| crate::elf::gpu::targets::uncovered(&analysis.gpu, &[r]))
+                .unwrap_or_default(),
         })
     });
     // The first failure in argument order is the one reported.

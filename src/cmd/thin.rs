@@ -103,7 +103,9 @@ fn plan_one(
         return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
     }
     if !plan.missing.is_empty() && !request.allow_missing {
-        return Err(Error::MissingTargets { missing: plan.missing.clone(), present: analysis.gpu_targets() });
+        let files =
+            crate::elf::gpu::targets::uncovered(&analysis.gpu, &keep.targets).into_iter().map(|u| u.file).collect();
+        return Err(Error::MissingTargets { missing: plan.missing.clone(), present: analysis.gpu_targets(), files });
     }
     // The same name: in place, the input itself.
     let dest = match &request.destination {

@@ -148,13 +148,18 @@ fn bundle_ranges(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Vec<(u64
     }
 }
 
-/// The requested targets that no code object of the wheel (in any container) runs on.
+/// The requested targets that no code object of the wheel (in any container) runs on, and
+/// those some binary with offload bundles would keep nothing for (judged per binary: a GPU
+/// runtime's built-in kernels elsewhere in the wheel do not run the package's code).
 fn missing_targets(gpu: &[GpuCode], keep: &Keep) -> Vec<String> {
+    let uncovered = crate::elf::gpu::targets::uncovered(gpu, &keep.targets);
     keep.targets
         .iter()
         .filter(|requested| {
             let alone = Keep::new(vec![(*requested).clone()]);
+            let name = requested.to_string();
             !gpu.iter().flat_map(|g| &g.targets).any(|t| alone.verdict(t) == Verdict::Runs)
+                || uncovered.iter().any(|u| u.targets.contains(&name))
         })
         .map(|r| r.to_string())
         .collect()

@@ -136,6 +136,8 @@ struct WheelFacts {
     tag_lines: Vec<String>,
     root_is_purelib: Option<bool>,
     gpu_targets: Vec<String>,
+    /// Its device code in offload bundles, per file: what coverage of an architecture is judged on.
+    bundled: Vec<crate::elf::gpu::GpuCode>,
     record_findings: RecordFindings,
     /// Libraries it needs from other wheels.
     cross: Vec<crate::analysis::linkage::CrossNeed>,
@@ -375,6 +377,7 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
                     tag_lines: wheel.wheel_info.tags.clone(),
                     root_is_purelib: wheel.wheel_info.root_is_purelib,
                     gpu_targets: analysis.gpu_targets(),
+                    bundled: analysis.gpu.iter().filter(|g| g.container.holds_bundles()).cloned().collect(),
                     cross: crate::analysis::linkage::cross_wheel_needs(&wheel, &analysis)
                         .into_iter()
                         .filter(|n| {
@@ -661,6 +664,27 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
                 message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
                 files: file.clone(),
             });
+        }
+        if let Some(arch) = architecture_dir(&d.path)
+            && let Ok(requested) = crate::elf::gpu::targets::Requested::parse(&arch)
+            && (w.gpu_targets.is_empty() || w.gpu_targets.contains(&arch))
+        {
+            for u in crate::elf::gpu::targets::uncovered(&w.bundled, &[requested]) {
+                let holds = if u.has.is_empty() {
+                    "no device code at all: its offload bundles were emptied (`thin --allow-missing` of a build without it?)".to_string()
+                } else {
+                    format!("code for {} only", u.has.join(", "))
+                };
+                findings.push(Finding {
+                    kind: "no-code-for-architecture",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{}: {} has offload bundles but no code object that runs on {arch}, the architecture of its index; it holds {holds}. Installed there, it fails with hipErrorNoBinaryForGpu",
+                        d.file_name, u.file
+                    ),
+                    files: file.clone(),
+                });
+            }
         }
         if let Some(arch) = architecture_dir(&d.path)
             && !w.gpu_targets.is_empty()

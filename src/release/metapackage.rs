@@ -21,8 +21,8 @@ pub enum MetapackageError {
     TwoVersions { project: String, first: String, first_wheel: String, second: String, second_wheel: String },
     #[error("the wheels are for different platforms: {0}")]
     MixedPlatforms(String),
-    #[error("{wheel} has device code for {found} but none for {target}")]
-    MissingTarget { wheel: String, found: String, target: String },
+    #[error("{wheel} has device code for {found} but none for {target}{}", if files.is_empty() { String::new() } else { format!(" in {}", files.join(", ")) })]
+    MissingTarget { wheel: String, found: String, target: String, files: Vec<String> },
     #[error("no wheels to pin")]
     Empty,
     #[error("invalid metapackage version `{0}`: {1}")]
@@ -109,6 +109,9 @@ pub struct Pinned {
     pub wheel: String,
     pub platform_tags: Vec<PlatformTag>,
     pub gpu_targets: Vec<String>,
+    /// Its binaries with offload bundles that hold no code for the metapackage's target
+    /// ([`crate::elf::gpu::targets::uncovered`]).
+    pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
 }
 
 pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapackage, MetapackageError> {
@@ -132,11 +135,14 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
                 second_wheel: w.wheel.clone(),
             });
         }
-        if !w.gpu_targets.is_empty() && !w.gpu_targets.contains(&options.gpu_target) {
+        if (!w.gpu_targets.is_empty() && !w.gpu_targets.contains(&options.gpu_target)) || !w.uncovered.is_empty() {
+            let found = if w.gpu_targets.is_empty() { "no GPU target".to_string() } else { w.gpu_targets.join(", ") };
+            let files: Vec<String> = w.uncovered.iter().map(|u| u.file.clone()).collect();
             return Err(MetapackageError::MissingTarget {
                 wheel: w.wheel.clone(),
-                found: w.gpu_targets.join(", "),
+                found,
                 target: options.gpu_target.clone(),
+                files,
             });
         }
         if let Some(family) = super::platform_family(&w.platform_tags) {

@@ -108,22 +108,21 @@ pub fn python_tag_fits(tag: &str, abis: &[String], major: u64, minor: u64) -> bo
     true
 }
 
-/// An sdist's file name is `<name>-<version>.tar.gz` for the name and version of its PKG-INFO
-/// (what pip reads off the link), in the characters those allow: a page quotes it, a URL holds it.
+/// An sdist's file name is `<name>-<version>.tar.gz` for the name of its PKG-INFO and a PEP 440
+/// version (what pip reads off the link), in the characters those allow: a page quotes it, a
+/// URL holds it.
 fn check_sdist_name(file_name: &str, metadata: &CoreMetadata) -> Result<(), String> {
     let wrong = || {
-        format!(
-            "the sdist's file name is not `<name>-<version>.tar.gz` for its PKG-INFO's {} {}",
-            metadata.package, metadata.version
-        )
+        format!("the sdist's file name is not `<name>-<version>.tar.gz` for its PKG-INFO's name {}", metadata.package)
     };
     let stem = file_name.strip_suffix(".tar.gz").ok_or_else(wrong)?;
     let (name, version) = stem.rsplit_once('-').ok_or_else(wrong)?;
     let same_name = crate::wheel::name::PackageName::parse(name).is_ok_and(|n| n == metadata.package);
-    let same_version =
-        crate::wheel::metadata::DistVersion::parse(version).is_ok_and(|v| v.parsed == metadata.version.parsed);
+    // The version is not compared with PKG-INFO's: a selector sdist may name its public
+    // version only (`rocm-7.13.0.tar.gz` of `7.13.0+rocm`).
+    let a_version = crate::wheel::metadata::DistVersion::parse(version).is_ok();
     let plain = version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '!'));
-    if same_name && same_version && plain { Ok(()) } else { Err(wrong()) }
+    if same_name && a_version && plain { Ok(()) } else { Err(wrong()) }
 }
 
 /// An sdist's `<name>-<version>/PKG-INFO`.

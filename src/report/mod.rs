@@ -9,7 +9,7 @@ pub mod thin;
 
 pub use json::JSON_VERSION;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -153,6 +153,10 @@ pub struct ShowReport {
     /// `--expect-gpu-target` names that the device code lacks (only when checked).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_gpu_targets: Vec<String>,
+    /// Binaries whose offload bundles hold no code for an `--expect-gpu-target` (only when
+    /// checked): coverage is judged per binary, and a runtime's own kernels never count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uncovered_gpu_targets: Vec<crate::elf::gpu::targets::Uncovered>,
     /// Why no policy was applied to a wheel that has host binaries, if none was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unaudited: Option<String>,
@@ -228,25 +232,42 @@ impl ShowReport {
         report
     }
 
-    /// Record which of `expected` GPU targets the wheel's device code lacks. A wheel without
+    /// Record which of `expected` GPU targets the wheel's device code lacks: targets no code
+    /// object is for, and those some binary with offload bundles has no code for (an emptied
+    /// bundle covers nothing; a GPU runtime's built-in kernels never count). A wheel without
     /// embedded device code (pure Python, or kpack-split) lacks nothing.
     pub fn check_gpu_targets(&mut self, expected: &[String]) {
-        if self.gpu_targets.is_empty() {
+        if self.gpu.is_empty() {
             return;
         }
-        self.missing_gpu_targets = expected.iter().filter(|t| !self.gpu_targets.contains(t)).cloned().collect();
+        let requested: Vec<crate::elf::gpu::targets::Requested> =
+            expected.iter().filter_map(|t| crate::elf::gpu::targets::Requested::parse(t).ok()).collect();
+        self.uncovered_gpu_targets = crate::elf::gpu::targets::uncovered(&self.gpu, &requested);
+        let uncovered: BTreeSet<&String> = self.uncovered_gpu_targets.iter().flat_map(|u| &u.targets).collect();
+        self.missing_gpu_targets = expected
+            .iter()
+            .filter(|t| (!self.gpu_targets.contains(t) && !self.gpu_targets.is_empty()) || uncovered.contains(t))
+            .cloned()
+            .collect();
     }
 
     /// The error for a wheel whose device code lacks an expected GPU target.
     pub fn missing_gpu_targets_message(&self) -> Option<String> {
-        (!self.missing_gpu_targets.is_empty()).then(|| {
-            format!(
-                "wheelfix: error: {} has device code for {} but none for {}",
-                self.wheel,
-                self.gpu_targets.join(", "),
-                self.missing_gpu_targets.join(", ")
-            )
-        })
+        if self.missing_gpu_targets.is_empty() {
+            return None;
+        }
+        let mut message = format!(
+            "wheelfix: error: {} has device code for {} but none for {}",
+            self.wheel,
+            if self.gpu_targets.is_empty() { "no GPU target".to_string() } else { self.gpu_targets.join(", ") },
+            self.missing_gpu_targets.join(", ")
+        );
+        for u in &self.uncovered_gpu_targets {
+            let has =
+                if u.has.is_empty() { "no device code at all (emptied bundles)".to_string() } else { u.has.join(", ") };
+            message.push_str(&format!("\n  {}: none for {} (it holds {has})", u.file, u.targets.join(", ")));
+        }
+        Some(message)
     }
 
     /// The human rendering, deterministic.

@@ -116,6 +116,58 @@ impl Keep {
     }
 }
 
+/// The libraries of a GPU runtime itself (ROCr, HIP, profilers), stems before `.so`: their
+/// built-in kernels (ROCr's blit kernels, for thirty-odd targets) run the runtime, not the
+/// package, so they never count as a package's device code for a target.
+const RUNTIME_LIBRARIES: &[&str] =
+    &["libhsa-runtime64", "libamdhip64", "libhsa-amd-aqlprofile64", "librocprofiler-sdk", "librocprofiler64"];
+
+/// Whether `file` (a path in a wheel) is a GPU runtime's own library. Ex) `rocm/lib/libhsa-runtime64.so.1`
+pub fn is_runtime_library(file: &str) -> bool {
+    let base = file.rsplit('/').next().unwrap_or(file);
+    RUNTIME_LIBRARIES.iter().any(|stem| base.strip_prefix(stem).is_some_and(|rest| rest.starts_with(".so")))
+}
+
+/// A file whose offload bundles hold no code object that runs on some requested targets.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Uncovered {
+    pub file: String,
+    /// The requested targets it has no code for. Ex) [`gfx950`]
+    pub targets: Vec<String>,
+    /// What its bundles hold, full target ids; empty for bundles emptied of device code.
+    pub has: Vec<String>,
+}
+
+/// Coverage, judged per binary: every file that carries offload bundles (a runtime's own
+/// library apart) must hold, for each requested target, a code object that runs on it (the
+/// same processor, a feature variant, or a generic target that covers it; a generic of unknown
+/// coverage is given the benefit of the doubt). A binary whose bundles were emptied covers
+/// nothing.
+pub fn uncovered(gpu: &[super::GpuCode], requested: &[Requested]) -> Vec<Uncovered> {
+    let mut by_file: std::collections::BTreeMap<&str, Vec<&String>> = std::collections::BTreeMap::new();
+    for code in gpu.iter().filter(|c| c.container.holds_bundles() && !is_runtime_library(&c.file)) {
+        by_file.entry(&code.file).or_default().extend(&code.targets);
+    }
+    let mut out = Vec::new();
+    for (file, has) in by_file {
+        let targets: Vec<String> = requested
+            .iter()
+            .filter(|r| {
+                let alone = Keep::new(vec![(*r).clone()]);
+                !has.iter().any(|t| alone.verdict(t) != Verdict::Drop)
+            })
+            .map(|r| r.to_string())
+            .collect();
+        if !targets.is_empty() {
+            let mut has: Vec<String> = has.into_iter().cloned().collect();
+            has.sort();
+            has.dedup();
+            out.push(Uncovered { file: file.to_string(), targets, has });
+        }
+    }
+    out
+}
+
 /// A code object built for one of `processors` with `features` runs on `requested`: the same
 /// processor, and no feature set the other way (`xnack+` code needs XNACK on; code that names no
 /// setting runs either way; a request that names no setting takes every variant).
