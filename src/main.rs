@@ -159,6 +159,9 @@ struct IndexArgs {
     /// METADATA.
     #[arg(long)]
     no_page: bool,
+    /// Publish nothing when `check` finds an error in the set (the findings are printed).
+    #[arg(long)]
+    fail_on_check: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -180,6 +183,9 @@ struct SiteArgs {
     /// The landing page's heading.
     #[arg(long, value_name = "TEXT")]
     title: Option<String>,
+    /// Publish nothing when an index's check found an error (as its release.json records).
+    #[arg(long)]
+    fail_on_check: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -548,6 +554,7 @@ fn main() -> ExitCode {
             inputs: args.inputs,
             json: args.json,
             page: (!args.no_page).then_some(cmd::release::PageRequest { title: args.title, site_url: args.site_url }),
+            fail_on_check: args.fail_on_check,
         }),
         Command::Site(args) => cmd::Command::Site(cmd::release::SiteRequest {
             sites: args.sites,
@@ -555,6 +562,7 @@ fn main() -> ExitCode {
             title: args.title,
             site_url: args.site_url,
             json: args.json,
+            fail_on_check: args.fail_on_check,
         }),
         Command::Check(args) => cmd::Command::Check(cmd::release::CheckRequest {
             common: args.common.common(|f| f.verify = !args.no_verify),

@@ -80,6 +80,9 @@ pub enum Content {
     Compiled,
     /// Pure Python (no host binary, no device code).
     Pure,
+    /// A metapackage `wheelfix metapackage` wrote: its version already names its ROCm release
+    /// and the digest of its pins, and it is never relabelled (a rerun gives the same bytes).
+    Metapackage,
 }
 
 /// Decide for one version, given that the wheel should be marked.
@@ -144,6 +147,11 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
     for (i, m) in members.iter().enumerate() {
         if skip.contains(&m.name) {
             decisions[i] = Some(keep(m, "left alone by --no-mark"));
+        } else if m.content == Content::Metapackage {
+            decisions[i] = Some(keep(
+                m,
+                "a wheelfix metapackage: its version names its ROCm release and its pins, never relabelled",
+            ));
         } else if m.content == Content::Compiled || options.mark_pure {
             decisions[i] = Some(mark(&m.version, &options.label));
         }

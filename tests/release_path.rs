@@ -59,3 +59,101 @@ fn a_runtimes_built_in_kernels_never_count_as_the_packages_code() {
     let out = wheelfix(d, &["show", "--expect-gpu-target", "gfx90a", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn a_distribution_that_requires_itself_is_an_error_unless_it_gathers_its_extras() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut looping = support::sets::py3_wheel("rocm", "7.1.0", &["rocm==7.1.0"]);
+    looping.metadata.push("Provides-Extra: device-all".into());
+    looping.write(&d.join("bad"));
+    let mut gathering = support::sets::py3_wheel(
+        "rocm",
+        "7.1.0",
+        &["rocm-device-gfx942==7.1.0; extra == \"device-gfx942\"", "rocm[device-gfx942]; extra == \"device-all\""],
+    );
+    gathering.metadata.extend(["Provides-Extra: device-gfx942".into(), "Provides-Extra: device-all".into()]);
+    gathering.write(&d.join("good"));
+    support::sets::py3_wheel("rocm_device_gfx942", "7.1.0", &[]).write(&d.join("good"));
+    let out = wheelfix(d, &["check", "bad"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("self-requirement"), "{}", stdout(&out));
+    let out = wheelfix(d, &["check", "good"]);
+    assert!(!stdout(&out).contains("self-requirement"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_wheelfix_metapackage_is_never_relabelled_and_a_rerun_gives_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheel = gpu_wheel("kern", "1.0", &[("gfx942", GFX942)], &[]).write(&d.join("dist"));
+    let retag = |dir: &str| {
+        let mut args = vec!["retag".to_string(), "--in-place".into(), "--rocm-version".into(), "7.1.0".into()];
+        args.extend(listing(&d.join(dir)).into_iter().map(|(name, _)| format!("{dir}/{name}")));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = wheelfix(d, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    retag("dist");
+    assert!(!wheel.exists(), "relabelled in place under its new name");
+    let marked: Vec<String> =
+        std::fs::read_dir(d.join("dist")).unwrap().map(|e| e.unwrap().path().display().to_string()).collect();
+    let mut args =
+        vec!["metapackage", "--name", "rocm-kern", "--rocm-version", "7.1.0", "--gpu-target", "gfx942", "-o", "dist"];
+    args.extend(marked.iter().map(String::as_str));
+    assert!(wheelfix(d, &args).status.success());
+    let before = listing(&d.join("dist"));
+    retag("dist");
+    assert_eq!(listing(&d.join("dist")), before, "a rerun changes nothing: the metapackage keeps its version");
+}
+
+/// Every file of a directory with its bytes.
+fn listing(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut list: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    list.sort();
+    list
+}
+
+#[test]
+fn index_and_site_fail_on_check_publish_nothing_for_a_set_with_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    support::sets::py3_wheel("rocm", "7.1.0", &["rocm==7.1.0"]).write(&d.join("set"));
+    let out = wheelfix(d, &["index", "--fail-on-check", "-o", "site", "set"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("self-requirement") && stderr(&out).contains("nothing was published"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!d.join("site").exists());
+    assert!(wheelfix(d, &["index", "-o", "gfx942", "set"]).status.success());
+    let out = wheelfix(d, &["site", "--fail-on-check", "-o", "public", "gfx942"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!d.join("public").exists());
+}
+
+#[test]
+fn a_static_executable_keeps_the_musllinux_tags_nothing_disproves() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let exe = support::elfgen::ElfSpec { e_type: 2, needed: vec![], imports: vec![], ..Default::default() }.build();
+    let tags = "manylinux_2_12_x86_64.manylinux2010_x86_64.musllinux_1_1_x86_64";
+    let mut spec = WheelSpec::new("task_bin", "3.52.0", &format!("py3-none-{tags}"))
+        .file("task_bin-3.52.0.data/scripts/task", exe);
+    // The WHEEL file says it the way some build tools do: one compressed Tag line.
+    spec.wheel_tags = Some(vec![format!("py3-none-{tags}")]);
+    let wheel = spec.write(d);
+    let out = wheelfix(d, &["retag", "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written: Vec<String> = std::fs::read_dir(d.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(written.len(), 1);
+    assert!(written[0].contains("musllinux_1_1_x86_64"), "{written:?}");
+}

@@ -150,6 +150,17 @@ impl Analysis {
         self.elf.is_empty() && self.gpu.is_empty()
     }
 
+    /// Every host binary is static (no interpreter, nothing needed): nothing in the wheel says
+    /// which libc it is for, so a claimed tag of either family cannot be disproved (go-task-bin's
+    /// static executables run on Alpine and on glibc systems alike).
+    pub fn libc_unsaid(&self) -> bool {
+        !self.binaries.is_empty()
+            && self.binaries.iter().all(|b| {
+                let facts = &self.elf[b.elf].facts;
+                facts.interpreter.is_none() && facts.needed.is_empty() && facts.libc().is_none()
+            })
+    }
+
     /// Base GPU target names across files, sorted and unique. Ex) [`gfx942`, `gfx950`]
     pub fn gpu_targets(&self) -> Vec<String> {
         let mut targets: Vec<String> = self.gpu.iter().flat_map(|g| g.base_targets().map(str::to_string)).collect();

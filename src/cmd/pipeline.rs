@@ -135,7 +135,13 @@ pub fn decide_versions(
             r.as_ref().ok().map(|e| BatchMember {
                 name: e.wheel.metadata.package.clone(),
                 version: e.wheel.metadata.version.clone(),
-                content: if e.analysis.has_no_code() { Content::Pure } else { Content::Compiled },
+                content: if e.wheel.is_wheelfix_metapackage() {
+                    Content::Metapackage
+                } else if e.analysis.has_no_code() {
+                    Content::Pure
+                } else {
+                    Content::Compiled
+                },
                 requires_dist: e.wheel.metadata.requires_dist.clone(),
             })
         })

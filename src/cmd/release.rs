@@ -47,6 +47,8 @@ pub struct IndexRequest {
     pub json: bool,
     /// The release page, unless `--no-page`.
     pub page: Option<PageRequest>,
+    /// `--fail-on-check`: publish nothing when `check` finds an error in the set.
+    pub fail_on_check: bool,
 }
 
 /// What the release page needs to know that the files do not say.
@@ -96,6 +98,25 @@ fn release_pages(request: &IndexRequest, page: &PageRequest) -> Result<Vec<(Stri
 }
 
 pub fn run_index(request: &IndexRequest) -> Output {
+    if request.fail_on_check && crate::wheel::inputs::missing(&request.inputs).is_empty() {
+        let settings = match page_settings() {
+            Ok(s) => s,
+            Err(e) => return Output::usage(e),
+        };
+        let survey =
+            release::check::survey(&request.inputs, &settings.analyze, &settings.policies, &Default::default());
+        let errors: Vec<&release::check::Finding> =
+            survey.findings.iter().filter(|f| f.severity == release::check::Severity::Error).collect();
+        if !errors.is_empty() {
+            let mut stderr: Vec<String> =
+                errors.iter().map(|f| format!("wheelfix: error: check: {}: {}", f.kind, f.message)).collect();
+            stderr.push(format!(
+                "wheelfix: error: --fail-on-check: check found {} error(s) in the set; nothing was published",
+                errors.len()
+            ));
+            return Output { stdout: String::new(), stderr, code: 1 };
+        }
+    }
     let mut request = request.clone();
     if let Some(page) = &request.page
         && crate::wheel::inputs::missing(&request.inputs).is_empty()
@@ -127,6 +148,8 @@ pub struct SiteRequest {
     /// Where the output directory will be served; each index is `<URL>/<name>/`.
     pub site_url: Option<String>,
     pub json: bool,
+    /// `--fail-on-check`: publish nothing when an index's check found an error.
+    pub fail_on_check: bool,
 }
 
 pub fn run_site(request: &SiteRequest) -> Output {
@@ -136,6 +159,22 @@ pub fn run_site(request: &SiteRequest) -> Output {
         Err(e) if e.is_usage() => return Output::usage(e),
         Err(e) => return Output::failure(e),
     };
+    if request.fail_on_check {
+        let mut failing = Vec::new();
+        for m in &members {
+            let check =
+                serde_json::from_slice::<ReleaseCheckOnly>(&m.release_json).map(|p| p.check.errors).unwrap_or(0);
+            if check > 0 {
+                failing.push(format!("{} ({check} error(s))", m.name));
+            }
+        }
+        if !failing.is_empty() {
+            return Output::failure(format!(
+                "--fail-on-check: the check of {} found errors (run `wheelfix check` on them); nothing was published",
+                failing.join(", ")
+            ));
+        }
+    }
     let base = site_url(request.site_url.as_deref(), &request.output);
     let mut pages = Vec::new();
     let mut sites = Vec::new();
@@ -194,6 +233,12 @@ pub fn run_site(request: &SiteRequest) -> Output {
         Err(e) if e.is_usage() => Output::usage(e),
         Err(e) => Output::failure(e),
     }
+}
+
+/// The check summary of a `release.json`, read before anything else of it.
+#[derive(serde::Deserialize)]
+struct ReleaseCheckOnly {
+    check: crate::report::page::PageCheck,
 }
 
 /// `check`'s request.

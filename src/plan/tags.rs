@@ -147,7 +147,9 @@ pub fn true_tags(
         for tag in claimed {
             let honoured =
                 set.by_tag(tag).and_then(|p| set.policies.iter().position(|q| **q == *p)).is_some_and(|i| i >= met);
-            if tag.arch() == Some(set.arch) && honoured && !tag.is_linux() {
+            // A static wheel keeps the other libc family's claims: nothing in it disproves them.
+            let other_libc = tag.libc().is_some_and(|l| l != set.libc) && analysis.libc_unsaid();
+            if tag.arch() == Some(set.arch) && (honoured || other_libc) && !tag.is_linux() {
                 tags.push(tag.clone());
             }
         }

@@ -248,6 +248,7 @@ pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies, u
     findings.extend(unmet_requirement_findings(&dists));
     findings.extend(interpreter_findings(&dists));
     findings.extend(metapackage_findings(&dists));
+    findings.extend(self_requirement_findings(&dists));
     for url in &upstream.urls {
         findings.extend(upstream_findings(&dists, &super::upstream::Upstream::new(url, upstream.timeout)));
     }
@@ -941,6 +942,32 @@ fn interpreter_findings(dists: &[Dist]) -> Vec<Finding> {
 
 fn mentions_python(r: &crate::wheel::requirement::Requirement) -> bool {
     r.marker().is_some_and(|m| m.contains("python_") || m.contains("implementation") || m.contains("platform_"))
+}
+
+/// A distribution that requires itself: resolvers loop on it (a `rocm` selector shipped
+/// `Requires-Dist: rocm==…` and pip stopped with a RecursionError). The one form that is no
+/// loop is an extra that aggregates other extras of its own project
+/// (`rocm[device-gfx942,device-gfx950]; extra == "device-all"`).
+fn self_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for d in dists {
+        for r in d.metadata.requires_dist.iter().filter(|r| r.package.as_str() == d.project) {
+            let aggregates =
+                r.extra.is_some() && r.extras().next().is_some() && r.extras().all(|e| Some(e) != r.extra.as_deref());
+            if !aggregates {
+                findings.push(Finding {
+                    kind: "self-requirement",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} requires itself (`Requires-Dist: {}`): resolvers loop on it; only an extra that gathers other extras of the project may name it",
+                        d.file_name, r.text
+                    ),
+                    files: vec![d.path.display().to_string()],
+                });
+            }
+        }
+    }
+    findings
 }
 
 /// Two metapackages of one name in one directory: one index would serve both, and installers

@@ -28,7 +28,7 @@ pub enum UploadError {
     #[error("--upload-dir {dir}: its manifest {MANIFEST} is unreadable ({message}); move it away to start afresh")]
     Manifest { dir: String, message: String },
     #[error(
-        "--upload-dir {dir}: {name} is linked by {} with other bytes (sha256 {theirs}, this run's {ours}); it is left as it is and nothing was written",
+        "--upload-dir {dir}: {name} is linked by {} with other bytes (sha256 {theirs}, this run's {ours}); it is left as it is and nothing was written. One file name can hold one content: for a build per architecture (the same names, other device code), give each index its own upload directory and base URL (Ex: --upload-dir up/gfx942 --base-url https://host/dl/gfx942/)",
         sites.join(", ")
     )]
     LinkedElsewhere { dir: String, name: String, sites: Vec<String>, theirs: String, ours: String },

@@ -46,10 +46,28 @@ pub struct WheelInfo {
     pub root_is_purelib: Option<bool>,
 }
 
+/// A `Tag:` value as the tags it stands for: a compressed set (`py3-none-manylinux_2_12_x86_64.
+/// musllinux_1_1_x86_64`, which some build tools write) is one tag per combination, as
+/// packaging's `parse_tag` reads it. Ex) `py2.py3-none-any` → `py2-none-any`, `py3-none-any`
+fn expand_tag(value: &str) -> Vec<String> {
+    let parts: Vec<&str> = value.splitn(3, '-').collect();
+    let [py, abi, plat] = parts[..] else { return vec![value.to_string()] };
+    let mut out = Vec::new();
+    for p in py.split('.') {
+        for a in abi.split('.') {
+            for t in plat.split('.') {
+                out.push(format!("{p}-{a}-{t}"));
+            }
+        }
+    }
+    out
+}
+
 impl WheelInfo {
     pub fn parse(text: &str) -> Self {
         let fields = parse_headers(text);
-        let tags = fields.iter().filter(|(k, _)| k.eq_ignore_ascii_case("Tag")).map(|(_, v)| v.clone()).collect();
+        let tags =
+            fields.iter().filter(|(k, _)| k.eq_ignore_ascii_case("Tag")).flat_map(|(_, v)| expand_tag(v)).collect();
         let root_is_purelib = fields
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case("Root-Is-Purelib"))
@@ -233,6 +251,15 @@ mod tests {
             "Wheel-Version: 1.0\nGenerator: bdist_wheel (0.45.1)\nRoot-Is-Purelib: false\n\
              Tag: cp312-cp312-manylinux2014_x86_64\nTag: cp312-cp312-manylinux_2_17_x86_64\n\n"
         );
+    }
+
+    #[test]
+    fn a_compressed_tag_line_is_several_tags() {
+        let info = WheelInfo::parse(
+            "Wheel-Version: 1.0\nTag: py3-none-manylinux_2_12_x86_64.manylinux2010_x86_64.musllinux_1_1_x86_64\n",
+        );
+        assert_eq!(info.tags.len(), 3);
+        assert_eq!(info.platform_tags()[2], PlatformTag::parse("musllinux_1_1_x86_64"));
     }
 
     #[test]

@@ -208,6 +208,20 @@ pub struct Wheel {
 }
 
 impl Wheel {
+    /// A metapackage `wheelfix metapackage` wrote: WHEEL's `Generator: wheelfix …`, nothing
+    /// but its `.dist-info`, and requirements.
+    pub fn is_wheelfix_metapackage(&self) -> bool {
+        let generator = parse_generator(&self.wheel_info.text);
+        generator.is_some_and(|g| g.starts_with("wheelfix"))
+            && !self.metadata.requires_dist.is_empty()
+            && self
+                .archive
+                .members()
+                .iter()
+                .filter(|m| !m.is_dir())
+                .all(|m| m.name.starts_with(&format!("{}/", self.dist_info)))
+    }
+
     /// Open a wheel: parse its name, read WHEEL, METADATA and RECORD, and compare RECORD with
     /// the central directory.
     pub fn open(path: &Path) -> Result<Wheel, WheelError> {
@@ -417,4 +431,12 @@ fn find_dist_info(archive: &Archive) -> Result<String, WheelError> {
         }
     }
     found.map(str::to_string).ok_or(WheelError::NoDistInfo)
+}
+
+/// WHEEL's `Generator:` value. Ex) `wheelfix 0.1.0`
+fn parse_generator(wheel_text: &str) -> Option<&str> {
+    wheel_text.lines().find_map(|l| {
+        let (key, value) = l.split_once(':')?;
+        key.trim().eq_ignore_ascii_case("Generator").then(|| value.trim())
+    })
 }
