@@ -94,7 +94,10 @@ fn release_pages(request: &IndexRequest, page: &PageRequest) -> Result<Vec<(Stri
     };
     let page =
         crate::report::page::ReleasePage::new(&title, &site_url(page.site_url.as_deref(), output), &survey, href);
-    Ok(vec![("release.html".into(), page.to_html().into_bytes()), ("release.json".into(), page.to_json().into_bytes())])
+    Ok(vec![
+        ("release.html".into(), page.to_html(None).into_bytes()),
+        ("release.json".into(), page.to_json().into_bytes()),
+    ])
 }
 
 pub fn run_index(request: &IndexRequest) -> Output {
@@ -193,7 +196,7 @@ pub fn run_site(request: &SiteRequest) -> Output {
         }
         page.site_url = format!("{base}{}/", release::index::url_quote(&m.name));
         let dir = PathBuf::from(&m.name);
-        pages.push((dir.join("release.html"), page.to_html().into_bytes()));
+        pages.push((dir.join("release.html"), page.to_html(Some("../index.html")).into_bytes()));
         pages.push((dir.join("release.json"), page.to_json().into_bytes()));
         sites.push((m.name.clone(), page));
     }

@@ -111,16 +111,25 @@ impl ReleasePage {
         }
     }
 
-    /// The page, as HTML.
-    pub fn to_html(&self) -> String {
+    /// The page, as HTML; `landing`: the landing page's URL relative to this page, when it is
+    /// one architecture of a site (`../index.html`).
+    pub fn to_html(&self, landing: Option<&str>) -> String {
         let projects: BTreeSet<&str> = self.files.iter().map(|f| f.project.as_str()).collect();
         let files: Vec<FileView> = self.files.iter().map(FileView::new).collect();
+        let targets: BTreeSet<&str> =
+            self.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| t.split(':').next().unwrap_or(t))).collect();
+        let gpus: Vec<serde_json::Value> = crate::elf::gpu::targets::natural_order(targets)
+            .into_iter()
+            .map(|t| serde_json::json!({"target": t, "serves": gpu_names().get(t)}))
+            .collect();
         crate::html::render_page(
             "release.html",
             STYLE,
             serde_json::json!({
                 "page_title": format!("{} — release", self.title),
-                    "title": self.title,
+                "landing": landing,
+                "gpus": gpus,
+                "title": self.title,
                 "rocm": self.rocm,
                 "projects": projects.len(),
                 "files": files,
@@ -199,11 +208,23 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
     )
 }
 
+/// The AMD GPUs each processor name serves (`policies/gpu-names.json`). Ex) `gfx942` →
+/// `Instinct MI300X, MI300A, MI325X`
+fn gpu_names() -> &'static BTreeMap<String, String> {
+    static NAMES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| serde_json::from_str(GPU_NAMES).expect("policies/gpu-names.json is a map of names"))
+}
+
+const GPU_NAMES: &str = include_str!("../../policies/gpu-names.json");
+
 /// A file's row, as the template writes it.
 #[derive(Serialize)]
 struct FileView<'a> {
     file_name: &'a str,
     href: &'a str,
+    /// The project's page of the index, relative to the release page: people browse to it;
+    /// a file is installed by pip, never downloaded by hand (seed 003).
+    project_href: String,
     project: &'a str,
     metapackage: bool,
     public: &'a str,
@@ -239,6 +260,7 @@ impl<'a> FileView<'a> {
         FileView {
             file_name: &f.file_name,
             href: &f.href,
+            project_href: format!("{}/", crate::release::index::url_quote(&f.project)),
             project: &f.project,
             metapackage: f.metapackage,
             public: &f.public,
@@ -382,7 +404,9 @@ code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospac
 pre { background: var(--code); border: 1px solid var(--line); border-radius: 6px; padding: 0.6rem 0.8rem; white-space: pre-wrap; overflow-wrap: anywhere; overflow-x: auto; margin: 0.2rem 0 0.8rem; }
 .cmd { user-select: all; }
 .label { margin: 0.6rem 0 0; font-weight: 600; }
-.local { color: var(--accent); font-weight: 600; }
+.local { color: var(--fg); background: var(--code); border: 1px solid var(--line); border-radius: 4px; padding: 0 0.25em; font-weight: 600; }
+.gpus { margin: 0.4rem 0; padding-left: 1.2rem; }
+.back { margin: 0; }
 .nolabel, .meta { font-size: 0.75em; border: 1px solid var(--line); border-radius: 4px; padding: 0 0.3em; }
 .basis { font-size: 0.75em; border-radius: 4px; padding: 0 0.35em; border: 1px solid var(--line); }
 .basis.measured { background: #dafbe1; color: #116329; }

@@ -116,6 +116,24 @@ impl Keep {
     }
 }
 
+/// GPU processor names in the order people read them: by family, then by number
+/// (`gfx900`, `gfx906`, `gfx90a`, `gfx942`, `gfx1030`, `gfx1100`, `gfx1250`), not as strings
+/// (which put `gfx1100` before `gfx900`).
+pub fn natural_order<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut list: Vec<&str> = names.into_iter().collect();
+    let key = |name: &str| {
+        let digits = name.strip_prefix("gfx").unwrap_or(name);
+        // `gfx90a`: family 9, the rest `0a`; `gfx1100`: family 11, `00`.
+        let family_len = if digits.len() >= 4 { 2 } else { 1 };
+        let family = digits.get(..family_len).and_then(|f| f.parse::<u32>().ok()).unwrap_or(u32::MAX);
+        let rest = u32::from_str_radix(digits.get(family_len..).unwrap_or(""), 16).unwrap_or(u32::MAX);
+        (!name.starts_with("gfx"), family, rest, name.to_string())
+    };
+    list.sort_by_key(|n| key(n));
+    list.dedup();
+    list
+}
+
 /// The libraries of a GPU runtime itself (ROCr, HIP, profilers), stems before `.so`: their
 /// built-in kernels (ROCr's blit kernels, for thirty-odd targets) run the runtime, not the
 /// package, so they never count as a package's device code for a target.
@@ -182,6 +200,15 @@ mod tests {
 
     fn keep(targets: &[&str]) -> Keep {
         Keep::new(targets.iter().map(|t| Requested::parse(t).unwrap()).collect())
+    }
+
+    #[test]
+    fn processors_in_natural_order() {
+        let names = ["gfx1100", "gfx90a", "gfx942", "gfx900", "gfx1250", "gfx906", "gfx1030", "sm_90"];
+        assert_eq!(
+            natural_order(names),
+            ["gfx900", "gfx906", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1250", "sm_90"]
+        );
     }
 
     #[test]
