@@ -11,8 +11,12 @@ use crate::wheel::WheelFilename;
 
 /// The PEP 691 JSON type, preferred; HTML is the fallback every simple index serves.
 const ACCEPT: &str = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
-/// A project page may be large (torch's lists thousands of files).
+/// A project page may be large (torch's lists thousands of files): a JSON page is read as it
+/// arrives, keeping only what is used, so its bound is only against a server that never ends.
 const MAX_PAGE: u64 = 256 << 20;
+/// An HTML page is held whole while its links are read, on every core at once: PyPI's largest
+/// are a few MB, so a page past this is an error rather than memory.
+const MAX_HTML_PAGE: u64 = 64 << 20;
 
 /// One file an upstream index serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,14 +97,19 @@ impl Upstream {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_ascii_lowercase();
-        let body = response.body_mut().with_config().limit(MAX_PAGE);
         let links = if content_type.contains("json") {
+            let body = response.body_mut().with_config().limit(MAX_PAGE);
             // Read as it arrives into the few fields the answer needs: a page of hundreds of MB
             // is never held whole, nor as a tree.
             let reader = std::io::BufReader::with_capacity(64 << 10, body.reader());
             json_files_from(reader).map_err(|e| format!("{shown}: {e}"))?
         } else {
-            let bytes = body.read_to_vec().map_err(|e| format!("cannot read {shown}: {e}"))?;
+            let bytes = response
+                .body_mut()
+                .with_config()
+                .limit(MAX_HTML_PAGE)
+                .read_to_vec()
+                .map_err(|e| format!("cannot read {shown}: {e}"))?;
             html_files(&decode_html(&bytes, &content_type))
         };
         Ok(Some(links.into_iter().filter_map(|link| upstream_file(project, &url, link)).collect()))
@@ -110,7 +119,7 @@ impl Upstream {
 /// A local index's project page (`<dir>/<project>/index.html`, as pip reads a `file://` index).
 fn local_page(dir: &str, shown: &str) -> Result<Option<Vec<Link>>, String> {
     let page = std::path::Path::new(dir).join("index.html");
-    match crate::wheel::inputs::read_bounded(&page, MAX_PAGE) {
+    match crate::wheel::inputs::read_bounded(&page, MAX_HTML_PAGE) {
         Ok(bytes) => Ok(Some(html_files(&decode_html(&bytes, "")))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {shown}: {e}")),
