@@ -19,7 +19,8 @@ pub struct ThinOutcome {
     pub wheel: String,
     /// Where it was written; none when left in place unchanged.
     pub output: Option<String>,
-    /// False when nothing was dropped (the wheel was copied byte for byte, or left in place).
+    /// False when nothing was dropped (the wheel was copied byte for byte, written anew with its
+    /// RECORD corrected, or left in place).
     pub changed: bool,
     pub size_before: Option<u64>,
     pub size_after: Option<u64>,
