@@ -103,8 +103,7 @@ fn plan_one(
         return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
     }
     if !plan.missing.is_empty() && !request.allow_missing {
-        let files =
-            crate::elf::gpu::targets::uncovered(&analysis.gpu, &keep.targets).into_iter().map(|u| u.file).collect();
+        let files = plan.uncovered.iter().map(|u| u.file.clone()).collect();
         return Err(Error::MissingTargets { missing: plan.missing.clone(), present: analysis.gpu_targets(), files });
     }
     // The same name: in place, the input itself.

@@ -45,8 +45,11 @@ pub struct ThinPlan {
     pub pruned: Vec<FileCut>,
     /// Device code in other forms, left as it is.
     pub left: Vec<GpuCode>,
-    /// Requested targets no code object of the wheel runs on.
+    /// Requested targets no code object of the wheel runs on, or that a binary with offload
+    /// bundles would keep nothing for.
     pub missing: Vec<String>,
+    /// Those binaries, and the targets each lacks.
+    pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
     /// Files whose bundles cannot be read, and why: the wheel is not written.
     pub unreadable: Vec<(String, String)>,
 }
@@ -93,8 +96,9 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, prune_files: bool, 
             _ => left.push(code.clone()),
         }
     }
-    let missing = if analysis.gpu.is_empty() { Vec::new() } else { missing_targets(&analysis.gpu, keep) };
-    ThinPlan { plan, cut, pruned, left, missing, unreadable }
+    let uncovered = crate::elf::gpu::targets::uncovered(&analysis.gpu, &keep.targets);
+    let missing = if analysis.gpu.is_empty() { Vec::new() } else { missing_targets(&analysis.gpu, keep, &uncovered) };
+    ThinPlan { plan, cut, pruned, left, missing, uncovered, unreadable }
 }
 
 /// What a keep does to the code objects of one file, from its counts per target.
@@ -151,8 +155,7 @@ fn bundle_ranges(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Vec<(u64
 /// The requested targets that no code object of the wheel (in any container) runs on, and
 /// those some binary with offload bundles would keep nothing for (judged per binary: a GPU
 /// runtime's built-in kernels elsewhere in the wheel do not run the package's code).
-fn missing_targets(gpu: &[GpuCode], keep: &Keep) -> Vec<String> {
-    let uncovered = crate::elf::gpu::targets::uncovered(gpu, &keep.targets);
+fn missing_targets(gpu: &[GpuCode], keep: &Keep, uncovered: &[crate::elf::gpu::targets::Uncovered]) -> Vec<String> {
     keep.targets
         .iter()
         .filter(|requested| {

@@ -414,11 +414,6 @@ pub fn safe_href(text: &str) -> bool {
     relative || web_url(text, false).is_ok()
 }
 
-/// Escape for HTML text and attribute values.
-pub fn html_escape(text: &str) -> String {
-    crate::html::escape(text)
-}
-
 /// Percent-encode a file name for a URL path (`+` → `%2B`).
 pub fn url_quote(name: &str) -> String {
     let mut out = String::new();
@@ -525,7 +520,7 @@ mod tests {
             url_quote("torch-2.15.0a0+git31a77fc.rocm10.1.0-cp314-cp314-linux_x86_64.whl"),
             "torch-2.15.0a0%2Bgit31a77fc.rocm10.1.0-cp314-cp314-linux_x86_64.whl"
         );
-        assert_eq!(html_escape(">=3.10,<3.14"), "&gt;=3.10,&lt;3.14");
+        assert_eq!(crate::html::escape(">=3.10,<3.14"), "&gt;=3.10,&lt;3.14");
     }
 
     #[test]

@@ -50,11 +50,7 @@ impl MetapackageError {
 
 /// A project name as PEP 508 writes it. Ex) `rocm-torch` → yes; `a b;c`, `/abs/path` → no
 pub fn is_project_name(name: &str) -> bool {
-    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
-    !name.is_empty()
-        && name.chars().all(ok)
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+    PackageName::parse(name).is_ok()
 }
 
 impl MetapackageOptions {
