@@ -396,7 +396,7 @@ pub fn ordering_hazards(versions: &[(String, String)]) -> Vec<OrderingHazard> {
 }
 
 /// The ROCm release a local label names. Ex) `git31a77fc.rocm10.1.0` → [10, 1, 0]
-fn rocm_release(local: &[LocalSegment]) -> Option<Vec<u64>> {
+pub fn rocm_release(local: &[LocalSegment]) -> Option<Vec<u64>> {
     let start = local.iter().position(|s| matches!(s, LocalSegment::String(t) if t.starts_with("rocm")))?;
     let LocalSegment::String(first) = &local[start] else { return None };
     let digits: String = first["rocm".len()..].chars().take_while(|c| c.is_ascii_digit()).collect();

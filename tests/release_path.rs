@@ -157,3 +157,55 @@ fn a_static_executable_keeps_the_musllinux_tags_nothing_disproves() {
     assert_eq!(written.len(), 1);
     assert!(written[0].contains("musllinux_1_1_x86_64"), "{written:?}");
 }
+
+/// A wheel whose extension links the given ROCm libraries.
+fn rocm_linking(project: &str, version: &str, needed: &[&str]) -> WheelSpec {
+    let mut elf = support::elfgen::ElfSpec::extension("_ext");
+    for n in needed {
+        elf = elf.needs(n);
+    }
+    let tag = "cp312-cp312-linux_x86_64";
+    let mut spec = WheelSpec::new(project, version, tag).file(&format!("{project}/_ext.so"), elf.build());
+    spec.wheel_tags = Some(vec![tag.into()]);
+    spec
+}
+
+#[test]
+fn one_rocm_abi_per_set_and_the_one_its_label_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rocm7 = ["libamdhip64.so.7", "librocblas.so.5"];
+    rocm_linking("cupy", "14.0+rocm7.1.0", &rocm7).write(&d.join("good"));
+    rocm_linking("torch", "2.9+rocm7.1.0", &["libamdhip64.so.7"]).write(&d.join("good"));
+    let out = wheelfix(d, &["check", "good"]);
+    assert!(!stdout(&out).contains("rocm-abi"), "{}", stdout(&out));
+
+    // jax built for ROCm 6, relabelled for the ROCm 7.1 set.
+    std::fs::create_dir_all(d.join("mixed")).unwrap();
+    for f in std::fs::read_dir(d.join("good")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, d.join("mixed").join(f.file_name().unwrap())).unwrap();
+    }
+    rocm_linking("jax_rocm_plugin", "0.6+rocm7.1.0", &["libamdhip64.so.6", "librocblas.so.4"]).write(&d.join("mixed"));
+    let out = wheelfix(d, &["check", "mixed"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("rocm-abi-mix") && text.contains("the set mixes ROCm ABIs"), "{text}");
+    assert!(text.contains("ROCm 6.x: jax_rocm_plugin-0.6+rocm7.1.0"), "{text}");
+    assert!(
+        text.contains("rocm-abi-label")
+            && text.contains("is labelled for ROCm 7.1.0 but links libamdhip64.so.6, librocblas.so.4 (ROCm 6.x)"),
+        "{text}"
+    );
+    // Per architecture index: a ROCm 6 build alone in an index of its own is no mix.
+    rocm_linking("cupy", "14.0+rocm7.1.0", &rocm7).write(&d.join("split/gfx942"));
+    rocm_linking("jax_rocm_plugin", "0.6+rocm6.4.0", &["libamdhip64.so.6"]).write(&d.join("split/gfx90a"));
+    let out = wheelfix(d, &["check", "--json", "split"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let kinds: Vec<&str> = json["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    assert!(!kinds.iter().any(|k| k.starts_with("rocm-abi")), "{kinds:?}");
+    let out = wheelfix(d, &["check", "--json", "mixed"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let kinds: Vec<&str> = json["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"rocm-abi-mix") && kinds.contains(&"rocm-abi-label"), "{kinds:?}");
+}

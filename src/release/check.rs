@@ -147,6 +147,9 @@ struct WheelFacts {
     metadata_only: bool,
     tag: TagFacts,
     device_bytes: BTreeMap<String, u64>,
+    /// The ROCm libraries its binaries link that `policies/rocm-abi.json` knows, by SONAME.
+    /// Ex) {`libamdhip64.so.7`, `librocblas.so.5`}
+    rocm_sonames: BTreeSet<String>,
 }
 
 /// What reading one file gave: its sha256 (when the file could be read at all), the
@@ -249,6 +252,7 @@ pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies, u
     findings.extend(interpreter_findings(&dists));
     findings.extend(metapackage_findings(&dists));
     findings.extend(self_requirement_findings(&dists));
+    findings.extend(abi_findings(&dists));
     for url in &upstream.urls {
         findings.extend(upstream_findings(&dists, &super::upstream::Upstream::new(url, upstream.timeout)));
     }
@@ -402,6 +406,13 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
                         .all(|m| m.name.split('/').next().is_some_and(|top| top.ends_with(".dist-info"))),
                     tag: tag_facts(&wheel, &judgement),
                     device_bytes: crate::elf::gpu::device_bytes(&analysis.gpu),
+                    rocm_sonames: analysis
+                        .elf
+                        .iter()
+                        .flat_map(|e| &e.facts.needed)
+                        .filter(|n| super::abi::AbiTable::builtin().knows(n))
+                        .cloned()
+                        .collect(),
                     record_findings: analysis.record_findings,
                 }),
                 size: wheel.archive.zip.identity.len,
@@ -966,6 +977,84 @@ fn self_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
                 });
             }
         }
+    }
+    findings
+}
+
+/// One ROCm ABI per index: the ROCm libraries the wheels an index serves link (by SONAME
+/// major) all come from one ROCm release line (`rocm-abi-mix`), and a wheel's `+rocm…` label
+/// names a line that ships the majors it links (`rocm-abi-label`).
+fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
+    use super::abi::{AbiTable, line_text, split_soname};
+    let table = AbiTable::builtin();
+    let linking: Vec<(&Dist, &BTreeSet<String>)> = dists
+        .iter()
+        .filter_map(|d| d.wheel.as_ref().filter(|w| !w.rocm_sonames.is_empty()).map(|w| (d, &w.rocm_sonames)))
+        .collect();
+    let lines_text = |lines: &[&str]| match lines {
+        [] => "no one ROCm release".to_string(),
+        lines => lines.iter().map(|l| line_text(l)).collect::<Vec<_>>().join(" or "),
+    };
+    let mut findings = Vec::new();
+    for (d, sonames) in &linking {
+        let Some(release) = crate::version::rocm_release(d.metadata.version.parsed.local()) else { continue };
+        let Some(line) = table.line_of(&release) else { continue };
+        let shipping = table.lines_shipping(sonames);
+        if !shipping.contains(&line) {
+            let bases: BTreeSet<&str> = sonames.iter().filter_map(|s| split_soname(s)).map(|(b, _)| b).collect();
+            findings.push(Finding {
+                kind: "rocm-abi-label",
+                severity: Severity::Error,
+                message: format!(
+                    "{} is labelled for ROCm {} but links {} ({}); {} ships {}: on a host with the ROCm its label names it fails to load. Rebuild it against that ROCm, or label it with the ROCm it was built for",
+                    d.file_name,
+                    release.iter().map(u64::to_string).collect::<Vec<_>>().join("."),
+                    sonames.iter().cloned().collect::<Vec<_>>().join(", "),
+                    lines_text(&shipping),
+                    line_text(line),
+                    table.describe(line, &bases)
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+        }
+    }
+    // The wheels each index serves: those of an architecture directory with those of none.
+    let arches: BTreeSet<Option<String>> = linking.iter().map(|(d, _)| architecture_dir(&d.path)).collect();
+    let places: Vec<Option<String>> = if arches.iter().all(Option::is_none) {
+        vec![None]
+    } else {
+        arches.into_iter().flatten().map(Some).collect()
+    };
+    for place in places {
+        let served: Vec<&(&Dist, &BTreeSet<String>)> = linking
+            .iter()
+            .filter(|(d, _)| architecture_dir(&d.path).is_none_or(|a| Some(&a) == place.as_ref()))
+            .collect();
+        let all: BTreeSet<String> = served.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
+        if served.len() < 2 || !table.lines_shipping(&all).is_empty() {
+            continue;
+        }
+        // Group the wheels by the release lines their libraries fit.
+        let mut by_lines: BTreeMap<Vec<&str>, Vec<String>> = BTreeMap::new();
+        for (d, sonames) in &served {
+            by_lines.entry(table.lines_shipping(sonames)).or_default().push(format!(
+                "{} ({})",
+                d.file_name,
+                sonames.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let groups: Vec<String> =
+            by_lines.iter().map(|(lines, wheels)| format!("{}: {}", lines_text(lines), wheels.join(", "))).collect();
+        let place_text = place.as_ref().map(|a| format!("the {a} index")).unwrap_or_else(|| "the set".into());
+        findings.push(Finding {
+            kind: "rocm-abi-mix",
+            severity: Severity::Error,
+            message: format!(
+                "{place_text} mixes ROCm ABIs, and one environment holds one ROCm: {}. Rebuild the odd ones against the set's ROCm, or publish them in a separate index",
+                groups.join("; ")
+            ),
+            files: served.iter().map(|(d, _)| d.path.display().to_string()).collect(),
+        });
     }
     findings
 }

@@ -1,6 +1,7 @@
 //! The release set: per-architecture metapackage wheels, static pip indexes, and `check`, the
 //! lint for the failures a ROCm release has seen (`../shared/seeds/`).
 
+pub mod abi;
 pub mod check;
 pub mod index;
 pub mod metapackage;
