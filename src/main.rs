@@ -223,9 +223,10 @@ struct CheckArgs {
     /// The Python to resolve for. Ex) 3.12
     #[arg(long, value_name = "X.Y", requires = "resolve")]
     python: Option<String>,
-    /// The platform tag to resolve for. Ex) manylinux_2_28_x86_64
-    #[arg(long, value_name = "TAG", requires = "resolve")]
-    platform: Option<String>,
+    /// A platform tag to resolve for; repeatable. A manylinux or musllinux tag also admits
+    /// `linux_<arch>` wheels, as a real host does. uv takes the first. Ex) manylinux_2_28_x86_64
+    #[arg(long = "platform", value_name = "TAG", requires = "resolve")]
+    platforms: Vec<String>,
     /// Fail when the resolution holds a distribution whose name matches; repeatable.
     /// Ex) 'nvidia-*', '*-cu1[0-9]'
     #[arg(long, value_name = "GLOB", requires = "resolve")]
@@ -244,6 +245,9 @@ struct CheckArgs {
     /// Fail (exit 1) on warnings too, not only on errors.
     #[arg(long)]
     strict: bool,
+    /// List errors only; warnings are still counted.
+    #[arg(long)]
+    errors_only: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -581,7 +585,7 @@ fn main() -> ExitCode {
                     vec![wheelfix::report::page::PYPI.to_string()]
                 },
                 python: args.python,
-                platform: args.platform,
+                platforms: args.platforms,
                 forbid: args.forbid,
                 resolver: match args.resolver {
                     ResolverArg::Pip => release::resolve::Resolver::Pip,
@@ -591,6 +595,7 @@ fn main() -> ExitCode {
             }),
             dirs: args.dirs,
             strict: args.strict,
+            errors_only: args.errors_only,
         }),
         Command::Lddtree(args) => cmd::Command::Lddtree(cmd::lddtree::LddtreeRequest {
             file: args.file,

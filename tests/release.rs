@@ -284,7 +284,21 @@ fn check_finds_each_failure_of_the_seeds() {
     let text = wheelfix(d, &["check", "linux", "windows"]);
     assert_eq!(text.status.code(), Some(1));
     assert!(stdout(&text).contains("error: no-local-version: nixl 1.5.2"), "{}", stdout(&text));
-    assert!(stdout(&text).contains(" error(s), "), "{}", stdout(&text));
+    let text = stdout(&text);
+    assert!(text.contains(" errors, "), "{text}");
+    // Errors first, grouped by kind, with the fix where there is one.
+    let (errors_at, warnings_at) = (text.find("error ").unwrap(), text.find("warning ").unwrap_or(usize::MAX));
+    assert!(errors_at < warnings_at, "{text}");
+    assert!(text.contains("error loose-pin (") && text.contains("  fix: pin exactly"), "{text}");
+    // The sdist race: what differs between the two contents, and where.
+    assert!(
+        text.contains(
+            "linux/rocm-7.13.0.tar.gz has extras device-gfx942, device-gfx950 that windows/rocm-7.13.0.tar.gz lacks"
+        ),
+        "{text}"
+    );
+    let only = stdout(&wheelfix(d, &["check", "--errors-only", "linux", "windows"]));
+    assert!(!only.contains("  warning:") && only.contains("error loose-pin ("), "{only}");
 }
 
 #[test]
@@ -307,7 +321,11 @@ fn warnings_fail_check_only_with_strict() {
     let strict = wheelfix(d, &["check", "--strict", "gfx950"]);
     assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));
     assert!(stdout(&strict).contains("warning: no-local-version: triton-kernels 1.0.0"), "{}", stdout(&strict));
-    assert!(stdout(&strict).contains("0 error(s), 1 warning(s)"), "{}", stdout(&strict));
+    assert!(stdout(&strict).contains("0 errors, 1 warning"), "{}", stdout(&strict));
+    let only = wheelfix(d, &["check", "--strict", "--errors-only", "gfx950"]);
+    assert_eq!(only.status.code(), Some(1), "counted, if not listed");
+    let only = stdout(&only);
+    assert!(!only.contains("warning:") && only.contains("0 errors, 1 warning (warnings not listed"), "{only}");
 }
 
 /// A metapackage as `wheelfix metapackage` writes one: nothing but its `.dist-info`.

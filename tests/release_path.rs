@@ -209,3 +209,82 @@ fn one_rocm_abi_per_set_and_the_one_its_label_names() {
     let kinds: Vec<&str> = json["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
     assert!(kinds.contains(&"rocm-abi-mix") && kinds.contains(&"rocm-abi-label"), "{kinds:?}");
 }
+
+#[test]
+fn a_kpack_reference_the_set_does_not_resolve_is_named_by_show_and_check() {
+    use support::gpugen::{kpack_archive, kpack_split_host};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The host wheel: `p/lib/_k.so` looks for `../.kpack/foo_lib_@GFXARCH@.kpack`.
+    let tag = "cp312-cp312-linux_x86_64";
+    let mut host = WheelSpec::new("dfttest", "11.1.0+rocm7.1.0", tag).file("p/lib/_k.so", kpack_split_host("_k"));
+    host.wheel_tags = Some(vec![tag.into()]);
+    let device = |arch: &str| {
+        WheelSpec::new(&format!("dfttest_device_{arch}"), "11.1.0+rocm7.1.0", "py3-none-any")
+            .file(&format!("p/.kpack/foo_lib_{arch}.kpack"), kpack_archive(&[arch]))
+    };
+    let wheel = host.write(&d.join("gfx942"));
+    host.write(&d.join("gfx950"));
+    device("gfx942").write(&d.join("gfx942"));
+
+    let out = wheelfix(d, &["show", "--expect-gpu-target", "gfx950", wheel.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("kpack: p/lib/_k.so needs for gfx950: p/.kpack/foo_lib_gfx950.kpack (not in this wheel"),
+        "{text}"
+    );
+    let json = support::show_json(d, &wheel, &["--expect-gpu-target", "gfx942"]);
+    assert_eq!(json["kpack_archives"][0]["paths"][0], "p/.kpack/foo_lib_gfx942.kpack", "{json}");
+
+    let out = wheelfix(d, &["check", "gfx942", "gfx950"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("kpack-unresolved"), "{text}");
+    assert!(
+        text.contains("find no device code for gfx950") && text.contains("site-packages/p/.kpack/foo_lib_gfx950.kpack"),
+        "{text}"
+    );
+    assert_eq!(text.matches("find no device code for").count(), 1, "gfx942 has its archive in its index: {text}");
+    // With the gfx950 device wheel, the set resolves.
+    device("gfx950").write(&d.join("gfx950"));
+    let out = wheelfix(d, &["check", "gfx942", "gfx950"]);
+    assert!(!stdout(&out).contains("kpack-unresolved"), "{}", stdout(&out));
+    // An archive for another processor under the right name does not count.
+    let dir2 = tempfile::tempdir().unwrap();
+    host.write(&dir2.path().join("gfx950"));
+    WheelSpec::new("dfttest_device_gfx950", "11.1.0+rocm7.1.0", "py3-none-any")
+        .file("p/.kpack/foo_lib_gfx950.kpack", kpack_archive(&["gfx942"]))
+        .write(&dir2.path().join("gfx950"));
+    let out = wheelfix(dir2.path(), &["check", "gfx950"]);
+    assert!(stdout(&out).contains("kpack-unresolved"), "{}", stdout(&out));
+}
+
+#[test]
+fn an_extra_only_one_platforms_files_satisfy_needs_a_platform_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |marker: &str, out: &str| {
+        let mut selector = support::sets::py3_wheel(
+            "rocm",
+            "7.1.0+rocm7.1.0",
+            &[&format!("rocm-sdk-device-gfx942==7.1.0+rocm7.1.0; extra == \"device-all\"{marker}")],
+        );
+        selector.metadata.push("Provides-Extra: device-all".into());
+        selector.write(&d.join(out));
+        gpu_wheel("rocm_sdk_device_gfx942", "7.1.0+rocm7.1.0", &[("gfx942", GFX942)], &[]).write(&d.join(out));
+        let mut win = WheelSpec::new("rocm_sdk_core", "7.1.0+rocm7.1.0", "py3-none-win_amd64").file("core/x.dll", "");
+        win.wheel_tags = Some(vec!["py3-none-win_amd64".into()]);
+        win.write(&d.join(out));
+    };
+    write("", "unmarked");
+    write(" and sys_platform == \"linux\"", "marked");
+    let out = wheelfix(d, &["check", "unmarked"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("extra `device-all` requires rocm-sdk-device-gfx942, which the set has only for linux, with no platform marker: on win the extra cannot resolve"),
+        "{}",
+        stdout(&out)
+    );
+    let out = wheelfix(d, &["check", "marked"]);
+    assert!(!stdout(&out).contains("unmarked-platform-extra"), "{}", stdout(&out));
+}

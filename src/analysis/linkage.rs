@@ -220,20 +220,7 @@ pub fn is_origin_relative(entry: &str) -> bool {
     entry.contains("$ORIGIN") || entry.contains("${ORIGIN}")
 }
 
-/// Normalise `a/b/../c` → `a/c`; `None` when the path climbs above the root.
-pub fn normalize(path: &str) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    Some(parts.join("/"))
-}
+pub use crate::wheel::normalize_path as normalize;
 
 /// The dynamic loader itself: every process has it.
 pub fn is_loader(soname: &str) -> bool {

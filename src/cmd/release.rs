@@ -251,6 +251,8 @@ pub struct CheckRequest {
     pub common: Common,
     /// Fail on warnings too.
     pub strict: bool,
+    /// List errors only (warnings are still counted).
+    pub errors_only: bool,
     /// `--upstream`: indexes to compare the set with.
     pub upstream: release::check::UpstreamOptions,
     /// `--resolve`: a resolution to hold against the set's index.
@@ -265,7 +267,7 @@ pub struct ResolveArgs {
     pub index_url: Option<String>,
     pub extra_index_urls: Vec<String>,
     pub python: Option<String>,
-    pub platform: Option<String>,
+    pub platforms: Vec<String>,
     pub forbid: Vec<String>,
     pub resolver: release::resolve::Resolver,
     pub site_first: bool,
@@ -300,7 +302,7 @@ pub fn run_check(request: &CheckRequest) -> Output {
         }
     }
     findings.sort();
-    let report = CheckReport::new(&findings).with_resolution(resolution.as_ref());
+    let report = CheckReport::new(&findings, request.errors_only).with_resolution(resolution.as_ref());
     let stdout = if request.common.json { report.to_json() } else { report.to_text() };
     let failing = if request.strict { report.errors + report.warnings } else { report.errors };
     Output { stdout, stderr: Vec::new(), code: u8::from(failing > 0) }
@@ -317,7 +319,7 @@ fn resolve(
         index_url: index_url.clone(),
         extra_index_urls: args.extra_index_urls.clone(),
         python: args.python.clone(),
-        platform: args.platform.clone(),
+        platforms: args.platforms.clone(),
         resolver: args.resolver,
         site_first: args.site_first,
         timeout,

@@ -35,7 +35,8 @@ impl AbiTable {
     /// The table wheelfix carries.
     pub fn builtin() -> &'static AbiTable {
         static TABLE: std::sync::OnceLock<AbiTable> = std::sync::OnceLock::new();
-        TABLE.get_or_init(|| serde_json::from_str(ROCM_ABI).expect("policies/rocm-abi.json is a table of release lines"))
+        TABLE
+            .get_or_init(|| serde_json::from_str(ROCM_ABI).expect("policies/rocm-abi.json is a table of release lines"))
     }
 
     /// Whether the table judges this library. Ex) `libamdhip64.so.7` → true; `libz.so.1` → false
@@ -49,9 +50,10 @@ impl AbiTable {
         self.lines
             .iter()
             .filter(|line| {
-                sonames.iter().filter_map(|s| split_soname(s)).all(|(base, major)| {
-                    line.sonames.get(base).is_none_or(|&m| m == major)
-                })
+                sonames
+                    .iter()
+                    .filter_map(|s| split_soname(s))
+                    .all(|(base, major)| line.sonames.get(base).is_none_or(|&m| m == major))
             })
             .map(|line| line.from.as_str())
             .collect()

@@ -48,6 +48,46 @@ impl Severity {
     }
 }
 
+/// What to do about a kind of finding, where one thing does it (the finding's message says
+/// the rest). Ex) `undeclared-provider` → add the provider to Requires-Dist
+pub fn fix(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "unresolved-provider" => {
+            "publish the wheel that provides the library in the same index, vendor it (`wheelfix repair`), or `--exclude` it if every environment provides it"
+        }
+        "undeclared-provider" => "add the providing project to the wheel's Requires-Dist, so installers bring it",
+        "no-local-version" => {
+            "`wheelfix retag --rocm-version X.Y.Z` labels every wheel of the set (`--mark-pure` for pure ones)"
+        }
+        "loose-pin" => {
+            "pin exactly, with the local label (`wheelfix retag --rocm-version` rewrites the pins of the set)"
+        }
+        "stale-record" => "`wheelfix retag` writes a true RECORD",
+        "tag-mismatch" => "`wheelfix retag` makes the file name and WHEEL agree",
+        "filename-conflict" => {
+            "give each build its own file name (a per-architecture or per-platform label), or publish each in its own index (a per-architecture upload directory or base URL)"
+        }
+        "resolve-upstream" => {
+            "for uv: the release page's uv command (the set's index as --extra-index-url); check it with --site-first"
+        }
+        "local-label-order" => "label with wheelfix's `+rocmX.Y.Z`, whose order follows ROCm's",
+        "duplicate-metapackage" => "remove the metapackages the newest build replaces",
+        "missing-extra" | "device-all-incomplete" => {
+            "rebuild the selector with `wheelfix metapackage` from the set as it is"
+        }
+        "no-code-for-architecture" | "wrong-architecture" => {
+            "build with `--offload-arch` for the index's architecture, or publish the wheel only in indexes of the architectures it has code for"
+        }
+        "self-requirement" => {
+            "drop the requirement on itself; an extra that gathers others is `name[a,b]; extra == \"all\"`"
+        }
+        "unmarked-platform-extra" => {
+            "add the platform marker (`; sys_platform == \"linux\"`) to the extra's requirements, or publish the missing platform's files"
+        }
+        _ => return None,
+    })
+}
+
 /// One problem found.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Finding {
@@ -150,6 +190,10 @@ struct WheelFacts {
     /// The ROCm libraries its binaries link that `policies/rocm-abi.json` knows, by SONAME.
     /// Ex) {`libamdhip64.so.7`, `librocblas.so.5`}
     rocm_sonames: BTreeSet<String>,
+    /// Its kpack-split binaries: install path and the search paths of their archives.
+    kpack_refs: Vec<(String, Vec<String>)>,
+    /// Its kpack archives by install path, with the processors their tables of contents list.
+    kpack_archives: BTreeMap<String, Vec<String>>,
 }
 
 /// What reading one file gave: its sha256 (when the file could be read at all), the
@@ -202,25 +246,32 @@ pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies, u
     // directory, or directories of no GPU architecture (a Linux and a Windows build of one
     // release, ROCm/TheRock#5347). Architecture directories (`gfx942/`, `gfx1100/`) are one
     // index each: the same file name in two of them is the seeds' layout.
-    let mut by_place: BTreeMap<(String, Option<String>), BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    // (file name, architecture directory) → sha256 → the files of that content.
+    type Place = (String, Option<String>);
+    let mut by_place: BTreeMap<Place, BTreeMap<String, Vec<&Read>>> = BTreeMap::new();
     for r in &read {
         let name = r.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if let Some(hash) = &r.sha256 {
             let place = (name, architecture_dir(&r.path));
-            by_place.entry(place).or_default().entry(hash.clone()).or_default().push(r.path.display().to_string());
+            by_place.entry(place).or_default().entry(hash.clone()).or_default().push(r);
         }
     }
     for ((name, arch), variants) in &by_place {
         if variants.len() > 1 {
             let place = arch.as_ref().map(|a| format!(" in the {a} index")).unwrap_or_default();
+            let firsts: Vec<&Read> = variants.values().map(|v| v[0]).collect();
+            let detail = match (firsts[0].dist.as_ref(), firsts[1].dist.as_ref()) {
+                (Some(a), Some(b)) => content_differences(a, b),
+                _ => String::new(),
+            };
             findings.push(Finding {
                 kind: "filename-conflict",
                 severity: Severity::Error,
                 message: format!(
-                    "{name} exists with {} different contents{place}: an upload would overwrite one with the other",
+                    "{name} exists with {} different contents{place}: an upload would overwrite one with the other{detail}",
                     variants.len()
                 ),
-                files: variants.values().flatten().cloned().collect(),
+                files: variants.values().flatten().map(|r| r.path.display().to_string()).collect(),
             });
         }
     }
@@ -253,6 +304,7 @@ pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies, u
     findings.extend(metapackage_findings(&dists));
     findings.extend(self_requirement_findings(&dists));
     findings.extend(abi_findings(&dists));
+    findings.extend(kpack_findings(&dists));
     for url in &upstream.urls {
         findings.extend(upstream_findings(&dists, &super::upstream::Upstream::new(url, upstream.timeout)));
     }
@@ -406,6 +458,18 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
                         .all(|m| m.name.split('/').next().is_some_and(|top| top.ends_with(".dist-info"))),
                     tag: tag_facts(&wheel, &judgement),
                     device_bytes: crate::elf::gpu::device_bytes(&analysis.gpu),
+                    kpack_refs: analysis
+                        .gpu
+                        .iter()
+                        .filter(|g| !g.kpack_search_paths.is_empty())
+                        .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_search_paths.clone())))
+                        .collect(),
+                    kpack_archives: analysis
+                        .gpu
+                        .iter()
+                        .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+                        .filter_map(|g| Some((wheel.install_path(&g.file)?, g.targets.clone())))
+                        .collect(),
                     rocm_sonames: analysis
                         .elf
                         .iter()
@@ -446,14 +510,50 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
     }
 }
 
+/// What differs between two files of one name, for people: version, extras, requirements.
+/// Ex) `; linux/rocm-7.1.0.tar.gz has extras device-gfx942, device-all that windows/rocm-7.1.0.tar.gz lacks`
+fn content_differences(a: &Dist, b: &Dist) -> String {
+    let mut parts = Vec::new();
+    if a.version != b.version {
+        parts.push(format!("{} is version {}, {} is {}", a.path.display(), a.version, b.path.display(), b.version));
+    }
+    let only = |x: &Dist, y: &Dist, what: &str, list: fn(&Dist) -> BTreeSet<String>| {
+        let (lx, ly) = (list(x), list(y));
+        let extra: Vec<String> = lx.difference(&ly).cloned().collect();
+        (!extra.is_empty())
+            .then(|| format!("{} has {what} {} that {} lacks", x.path.display(), extra.join(", "), y.path.display()))
+    };
+    let extras = |d: &Dist| d.metadata.provides_extra.iter().cloned().collect();
+    let requires = |d: &Dist| d.metadata.requires_dist.iter().map(|r| format!("`{}`", r.text)).collect();
+    for (x, y) in [(a, b), (b, a)] {
+        parts.extend(only(x, y, "extras", extras));
+    }
+    if parts.is_empty() {
+        for (x, y) in [(a, b), (b, a)] {
+            parts.extend(only(x, y, "requirements", requires));
+        }
+    }
+    if parts.is_empty() && a.size != b.size {
+        parts.push(format!("same metadata, sizes {} and {} bytes", a.size, b.size));
+    }
+    if parts.is_empty() { String::new() } else { format!("; {}", parts.join("; ")) }
+}
+
 /// The GPU target a device package is for. Ex) `rocm-sdk-device-gfx950` → `gfx950`
 fn device_target(project: &str) -> Option<&str> {
     let (_, target) = project.rsplit_once("-device-")?;
     target.starts_with("gfx").then_some(target)
 }
 
+/// A platform family of a wheel's platform tag. Ex) `manylinux_2_28_x86_64` → `linux`
+fn os_family(platform: &str) -> &str {
+    ["linux", "win", "macosx"].into_iter().find(|f| platform.contains(f)).unwrap_or(platform)
+}
+
 fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
     let mut findings = Vec::new();
+    // The operating systems the set's platform wheels are for.
+    let set_families: BTreeSet<&str> = dists.iter().filter_map(|d| d.platform.as_deref()).map(os_family).collect();
     let present: BTreeMap<&str, BTreeSet<Option<&str>>> = dists.iter().fold(BTreeMap::new(), |mut m, d| {
         m.entry(d.project.as_str()).or_default().insert(d.platform.as_deref());
         m
@@ -521,6 +621,26 @@ fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
                 });
                 continue;
             };
+            let families: BTreeSet<&str> = platforms.iter().flatten().map(|p| os_family(p)).collect();
+            if r.sys_platform.is_none()
+                && d.platform.is_none()
+                && !platforms.contains(&None)
+                && let Some(lacking) = set_families.difference(&families).next()
+            {
+                findings.push(Finding {
+                    kind: "unmarked-platform-extra",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} {}: extra `{}` requires {}, which the set has only for {}, with no platform marker: on {lacking} the extra cannot resolve",
+                        d.project,
+                        d.version,
+                        r.extra.as_deref().unwrap_or(""),
+                        r.package,
+                        families.iter().copied().collect::<Vec<_>>().join(", ")
+                    ),
+                    files: file.clone(),
+                });
+            }
             if let Some(sys) = &r.sys_platform {
                 let family = match sys.as_str() {
                     "linux" => "linux",
@@ -1020,11 +1140,8 @@ fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
     }
     // The wheels each index serves: those of an architecture directory with those of none.
     let arches: BTreeSet<Option<String>> = linking.iter().map(|(d, _)| architecture_dir(&d.path)).collect();
-    let places: Vec<Option<String>> = if arches.iter().all(Option::is_none) {
-        vec![None]
-    } else {
-        arches.into_iter().flatten().map(Some).collect()
-    };
+    let places: Vec<Option<String>> =
+        if arches.iter().all(Option::is_none) { vec![None] } else { arches.into_iter().flatten().map(Some).collect() };
     for place in places {
         let served: Vec<&(&Dist, &BTreeSet<String>)> = linking
             .iter()
@@ -1055,6 +1172,83 @@ fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
             ),
             files: served.iter().map(|(d, _)| d.path.display().to_string()).collect(),
         });
+    }
+    findings
+}
+
+/// Each kpack-split binary finds its archive for the architecture of every index that serves
+/// it: a wheel of an architecture directory for that one, a wheel outside them for each of
+/// the set's architecture directories, and, in a set without any, for the processors of the
+/// archives the set holds.
+fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
+    use crate::elf::gpu::kpack::archive_paths;
+    let mut archives: BTreeMap<&str, Vec<(&Dist, &Vec<String>)>> = BTreeMap::new();
+    for d in dists {
+        for (path, targets) in d.wheel.iter().flat_map(|w| &w.kpack_archives) {
+            archives.entry(path.as_str()).or_default().push((d, targets));
+        }
+    }
+    let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
+    let set_arches: BTreeSet<String> = dists.iter().filter_map(|d| architecture_dir(&d.path)).collect();
+    let archive_arches: BTreeSet<String> =
+        archives.values().flatten().flat_map(|(_, targets)| targets.iter().map(|t| processor(t))).collect();
+    let mut findings = Vec::new();
+    for d in dists {
+        let Some(w) = d.wheel.as_ref().filter(|w| !w.kpack_refs.is_empty()) else { continue };
+        let arches: Vec<String> = match architecture_dir(&d.path) {
+            Some(a) => vec![a],
+            None if !set_arches.is_empty() => set_arches.iter().cloned().collect(),
+            None => archive_arches.iter().cloned().collect(),
+        };
+        if arches.is_empty() {
+            let (first, paths) = &w.kpack_refs[0];
+            findings.push(Finding {
+                kind: "kpack-unresolved",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: {} kpack-split binar{} ({first}, …) look for their device code in `{}`, and the set holds no kpack archive for any GPU: installed, the first kernel launch fails (hipErrorInvalidImage). Publish the wheels that carry the archives (the device wheels) beside it",
+                    d.file_name,
+                    w.kpack_refs.len(),
+                    if w.kpack_refs.len() == 1 { "y" } else { "ies" },
+                    paths.join("`, `")
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+            continue;
+        }
+        for arch in &arches {
+            let unresolved: Vec<(&String, Vec<String>)> = w
+                .kpack_refs
+                .iter()
+                .map(|(binary, paths)| (binary, archive_paths(binary, paths, arch)))
+                .filter(|(_, candidates)| {
+                    !candidates.iter().any(|c| {
+                        archives.get(c.as_str()).is_some_and(|list| {
+                            list.iter().any(|(o, targets)| {
+                                architecture_dir(&o.path).is_none_or(|a| &a == arch)
+                                    && (targets.is_empty() || targets.iter().any(|t| processor(t) == *arch))
+                            })
+                        })
+                    })
+                })
+                .collect();
+            let Some((first, candidates)) = unresolved.first() else { continue };
+            let looked = candidates
+                .first()
+                .map(|c| format!("site-packages/{c}"))
+                .unwrap_or_else(|| "outside site-packages".into());
+            findings.push(Finding {
+                kind: "kpack-unresolved",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: {} kpack-split binar{} ({first}, …) find no device code for {arch}: {first} looks for {looked}, which no file of the set for {arch} installs. Installed there, the first kernel launch fails (hipErrorInvalidImage); publish the wheel that carries the {arch} archive in the {arch} index",
+                    d.file_name,
+                    unresolved.len(),
+                    if unresolved.len() == 1 { "y" } else { "ies" },
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+        }
     }
     findings
 }

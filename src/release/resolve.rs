@@ -28,8 +28,8 @@ pub struct ResolveRequest {
     pub extra_index_urls: Vec<String>,
     /// Ex) `3.12`
     pub python: Option<String>,
-    /// A platform tag. Ex) `manylinux_2_28_x86_64`
-    pub platform: Option<String>,
+    /// The platform tags to resolve for, as given (repeatable). Ex) [`manylinux_2_28_x86_64`]
+    pub platforms: Vec<String>,
     pub resolver: Resolver,
     /// uv only: search the set's index first, as the release page's uv command does
     /// (`--index-url <upstream> --extra-index-url <set>`), rather than the flags' order.
@@ -220,10 +220,10 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     if let Some(python) = &request.python {
         args.extend(["--python-version".into(), python.clone()]);
     }
-    if let Some(platform) = &request.platform {
-        args.extend(["--platform".into(), platform.clone()]);
+    for platform in host_platforms(&request.platforms) {
+        args.extend(["--platform".into(), platform]);
     }
-    if request.python.is_some() || request.platform.is_some() {
+    if request.python.is_some() || !request.platforms.is_empty() {
         // pip resolves for another interpreter or platform only from wheels.
         args.push("--only-binary=:all:".into());
     }
@@ -266,6 +266,32 @@ fn index_args(first: &str, extras: &[String]) -> Vec<String> {
     args
 }
 
+/// The platform tags a real host of `given` installs, as pip is told them: each manylinux or
+/// musllinux tag also admits `linux_<arch>` wheels (a wheelfix metapackage is one), which pip's
+/// `--platform` would otherwise refuse. pip expands each manylinux tag to the older ones itself.
+/// Ex) [`manylinux_2_28_x86_64`] → [`manylinux_2_28_x86_64`, `linux_x86_64`]
+pub fn host_platforms(given: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for tag in given {
+        let mut add = |t: String| {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        };
+        add(tag.clone());
+        use crate::wheel::platform_tag::PlatformTag;
+        let parsed = PlatformTag::parse(tag);
+        if matches!(
+            parsed,
+            PlatformTag::Manylinux { .. } | PlatformTag::LegacyManylinux { .. } | PlatformTag::Musllinux { .. }
+        ) && let Some(arch) = parsed.arch_name()
+        {
+            add(format!("linux_{arch}"));
+        }
+    }
+    out
+}
+
 /// uv's `--python-platform` for a platform tag. Ex) `manylinux_2_28_x86_64` → `x86_64-manylinux_2_28`
 fn uv_platform(tag: &str) -> String {
     for arch in ["x86_64", "aarch64", "ppc64le", "s390x", "riscv64", "i686", "armv7l"] {
@@ -303,7 +329,8 @@ fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Resul
     if let Some(python) = &request.python {
         args.extend(["--python-version".into(), python.clone()]);
     }
-    if let Some(platform) = &request.platform {
+    // uv takes one target platform, and a manylinux target admits `linux_<arch>` wheels too.
+    if let Some(platform) = request.platforms.first() {
         args.extend(["--python-platform".into(), uv_platform(platform)]);
     }
     let mut child = Command::new(uv);
@@ -358,6 +385,16 @@ mod tests {
         {
             assert!(requirement(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_manylinux_host_also_installs_linux_wheels() {
+        let given = vec!["manylinux_2_28_x86_64".to_string(), "musllinux_1_2_aarch64".into(), "linux_x86_64".into()];
+        assert_eq!(
+            host_platforms(&given),
+            ["manylinux_2_28_x86_64", "linux_x86_64", "musllinux_1_2_aarch64", "linux_aarch64"]
+        );
+        assert_eq!(host_platforms(&["win_amd64".to_string()]), ["win_amd64"]);
     }
 
     #[test]

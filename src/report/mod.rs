@@ -157,6 +157,14 @@ pub struct ShowReport {
     /// checked): coverage is judged per binary, and a runtime's own kernels never count.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub uncovered_gpu_targets: Vec<crate::elf::gpu::targets::Uncovered>,
+    /// Where each kpack-split binary's device code must be installed, per GPU processor: for
+    /// the processors of the wheel's own archives and every `--expect-gpu-target`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kpack_archives: Vec<KpackArchiveNeed>,
+    /// The kpack-split binaries (install path, search paths) and the archives the wheel holds
+    /// (install paths): what `kpack_archives` is worked out from.
+    #[serde(skip)]
+    kpack_refs: (Vec<(String, Vec<String>)>, BTreeSet<String>),
     /// Why no policy was applied to a wheel that has host binaries, if none was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unaudited: Option<String>,
@@ -166,6 +174,18 @@ pub struct ShowReport {
     pub installer_problems: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// Where a kpack-split binary looks for its device code for one GPU processor.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct KpackArchiveNeed {
+    /// The binary's install path. Ex) `p/lib/_k.so`
+    pub file: String,
+    pub arch: String,
+    /// The install paths it searches, in order. Ex) [`p/.kpack/k_gfx942.kpack`]
+    pub paths: Vec<String>,
+    /// Whether this wheel installs one of them (otherwise another wheel of the set must).
+    pub in_wheel: bool,
 }
 
 impl ShowReport {
@@ -201,8 +221,23 @@ impl ShowReport {
             gpu_only: judgement.is_pure() && analysis.gpu.iter().any(|g| !g.targets.is_empty()),
             notes: analysis.notes.clone(),
             installer_problems: wheel.installer_problems.clone(),
+            kpack_refs: (
+                analysis
+                    .gpu
+                    .iter()
+                    .filter(|g| !g.kpack_search_paths.is_empty())
+                    .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_search_paths.clone())))
+                    .collect(),
+                analysis
+                    .gpu
+                    .iter()
+                    .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+                    .filter_map(|g| wheel.install_path(&g.file))
+                    .collect(),
+            ),
             ..Default::default()
         };
+        report.find_kpack_archives(&[]);
         let Some(judgement) = judged else {
             return report;
         };
@@ -237,6 +272,7 @@ impl ShowReport {
     /// bundle covers nothing; a GPU runtime's built-in kernels never count). A wheel without
     /// embedded device code (pure Python, or kpack-split) lacks nothing.
     pub fn check_gpu_targets(&mut self, expected: &[String]) {
+        self.find_kpack_archives(expected);
         if self.gpu.is_empty() {
             return;
         }
@@ -248,6 +284,36 @@ impl ShowReport {
             .iter()
             .filter(|t| (!self.gpu_targets.contains(t) && !self.gpu_targets.is_empty()) || uncovered.contains(t))
             .cloned()
+            .collect();
+    }
+
+    /// Work out where each kpack-split binary's archive lies for the processors of the wheel's
+    /// own archives and `expected`, and whether the wheel holds it.
+    fn find_kpack_archives(&mut self, expected: &[String]) {
+        let (refs, held) = &self.kpack_refs;
+        if refs.is_empty() {
+            return;
+        }
+        let mut arches: BTreeSet<String> = self
+            .gpu
+            .iter()
+            .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+            .flat_map(|g| g.targets.iter().map(|t| t.split(':').next().unwrap_or(t).to_string()))
+            .collect();
+        arches.extend(expected.iter().cloned());
+        let arches: Vec<String> = crate::elf::gpu::targets::natural_order(arches.iter().map(String::as_str))
+            .into_iter()
+            .map(String::from)
+            .collect();
+        self.kpack_archives = refs
+            .iter()
+            .flat_map(|(file, search)| {
+                arches.iter().map(move |arch| {
+                    let paths = crate::elf::gpu::kpack::archive_paths(file, search, arch);
+                    let in_wheel = paths.iter().any(|p| held.contains(p));
+                    KpackArchiveNeed { file: file.clone(), arch: arch.clone(), paths, in_wheel }
+                })
+            })
             .collect();
     }
 
@@ -406,27 +472,49 @@ impl ShowReport {
         if self.gpu.is_empty() {
             return;
         }
+        let natural =
+            |targets: &[String]| crate::elf::gpu::targets::natural_order(targets.iter().map(String::as_str)).join(", ");
         let objects: usize = self.gpu.iter().map(|g| g.objects).sum();
         let targets =
-            if self.gpu_targets.is_empty() { "no embedded targets".to_string() } else { self.gpu_targets.join(", ") };
-        let _ = writeln!(out, "\n  GPU code: {targets} ({objects} code object(s) in {} file(s))", self.gpu.len());
+            if self.gpu_targets.is_empty() { "no embedded targets".to_string() } else { natural(&self.gpu_targets) };
+        let _ = writeln!(
+            out,
+            "\n  GPU code: {targets} ({} in {})",
+            plural(objects, "code object"),
+            plural(self.gpu.len(), "file")
+        );
         let bytes = crate::elf::gpu::device_bytes(&self.gpu);
         if !bytes.is_empty() {
-            let sizes: Vec<String> = bytes.iter().map(|(t, b)| format!("{t} {}", human_bytes(*b))).collect();
+            let order: Vec<String> = bytes.keys().cloned().collect();
+            let sizes: Vec<String> = crate::elf::gpu::targets::natural_order(order.iter().map(String::as_str))
+                .into_iter()
+                .map(|t| format!("{t} {}", human_bytes(bytes[t])))
+                .collect();
             let _ = writeln!(out, "  device code in bundles, uncompressed: {}", sizes.join(", "));
         }
-        for code in self.gpu.iter().take(10) {
+        // Every file: a summary that hides some (the ROCm libraries behind CUDA ones) misleads.
+        for code in &self.gpu {
             let covs: Vec<String> = code.code_object_versions.iter().map(|v| format!("v{v}")).collect();
             let cov = if covs.is_empty() { String::new() } else { format!(", code object {}", covs.join("/")) };
-            let targets = if code.targets.is_empty() { "-".to_string() } else { code.targets.join(" ") };
-            let (file, kind, n) = (&code.file, container_name(code), code.objects);
-            let _ = writeln!(out, "    {file}  {kind} ({n} code object(s)): {targets}{cov}");
+            let targets = if code.targets.is_empty() {
+                "-".to_string()
+            } else {
+                crate::elf::gpu::targets::natural_order(code.targets.iter().map(String::as_str)).join(" ")
+            };
+            let (file, kind) = (&code.file, container_name(code));
+            let _ = writeln!(out, "    {file}  {kind} ({}): {targets}{cov}", plural(code.objects, "code object"));
             for note in &code.notes {
                 let _ = writeln!(out, "      {note}");
             }
         }
-        if self.gpu.len() > 10 {
-            let _ = writeln!(out, "    ... and {} more file(s)", self.gpu.len() - 10);
+        for need in &self.kpack_archives {
+            let place = need.paths.first().map(String::as_str).unwrap_or("(outside site-packages)");
+            let held = if need.in_wheel {
+                "in this wheel"
+            } else {
+                "not in this wheel: another wheel of the set must install it"
+            };
+            let _ = writeln!(out, "  kpack: {} needs for {}: {place} ({held})", need.file, need.arch);
         }
         for missing in &self.missing_gpu_targets {
             let _ = writeln!(out, "  missing: no device code for {missing}");
@@ -467,8 +555,12 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
         let mut files: Vec<&str> = list.iter().map(|r| r.file.as_str()).collect();
         files.sort();
         files.dedup();
+        // A version can be required with no symbol using it (a `.gnu.version_r` entry alone):
+        // the loader still checks it.
+        let symbols =
+            if symbols == 0 { "a version requirement no symbol uses".to_string() } else { plural(symbols, "symbol") };
         let _ =
-            writeln!(out, "    {version} from {}: {} file(s), {symbols} symbol(s)", libraries.join(", "), files.len());
+            writeln!(out, "    {version} from {}: {}, {symbols}", libraries.join(", "), plural(files.len(), "file"));
         for r in list.iter().take(3) {
             let shown: Vec<&str> = r.symbols.iter().take(3).map(String::as_str).collect();
             let more = if r.symbols.len() > 3 { format!(", +{} more", r.symbols.len() - 3) } else { String::new() };
@@ -477,11 +569,11 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
             let _ = writeln!(out, "      {}{whose}{syms}", r.file);
         }
         if list.len() > 3 {
-            let _ = writeln!(out, "      ... and {} more file(s)", list.len() - 3);
+            let _ = writeln!(out, "      ... and {} more", plural(list.len() - 3, "file"));
         }
     }
     if by_version.len() > 5 {
-        let _ = writeln!(out, "    ... and {} more version(s)", by_version.len() - 5);
+        let _ = writeln!(out, "    ... and {} more", plural(by_version.len() - 5, "version"));
     }
 }
 
@@ -708,12 +800,19 @@ fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a st
 
 /// A size for people. Ex) `40.2 MB`, `512 B`
 pub fn human_bytes(n: u64) -> String {
+    // Decimal units, as pip prints download sizes: one convention across the tool.
+    let n = n as f64;
     match n {
-        n if n >= 1 << 30 => format!("{:.1} GB", n as f64 / (1u64 << 30) as f64),
-        n if n >= 1 << 20 => format!("{:.1} MB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KB", n as f64 / (1u64 << 10) as f64),
+        n if n >= 1e9 => format!("{:.1} GB", n / 1e9),
+        n if n >= 1e6 => format!("{:.1} MB", n / 1e6),
+        n if n >= 1e3 => format!("{:.1} kB", n / 1e3),
         n => format!("{n} B"),
     }
+}
+
+/// A count with its noun. Ex) (1, `file`) → `1 file`; (3, `file`) → `3 files`
+pub(crate) fn plural(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }
 
 pub(crate) fn container_name(code: &GpuCode) -> String {

@@ -12,16 +12,21 @@ use crate::release::resolve::Resolution;
 
 /// `check`'s findings, counted, and the resolution `--resolve` held against the set.
 pub struct CheckReport<'a> {
-    pub findings: &'a [Finding],
+    /// Errors first, then warnings; by kind within each.
+    pub findings: Vec<&'a Finding>,
     pub errors: usize,
     pub warnings: usize,
     pub resolution: Option<&'a Resolution>,
 }
 
 impl<'a> CheckReport<'a> {
-    pub fn new(findings: &'a [Finding]) -> Self {
+    /// The report of `findings`; with `errors_only`, warnings are counted but not listed.
+    pub fn new(findings: &'a [Finding], errors_only: bool) -> Self {
         let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
-        CheckReport { findings, errors, warnings: findings.len() - errors, resolution: None }
+        let mut listed: Vec<&Finding> =
+            findings.iter().filter(|f| !errors_only || f.severity == Severity::Error).collect();
+        listed.sort_by(|a, b| (a.severity, a.kind).cmp(&(b.severity, b.kind)));
+        CheckReport { findings: listed, errors, warnings: findings.len() - errors, resolution: None }
     }
 
     pub fn with_resolution(mut self, resolution: Option<&'a Resolution>) -> Self {
@@ -35,38 +40,66 @@ impl<'a> CheckReport<'a> {
             version: u32,
             errors: usize,
             warnings: usize,
-            findings: &'a [Finding],
+            findings: &'a [&'a Finding],
+            /// What to do about each kind of finding listed, where there is one thing to do.
+            #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+            fixes: std::collections::BTreeMap<&'static str, &'static str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             resolution: Option<&'a Resolution>,
         }
+        let fixes = self.findings.iter().filter_map(|f| Some((f.kind, crate::release::check::fix(f.kind)?))).collect();
         json::to_text(&Document {
             version: JSON_VERSION,
             errors: self.errors,
             warnings: self.warnings,
-            findings: self.findings,
+            findings: &self.findings,
+            fixes,
             resolution: self.resolution,
         })
     }
 
+    /// Errors first, grouped by kind, each kind with its fix where there is one.
     pub fn to_text(&self) -> String {
         let mut text = String::new();
         if let Some(r) = self.resolution {
             let outcome = match &r.failure {
                 Some(_) => "no resolution".to_string(),
-                None => format!("{} distribution(s)", r.distributions.len()),
+                None => crate::report::plural(r.distributions.len(), "distribution"),
             };
             text.push_str(&format!("resolved with {}: {outcome}\n", r.resolver));
             for d in &r.distributions {
                 text.push_str(&format!("  {} {}  {}\n", d.name, d.version, d.source));
             }
         }
-        for f in self.findings {
-            text.push_str(&format!("{}: {}: {}\n", f.severity.as_str(), f.kind, f.message));
-            for file in &f.files {
-                text.push_str(&format!("  {file}\n"));
+        let mut groups: Vec<(Severity, &str, Vec<&Finding>)> = Vec::new();
+        for f in &self.findings {
+            match groups.last_mut() {
+                Some((severity, kind, list)) if *severity == f.severity && *kind == f.kind => list.push(f),
+                _ => groups.push((f.severity, f.kind, vec![f])),
             }
         }
-        text.push_str(&format!("{} error(s), {} warning(s)\n", self.errors, self.warnings));
+        for (severity, kind, list) in groups {
+            text.push_str(&format!("{} {kind} ({}):\n", severity.as_str(), list.len()));
+            if let Some(fix) = crate::release::check::fix(kind) {
+                text.push_str(&format!("  fix: {fix}\n"));
+            }
+            for f in list {
+                text.push_str(&format!("  {}: {}: {}\n", severity.as_str(), kind, f.message));
+                for file in &f.files {
+                    text.push_str(&format!("    {file}\n"));
+                }
+            }
+        }
+        let listed = if self.findings.len() < self.errors + self.warnings {
+            " (warnings not listed: --errors-only)"
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "{}, {}{listed}\n",
+            crate::report::plural(self.errors, "error"),
+            crate::report::plural(self.warnings, "warning")
+        ));
         text
     }
 }

@@ -403,6 +403,21 @@ pub fn join_path(dir: &str, name: &str) -> String {
     if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
 }
 
+/// Normalise `a/b/../c` → `a/c`; `None` when the path climbs above the root.
+pub fn normalize_path(path: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
 /// Where a member of the wheel whose `.dist-info` directory is `dist_info` lands relative to
 /// site-packages (see [`Wheel::install_path`]).
 pub fn install_path(dist_info: &str, member: &str) -> Option<String> {

@@ -8,6 +8,7 @@
 use serde::Serialize;
 
 pub mod aks2;
+pub mod kpack;
 pub mod pe;
 pub mod rewrite;
 pub mod scan;
@@ -97,6 +98,10 @@ pub struct GpuCode {
     pub target_bytes: std::collections::BTreeMap<String, Count>,
     /// Human details: container versions and compression, kpack references, problems.
     pub notes: Vec<String>,
+    /// Where a kpack-split binary looks for its device code (`.rocm_kpack_ref`), relative to its
+    /// directory. Ex) `../.kpack/foo_lib_@GFXARCH@.kpack`
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kpack_search_paths: Vec<String>,
     /// Bundles that cannot be read (a lying header, a stream that does not decode), each also a
     /// note: a file `thin` must not rewrite.
     #[serde(skip)]
@@ -117,6 +122,7 @@ impl GpuCode {
             objects: 0,
             target_bytes: Default::default(),
             notes: Vec::new(),
+            kpack_search_paths: Vec::new(),
             bundle_problems: Vec::new(),
             bundle_spans: Vec::new(),
         }
@@ -390,8 +396,8 @@ pub fn host_binary_view<V: FileView + ?Sized>(
                         code.notes.push(format!("kernel name: {name}"));
                     }
                     if let Some(paths) = value.get("kpack_search_paths").and_then(|v| v.as_array()) {
-                        let paths: Vec<&str> = paths.iter().filter_map(|p| p.as_str()).collect();
-                        code.notes.push(format!("kpack search paths: {}", paths.join(", ")));
+                        code.kpack_search_paths = paths.iter().filter_map(|p| p.as_str()).map(String::from).collect();
+                        code.notes.push(format!("kpack search paths: {}", code.kpack_search_paths.join(", ")));
                     }
                 }
                 Err(e) => code.notes.push(format!("unreadable .rocm_kpack_ref: {e}")),
