@@ -149,6 +149,7 @@ fn check_resolve_with_pip_and_uv_reports_upstream_and_forbidden_distributions() 
         let kinds: Vec<&str> = list.iter().map(|(k, _, _)| k.as_str()).collect();
         assert_eq!(kinds, ["resolve-forbidden", "resolve-upstream"], "{resolver}: {list:#?}");
         assert!(list[0].2.contains("nixl-cu12 1.0") && list[0].2.contains("`*-cu1[0-9]`"), "{list:#?}");
+        assert!(list[0].2.contains("it came in through rocm-stack → nixl → nixl-cu12"), "{resolver}: {list:#?}");
         assert!(
             list[1].2.contains("took nixl 1.5.2 from")
                 && list[1].2.contains(&format!("not from the set's index {site}")),
@@ -182,6 +183,7 @@ fn check_resolve_with_pip_and_uv_reports_upstream_and_forbidden_distributions() 
     assert_eq!(list.len(), 1, "{list:#?}");
     assert_eq!(list[0].0, "resolve-failed");
     assert!(list[0].2.contains("atom"), "{list:#?}");
+    assert!(list[0].2.contains("check it with --site-first"), "{list:#?}");
 }
 
 #[test]

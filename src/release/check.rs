@@ -1299,10 +1299,22 @@ pub fn resolution_findings(
 ) -> Result<Vec<Finding>, String> {
     let mut findings = Vec::new();
     if let Some(message) = &resolution.failure {
+        // uv searches `--extra-index-url` before `--index-url` and stops at the first index
+        // that has a name: given the set's index first, as pip reads it, uv takes the upstream
+        // releases of the set's names and an exact labelled pin cannot resolve.
+        let site_given_first = resolution
+            .command
+            .windows(2)
+            .any(|w| w[0] == "--index-url" && super::index::directory_url(&w[1]) == site.url);
+        let hint = if resolution.resolver.starts_with("uv") && site_given_first {
+            "; uv searched the --extra-index-url indexes first, and stops at the first that has a name: the release page's uv command gives the set's index as --extra-index-url (check it with --site-first)"
+        } else {
+            ""
+        };
         findings.push(Finding {
             kind: "resolve-failed",
             severity: Severity::Error,
-            message: format!("{} found no resolution: {message}", resolution.resolver),
+            message: format!("{} found no resolution: {message}{hint}", resolution.resolver),
             files: Vec::new(),
         });
         return Ok(findings);
@@ -1354,8 +1366,13 @@ pub fn resolution_findings(
                 kind: "resolve-forbidden",
                 severity: Severity::Error,
                 message: format!(
-                    "{} took {} {} (from {}), which --forbid `{}` rules out",
-                    resolution.resolver, d.name, d.version, d.source, forbid[first]
+                    "{} took {} {} (from {}), which --forbid `{}` rules out; it came in through {}",
+                    resolution.resolver,
+                    d.name,
+                    d.version,
+                    d.source,
+                    forbid[first],
+                    resolution.chain(&d.name).join(" → ")
                 ),
                 files: Vec::new(),
             });

@@ -4,6 +4,7 @@
 //! chose is then held against the set: a distribution of the set's projects taken from
 //! elsewhere, a forbidden name (`nvidia-*`), or no resolution at all.
 
+use std::collections::BTreeSet;
 use std::process::Command;
 
 use serde::Serialize;
@@ -54,6 +55,41 @@ pub struct Resolved {
     pub version: String,
     /// Where it comes from: the file's URL (pip) or its index's (uv).
     pub source: String,
+    /// The resolved distributions that require it (normalised names); none for one that was
+    /// asked for. What `resolve-forbidden` follows to say how a name came in.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub required_by: Vec<String>,
+}
+
+impl Resolution {
+    /// How `name` came into the resolution: the first chain of requirements from a
+    /// distribution that was asked for. Ex) [`rocm-stack`, `nixl`, `nixl-cu12`]
+    pub fn chain(&self, name: &str) -> Vec<String> {
+        let by_name: std::collections::BTreeMap<&str, &Resolved> =
+            self.distributions.iter().map(|d| (d.name.as_str(), d)).collect();
+        // Breadth first towards a root, so the chain is a shortest one.
+        let mut came_from: std::collections::BTreeMap<&str, &str> = Default::default();
+        let mut queue = std::collections::VecDeque::from([name]);
+        while let Some(current) = queue.pop_front() {
+            let Some(d) = by_name.get(current) else { continue };
+            if d.required_by.is_empty() {
+                let mut chain = vec![current.to_string()];
+                let mut at = current;
+                while let Some(next) = came_from.get(at) {
+                    chain.push(next.to_string());
+                    at = next;
+                }
+                return chain;
+            }
+            for parent in &d.required_by {
+                if parent != name && !came_from.contains_key(parent.as_str()) {
+                    came_from.insert(parent.as_str(), current);
+                    queue.push_back(parent.as_str());
+                }
+            }
+        }
+        vec![name.to_string()]
+    }
 }
 
 /// The resolver's outcome.
@@ -240,19 +276,56 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     let text =
         crate::wheel::inputs::read_text_bounded(&report, REPORT_MAX).map_err(|e| format!("pip's report: {e}"))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("pip's report: {e}"))?;
-    let mut distributions: Vec<Resolved> = value["install"]
-        .as_array()
-        .map(|list| {
-            list.iter()
-                .map(|item| Resolved {
-                    name: crate::wheel::name::PackageName::new(item["metadata"]["name"].as_str().unwrap_or_default())
-                        .to_string(),
-                    version: item["metadata"]["version"].as_str().unwrap_or_default().to_string(),
-                    source: item["download_info"]["url"].as_str().unwrap_or_default().to_string(),
-                })
-                .collect()
+    let items: &[serde_json::Value] = value["install"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let name_of = |item: &serde_json::Value| {
+        crate::wheel::name::PackageName::new(item["metadata"]["name"].as_str().unwrap_or_default()).to_string()
+    };
+    let mut distributions: Vec<Resolved> = items
+        .iter()
+        .map(|item| Resolved {
+            name: name_of(item),
+            version: item["metadata"]["version"].as_str().unwrap_or_default().to_string(),
+            source: item["download_info"]["url"].as_str().unwrap_or_default().to_string(),
+            required_by: Vec::new(),
         })
-        .unwrap_or_default();
+        .collect();
+    // Who requires whom, from each item's Requires-Dist: a requirement under an extra counts
+    // when that extra is active (asked for, or named by a requirement on the item). Other
+    // markers are not evaluated: this names a chain, it decides nothing.
+    let mut extras: std::collections::BTreeMap<String, BTreeSet<String>> = items
+        .iter()
+        .map(|item| {
+            let asked = item["requested_extras"].as_array().into_iter().flatten().filter_map(|e| e.as_str());
+            (name_of(item), asked.map(String::from).collect())
+        })
+        .collect();
+    let mut edges: BTreeSet<(String, String)> = BTreeSet::new();
+    for _ in 0..items.len().max(1) {
+        let before = (edges.len(), extras.values().map(BTreeSet::len).sum::<usize>());
+        for item in items {
+            let parent = name_of(item);
+            let active = extras.get(&parent).cloned().unwrap_or_default();
+            for text in item["metadata"]["requires_dist"].as_array().into_iter().flatten().filter_map(|r| r.as_str()) {
+                let r = crate::wheel::requirement::Requirement::parse(text);
+                let child = r.package.to_string();
+                if child == parent
+                    || !extras.contains_key(&child)
+                    || r.extra.as_ref().is_some_and(|e| !active.contains(e))
+                {
+                    continue;
+                }
+                edges.insert((parent.clone(), child.clone()));
+                let named: Vec<String> = r.extras().map(String::from).collect();
+                extras.entry(child).or_default().extend(named);
+            }
+        }
+        if before == (edges.len(), extras.values().map(BTreeSet::len).sum::<usize>()) {
+            break;
+        }
+    }
+    for d in &mut distributions {
+        d.required_by = edges.iter().filter(|(_, child)| *child == d.name).map(|(p, _)| p.clone()).collect();
+    }
     distributions.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Resolution { resolver, command, distributions, failure: None })
 }
@@ -314,7 +387,7 @@ fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Resul
     // uv searches `--extra-index-url` first and stops at the first index that has a name. As
     // given (pip's order), the upstream comes first; `site_first` gives the release page's order.
     let mut args: Vec<String> =
-        ["pip", "compile", "-", "--quiet", "--no-header", "--no-annotate", "--emit-index-annotation"]
+        ["pip", "compile", "-", "--quiet", "--no-header", "--annotation-style", "split", "--emit-index-annotation"]
             .iter()
             .map(|s| s.to_string())
             .collect();
@@ -349,8 +422,32 @@ fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Resul
         return Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(tail(&out.stderr_tail)) });
     }
     let mut distributions: Vec<Resolved> = Vec::new();
+    // uv annotates each line: `# from <index>`, and `# via <parent>` or `# via` followed by
+    // one `#   <parent>` line each; `-r -` is the input itself.
+    let mut in_via = false;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let line = line.trim();
+        let via = |d: &mut Vec<Resolved>, parent: &str| {
+            let parent = parent.trim();
+            if let Some(last) = d.last_mut()
+                && !parent.is_empty()
+                && !parent.starts_with('-')
+            {
+                last.required_by.push(
+                    crate::wheel::name::PackageName::new(parent.split(['[', ' ']).next().unwrap_or(parent)).to_string(),
+                );
+            }
+        };
+        if let Some(parents) = line.strip_prefix("# via") {
+            in_via = parents.trim().is_empty();
+            via(&mut distributions, parents);
+            continue;
+        }
+        if in_via && let Some(parent) = line.strip_prefix("#   ") {
+            via(&mut distributions, parent);
+            continue;
+        }
+        in_via = false;
         if let Some(index) = line.strip_prefix("# from ") {
             if let Some(last) = distributions.last_mut() {
                 last.source = index.trim().to_string();
@@ -362,6 +459,7 @@ fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Resul
                 name: crate::wheel::name::PackageName::new(name.trim()).to_string(),
                 version: version.to_string(),
                 source: String::new(),
+                required_by: Vec::new(),
             });
         }
     }
