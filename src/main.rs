@@ -155,6 +155,10 @@ struct IndexArgs {
     /// The release page's heading. Default: the output directory's name.
     #[arg(long, value_name = "TEXT")]
     title: Option<String>,
+    /// A JSON map of GPU processor → the GPUs it serves, for the release page, over the table
+    /// wheelfix carries (policies/gpu-names.json). Ex) {"gfx1151": "Radeon 8060S"}
+    #[arg(long, value_name = "FILE")]
+    gpu_names: Option<PathBuf>,
     /// Write no release page (release.html, release.json), and so read no wheel beyond its
     /// METADATA.
     #[arg(long)]
@@ -557,7 +561,11 @@ fn main() -> ExitCode {
             },
             inputs: args.inputs,
             json: args.json,
-            page: (!args.no_page).then_some(cmd::release::PageRequest { title: args.title, site_url: args.site_url }),
+            page: (!args.no_page).then_some(cmd::release::PageRequest {
+                title: args.title,
+                site_url: args.site_url,
+                gpu_names: args.gpu_names,
+            }),
             fail_on_check: args.fail_on_check,
         }),
         Command::Site(args) => cmd::Command::Site(cmd::release::SiteRequest {

@@ -209,6 +209,31 @@ fn the_page_shows_what_check_finds_and_its_bytes_do_not_change() {
     assert!(!d.join("public").exists());
 }
 
+#[test]
+fn gpu_names_can_be_given_and_the_site_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    arch_set(&d.join("gfx950"), "gfx950", GFX950);
+    std::fs::write(d.join("names.json"), r#"{"gfx950": "Our lab's MI355X nodes"}"#).unwrap();
+    let args = ["index", "-o", "site/gfx950", "--gpu-names", "names.json", "gfx950"];
+    assert!(wheelfix(d, &args).status.success());
+    let page = std::fs::read_to_string(d.join("site/gfx950/release.html")).unwrap();
+    assert!(page.contains("Our lab&#x27;s MI355X nodes") || page.contains("Our lab&#39;s MI355X nodes"), "{page}");
+    assert!(wheelfix(d, &["site", "-o", "public", "site/gfx950"]).status.success());
+    let page = std::fs::read_to_string(d.join("public/gfx950/release.html")).unwrap();
+    assert!(page.contains("MI355X nodes"), "the site renders what the index was given: {page}");
+    // Without it, the built-in table.
+    assert!(wheelfix(d, &["index", "-o", "plain", "gfx950"]).status.success());
+    let page = std::fs::read_to_string(d.join("plain/release.html")).unwrap();
+    assert!(page.contains("Instinct MI350X, MI355X"), "{page}");
+    // A file that is not a map of names publishes nothing and says why.
+    std::fs::write(d.join("bad.json"), "[1, 2]").unwrap();
+    let out = wheelfix(d, &["index", "-o", "bad", "--gpu-names", "bad.json", "gfx950"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("--gpu-names bad.json: not a JSON object"), "{}", stderr(&out));
+    assert!(!d.join("bad").exists());
+}
+
 /// The text of every `<code class="cmd">` of a rendered page, as a person copies it.
 fn commands(dom: &str) -> Vec<String> {
     dom.split("<code class=\"cmd\"")

@@ -58,6 +58,20 @@ pub struct PageRequest {
     pub title: Option<String>,
     /// Where the index will be served (for the install commands). Default: its `file://` URL.
     pub site_url: Option<String>,
+    /// `--gpu-names`: a JSON map of processor → the GPUs it serves, over the built-in table.
+    pub gpu_names: Option<PathBuf>,
+}
+
+/// Read `--gpu-names`: a JSON object of strings, at most 1 MiB.
+fn read_gpu_names(path: &std::path::Path) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let text = crate::wheel::inputs::read_text_bounded(path, 1 << 20)
+        .map_err(|e| format!("--gpu-names {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "--gpu-names {}: not a JSON object of processor → GPU names (Ex: {{\"gfx1151\": \"Radeon 8060S\"}}): {e}",
+            path.display()
+        )
+    })
 }
 
 /// The directory URL a site is served at: the one given, else the output directory's own
@@ -92,8 +106,12 @@ fn release_pages(request: &IndexRequest, page: &PageRequest) -> Result<Vec<(Stri
         Some(base) => format!("{base}{}", release::index::url_quote(file)),
         None => format!("{project}/{}", release::index::url_quote(file)),
     };
-    let page =
+    let mut page_data =
         crate::report::page::ReleasePage::new(&title, &site_url(page.site_url.as_deref(), output), &survey, href);
+    if let Some(path) = &page.gpu_names {
+        page_data.gpu_names = read_gpu_names(path)?;
+    }
+    let page = page_data;
     Ok(vec![
         ("release.html".into(), page.to_html(None).into_bytes()),
         ("release.json".into(), page.to_json().into_bytes()),

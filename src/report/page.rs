@@ -30,6 +30,10 @@ pub struct ReleasePage {
     pub install: Vec<String>,
     pub files: Vec<PageFile>,
     pub check: PageCheck,
+    /// `index --gpu-names`: the GPUs a processor serves, over `policies/gpu-names.json`; kept
+    /// in `release.json` so that `site` renders the page the same.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_names: BTreeMap<String, String>,
 }
 
 /// One file of the index.
@@ -108,6 +112,7 @@ impl ReleasePage {
             install: to_install(survey),
             files,
             check: page_check(&survey.findings),
+            gpu_names: BTreeMap::new(),
         }
     }
 
@@ -120,7 +125,7 @@ impl ReleasePage {
             self.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| t.split(':').next().unwrap_or(t))).collect();
         let gpus: Vec<serde_json::Value> = crate::elf::gpu::targets::natural_order(targets)
             .into_iter()
-            .map(|t| serde_json::json!({"target": t, "serves": gpu_names().get(t)}))
+            .map(|t| serde_json::json!({"target": t, "serves": self.gpu_names.get(t).or_else(|| gpu_names().get(t))}))
             .collect();
         crate::html::render_page(
             "release.html",
