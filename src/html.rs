@@ -33,6 +33,8 @@ fn environment() -> &'static Environment<'static> {
             }
             escape_into(out, &value.to_string()).map_err(minijinja::Error::from)
         });
+        // `{{ n | plural("file") }}` → `1 file`, `3 files`
+        env.add_filter("plural", |n: usize, noun: String| crate::log::plural(n, &noun));
         for (name, source) in TEMPLATES {
             env.add_template(name, source).expect("the shipped templates parse");
         }

@@ -25,3 +25,8 @@ macro_rules! debug {
         }
     };
 }
+
+/// A count with its noun, for people. Ex) (1, `file`) → `1 file`; (3, `file`) → `3 files`
+pub fn plural(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}

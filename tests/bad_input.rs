@@ -164,7 +164,7 @@ fn one_bad_wheel_does_not_stop_the_others() {
     let out = wheelfix(dir.path(), &["retag", "-w", "out", bad.to_str().unwrap(), good.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(dir.path().join("out/fine-1.0-cp312-cp312-manylinux1_x86_64.manylinux_2_5_x86_64.whl").exists());
-    assert!(stderr(&out).contains("1 of 2 wheel(s) failed"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("1 of 2 wheels failed"), "{}", stderr(&out));
 
     let out = wheelfix(dir.path(), &["show", "--json", bad.to_str().unwrap(), good.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));

@@ -100,7 +100,7 @@ fn check_upstream_finds_collisions_and_shadows() {
             &list,
             "upstream-shadow",
             &format!(
-                "{upstream} also has nixl (1 file(s), newest 1.5.2): every requirement on it (1) pins the set's own label"
+                "{upstream} also has nixl (1 file, newest 1.5.2): every requirement on it (1) pins the set's own label"
             )
         ),
         "{list:#?}"

@@ -136,6 +136,6 @@ mod tests {
             run(Command::Show(show::ShowRequest { wheels: vec![missing.clone()], ..show::ShowRequest::default() }));
         assert_eq!(out.code, 1, "{out:?}");
         assert!(out.stderr.iter().any(|l| l.contains(&missing.display().to_string())), "{out:?}");
-        assert_eq!(out.stderr.last().unwrap(), "wheelfix: 1 of 1 wheel(s) failed");
+        assert_eq!(out.stderr.last().unwrap(), "wheelfix: 1 of 1 wheel failed");
     }
 }

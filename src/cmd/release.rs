@@ -132,8 +132,8 @@ pub fn run_index(request: &IndexRequest) -> Output {
             let mut stderr: Vec<String> =
                 errors.iter().map(|f| format!("wheelfix: error: check: {}: {}", f.kind, f.message)).collect();
             stderr.push(format!(
-                "wheelfix: error: --fail-on-check: check found {} error(s) in the set; nothing was published",
-                errors.len()
+                "wheelfix: error: --fail-on-check: check found {} in the set; nothing was published",
+                crate::log::plural(errors.len(), "error")
             ));
             return Output { stdout: String::new(), stderr, code: 1 };
         }
@@ -186,7 +186,7 @@ pub fn run_site(request: &SiteRequest) -> Output {
             let check =
                 serde_json::from_slice::<ReleaseCheckOnly>(&m.release_json).map(|p| p.check.errors).unwrap_or(0);
             if check > 0 {
-                failing.push(format!("{} ({check} error(s))", m.name));
+                failing.push(format!("{} ({})", m.name, crate::log::plural(check, "error")));
             }
         }
         if !failing.is_empty() {
@@ -236,13 +236,14 @@ pub fn run_site(request: &SiteRequest) -> Output {
             let stdout = if request.json {
                 crate::report::json::to_text(&crate::report::json::Versioned::new(&summary))
             } else {
-                let mut text = format!("wrote {} with {} index(es):\n", request.output.display(), sites.len());
+                let indexes = if sites.len() == 1 { "1 index".to_string() } else { format!("{} indexes", sites.len()) };
+                let mut text = format!("wrote {} with {indexes}:\n", request.output.display());
                 for (name, page) in &sites {
                     text.push_str(&format!(
-                        "  {name}/: {} file(s), check {} error(s), {} warning(s), {}\n",
-                        page.files.len(),
-                        page.check.errors,
-                        page.check.warnings,
+                        "  {name}/: {}, check {}, {}, {}\n",
+                        crate::log::plural(page.files.len(), "file"),
+                        crate::log::plural(page.check.errors, "error"),
+                        crate::log::plural(page.check.warnings, "warning"),
                         page.site_url
                     ));
                 }

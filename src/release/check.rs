@@ -1348,13 +1348,13 @@ pub fn resolution_findings(
                     kind: "resolve-upstream",
                     severity: Severity::Error,
                     message: format!(
-                        "{} took {} {} from {}, not from the set's index {} (which has {} file(s) of it){hint}",
+                        "{} took {} {} from {}, not from the set's index {} (which has {} of it){hint}",
                         resolution.resolver,
                         d.name,
                         d.version,
                         d.source,
                         site.url,
-                        files.len()
+                        crate::log::plural(files.len(), "file")
                     ),
                     files: Vec::new(),
                 });
@@ -1490,7 +1490,10 @@ fn upstream_findings(dists: &[Dist], upstream: &super::upstream::Upstream) -> Ve
             findings.push(Finding {
                 kind: "upstream-shadow",
                 severity: Severity::Warning,
-                message: format!("{url} also has {project} ({} file(s), newest {top}): {how}", files.len()),
+                message: format!(
+                    "{url} also has {project} ({}, newest {top}): {how}",
+                    crate::log::plural(files.len(), "file")
+                ),
                 files: our_files,
             });
         }

@@ -810,10 +810,7 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
-/// A count with its noun. Ex) (1, `file`) → `1 file`; (3, `file`) → `3 files`
-pub(crate) fn plural(n: usize, noun: &str) -> String {
-    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
-}
+pub(crate) use crate::log::plural;
 
 pub(crate) fn container_name(code: &GpuCode) -> String {
     serde_json::to_value(code.container).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()

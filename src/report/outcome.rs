@@ -137,5 +137,5 @@ pub fn hazard_messages(hazards: &[OrderingHazard]) -> Vec<String> {
 
 /// The closing message of a batch in which wheels failed.
 pub fn failed_message(failed: usize, total: usize) -> Option<String> {
-    (failed > 0).then(|| format!("wheelfix: {failed} of {total} wheel(s) failed"))
+    (failed > 0).then(|| format!("wheelfix: {failed} of {} failed", crate::log::plural(total, "wheel")))
 }

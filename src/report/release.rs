@@ -127,7 +127,7 @@ pub fn index_messages(summary: &IndexSummary) -> Vec<String> {
         messages.push(format!("wheelfix: error: {}: left out of the index: {}", skipped.file, skipped.reason));
     }
     if !summary.skipped.is_empty() {
-        messages.push(format!("wheelfix: {} file(s) left out of the index", summary.skipped.len()));
+        messages.push(format!("wheelfix: {} left out of the index", crate::log::plural(summary.skipped.len(), "file")));
     }
     messages
 }

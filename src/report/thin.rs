@@ -79,8 +79,10 @@ fn counts_text(counts: &BTreeMap<String, Count>) -> String {
     if counts.is_empty() {
         return "nothing".into();
     }
-    let parts: Vec<String> =
-        counts.iter().map(|(t, c)| format!("{t} ({} object(s), {})", c.objects, human_bytes(c.bytes))).collect();
+    let parts: Vec<String> = counts
+        .iter()
+        .map(|(t, c)| format!("{t} ({}, {})", crate::log::plural(c.objects, "object"), human_bytes(c.bytes)))
+        .collect();
     parts.join(", ")
 }
 
@@ -112,12 +114,22 @@ pub fn to_text(results: &[Thinned<'_>]) -> String {
         let _ = writeln!(out, "{}: {place}", outcome.wheel);
         let _ = writeln!(out, "  size: {} -> {}", size(outcome.size_before), size(outcome.size_after));
         let (kept, dropped) = outcome.totals();
-        let _ = writeln!(out, "  kept: {}", counts_text(&kept));
-        let _ = writeln!(out, "  dropped: {}", counts_text(&dropped));
+        if kept.is_empty() && dropped.is_empty() {
+            // "kept: nothing" would read as device code lost.
+            let _ = writeln!(out, "  no offload bundles: no device code to thin");
+        } else {
+            let _ = writeln!(out, "  kept: {}", counts_text(&kept));
+            let _ = writeln!(out, "  dropped: {}", counts_text(&dropped));
+        }
         for cut in outcome.cut.iter().filter(|c| !c.dropped.is_empty()) {
             let n = |m: &BTreeMap<String, Count>| m.values().map(|c| c.objects).sum::<usize>();
-            let _ =
-                writeln!(out, "    {}: kept {}, dropped {} code object(s)", cut.file, n(&cut.kept), n(&cut.dropped));
+            let _ = writeln!(
+                out,
+                "    {}: kept {}, dropped {}",
+                cut.file,
+                n(&cut.kept),
+                crate::log::plural(n(&cut.dropped), "code object")
+            );
         }
         for cut in &outcome.pruned {
             let _ = writeln!(out, "    {}: removed (--prune-files)", cut.file);

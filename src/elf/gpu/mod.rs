@@ -537,9 +537,9 @@ fn embedded_code_objects(
         return None;
     }
     if rejected > 0 {
-        code.notes.push(format!("{rejected} ELF magic(s) in the data are no code object: ignored"));
+        code.notes.push(format!("{} in the data: no code object, ignored", crate::log::plural(rejected, "ELF magic")));
     }
-    code.notes.push(format!("{} code object(s) embedded without a bundle", code.objects));
+    code.notes.push(format!("{} embedded without a bundle", crate::log::plural(code.objects, "code object")));
     Some(code.finish())
 }
 

@@ -676,13 +676,17 @@ impl Hits {
             at = next + consumed.max(1);
         }
         if bundles > 0 {
-            code.notes.push(format!("{bundles} offload bundle(s)"));
+            code.notes.push(crate::log::plural(bundles, "offload bundle"));
         }
         if !compressed.is_empty() {
             let mut kinds = compressed.clone();
             kinds.sort();
             kinds.dedup();
-            code.notes.push(format!("{} compressed bundle(s): {}", compressed.len(), kinds.join(", ")));
+            code.notes.push(format!(
+                "{}: {}",
+                crate::log::plural(compressed.len(), "compressed bundle"),
+                kinds.join(", ")
+            ));
         }
     }
 
