@@ -29,7 +29,7 @@ pub enum Error {
     WouldOverwriteInput(PathBuf),
     #[error("the output {output} would replace {input}, another input of this run; nothing was written for it")]
     ReplacesOtherInput { output: String, input: String },
-    #[error("{} wheels of this run would be written to {output}: {}; none of them was written", wheels.len(), wheels.join(", "))]
+    #[error("{} wheels of this run would be written to {output}: {}; none of them was written{}", wheels.len(), wheels.join(", "), if wheels.contains(output) { " (the directory still holds the output of an earlier run: give each run an empty directory, or remove the old files first)" } else { "" })]
     Collision { output: String, wheels: Vec<String> },
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
