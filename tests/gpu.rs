@@ -93,7 +93,7 @@ fn bundles_in_host_binaries_and_files() {
     assert_eq!(host["objects"], 4);
     assert!(strings(&host["notes"]).contains(&"2 offload bundles".to_string()));
     assert_eq!(gpu_of(&report, "fat/extra.hipfb")["container"], "offload-bundle");
-    assert_eq!(strings(&report["gpu_targets"]), ["gfx1201", "gfx90a", "gfx942", "gfx950"]);
+    assert_eq!(strings(&report["gpu_targets"]), ["gfx90a", "gfx942", "gfx950", "gfx1201"]);
     // The AMDGPU .so is device code, not a host binary of an unknown architecture.
     assert_eq!(report["host_binaries"], 1);
     assert!(report["notes"].as_array().unwrap().is_empty(), "{}", report["notes"]);
@@ -409,7 +409,7 @@ fn device_code_files_are_recognised_by_content_not_name() {
         .file("k/fake.co", b"not device code at all".to_vec())
         .write(dir.path());
     let report = show_json(dir.path(), &wheel, &[]);
-    assert_eq!(strings(&report["gpu_targets"]), ["gfx1201", "gfx90a", "gfx942", "gfx950"]);
+    assert_eq!(strings(&report["gpu_targets"]), ["gfx90a", "gfx942", "gfx950", "gfx1201"]);
     assert_eq!(gpu_of(&report, "k/blob")["container"], "compressed-offload-bundle");
     assert_eq!(gpu_of(&report, "k/kernels.hsaco")["container"], "offload-bundle");
     assert_eq!(gpu_of(&report, "k/archive.bin")["container"], "aotriton-archive");

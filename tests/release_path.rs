@@ -177,6 +177,11 @@ fn one_rocm_abi_per_set_and_the_one_its_label_names() {
     let rocm7 = ["libamdhip64.so.7", "librocblas.so.5"];
     rocm_linking("cupy", "14.0+rocm7.1.0", &rocm7).write(&d.join("good"));
     rocm_linking("torch", "2.9+rocm7.1.0", &["libamdhip64.so.7"]).write(&d.join("good"));
+    // One backend per ROCm in one wheel (as bitsandbytes ships): it serves the set's ROCm.
+    let rocm6 = support::elfgen::ElfSpec::extension("_rocm6").needs("libamdhip64.so.6").needs("libhipblas.so.2");
+    rocm_linking("backends", "0.50+rocm7.1.0", &["libamdhip64.so.7", "libhipblas.so.3"])
+        .file("backends/_rocm6.so", rocm6.build())
+        .write(&d.join("good"));
     let out = wheelfix(d, &["check", "good"]);
     assert!(!stdout(&out).contains("rocm-abi"), "{}", stdout(&out));
 

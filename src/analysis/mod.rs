@@ -161,12 +161,11 @@ impl Analysis {
             })
     }
 
-    /// Base GPU target names across files, sorted and unique. Ex) [`gfx942`, `gfx950`]
+    /// Base GPU target names across files, unique, in the order people read them (`gfx908`
+    /// before `gfx1100`; see [`crate::elf::gpu::targets::natural_order`]). Ex) [`gfx942`, `gfx950`]
     pub fn gpu_targets(&self) -> Vec<String> {
-        let mut targets: Vec<String> = self.gpu.iter().flat_map(|g| g.base_targets().map(str::to_string)).collect();
-        targets.sort();
-        targets.dedup();
-        targets
+        let targets: std::collections::BTreeSet<&str> = self.gpu.iter().flat_map(|g| g.base_targets()).collect();
+        crate::elf::gpu::targets::natural_order(targets).into_iter().map(str::to_string).collect()
     }
 }
 

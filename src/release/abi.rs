@@ -44,19 +44,25 @@ impl AbiTable {
         split_soname(soname).is_some_and(|(base, _)| self.lines.iter().any(|l| l.sonames.contains_key(base)))
     }
 
-    /// The release lines (their `from` versions) whose libraries include every one of `sonames`
-    /// the table knows. Ex) {`libamdhip64.so.7`} → [`7.0`, `10.0`]
+    /// The release lines (their `from` versions) that ship at least one of `sonames` and
+    /// contradict none: each library the line lists is at the major it ships. Ex)
+    /// {`libamdhip64.so.7`} → [`7.0`, `10.0`]; {`libhipblas.so.3`} → [`7.0`, `10.0`], not `5.0`,
+    /// which lists no hipBLAS
     pub fn lines_shipping(&self, sonames: &BTreeSet<String>) -> Vec<&str> {
+        let split: Vec<(&str, u64)> = sonames.iter().filter_map(|s| split_soname(s)).collect();
         self.lines
             .iter()
             .filter(|line| {
-                sonames
-                    .iter()
-                    .filter_map(|s| split_soname(s))
-                    .all(|(base, major)| line.sonames.get(base).is_none_or(|&m| m == major))
+                split.iter().any(|(base, _)| line.sonames.contains_key(*base))
+                    && split.iter().all(|(base, major)| line.sonames.get(*base).is_none_or(|m| m == major))
             })
             .map(|line| line.from.as_str())
             .collect()
+    }
+
+    /// A line's place in the table, oldest first.
+    pub fn line_rank(&self, from: &str) -> usize {
+        self.lines.iter().position(|l| l.from == from).unwrap_or(usize::MAX)
     }
 
     /// The line a ROCm release belongs to. Ex) [7, 1, 0] → `7.0`; [10, 1, 0] → `10.0`
@@ -106,5 +112,7 @@ mod tests {
         assert!(t.lines_shipping(&mixed).is_empty());
         let seven: BTreeSet<String> = ["libamdhip64.so.7".into()].into();
         assert_eq!(t.lines_shipping(&seven), vec!["7.0", "10.0"]);
+        let blas: BTreeSet<String> = ["libhipblas.so.3".into()].into();
+        assert_eq!(t.lines_shipping(&blas), vec!["7.0", "10.0"], "not 5.x, which lists no hipBLAS");
     }
 }

@@ -187,9 +187,9 @@ struct WheelFacts {
     metadata_only: bool,
     tag: TagFacts,
     device_bytes: BTreeMap<String, u64>,
-    /// The ROCm libraries its binaries link that `policies/rocm-abi.json` knows, by SONAME.
-    /// Ex) {`libamdhip64.so.7`, `librocblas.so.5`}
-    rocm_sonames: BTreeSet<String>,
+    /// The ROCm libraries each of its binaries links that `policies/rocm-abi.json` knows, by
+    /// SONAME (binaries that link none left out). Ex) [{`libamdhip64.so.7`, `librocblas.so.5`}]
+    rocm_sonames: Vec<BTreeSet<String>>,
     /// Its kpack-split binaries: install path and the search paths of their archives.
     kpack_refs: Vec<(String, Vec<String>)>,
     /// Its kpack archives by install path, with the processors their tables of contents list.
@@ -473,9 +473,11 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
                     rocm_sonames: analysis
                         .elf
                         .iter()
-                        .flat_map(|e| &e.facts.needed)
-                        .filter(|n| super::abi::AbiTable::builtin().knows(n))
-                        .cloned()
+                        .map(|e| {
+                            let known = e.facts.needed.iter().filter(|n| super::abi::AbiTable::builtin().knows(n));
+                            known.cloned().collect::<BTreeSet<String>>()
+                        })
+                        .filter(|set| !set.is_empty())
                         .collect(),
                     record_findings: analysis.record_findings,
                 }),
@@ -1107,20 +1109,32 @@ fn self_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
 fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
     use super::abi::{AbiTable, line_text, split_soname};
     let table = AbiTable::builtin();
-    let linking: Vec<(&Dist, &BTreeSet<String>)> = dists
+    // Each wheel that links ROCm, the libraries it links, and the lines it can serve: those one
+    // of its binaries fits (a wheel with one backend per ROCm, as bitsandbytes ships, serves each).
+    let linking: Vec<(&Dist, BTreeSet<String>, Vec<&str>)> = dists
         .iter()
-        .filter_map(|d| d.wheel.as_ref().filter(|w| !w.rocm_sonames.is_empty()).map(|w| (d, &w.rocm_sonames)))
+        .filter_map(|d| {
+            let per_binary = &d.wheel.as_ref()?.rocm_sonames;
+            if per_binary.is_empty() {
+                return None;
+            }
+            let all: BTreeSet<String> = per_binary.iter().flatten().cloned().collect();
+            let mut lines: Vec<&str> = per_binary.iter().flat_map(|b| table.lines_shipping(b)).collect();
+            lines.sort_by_key(|l| table.line_rank(l));
+            lines.dedup();
+            Some((d, all, lines))
+        })
         .collect();
     let lines_text = |lines: &[&str]| match lines {
         [] => "no one ROCm release".to_string(),
         lines => lines.iter().map(|l| line_text(l)).collect::<Vec<_>>().join(" or "),
     };
+    let listed = |sonames: &BTreeSet<String>| sonames.iter().cloned().collect::<Vec<_>>().join(", ");
     let mut findings = Vec::new();
-    for (d, sonames) in &linking {
+    for (d, sonames, lines) in &linking {
         let Some(release) = crate::version::rocm_release(d.metadata.version.parsed.local()) else { continue };
         let Some(line) = table.line_of(&release) else { continue };
-        let shipping = table.lines_shipping(sonames);
-        if !shipping.contains(&line) {
+        if !lines.contains(&line) {
             let bases: BTreeSet<&str> = sonames.iter().filter_map(|s| split_soname(s)).map(|(b, _)| b).collect();
             findings.push(Finding {
                 kind: "rocm-abi-label",
@@ -1129,8 +1143,8 @@ fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
                     "{} is labelled for ROCm {} but links {} ({}); {} ships {}: on a host with the ROCm its label names it fails to load. Rebuild it against that ROCm, or label it with the ROCm it was built for",
                     d.file_name,
                     release.iter().map(u64::to_string).collect::<Vec<_>>().join("."),
-                    sonames.iter().cloned().collect::<Vec<_>>().join(", "),
-                    lines_text(&shipping),
+                    listed(sonames),
+                    lines_text(lines),
                     line_text(line),
                     table.describe(line, &bases)
                 ),
@@ -1139,26 +1153,25 @@ fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
         }
     }
     // The wheels each index serves: those of an architecture directory with those of none.
-    let arches: BTreeSet<Option<String>> = linking.iter().map(|(d, _)| architecture_dir(&d.path)).collect();
+    let arches: BTreeSet<Option<String>> = linking.iter().map(|(d, _, _)| architecture_dir(&d.path)).collect();
     let places: Vec<Option<String>> =
         if arches.iter().all(Option::is_none) { vec![None] } else { arches.into_iter().flatten().map(Some).collect() };
     for place in places {
-        let served: Vec<&(&Dist, &BTreeSet<String>)> = linking
+        let served: Vec<&(&Dist, BTreeSet<String>, Vec<&str>)> = linking
             .iter()
-            .filter(|(d, _)| architecture_dir(&d.path).is_none_or(|a| Some(&a) == place.as_ref()))
+            .filter(|(d, _, _)| architecture_dir(&d.path).is_none_or(|a| Some(&a) == place.as_ref()))
             .collect();
-        let all: BTreeSet<String> = served.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
-        if served.len() < 2 || !table.lines_shipping(&all).is_empty() {
+        let common = served
+            .iter()
+            .map(|(_, _, lines)| lines.clone())
+            .reduce(|a, b| a.into_iter().filter(|l| b.contains(l)).collect());
+        if served.len() < 2 || common.is_none_or(|c| !c.is_empty()) {
             continue;
         }
         // Group the wheels by the release lines their libraries fit.
         let mut by_lines: BTreeMap<Vec<&str>, Vec<String>> = BTreeMap::new();
-        for (d, sonames) in &served {
-            by_lines.entry(table.lines_shipping(sonames)).or_default().push(format!(
-                "{} ({})",
-                d.file_name,
-                sonames.iter().cloned().collect::<Vec<_>>().join(", ")
-            ));
+        for (d, sonames, lines) in &served {
+            by_lines.entry(lines.clone()).or_default().push(format!("{} ({})", d.file_name, listed(sonames)));
         }
         let groups: Vec<String> =
             by_lines.iter().map(|(lines, wheels)| format!("{}: {}", lines_text(lines), wheels.join(", "))).collect();
@@ -1170,7 +1183,7 @@ fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
                 "{place_text} mixes ROCm ABIs, and one environment holds one ROCm: {}. Rebuild the odd ones against the set's ROCm, or publish them in a separate index",
                 groups.join("; ")
             ),
-            files: served.iter().map(|(d, _)| d.path.display().to_string()).collect(),
+            files: served.iter().map(|(d, _, _)| d.path.display().to_string()).collect(),
         });
     }
     findings
