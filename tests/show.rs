@@ -270,3 +270,22 @@ fn android_wheels_use_the_android_policy_and_keep_their_tag() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("Android wheels is not supported"), "{}", stderr(&out));
 }
+
+#[test]
+fn from_linux_the_next_step_named_is_the_tag_its_symbols_meet() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = ElfSpec::extension("needy")
+        .needs_version("memcpy", "libc.so.6", "GLIBC_2.14")
+        .needs("libnowhere-to-be-found.so.3")
+        .build();
+    let wheel = WheelSpec::new("needy", "1", "cp312-cp312-linux_x86_64").file("needy.so", so).write(dir.path());
+    let report = &show_json(dir.path(), &wheel, &[]);
+    assert_eq!(report["platform_tag"], "linux_x86_64", "{report:#}");
+    assert_eq!(report["next_policy"]["tag"], report["symbol_tag"], "{report:#}");
+    assert!(
+        report["next_policy"]["libs_to_eliminate"].to_string().contains("libnowhere-to-be-found.so.3"),
+        "{report:#}"
+    );
+    let text = stdout(&wheelfix(dir.path(), &["show", wheel.to_str().unwrap()]));
+    assert!(text.contains("What blocks manylinux_2_17_x86_64, the tag its symbol versions meet:"), "{text}");
+}

@@ -250,10 +250,15 @@ impl ShowReport {
         report.policy_upgrades = (0..verdict.overall)
             .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, analysis, i), false))
             .collect();
-        report.next_policy = verdict
-            .overall
-            .checked_sub(1)
-            .map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, analysis, i), true));
+        // The step a reader takes next: from `linux_<arch>`, the tag its symbol versions meet
+        // (what keeps it there is what it needs from outside), not the least compatible
+        // manylinux tag, which says nothing about this wheel.
+        let next = if set.policies[verdict.overall].is_linux() && verdict.symbol < verdict.overall {
+            Some(verdict.symbol)
+        } else {
+            verdict.overall.checked_sub(1)
+        };
+        report.next_policy = next.map(|i| BlockerReport::new(tag_of(i), &verdict.blockers(set, analysis, i), true));
         // The loader's own versions (`ld-linux-x86-64.so.2`) are left out, as auditwheel does.
         for r in verdict.requirements.iter().filter(|r| !r.external && !is_loader(&r.library)) {
             report.versioned_symbols.entry(r.library.clone()).or_default().push(r.version.clone());
@@ -392,7 +397,14 @@ impl ShowReport {
             write_requirements(&mut out, &self.constraints);
         }
         if let Some(next) = &self.next_policy {
-            write_next_policy(&mut out, next);
+            let which = if self.symbol_tag.as_deref() == Some(next.tag.as_str())
+                && self.platform_tag.as_deref() != self.symbol_tag.as_deref()
+            {
+                "the tag its symbol versions meet"
+            } else {
+                "the next more compatible tag"
+            };
+            write_next_policy(&mut out, next, which);
         }
         self.write_external_libs(&mut out);
         self.write_gpu(&mut out);
@@ -551,6 +563,7 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
     for (version, list) in by_version.iter().take(5) {
         let symbols: usize = list.iter().map(|r| r.symbols.len()).sum();
         let mut libraries: Vec<&str> = list.iter().map(|r| r.library.as_str()).collect();
+        libraries.sort();
         libraries.dedup();
         let mut files: Vec<&str> = list.iter().map(|r| r.file.as_str()).collect();
         files.sort();
@@ -569,11 +582,11 @@ fn write_requirements(out: &mut String, requirements: &[ConstraintReport]) {
             let _ = writeln!(out, "      {}{whose}{syms}", r.file);
         }
         if list.len() > 3 {
-            let _ = writeln!(out, "      ... and {} more", plural(list.len() - 3, "file"));
+            let _ = writeln!(out, "      ... and {}", more(list.len() - 3, "file"));
         }
     }
     if by_version.len() > 5 {
-        let _ = writeln!(out, "    ... and {} more", plural(by_version.len() - 5, "version"));
+        let _ = writeln!(out, "    ... and {}", more(by_version.len() - 5, "version"));
     }
 }
 
@@ -618,8 +631,8 @@ fn outside_reason(
 }
 
 /// What blocks the next more compatible policy, as text.
-fn write_next_policy(out: &mut String, next: &BlockerReport) {
-    let _ = writeln!(out, "\n  What blocks {}, the next more compatible tag:", next.tag);
+fn write_next_policy(out: &mut String, next: &BlockerReport, which: &str) {
+    let _ = writeln!(out, "\n  What blocks {}, {which}:", next.tag);
     if !next.missing_versions.is_empty() {
         let _ = writeln!(out, "    symbol versions it lacks: {}", next.missing_versions.join(", "));
     }
@@ -811,6 +824,11 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 pub(crate) use crate::log::plural;
+
+/// Ex) (1, `file`) → `1 more file`; (3, `file`) → `3 more files`
+fn more(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 more {noun}") } else { format!("{n} more {noun}s") }
+}
 
 pub(crate) fn container_name(code: &GpuCode) -> String {
     serde_json::to_value(code.container).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
