@@ -31,17 +31,19 @@
 //! 3. `config`, `elf`, `exclude`, `html`, `version`: file formats and rules, each on its own.
 //! 4. `analysis`: facts.
 //! 5. `policy`: what the policies make of the facts.
-//! 6. `plan`: the changes, as data.
-//! 7. `writer`: the changes, made.
-//! 8. `release`: sets of wheels.
-//! 9. `report`: every outcome, rendered.
-//! 10. `settings`: a run's settings.
-//! 11. `cmd`: the commands.
+//! 6. `examine`: one wheel opened, scanned, resolved and judged: how every command starts.
+//! 7. `plan`: the changes, as data.
+//! 8. `writer`: the changes, made.
+//! 9. `release`: sets of wheels.
+//! 10. `report`: every outcome, rendered.
+//! 11. `settings`: a run's settings.
+//! 12. `cmd`: the commands.
 
 pub mod analysis;
 pub mod cmd;
 pub mod config;
 pub mod elf;
+pub mod examine;
 pub mod exclude;
 pub mod html;
 pub mod log;
@@ -59,6 +61,7 @@ pub mod version;
 pub mod wheel;
 pub mod writer;
 
-pub use cmd::pipeline::{Error, Examined, examine};
+pub use cmd::pipeline::{Error, examine};
 pub use cmd::show::show;
 pub use cmd::write::{Destination, retag_batch};
+pub use examine::Examined;

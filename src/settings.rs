@@ -374,6 +374,17 @@ impl Sources<'_> {
 }
 
 impl Settings {
+    /// What the first stages read of the run's settings ([`crate::examine::examine`]).
+    pub fn examine_options(&self) -> crate::examine::ExamineOptions<'_> {
+        crate::examine::ExamineOptions {
+            analyze: &self.analyze,
+            policies: &self.policies,
+            plat: self.plat.value.as_ref().and_then(|p| p.tag()),
+            strict_record: self.strict_record.value,
+            disable_isa_check: self.disable_isa_check,
+        }
+    }
+
     /// Resolve from the flags, the process environment and the configuration file.
     pub fn resolve(flags: &Flags, loaded: &LoadedConfig) -> Result<Settings, SettingsError> {
         Self::resolve_with(flags, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()), loaded)

@@ -199,6 +199,11 @@ fn undeclared_providers_and_check_across_a_set() {
         "{list:?}"
     );
 
+    // The provider installed beside the set (`--with-wheels`, as `show` takes it): no finding.
+    let with = ["--with-wheels", p.provider.to_str().unwrap(), "alone"];
+    let (_, list) = findings(&with);
+    assert!(!list.iter().any(|(k, _)| k == "unresolved-provider"), "{list:?}");
+
     // Declared and present: no provider finding.
     let q = pair(d, "good", "$ORIGIN/../provider/lib", &["provider"]);
     let (_, list) = findings(&["good"]);

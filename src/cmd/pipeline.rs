@@ -1,18 +1,17 @@
-//! The first three stages for one wheel and for a batch: open, analyse, judge; the batch's
-//! virtual site-packages and its version decisions.
+//! The first stages for a batch, with the run's settings ([`crate::examine`] does one wheel):
+//! the batch's virtual site-packages and its version decisions.
 
 use std::path::{Path, PathBuf};
 
+use crate::analysis;
 use crate::analysis::site::SitePackages;
-use crate::analysis::{self, Analysis};
-use crate::policy::judgement::{Claims, Judgement};
 use crate::progress::Progress;
 use crate::settings::Settings;
 use crate::version::{self, BatchMember, Content, OrderingHazard, VersionChange};
+use crate::wheel;
 use crate::wheel::output::OutputError;
-use crate::wheel::{self, Wheel};
 use crate::writer::WriteError;
-use crate::{debug, parallel, plan, release};
+use crate::{parallel, plan, release};
 
 /// Any failure of one wheel; the message names the wheel's member where there is one.
 #[derive(Debug, thiserror::Error)]
@@ -49,56 +48,17 @@ pub enum Error {
     Uninstallable { problems: Vec<String> },
 }
 
-/// One wheel through the first three stages: opened, analysed, judged.
-pub struct Examined {
-    pub wheel: Wheel,
-    pub analysis: Analysis,
-    /// What the policies make of it: nothing to judge (a pure wheel), binaries no policy covers
-    /// (a Windows wheel, binaries of no covered architecture), or their verdict.
-    pub judgement: Judgement,
-}
+pub use crate::examine::Examined;
 
-/// Open, analyse and judge one wheel; `site` holds the wheels installed beside it.
+/// Open, analyse and judge one wheel with the run's settings; `site` holds the wheels
+/// installed beside it.
 pub fn examine(
     path: &Path,
     settings: &Settings,
     site: &SitePackages,
     progress: &dyn Progress,
 ) -> Result<Examined, Error> {
-    let wheel = Wheel::open(path)?;
-    let options = &settings.analyze;
-    let mut analysis = analysis::scan(&wheel, options, progress)?;
-    if settings.strict_record.value
-        && let Some(first) = analysis.record_findings.first()
-    {
-        return Err(Error::Wheel(wheel::WheelError::StrictRecord {
-            summary: analysis.record_findings.summarize(),
-            first: first.file.clone(),
-        }));
-    }
-    let plat = settings.plat.value.as_ref().and_then(|p| p.tag());
-    let selection = settings.policies.select(&Claims::of(&wheel), &mut analysis, plat);
-    for problem in &site.problems {
-        analysis.notes.push(analysis::Note { file: "--with-wheels".into(), message: problem.clone() });
-    }
-    if let Some(rules) = selection.linkage_rules() {
-        analysis::linkage::resolve(&wheel, &mut analysis, rules, options, site);
-    }
-    let judgement = selection.judge(&analysis, settings.disable_isa_check);
-    if let Some(j) = judgement.judged() {
-        let v = &j.verdict;
-        debug!(
-            "{}: symbol versions allow {}; without external libraries {}; blacklist {}; ISA {}; as it is {}; once repaired {}",
-            wheel.filename,
-            j.tag(v.symbol),
-            j.tag(v.reference),
-            j.tag(v.blacklist),
-            j.tag(v.machine),
-            j.tag(v.overall),
-            j.tag(v.repairable)
-        );
-    }
-    Ok(Examined { wheel, analysis, judgement })
+    Ok(crate::examine::examine(path, &settings.examine_options(), site, progress)?)
 }
 
 /// The outcome of a batch: one result per input, in order, and batch-wide warnings.

@@ -95,7 +95,8 @@ fn page_settings() -> Result<Settings, String> {
 /// `release.html` and `release.json` for an index of `inputs`.
 fn release_pages(request: &IndexRequest, page: &PageRequest) -> Result<Vec<(String, Vec<u8>)>, String> {
     let settings = page_settings()?;
-    let survey = release::check::survey(&request.inputs, &settings.analyze, &settings.policies, &Default::default());
+    let survey =
+        release::check::survey(&request.inputs, &settings.examine_options(), &Default::default(), &Default::default());
     let output = &request.options.output;
     let title = page.title.clone().unwrap_or_else(|| {
         let name = release::index::resolved_name(output);
@@ -124,8 +125,12 @@ pub fn run_index(request: &IndexRequest) -> Output {
             Ok(s) => s,
             Err(e) => return Output::usage(e),
         };
-        let survey =
-            release::check::survey(&request.inputs, &settings.analyze, &settings.policies, &Default::default());
+        let survey = release::check::survey(
+            &request.inputs,
+            &settings.examine_options(),
+            &Default::default(),
+            &Default::default(),
+        );
         let errors: Vec<&release::check::Finding> =
             survey.findings.iter().filter(|f| f.severity == release::check::Severity::Error).collect();
         if !errors.is_empty() {
@@ -308,7 +313,12 @@ pub fn run_check(request: &CheckRequest) -> Output {
     let mut findings = if request.dirs.is_empty() {
         Vec::new()
     } else {
-        release::check::survey(&request.dirs, &settings.analyze, &settings.policies, &request.upstream).findings
+        // `--with-wheels`: the wheels installed beside the set, as `show` reads them.
+        let site = crate::cmd::pipeline::batch_site(&[], &settings);
+        // A set is judged as it is: `--plat` (or $AUDITWHEEL_PLAT) names what `repair` should
+        // aim for, which says nothing about the files published.
+        let options = crate::examine::ExamineOptions { plat: None, ..settings.examine_options() };
+        release::check::survey(&request.dirs, &options, &site, &request.upstream).findings
     };
     let mut resolution = None;
     if let Some(args) = &request.resolve {

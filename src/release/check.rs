@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::analysis::{AnalyzeOptions, scan};
+use crate::analysis::AnalyzeOptions;
+use crate::analysis::site::SitePackages;
+use crate::examine::ExamineOptions;
 use crate::policy::Policies;
-use crate::policy::judgement::Claims;
 use crate::progress::NoProgress;
 use crate::version::ordering_hazards;
 use crate::wheel::name::PackageName;
@@ -64,6 +65,9 @@ pub fn fix(kind: &str) -> Option<&'static str> {
         }
         "stale-record" => "`wheelfix retag` writes a true RECORD",
         "tag-mismatch" => "`wheelfix retag` makes the file name and WHEEL agree",
+        "tag-not-met" => {
+            "`wheelfix retag` writes the tag the binaries meet (or `repair` vendors what keeps them from it)"
+        }
         "filename-conflict" => {
             "give each build its own file name (a per-architecture or per-platform label), or publish each in its own index (a per-architecture upload directory or base URL)"
         }
@@ -218,14 +222,23 @@ impl Default for UpstreamOptions {
     }
 }
 
-/// Lint every wheel and sdist under `dirs`.
+/// Lint every wheel and sdist under `dirs`, with `check`'s defaults.
 pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -> Vec<Finding> {
-    survey(dirs, options, policies, &UpstreamOptions::default()).findings
+    let examine =
+        ExamineOptions { analyze: options, policies, plat: None, strict_record: false, disable_isa_check: false };
+    survey(dirs, &examine, &SitePackages::default(), &UpstreamOptions::default()).findings
 }
 
-/// Lint every wheel and sdist under `dirs`, against `upstream` too, and keep what was read of
-/// each.
-pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies, upstream: &UpstreamOptions) -> Survey {
+/// Lint every wheel and sdist under `dirs`, examined as `options` says (the run's settings:
+/// `--disable-isa-ext-check` judges without the ISA check, `--strict-record` makes a stale
+/// RECORD an error) beside the wheels of `site` (`--with-wheels`: libraries they provide are
+/// no missing provider), against `upstream` too; keep what was read of each.
+pub fn survey(
+    dirs: &[PathBuf],
+    options: &ExamineOptions<'_>,
+    site: &SitePackages,
+    upstream: &UpstreamOptions,
+) -> Survey {
     let files = crate::wheel::inputs::collect_files(dirs, &[".whl", ".tar.gz"]);
     if files.is_empty() {
         let findings = vec![Finding {
@@ -239,7 +252,9 @@ pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies, u
         }];
         return Survey { findings, dists: Vec::new() };
     }
-    let read: Vec<Read> = crate::parallel::map(&files, |p| read_dist(p, options, policies));
+    // A stale RECORD is a finding here, never a reason to set the wheel aside.
+    let lenient = ExamineOptions { strict_record: false, ..*options };
+    let read: Vec<Read> = crate::parallel::map(&files, |p| read_dist(p, &lenient, site));
     let mut findings = Vec::new();
 
     // The same file name with different bytes where both would be uploaded to one place: one
@@ -297,7 +312,7 @@ pub fn survey(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies, u
     }
     findings.extend(selector_findings(&dists));
     findings.extend(version_findings(&dists));
-    findings.extend(wheel_findings(&dists));
+    findings.extend(wheel_findings(&dists, options.strict_record));
     findings.extend(provider_findings(&dists));
     findings.extend(unmet_requirement_findings(&dists));
     findings.extend(interpreter_findings(&dists));
@@ -393,7 +408,7 @@ fn tag_facts(wheel: &Wheel, judgement: &crate::policy::judgement::Judgement) -> 
 
 /// Read one file once: a wheel opened whole and its members scanned (device code, RECORD), or
 /// an sdist's PKG-INFO; the file's sha256 from the same open file.
-fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read {
+fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePackages) -> Read {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let unreadable = |message: String| Finding {
         kind: "unreadable",
@@ -402,17 +417,9 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
         files: vec![path.display().to_string()],
     };
     let opened = if file_name.ends_with(".whl") {
-        Wheel::open(path).map_err(|e| e.to_string()).and_then(|wheel| {
-            let mut analysis = scan(&wheel, options, &NoProgress).map_err(|e| e.to_string())?;
-            // The binaries of a wheel no policy covers are set aside; there is nothing to check.
-            let selection = policies.select(&Claims::of(&wheel), &mut analysis, None);
-            if let Some(rules) = selection.linkage_rules() {
-                let site = crate::analysis::site::SitePackages::default();
-                crate::analysis::linkage::resolve(&wheel, &mut analysis, rules, options, &site);
-            }
-            let judgement = selection.judge(&analysis, false);
-            Ok((wheel, analysis, judgement))
-        })
+        crate::examine::examine(path, options, site, &NoProgress)
+            .map(|e| (e.wheel, e.analysis, e.judgement))
+            .map_err(|e| e.to_string())
     } else {
         Err(String::new())
     };
@@ -438,9 +445,10 @@ fn read_dist(path: &Path, options: &AnalyzeOptions, policies: &Policies) -> Read
                     cross: crate::analysis::linkage::cross_wheel_needs(&wheel, &analysis)
                         .into_iter()
                         .filter(|n| {
-                            !policies.system_library(&n.soname)
-                                && options.exclude.reason(&n.soname, None).is_none()
-                                && !crate::analysis::linkage::found_on_system(&analysis, &n.soname, options)
+                            !options.policies.system_library(&n.soname)
+                                && options.analyze.exclude.reason(&n.soname, None).is_none()
+                                && !analysis.external.get(&n.soname).is_some_and(|e| e.provided_by.is_some())
+                                && !crate::analysis::linkage::found_on_system(&analysis, &n.soname, options.analyze)
                         })
                         .collect(),
                     install_paths: wheel
@@ -751,14 +759,15 @@ fn architecture_dir(path: &Path) -> Option<String> {
     })
 }
 
-fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
+fn wheel_findings(dists: &[Dist], strict_record: bool) -> Vec<Finding> {
     let mut findings = Vec::new();
     for d in dists {
         let Some(w) = &d.wheel else { continue };
         let file = vec![d.path.display().to_string()];
         if let Some(first) = w.record_findings.first() {
             findings.push(Finding {
-                kind: "stale-record", severity: Severity::Warning,
+                kind: "stale-record",
+                severity: if strict_record { Severity::Error } else { Severity::Warning },
                 message: format!(
                     "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
                     d.file_name,
@@ -787,6 +796,20 @@ fn wheel_findings(dists: &[Dist]) -> Vec<Finding> {
                     d.file_name,
                     list(filename_tags.difference(&wheel_tags).collect()),
                     list(wheel_tags.difference(&filename_tags).collect())
+                ),
+                files: file.clone(),
+            });
+        }
+        // A name that claims more than the binaries meet: pip installs it where it cannot load.
+        if let (TagFacts { basis: "claimed", measured: Some(_), note, .. }, true) =
+            (&w.tag, !w.filename_tags.iter().any(|t| t.is_linux() || t.is_any()))
+        {
+            findings.push(Finding {
+                kind: "tag-not-met",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: the name claims {} but {note}: pip installs it on hosts where it cannot load",
+                    d.file_name, w.tag.tag
                 ),
                 files: file.clone(),
             });
