@@ -447,7 +447,7 @@ fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePackages) -> 
                         .filter(|n| {
                             !options.policies.system_library(&n.soname)
                                 && options.analyze.exclude.reason(&n.soname, None).is_none()
-                                && !analysis.external.get(&n.soname).is_some_and(|e| e.provided_by.is_some())
+                                && analysis.external.get(&n.soname).is_none_or(|e| e.provided_by.is_none())
                                 && !crate::analysis::linkage::found_on_system(&analysis, &n.soname, options.analyze)
                         })
                         .collect(),
