@@ -60,6 +60,9 @@ fn every_json_output_matches_its_schema() {
     assert!(out.status.success(), "{}", stderr(&out));
     validate("index.schema.json", &out.stdout);
     validate("release.schema.json", &std::fs::read(d.join("site/release.json")).unwrap());
+    let out = wheelfix(d, &["site", "--json", "-o", "public", "site"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("site.schema.json", &out.stdout);
     let out = wheelfix(d, &["check", "--json", "marked", "meta", "in"]);
     validate("check.schema.json", &out.stdout);
 }

@@ -227,19 +227,23 @@ pub fn run_site(request: &SiteRequest) -> Output {
     pages.push((PathBuf::from("index.html"), landing_html(&title, &sites).into_bytes()));
     match release::site::build(&members, &request.output, &pages) {
         Ok(built) => {
-            let summary = serde_json::json!({
-                "output": request.output.display().to_string(),
-                "indexes": sites.iter().map(|(name, page)| serde_json::json!({
-                    "name": name,
-                    "url": page.site_url,
-                    "files": page.files.len(),
-                    "errors": page.check.errors,
-                    "warnings": page.check.warnings,
-                })).collect::<Vec<_>>(),
-                "left_out": built.left_out,
-            });
             let stdout = if request.json {
-                crate::report::json::to_text(&crate::report::json::Versioned::new(&summary))
+                crate::report::release::SiteSummary {
+                    version: crate::report::json::JSON_VERSION,
+                    output: request.output.display().to_string(),
+                    indexes: sites
+                        .iter()
+                        .map(|(name, page)| crate::report::release::SiteIndex {
+                            name,
+                            url: &page.site_url,
+                            files: page.files.len(),
+                            errors: page.check.errors,
+                            warnings: page.check.warnings,
+                        })
+                        .collect(),
+                    left_out: &built.left_out,
+                }
+                .to_json()
             } else {
                 let indexes = if sites.len() == 1 { "1 index".to_string() } else { format!("{} indexes", sites.len()) };
                 let mut text = format!("wrote {} with {indexes}:\n", request.output.display());

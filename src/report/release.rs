@@ -195,3 +195,30 @@ fn children_text(
         children_text(tree, &lib.needed, depth + 1, shown, out);
     }
 }
+
+/// `site --json`: what was published (`schemas/site.schema.json`).
+#[derive(Serialize)]
+pub struct SiteSummary<'a> {
+    pub version: u32,
+    /// The published directory.
+    pub output: String,
+    pub indexes: Vec<SiteIndex<'a>>,
+    /// What was found in the indexes and not published, and why.
+    pub left_out: &'a [String],
+}
+
+/// One index of a site, as its release page summarises it.
+#[derive(Serialize)]
+pub struct SiteIndex<'a> {
+    pub name: &'a str,
+    pub url: &'a str,
+    pub files: usize,
+    pub errors: usize,
+    pub warnings: usize,
+}
+
+impl SiteSummary<'_> {
+    pub fn to_json(&self) -> String {
+        json::to_text(self)
+    }
+}

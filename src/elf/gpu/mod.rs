@@ -8,6 +8,7 @@
 use serde::Serialize;
 
 pub mod aks2;
+pub mod bundle;
 pub mod kpack;
 pub mod pe;
 pub mod rewrite;
@@ -575,46 +576,7 @@ pub fn host_sections_read(facts: &ElfFacts) -> impl Iterator<Item = (u64, u64)> 
     facts.sections.iter().filter(|s| s.name == ".rocm_kpack_ref").map(|s| (s.offset, s.size))
 }
 
-/// One entry of a bundle's table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BundleEntry {
-    pub offset: u64,
-    pub size: u64,
-    pub id: String,
-}
-
-#[derive(Debug)]
-pub(crate) enum TableError {
-    /// The data ends inside the table (more may be decoded).
-    Truncated,
-    /// The header lies (a count or size no file could hold).
-    Lie(String),
-}
-
-/// The entry table of a bundle at the start of `data`.
-pub(crate) fn bundle_table(data: &[u8]) -> Result<Vec<BundleEntry>, TableError> {
-    let u64_at = |at: usize| -> Result<u64, TableError> {
-        data.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or(TableError::Truncated)
-    };
-    let count = u64_at(24)?;
-    // Each entry takes at least 24 bytes of table.
-    if count > (MAX_DECODED as u64) / 24 {
-        return Err(TableError::Lie(format!("claims {count} entries")));
-    }
-    let mut entries = Vec::new();
-    let mut at = 32;
-    for _ in 0..count {
-        let (offset, size, id_len) = (u64_at(at)?, u64_at(at + 8)?, u64_at(at + 16)?);
-        if id_len > 4096 {
-            return Err(TableError::Lie(format!("an entry id of {id_len} bytes")));
-        }
-        at += 24;
-        let id = data.get(at..at + id_len as usize).ok_or(TableError::Truncated)?;
-        entries.push(BundleEntry { offset, size, id: String::from_utf8_lossy(id).into_owned() });
-        at += id_len as usize;
-    }
-    Ok(entries)
-}
+pub(crate) use bundle::{BundleEntry, TableError, bundle_table};
 
 /// The most of a kpack archive's table of contents read.
 pub const KPACK_TOC_MAX: u64 = 16 << 20;

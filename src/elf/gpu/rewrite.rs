@@ -18,9 +18,6 @@ use crate::wheel::zip::blocks::SameAs;
 
 /// Bytes moved or searched at a time.
 const CHUNK: usize = 1 << 20;
-/// The most entries a bundle table may claim, and the longest entry id.
-const MAX_ENTRIES: u64 = 1 << 16;
-const MAX_ID: u64 = 4096;
 /// The most a compressed bundle may decode to: beyond, it is a bomb, not device code.
 pub const MAX_CCOB_DECODED: u64 = 16 << 30;
 /// The most a compressed bundle may claim to expand (beyond 64 MiB).
@@ -409,7 +406,7 @@ pub fn bundle_spans<F: Positional>(file: &F, start: u64, end: u64) -> io::Result
             }
         } else {
             let Ok(entries) = table_at(file, found, end) else { return Ok(None) };
-            let table = table_len(entries.iter());
+            let table = table_len(&entries);
             let len = entries.iter().filter_map(|e| e.offset.checked_add(e.size)).fold(table, u64::max);
             if len > end - found {
                 return Ok(None);
@@ -466,28 +463,13 @@ fn next_magic<F: Positional>(file: &F, from: u64, end: u64) -> io::Result<Option
     Ok(None)
 }
 
-/// A bundle's entry table, read from `read` (the bundle's first bytes), bounded.
+/// A bundle's entry table, read from `read` (the bundle's first bytes), bounded
+/// ([`super::bundle::read_table`]).
 fn read_table(read: &mut dyn FnMut(&mut [u8]) -> io::Result<()>, at: u64) -> Result<Vec<BundleEntry>, RewriteError> {
-    let mut head = [0u8; 32];
-    read(&mut head).map_err(|e| lie(at, format!("cannot read its header: {e}")))?;
-    let count = u64::from_le_bytes(head[24..32].try_into().unwrap());
-    if count > MAX_ENTRIES {
-        return Err(lie(at, format!("claims {count} entries")));
-    }
-    let mut entries = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        let mut fields = [0u8; 24];
-        read(&mut fields).map_err(|_| lie(at, "its entry table runs past the end"))?;
-        let field = |i: usize| u64::from_le_bytes(fields[i * 8..i * 8 + 8].try_into().unwrap());
-        let (offset, size, id_len) = (field(0), field(1), field(2));
-        if id_len > MAX_ID {
-            return Err(lie(at, format!("an entry id of {id_len} bytes")));
-        }
-        let mut id = vec![0u8; id_len as usize];
-        read(&mut id).map_err(|_| lie(at, "its entry table runs past the end"))?;
-        entries.push(BundleEntry { offset, size, id: String::from_utf8_lossy(&id).into_owned() });
-    }
-    Ok(entries)
+    super::bundle::read_table(&mut |buf: &mut [u8]| read(buf).is_ok()).map_err(|e| match e {
+        super::TableError::Truncated => lie(at, "its entry table runs past the end"),
+        super::TableError::Lie(why) => lie(at, why),
+    })
 }
 
 /// The entry table of the bundle at `at`, read by position within [at, end).
@@ -515,9 +497,7 @@ fn ccob_header_at<F: Positional>(file: &F, at: u64, end: u64) -> io::Result<Resu
     Ok(CcobHeader::parse(&prefix[..available]))
 }
 
-fn table_len<'a>(entries: impl Iterator<Item = &'a BundleEntry>) -> u64 {
-    32 + entries.map(|e| 24 + e.id.len() as u64).sum::<u64>()
-}
+use super::bundle::table_len;
 
 /// A bundle's new layout: which entries stay, where each goes.
 struct Layout {
@@ -532,7 +512,7 @@ struct Layout {
 
 impl Layout {
     fn table(&self) -> Vec<u8> {
-        let mut table = Vec::with_capacity(table_len(self.kept.iter()) as usize);
+        let mut table = Vec::with_capacity(table_len(&self.kept) as usize);
         table.extend_from_slice(BUNDLE_MAGIC);
         table.extend_from_slice(&(self.kept.len() as u64).to_le_bytes());
         for e in &self.kept {
@@ -586,7 +566,7 @@ pub fn dropped_payloads(table: &[u8], keep: &Keep) -> Dropped {
     };
     let mut payloads: Vec<&BundleEntry> = entries.iter().filter(|e| e.size > 0).collect();
     payloads.sort_by_key(|e| e.offset);
-    let mut previous_end = table_len(entries.iter());
+    let mut previous_end = table_len(&entries);
     for e in &payloads {
         match e.offset.checked_add(e.size) {
             Some(end) if e.offset >= previous_end => previous_end = end,
@@ -607,7 +587,7 @@ fn layout(
     at: u64,
     thinned: &mut Thinned,
 ) -> Result<Layout, RewriteError> {
-    let old_table = table_len(entries.iter());
+    let old_table = table_len(entries);
     let mut by_offset: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].size > 0).collect();
     by_offset.sort_by_key(|&i| entries[i].offset);
     let mut old_len = old_table;
@@ -629,7 +609,7 @@ fn layout(
     let align =
         by_offset.iter().map(|&i| entries[i].offset).fold(4096u64, |a, off| a.min(1 << off.trailing_zeros().min(12)));
     let mut kept: Vec<BundleEntry> = entries.iter().filter(|e| stays(e)).cloned().collect();
-    let mut cursor = table_len(kept.iter());
+    let mut cursor = table_len(&kept);
     let mut moves = Vec::new();
     let mut new_offsets = BTreeMap::new();
     for &i in &by_offset {
@@ -709,81 +689,7 @@ fn zero<F: Positional>(file: &mut F, from: u64, to: u64, thinned: &mut Thinned) 
     Ok(())
 }
 
-/// A compressed bundle's header. Ex) v3 = `CCOB`, u16 version, u16 method, u64 total size,
-/// u64 uncompressed size, u64 hash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CcobHeader {
-    pub version: u16,
-    pub method: u16,
-    /// The whole compressed bundle, header included (none in v1: its stream ends it).
-    pub total: Option<u64>,
-    pub uncompressed: u64,
-    pub hash: u64,
-}
-
-impl CcobHeader {
-    pub fn len(version: u16) -> Option<usize> {
-        match version {
-            1 => Some(20),
-            2 => Some(24),
-            3 => Some(32),
-            _ => None,
-        }
-    }
-
-    pub fn parse(bytes: &[u8]) -> Result<CcobHeader, String> {
-        let u16_at = |i: usize| bytes.get(i..i + 2).map(|b| u16::from_le_bytes(b.try_into().unwrap()));
-        let u32_at = |i: usize| bytes.get(i..i + 4).map(|b| u64::from(u32::from_le_bytes(b.try_into().unwrap())));
-        let u64_at = |i: usize| bytes.get(i..i + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
-        let short = || "its header is cut short".to_string();
-        let version = u16_at(4).ok_or_else(short)?;
-        let method = u16_at(6).ok_or_else(short)?;
-        let (total, uncompressed, hash) = match version {
-            1 => (None, u32_at(8), u64_at(12)),
-            2 => (u32_at(8), u32_at(12), u64_at(16)),
-            3 => (u64_at(8), u64_at(16), u64_at(24)),
-            v => return Err(format!("unknown version {v}")),
-        };
-        if method > 1 {
-            return Err(format!("unknown compression method {method}"));
-        }
-        Ok(CcobHeader {
-            version,
-            method,
-            total,
-            uncompressed: uncompressed.ok_or_else(short)?,
-            hash: hash.ok_or_else(short)?,
-        })
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(32);
-        out.extend_from_slice(CCOB_MAGIC);
-        out.extend_from_slice(&self.version.to_le_bytes());
-        out.extend_from_slice(&self.method.to_le_bytes());
-        let total = self.total.unwrap_or(0);
-        match self.version {
-            1 => out.extend_from_slice(&(self.uncompressed as u32).to_le_bytes()),
-            2 => {
-                out.extend_from_slice(&(total as u32).to_le_bytes());
-                out.extend_from_slice(&(self.uncompressed as u32).to_le_bytes());
-            }
-            _ => {
-                out.extend_from_slice(&total.to_le_bytes());
-                out.extend_from_slice(&self.uncompressed.to_le_bytes());
-            }
-        }
-        out.extend_from_slice(&self.hash.to_le_bytes());
-        out
-    }
-}
-
-/// The hash clang's bundler puts in a compressed bundle's header: the low 64 bits of the MD5 of
-/// the uncompressed bundle (`llvm::MD5::MD5Result::low`, the digest's first 8 bytes, little-endian).
-pub fn bundle_hash(md5: md5::Md5) -> u64 {
-    use md5::Digest;
-    u64::from_le_bytes(md5.finalize()[..8].try_into().unwrap())
-}
+pub use super::bundle::{CcobHeader, bundle_hash};
 
 /// Reads a file range by position, counting what it gave.
 struct RangeReader<'a, F: Positional> {
@@ -886,7 +792,7 @@ fn thin_ccob<F: Positional>(
         }
     };
     rebuilt.emit(&layout.table()).map_err(outgrows)?;
-    let mut consumed = table_len(entries.iter());
+    let mut consumed = table_len(&entries);
     let mut buf = vec![0u8; MOVE_CHUNK];
     for &(from, to, size) in &layout.moves {
         skip(&mut decoder, from - consumed, &mut buf).map_err(bad)?;

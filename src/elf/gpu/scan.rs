@@ -249,7 +249,7 @@ enum Kind {
 
 /// The bytes a parsed entry table takes.
 fn table_len(entries: &[super::BundleEntry]) -> usize {
-    32 + entries.iter().map(|e| 24 + e.id.len()).sum::<usize>()
+    super::bundle::table_len(entries) as usize
 }
 
 /// Copy the part of `data` (which starts at file offset `at`) that falls in [want, want+len)
@@ -412,23 +412,9 @@ impl std::fmt::Debug for Decoder {
 }
 
 impl Ccob {
-    /// The header's fields: version, method, header size, total size (v2+), uncompressed size.
-    pub fn fields(&self) -> Result<(u16, u16, usize, Option<u64>, u64), String> {
-        let h = &self.header;
-        let u16_at = |at: usize| h.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or("truncated header");
-        let u32_at =
-            |at: usize| h.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap())).ok_or("truncated header");
-        let u64_at =
-            |at: usize| h.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).ok_or("truncated header");
-        let version = u16_at(4)?;
-        let method = u16_at(6)?;
-        let (header, total, uncompressed) = match version {
-            1 => (20usize, None, u64::from(u32_at(8)?)),
-            2 => (24, Some(u64::from(u32_at(8)?)), u64::from(u32_at(12)?)),
-            3 => (32, Some(u64_at(8)?), u64_at(16)?),
-            v => return Err(format!("unknown CCOB version {v}")),
-        };
-        Ok((version, method, header, total, uncompressed))
+    /// The header, as far as it is known ([`super::bundle::CcobHeader`]).
+    pub fn fields(&self) -> Result<super::bundle::CcobHeader, String> {
+        super::bundle::CcobHeader::parse(&self.header)
     }
 
     fn feed(&mut self, pos: u64, data: &[u8]) {
@@ -436,13 +422,16 @@ impl Ccob {
             take(&mut self.header, self.at, 32, pos, data);
         }
         if self.decoder.is_none() && !self.ended {
-            let Ok((_, method, header, _, uncompressed)) = self.fields() else {
-                // An unknown version, or a header cut short: nothing to decode (yet).
-                if self.header.len() >= 8 || self.header.len() == 32 {
-                    self.ended = self.header.len() >= 8;
+            let (method, uncompressed) = match self.fields() {
+                Ok(h) => (h.method, h.uncompressed),
+                // A header cut short waits for the next bytes; an unknown version or method
+                // leaves nothing to decode.
+                Err(e) => {
+                    self.ended = e != super::bundle::CCOB_CUT_SHORT || self.header.len() >= 32;
+                    return;
                 }
-                return;
             };
+            let header = self.fields().map(|h| h.header_len()).unwrap_or(usize::MAX);
             if self.header.len() < header {
                 return;
             }
@@ -463,7 +452,7 @@ impl Ccob {
             };
             self.input_end = self.at + header as u64;
         }
-        let Ok((_, _, _, total, _)) = self.fields() else { return };
+        let Ok(super::bundle::CcobHeader { total, .. }) = self.fields() else { return };
         // The compressed bytes of this chunk that belong to the payload and were not given yet.
         let payload_end = total.map_or(u64::MAX, |t| self.at.saturating_add(t));
         let chunk_end = pos + data.len() as u64;
@@ -864,7 +853,8 @@ fn read_bundle(
 /// One compressed bundle, read up to the range's `end`: returns its length and a description
 /// (`CCOB v3 zstd`).
 fn read_ccob(ccob: &Ccob, end: u64, code: &mut GpuCode) -> Result<(u64, String), String> {
-    let (version, method, header, total, _) = ccob.fields()?;
+    let h = ccob.fields()?;
+    let (version, method, header, total) = (h.version, h.method, h.header_len(), h.total);
     let remaining = end - ccob.at;
     let len = match total {
         Some(t) if t < header as u64 || t > remaining => {

@@ -123,6 +123,12 @@ pub fn natural_order<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<&'a st
     let mut list: Vec<&str> = names.into_iter().collect();
     let key = |name: &str| {
         let digits = name.strip_prefix("gfx").unwrap_or(name);
+        // A generic target (`gfx9-generic`, `gfx10-3-generic`) leads its family.
+        if let Some((family, _)) = digits.split_once('-')
+            && let Ok(family) = family.parse::<u32>()
+        {
+            return (!name.starts_with("gfx"), family, 0, name.to_string());
+        }
         // `gfx90a`: family 9, the rest `0a`; `gfx1100`: family 11, `00`.
         let family_len = if digits.len() >= 4 { 2 } else { 1 };
         let family = digits.get(..family_len).and_then(|f| f.parse::<u32>().ok()).unwrap_or(u32::MAX);
@@ -209,6 +215,8 @@ mod tests {
             natural_order(names),
             ["gfx900", "gfx906", "gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1250", "sm_90"]
         );
+        let generic = ["gfx942", "gfx10-3-generic", "gfx9-generic", "gfx1030", "gfx90a"];
+        assert_eq!(natural_order(generic), ["gfx9-generic", "gfx90a", "gfx942", "gfx10-3-generic", "gfx1030"]);
     }
 
     #[test]
