@@ -78,6 +78,81 @@ fn named_modules(line: &str, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// The module path of a file under `src/`. Ex) `elf/gpu/scan.rs` → [`elf`, `gpu`, `scan`];
+/// `elf/gpu/mod.rs` → [`elf`, `gpu`]
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut path: Vec<String> =
+        relative.components().map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string()).collect();
+    if path.last().is_some_and(|l| l == "mod") {
+        path.pop();
+    }
+    path
+}
+
+/// The statements of a file, each with its first line's number: a `use` that spans lines
+/// (`use crate::{\n    a,\n    b,\n};`) is one statement; comments are left out.
+fn statements(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (number, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        if let Some((_, joined)) = &mut open {
+            joined.push(' ');
+            joined.push_str(trimmed);
+            if trimmed.contains(';') {
+                out.push(open.take().expect("open"));
+            }
+            continue;
+        }
+        let starts_use =
+            ["use ", "pub use ", "pub(crate) use ", "pub(super) use "].iter().any(|p| trimmed.starts_with(p));
+        if starts_use && !trimmed.contains(';') {
+            open = Some((number, trimmed.to_string()));
+        } else {
+            out.push((number, line.to_string()));
+        }
+    }
+    out.extend(open);
+    out
+}
+
+/// The modules of the crate a statement names, as paths from the crate root, resolving
+/// `crate::` and `super::…` against `here` (the module the statement is in). Ex) in
+/// `elf::gpu::scan`, `super::super::Container` → [`elf`, `Container`]
+fn named_paths(line: &str, here: &[String]) -> Vec<Vec<String>> {
+    let mut paths: Vec<Vec<String>> = named_modules(line, "crate::").into_iter().map(|n| vec![n]).collect::<Vec<_>>();
+    // `super::` chains: count them, climb, and take the name after them.
+    let mut rest = line;
+    while let Some(at) = rest.find("super::") {
+        let before = rest[..at].chars().last();
+        let after = &rest[at..];
+        rest = &rest[at + "super::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let mut climbs = 0;
+        let mut tail = after;
+        while let Some(t) = tail.strip_prefix("super::") {
+            climbs += 1;
+            tail = t;
+        }
+        rest = tail;
+        if climbs > here.len() {
+            continue;
+        }
+        let base = &here[..here.len() - climbs];
+        for name in named_modules(&format!("crate::{tail}"), "crate::") {
+            let mut path = base.to_vec();
+            path.push(name);
+            paths.push(path);
+        }
+    }
+    paths
+}
+
 #[test]
 fn every_import_points_down_the_layers() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -101,29 +176,39 @@ fn every_import_points_down_the_layers() {
     rust_files(&src, &mut files);
     let mut wrong = Vec::new();
     let mut checked = 0;
+    // Within each top-level module: which of its submodules uses which (for the cycle check).
+    let mut within: BTreeMap<String, BTreeMap<String, std::collections::BTreeSet<String>>> = BTreeMap::new();
     for file in &files {
         let relative = file.strip_prefix(&src).unwrap();
-        let top =
-            relative.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
+        let path = module_path(relative);
+        let top = path[0].clone();
         if matches!(top.as_str(), "lib" | "main" | "testing") {
             continue;
         }
         let own = *layers.get(&top).unwrap_or_else(|| panic!("{} belongs to no layer", relative.display()));
-        // In a top-level module's own file, `super::` is the crate.
-        let top_file =
-            relative.components().count() == 1 || relative.ends_with("mod.rs") && relative.components().count() == 2;
         let text = std::fs::read_to_string(file).unwrap();
-        for (number, line) in text.lines().enumerate() {
-            if line.trim_start().starts_with("//") {
-                continue;
+        let mut here = path.clone();
+        for (number, line) in statements(&text) {
+            // An inline `mod tests` is one level further down.
+            if line.trim_start().starts_with("mod tests") && line.contains('{') {
+                here = path.clone();
+                here.push("tests".into());
             }
-            let mut names = named_modules(line, "crate::");
-            if top_file {
-                names.extend(named_modules(line, "super::"));
-            }
-            for name in names {
-                let name = if macros.contains(&name) { "log".to_string() } else { name };
-                if name == top || name == "testing" {
+            for named in named_paths(&line, &here) {
+                let name =
+                    if named.len() == 1 && macros.contains(&named[0]) { "log".to_string() } else { named[0].clone() };
+                if name == "testing" {
+                    continue;
+                }
+                if name == top {
+                    // A sibling submodule of the same top-level module.
+                    // A module's tests may use what stands on it; its code may not.
+                    if let (Some(from), Some(to)) = (path.get(1), named.get(1))
+                        && from != to
+                        && here.last().is_none_or(|m| m != "tests")
+                    {
+                        within.entry(top.clone()).or_default().entry(from.clone()).or_default().insert(to.clone());
+                    }
                     continue;
                 }
                 checked += 1;
@@ -144,6 +229,28 @@ fn every_import_points_down_the_layers() {
     }
     assert!(wrong.is_empty(), "imports that do not point down the layers:\n{}", wrong.join("\n"));
     assert!(checked > 200, "only {checked} imports read: the scan reads nothing");
+    // No two submodules of one module use each other, directly or around a circle.
+    let mut circles = Vec::new();
+    for (top, uses) in &within {
+        for start in uses.keys() {
+            let mut stack = vec![vec![start.clone()]];
+            while let Some(chain) = stack.pop() {
+                let last = chain.last().expect("non-empty");
+                for next in uses.get(last).into_iter().flatten() {
+                    if next == start {
+                        circles.push(format!("{top}: {} → {start}", chain.join(" → ")));
+                    } else if !chain.contains(next) && chain.len() < 8 {
+                        let mut longer = chain.clone();
+                        longer.push(next.clone());
+                        stack.push(longer);
+                    }
+                }
+            }
+        }
+    }
+    circles.sort();
+    circles.dedup();
+    assert!(circles.is_empty(), "submodules that use each other:\n{}", circles.join("\n"));
 }
 
 #[test]
@@ -154,4 +261,11 @@ fn the_scan_sees_the_shapes_imports_take() {
     assert_eq!(named_modules("let x = mycrate::wheel::y;", "crate::"), Vec::<String>::new());
     let lib = "//! ## Layers\n//!\n//! 1. `a`, `b`: ground.\n//! 2. `c`: above.\n";
     assert_eq!(layers(lib), [("a".into(), 1), ("b".into(), 1), ("c".into(), 2)].into());
+    // A `use` over several lines is one statement; `super::` chains climb from where they are.
+    let text = "use crate::{\n    analysis,\n    wheel::Wheel,\n};\nfn f() {}\n";
+    let joined = statements(text);
+    assert_eq!(named_modules(&joined[0].1, "crate::"), ["analysis", "wheel"]);
+    let here = vec!["elf".to_string(), "gpu".into(), "scan".into()];
+    assert_eq!(named_paths("x = super::super::Container::A;", &here), [vec!["elf".to_string(), "Container".into()]]);
+    assert_eq!(named_paths("use super::super::super::wheel::W;", &here), [vec!["wheel".to_string()]]);
 }

@@ -5,6 +5,7 @@
 //! files are auditwheel's, embedded at build time (see `policies/README.md`).
 
 pub mod claims;
+pub mod disposition;
 pub mod judgement;
 pub mod verdict;
 

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::judgement::Disposition;
+use super::disposition::Disposition;
 use super::{Policy, PolicySet};
 use crate::analysis::Analysis;
 use crate::elf::{ElfFacts, x86_isa_level};
