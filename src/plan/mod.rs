@@ -74,13 +74,10 @@ pub struct Changes<'a> {
 /// failing that, the file name) names, times every platform tag in the given order.
 pub fn wheel_tag_lines(input: &Input<'_>, platform_tags: &[PlatformTag]) -> Vec<String> {
     let mut pairs: Vec<String> = Vec::new();
-    for tag in &input.wheel_info.tags {
-        let mut parts = tag.splitn(3, '-');
-        if let (Some(py), Some(abi)) = (parts.next(), parts.next()) {
-            let pair = format!("{py}-{abi}");
-            if !pairs.contains(&pair) {
-                pairs.push(pair);
-            }
+    for tag in input.wheel_info.wheel_tags() {
+        let pair = tag.python_abi();
+        if !pairs.contains(&pair) {
+            pairs.push(pair);
         }
     }
     if pairs.is_empty() {

@@ -46,6 +46,30 @@ pub struct WheelInfo {
     pub root_is_purelib: Option<bool>,
 }
 
+/// One wheel tag, as a WHEEL `Tag:` line names it. Ex) `cp312-cp312-manylinux_2_28_x86_64`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WheelTag {
+    /// Ex) `cp312`
+    pub python: String,
+    /// Ex) `cp312`, `abi3`, `none`
+    pub abi: String,
+    pub platform: PlatformTag,
+}
+
+impl WheelTag {
+    /// `{python}-{abi}-{platform}`; `None` for a value of another shape.
+    pub fn parse(text: &str) -> Option<WheelTag> {
+        let mut parts = text.splitn(3, '-');
+        let (python, abi, platform) = (parts.next()?, parts.next()?, parts.next()?);
+        Some(WheelTag { python: python.into(), abi: abi.into(), platform: PlatformTag::parse(platform) })
+    }
+
+    /// Ex) `cp312-cp312`
+    pub fn python_abi(&self) -> String {
+        format!("{}-{}", self.python, self.abi)
+    }
+}
+
 /// A `Tag:` value as the tags it stands for: a compressed set (`py3-none-manylinux_2_12_x86_64.
 /// musllinux_1_1_x86_64`, which some build tools write) is one tag per combination, as
 /// packaging's `parse_tag` reads it. Ex) `py2.py3-none-any` → `py2-none-any`, `py3-none-any`
@@ -75,14 +99,17 @@ impl WheelInfo {
         WheelInfo { text: text.to_string(), tags, root_is_purelib }
     }
 
+    /// The `Tag:` lines that have a wheel tag's shape, typed, in file order.
+    pub fn wheel_tags(&self) -> Vec<WheelTag> {
+        self.tags.iter().filter_map(|t| WheelTag::parse(t)).collect()
+    }
+
     /// Platform tags named by the `Tag:` lines, deduplicated, in order of first appearance.
     pub fn platform_tags(&self) -> Vec<PlatformTag> {
         let mut out: Vec<PlatformTag> = Vec::new();
-        for tag in &self.tags {
-            if let Some(plat) = tag.splitn(3, '-').nth(2).map(PlatformTag::parse)
-                && !out.contains(&plat)
-            {
-                out.push(plat);
+        for tag in self.wheel_tags() {
+            if !out.contains(&tag.platform) {
+                out.push(tag.platform);
             }
         }
         out
@@ -267,6 +294,18 @@ mod tests {
         let info = WheelInfo::parse("Wheel-Version: 1.0\r\nRoot-Is-Purelib: true\r\nTag: py3-none-any\r\n");
         let out = info.with_tags(&["py3-none-linux_x86_64".to_string()], Some(false));
         assert_eq!(out, "Wheel-Version: 1.0\r\nRoot-Is-Purelib: false\r\nTag: py3-none-linux_x86_64\r\n\r\n");
+    }
+
+    #[test]
+    fn wheel_tags_are_typed_and_compressed_sets_expanded() {
+        let info = WheelInfo::parse(
+            "Wheel-Version: 1.0\nTag: py3-none-manylinux_2_12_x86_64.musllinux_1_1_x86_64\nTag: odd\n",
+        );
+        let tags = info.wheel_tags();
+        assert_eq!(tags.len(), 2, "the line without a wheel tag's shape is not one");
+        assert_eq!(tags[1].python_abi(), "py3-none");
+        assert_eq!(tags[1].platform.to_string(), "musllinux_1_1_x86_64");
+        assert_eq!(info.platform_tags().len(), 2);
     }
 
     #[test]
