@@ -11,6 +11,7 @@ pub mod aks2;
 pub mod bundle;
 pub mod kpack;
 pub mod pe;
+pub mod positional;
 pub mod rewrite;
 pub mod scan;
 pub mod targets;
