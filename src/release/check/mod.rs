@@ -1,0 +1,263 @@
+//! `wheelfix check`: lint a release set (one or more directories of wheels and sdists) for the
+//! failures a ROCm release has seen:
+//! - one file name with different bytes in two places (the `rocm` sdist built on Linux and on
+//!   Windows, uploaded under one name, ROCm/TheRock#5347);
+//! - a selector or metapackage whose `device-*` extras do not match the device packages present;
+//! - distributions without a local version label, and pins a same-named PyPI project could satisfy;
+//! - local labels whose string order contradicts their ROCm order (ROCm/TheRock#7183);
+//! - a wheel in an architecture's directory (`…/gfx950/…`) with device code but none for it;
+//! - platform wheels that say `Root-Is-Purelib: true`, and file-name tags WHEEL does not list;
+//! - RECORDs that disagree with their archive (every member is hashed), and files that cannot be
+//!   read at all: a wheel is never skipped in silence;
+//! - libraries a wheel takes from another wheel (an RPATH entry that leaves it): each must be in
+//!   the set, per platform and architecture directory, and its project among the wheel's
+//!   requirements;
+//! - sets that cannot install: a requirement between distributions of the set that no file of
+//!   the set meets (a label mismatch), exact pins no one Python can install together, two
+//!   metapackages of one name in one directory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::analysis::AnalyzeOptions;
+use crate::analysis::site::SitePackages;
+use crate::examine::ExamineOptions;
+use crate::policy::Policies;
+
+mod facts;
+mod rules;
+mod upstream;
+
+use facts::*;
+pub use facts::{DistFacts, TagFacts};
+use rules::*;
+pub use upstream::resolution_findings;
+use upstream::upstream_findings;
+
+/// How bad a finding is: errors fail `check` (exit 1); warnings only with `--strict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// What to do about a kind of finding, where one thing does it (the finding's message says
+/// the rest). Ex) `undeclared-provider` → add the provider to Requires-Dist
+pub fn fix(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "unresolved-provider" => {
+            "publish the wheel that provides the library in the same index, vendor it (`wheelfix repair`), or `--exclude` it if every environment provides it"
+        }
+        "undeclared-provider" => "add the providing project to the wheel's Requires-Dist, so installers bring it",
+        "no-local-version" => {
+            "`wheelfix retag --rocm-version X.Y.Z` labels every wheel of the set (`--mark-pure` for pure ones)"
+        }
+        "loose-pin" => {
+            "pin exactly, with the local label (`wheelfix retag --rocm-version` rewrites the pins of the set)"
+        }
+        "stale-record" => "`wheelfix retag` writes a true RECORD",
+        "tag-mismatch" => "`wheelfix retag` makes the file name and WHEEL agree",
+        "tag-not-met" => {
+            "`wheelfix retag` writes the tag the binaries meet (or `repair` vendors what keeps them from it)"
+        }
+        "filename-conflict" => {
+            "give each build its own file name (a per-architecture or per-platform label), or publish each in its own index (a per-architecture upload directory or base URL)"
+        }
+        "resolve-upstream" => {
+            "for uv: the release page's uv command (the set's index as --extra-index-url); check it with --site-first"
+        }
+        "local-label-order" => "label with wheelfix's `+rocmX.Y.Z`, whose order follows ROCm's",
+        "duplicate-metapackage" => "remove the metapackages the newest build replaces",
+        "missing-extra" | "device-all-incomplete" => {
+            "rebuild the selector with `wheelfix metapackage` from the set as it is"
+        }
+        "no-code-for-architecture" | "wrong-architecture" => {
+            "build with `--offload-arch` for the index's architecture, or publish the wheel only in indexes of the architectures it has code for"
+        }
+        "self-requirement" => {
+            "drop the requirement on itself; an extra that gathers others is `name[a,b]; extra == \"all\"`"
+        }
+        "unmarked-platform-extra" => {
+            "add the platform marker (`; sys_platform == \"linux\"`) to the extra's requirements, or publish the missing platform's files"
+        }
+        _ => return None,
+    })
+}
+
+/// One problem found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Finding {
+    /// A stable identifier. Ex) `filename-conflict`
+    pub kind: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    pub files: Vec<String>,
+}
+
+/// A release set as `check` reads it: its findings, and the facts of every distribution it
+/// could read (what `index` puts on the release page).
+pub struct Survey {
+    pub findings: Vec<Finding>,
+    pub dists: Vec<DistFacts>,
+}
+
+/// The upstream indexes a set is compared with (`--upstream`), and how long each request may take.
+#[derive(Debug, Clone)]
+pub struct UpstreamOptions {
+    pub urls: Vec<String>,
+    pub timeout: std::time::Duration,
+}
+
+impl Default for UpstreamOptions {
+    fn default() -> Self {
+        UpstreamOptions { urls: Vec::new(), timeout: std::time::Duration::from_secs(30) }
+    }
+}
+
+/// Lint every wheel and sdist under `dirs`, with `check`'s defaults.
+pub fn check(dirs: &[PathBuf], options: &AnalyzeOptions, policies: &Policies) -> Vec<Finding> {
+    let examine =
+        ExamineOptions { analyze: options, policies, plat: None, strict_record: false, disable_isa_check: false };
+    survey(dirs, &examine, &SitePackages::default(), &UpstreamOptions::default()).findings
+}
+
+/// Lint every wheel and sdist under `dirs`, examined as `options` says (the run's settings:
+/// `--disable-isa-ext-check` judges without the ISA check, `--strict-record` makes a stale
+/// RECORD an error) beside the wheels of `site` (`--with-wheels`: libraries they provide are
+/// no missing provider), against `upstream` too; keep what was read of each.
+pub fn survey(
+    dirs: &[PathBuf],
+    options: &ExamineOptions<'_>,
+    site: &SitePackages,
+    upstream: &UpstreamOptions,
+) -> Survey {
+    let files = crate::wheel::inputs::collect_files(dirs, &[".whl", ".tar.gz"]);
+    if files.is_empty() {
+        let findings = vec![Finding {
+            kind: "nothing-to-check",
+            severity: Severity::Error,
+            message: format!(
+                "no wheel or sdist under {}: nothing was checked",
+                dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+            ),
+            files: Vec::new(),
+        }];
+        return Survey { findings, dists: Vec::new() };
+    }
+    // A stale RECORD is a finding here, never a reason to set the wheel aside.
+    let lenient = ExamineOptions { strict_record: false, ..*options };
+    let read: Vec<Read> = crate::parallel::map(&files, |p| read_dist(p, &lenient, site));
+    let mut findings = Vec::new();
+
+    // The same file name with different bytes where both would be uploaded to one place: one
+    // directory, or directories of no GPU architecture (a Linux and a Windows build of one
+    // release, ROCm/TheRock#5347). Architecture directories (`gfx942/`, `gfx1100/`) are one
+    // index each: the same file name in two of them is the seeds' layout.
+    // (file name, architecture directory) → sha256 → the files of that content.
+    type Place = (String, Option<String>);
+    let mut by_place: BTreeMap<Place, BTreeMap<String, Vec<&Read>>> = BTreeMap::new();
+    for r in &read {
+        let name = r.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if let Some(hash) = &r.sha256 {
+            let place = (name, architecture_dir(&r.path));
+            by_place.entry(place).or_default().entry(hash.clone()).or_default().push(r);
+        }
+    }
+    for ((name, arch), variants) in &by_place {
+        if variants.len() > 1 {
+            let place = arch.as_ref().map(|a| format!(" in the {a} index")).unwrap_or_default();
+            let firsts: Vec<&Read> = variants.values().map(|v| v[0]).collect();
+            let detail = match (firsts[0].dist.as_ref(), firsts[1].dist.as_ref()) {
+                (Some(a), Some(b)) => content_differences(a, b),
+                _ => String::new(),
+            };
+            findings.push(Finding {
+                kind: "filename-conflict",
+                severity: Severity::Error,
+                message: format!(
+                    "{name} exists with {} different contents{place}: an upload would overwrite one with the other{detail}",
+                    variants.len()
+                ),
+                files: variants.values().flatten().map(|r| r.path.display().to_string()).collect(),
+            });
+        }
+    }
+
+    let mut dists = Vec::new();
+    let mut sha256 = BTreeMap::new();
+    for r in read {
+        findings.extend(r.unreadable);
+        if let Some(d) = &r.dist {
+            sha256.insert(d.path.clone(), r.sha256.clone());
+        }
+        dists.extend(r.dist);
+    }
+    for d in &dists {
+        for problem in &d.installer_problems {
+            findings.push(Finding {
+                kind: "installer-refuses",
+                severity: Severity::Error,
+                message: format!("{}: pip refuses to install it: {problem}", d.file_name),
+                files: vec![d.path.display().to_string()],
+            });
+        }
+    }
+    findings.extend(selector_findings(&dists));
+    findings.extend(version_findings(&dists));
+    findings.extend(wheel_findings(&dists, options.strict_record));
+    findings.extend(provider_findings(&dists));
+    findings.extend(unmet_requirement_findings(&dists));
+    findings.extend(interpreter_findings(&dists));
+    findings.extend(metapackage_findings(&dists));
+    findings.extend(self_requirement_findings(&dists));
+    findings.extend(abi_findings(&dists));
+    findings.extend(kpack_findings(&dists));
+    for url in &upstream.urls {
+        findings.extend(upstream_findings(&dists, &super::upstream::Upstream::new(url, upstream.timeout)));
+    }
+    findings.sort();
+    findings.dedup();
+    let dists = dists.iter().map(|d| facts(d, sha256.get(&d.path).cloned().flatten())).collect();
+    Survey { findings, dists }
+}
+
+/// What differs between two files of one name, for people: version, extras, requirements.
+/// Ex) `; linux/rocm-7.1.0.tar.gz has extras device-gfx942, device-all that windows/rocm-7.1.0.tar.gz lacks`
+fn content_differences(a: &Dist, b: &Dist) -> String {
+    let mut parts = Vec::new();
+    if a.version != b.version {
+        parts.push(format!("{} is version {}, {} is {}", a.path.display(), a.version, b.path.display(), b.version));
+    }
+    let only = |x: &Dist, y: &Dist, what: &str, list: fn(&Dist) -> BTreeSet<String>| {
+        let (lx, ly) = (list(x), list(y));
+        let extra: Vec<String> = lx.difference(&ly).cloned().collect();
+        (!extra.is_empty())
+            .then(|| format!("{} has {what} {} that {} lacks", x.path.display(), extra.join(", "), y.path.display()))
+    };
+    let extras = |d: &Dist| d.metadata.provides_extra.iter().cloned().collect();
+    let requires = |d: &Dist| d.metadata.requires_dist.iter().map(|r| format!("`{}`", r.text)).collect();
+    for (x, y) in [(a, b), (b, a)] {
+        parts.extend(only(x, y, "extras", extras));
+    }
+    if parts.is_empty() {
+        for (x, y) in [(a, b), (b, a)] {
+            parts.extend(only(x, y, "requirements", requires));
+        }
+    }
+    if parts.is_empty() && a.size != b.size {
+        parts.push(format!("same metadata, sizes {} and {} bytes", a.size, b.size));
+    }
+    if parts.is_empty() { String::new() } else { format!("; {}", parts.join("; ")) }
+}

@@ -1,0 +1,802 @@
+//! The rules `check` holds a set to, each over the distributions read: selectors and extras,
+//! versions and pins, wheels, providers, requirements, interpreters, ROCm ABIs, kpack archives.
+//! One file of about 800 lines: each rule is one function over the same facts and the few
+//! helpers they share (architecture directories, projects in reach); none calls another.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::version::ordering_hazards;
+use crate::wheel::name::PackageName;
+use crate::wheel::requirement::required_projects;
+
+use super::*;
+
+/// The GPU target a device package is for. Ex) `rocm-sdk-device-gfx950` → `gfx950`
+pub(super) fn device_target(project: &str) -> Option<&str> {
+    let (_, target) = project.rsplit_once("-device-")?;
+    target.starts_with("gfx").then_some(target)
+}
+
+/// A platform family of a wheel's platform tag. Ex) `manylinux_2_28_x86_64` → `linux`
+pub(super) fn os_family(platform: &str) -> &str {
+    ["linux", "win", "macosx"].into_iter().find(|f| platform.contains(f)).unwrap_or(platform)
+}
+
+pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    // The operating systems the set's platform wheels are for.
+    let set_families: BTreeSet<&str> = dists.iter().filter_map(|d| d.platform.as_deref()).map(os_family).collect();
+    let present: BTreeMap<&str, BTreeSet<Option<&str>>> = dists.iter().fold(BTreeMap::new(), |mut m, d| {
+        m.entry(d.project.as_str()).or_default().insert(d.platform.as_deref());
+        m
+    });
+    for d in dists {
+        let device_extras: Vec<&String> =
+            d.metadata.provides_extra.iter().filter(|e| e.starts_with("device-")).collect();
+        if device_extras.is_empty() {
+            continue;
+        }
+        let file = vec![d.path.display().to_string()];
+        let requirements = &d.metadata.requires_dist;
+        // The device packages this selector is about: those its extras name, and every present
+        // package of the same family (`rocm-sdk-device-*`).
+        let families: BTreeSet<String> = requirements
+            .iter()
+            .filter(|r| r.extra.as_deref().is_some_and(|e| e.starts_with("device-")))
+            .filter_map(|r| {
+                device_target(r.package.as_str()).map(|t| r.package.as_str().trim_end_matches(t).to_string())
+            })
+            .collect();
+        let devices: Vec<&str> = present
+            .keys()
+            .copied()
+            .filter(|p| device_target(p).is_some() && families.iter().any(|f| p.starts_with(f.as_str())))
+            .collect();
+        for device in &devices {
+            let target = device_target(device).unwrap_or_default();
+            let extra = format!("device-{target}");
+            if !requirements.iter().any(|r| r.extra.as_deref() == Some(&extra) && r.package == **device) {
+                findings.push(Finding {
+                    kind: "missing-extra",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} {} has no extra `{extra}` for {device}, which the set contains",
+                        d.project, d.version
+                    ),
+                    files: file.clone(),
+                });
+            }
+            if d.metadata.provides_extra.iter().any(|e| e == "device-all")
+                && !requirements.iter().any(|r| r.extra.as_deref() == Some("device-all") && r.package == **device)
+            {
+                findings.push(Finding {
+                    kind: "device-all-incomplete",
+                    severity: Severity::Error,
+                    message: format!("{} {}: `device-all` does not include {device}", d.project, d.version),
+                    files: file.clone(),
+                });
+            }
+        }
+        for r in requirements.iter().filter(|r| r.extra.is_some()) {
+            let Some(platforms) = present.get(r.package.as_str()) else {
+                findings.push(Finding {
+                    kind: "absent-pin",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} {}: extra `{}` requires {}, which the set does not contain",
+                        d.project,
+                        d.version,
+                        r.extra.as_deref().unwrap_or(""),
+                        r.package
+                    ),
+                    files: file.clone(),
+                });
+                continue;
+            };
+            let families: BTreeSet<&str> = platforms.iter().flatten().map(|p| os_family(p)).collect();
+            if r.sys_platform.is_none()
+                && d.platform.is_none()
+                && !platforms.contains(&None)
+                && let Some(lacking) = set_families.difference(&families).next()
+            {
+                findings.push(Finding {
+                    kind: "unmarked-platform-extra",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} {}: extra `{}` requires {}, which the set has only for {}, with no platform marker: on {lacking} the extra cannot resolve",
+                        d.project,
+                        d.version,
+                        r.extra.as_deref().unwrap_or(""),
+                        r.package,
+                        families.iter().copied().collect::<Vec<_>>().join(", ")
+                    ),
+                    files: file.clone(),
+                });
+            }
+            if let Some(sys) = &r.sys_platform {
+                let family = match sys.as_str() {
+                    "linux" => "linux",
+                    "win32" => "win",
+                    "darwin" => "macosx",
+                    other => other,
+                };
+                let available = platforms.iter().any(|p| p.is_none_or(|p| p.starts_with(family)));
+                if !available {
+                    findings.push(Finding {
+                        kind: "platform-marker",
+                        severity: Severity::Error,
+                        message: format!(
+                            "{} {}: {} is required on sys_platform == \"{sys}\", but the set has it only for {}",
+                            d.project,
+                            d.version,
+                            r.package,
+                            platforms.iter().map(|p| p.unwrap_or("any")).collect::<Vec<_>>().join(", ")
+                        ),
+                        files: file.clone(),
+                    });
+                }
+            }
+        }
+    }
+    findings
+}
+
+pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let in_set: BTreeSet<&str> = dists.iter().map(|d| d.project.as_str()).collect();
+    // Projects of the set with a local label: a pure wheel requiring one is marked with it.
+    let labelled: BTreeSet<&str> =
+        dists.iter().filter(|d| d.metadata.version.parsed.is_local()).map(|d| d.project.as_str()).collect();
+    // Pure projects the set carries without a local label (left unmarked on purpose).
+    let unmarked_pure: BTreeSet<&str> =
+        dists.iter().filter(|d| d.pure && !d.metadata.version.parsed.is_local()).map(|d| d.project.as_str()).collect();
+    for d in dists {
+        let file = vec![d.path.display().to_string()];
+        let local = d.metadata.version.parsed.is_local();
+        let requires_labelled = d.metadata.requires_dist.iter().any(|r| labelled.contains(r.package.as_str()));
+        if !local && d.pure && !requires_labelled {
+            // The version rules leave a pure wheel that requires nothing marked unmarked on
+            // purpose (the seeds' triton_kernels 1.0.0): worth knowing, not a broken release.
+            findings.push(Finding {
+                kind: "no-local-version",
+                severity: Severity::Warning,
+                message: format!(
+                    "{} {} (pure Python) has no local version label: a same-named release on PyPI can take its place; --mark-pure marks it",
+                    d.project, d.version
+                ),
+                files: file.clone(),
+            });
+        } else if !local {
+            findings.push(Finding {
+                kind: "no-local-version",
+                severity: Severity::Error,
+                message: format!(
+                    "{} {} has no local version label: a same-named release on PyPI can take its place",
+                    d.project, d.version
+                ),
+                files: file.clone(),
+            });
+        }
+        for r in &d.metadata.requires_dist {
+            let text = &r.text;
+            // `bitsandbytes[test]; extra == "dev"` inside bitsandbytes names its own extras.
+            if !in_set.contains(r.package.as_str()) || r.package.as_str() == d.project {
+                continue;
+            }
+            let exact = r.pinned.as_deref().is_some_and(|v| v.contains('+') && !v.contains('*'));
+            if !exact {
+                // An exact pin of a pure project the set left unmarked cannot carry a label.
+                let unmarked =
+                    unmarked_pure.contains(r.package.as_str()) && r.pinned.as_deref().is_some_and(|v| !v.contains('*'));
+                findings.push(Finding {
+                    kind: "loose-pin",
+                    severity: if unmarked { Severity::Warning } else { Severity::Error },
+                    message: format!(
+                        "{} {}: `{text}` is not an exact pin with the local label; PyPI's {} could satisfy it",
+                        d.project, d.version, r.package
+                    ),
+                    files: file.clone(),
+                });
+            }
+        }
+    }
+    let versions: Vec<(String, String)> = dists.iter().map(|d| (d.project.clone(), d.version.clone())).collect();
+    for hazard in ordering_hazards(&versions) {
+        findings.push(Finding {
+            kind: "local-label-order",
+            severity: Severity::Error,
+            message: hazard.message,
+            files: Vec::new(),
+        });
+    }
+    findings
+}
+
+/// The GPU architecture a directory names. Ex) `site/gfx950/torch-….whl` → `gfx950`
+pub(super) fn architecture_dir(path: &Path) -> Option<String> {
+    path.parent()?.components().rev().find_map(|c| {
+        let s = c.as_os_str().to_str()?;
+        (s.starts_with("gfx") && s.len() > 3 && s[3..].chars().all(|c| c.is_ascii_alphanumeric()))
+            .then(|| s.to_string())
+    })
+}
+
+pub(super) fn wheel_findings(dists: &[Dist], strict_record: bool) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for d in dists {
+        let Some(w) = &d.wheel else { continue };
+        let file = vec![d.path.display().to_string()];
+        if let Some(first) = w.record_findings.first() {
+            findings.push(Finding {
+                kind: "stale-record",
+                severity: if strict_record { Severity::Error } else { Severity::Warning },
+                message: format!(
+                    "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
+                    d.file_name,
+                    w.record_findings.summarize(),
+                    first.problem.as_str(),
+                    first.file
+                ),
+                files: file.clone(),
+            });
+        }
+        let filename_tags: BTreeSet<String> = w
+            .python_abi_pairs
+            .iter()
+            .flat_map(|pair| w.filename_tags.iter().map(move |p| format!("{pair}-{p}")))
+            .collect();
+        let wheel_tags: BTreeSet<String> = w.tag_lines.iter().cloned().collect();
+        if filename_tags != wheel_tags {
+            let list = |v: Vec<&String>| {
+                if v.is_empty() { "-".into() } else { v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
+            };
+            findings.push(Finding {
+                kind: "tag-mismatch",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: the file name and WHEEL disagree (only in the name: {}; only in WHEEL: {})",
+                    d.file_name,
+                    list(filename_tags.difference(&wheel_tags).collect()),
+                    list(wheel_tags.difference(&filename_tags).collect())
+                ),
+                files: file.clone(),
+            });
+        }
+        // A name that claims more than the binaries meet: pip installs it where it cannot load.
+        if let (TagFacts { basis: "claimed", measured: Some(_), note, .. }, true) =
+            (&w.tag, !w.filename_tags.iter().any(|t| t.is_linux() || t.is_any()))
+        {
+            findings.push(Finding {
+                kind: "tag-not-met",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: the name claims {} but {note}: pip installs it on hosts where it cannot load",
+                    d.file_name, w.tag.tag
+                ),
+                files: file.clone(),
+            });
+        }
+        if d.platform.is_some() && w.root_is_purelib == Some(true) {
+            findings.push(Finding {
+                kind: "purelib-platform-wheel",
+                severity: Severity::Error,
+                message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
+                files: file.clone(),
+            });
+        }
+        if let Some(arch) = architecture_dir(&d.path)
+            && let Ok(requested) = crate::elf::gpu::targets::Requested::parse(&arch)
+            && (w.gpu_targets.is_empty() || w.gpu_targets.contains(&arch))
+        {
+            for u in crate::elf::gpu::targets::uncovered(&w.bundled, &[requested]) {
+                let holds = if u.has.is_empty() {
+                    "no device code at all: its offload bundles were emptied (`thin --allow-missing` of a build without it?)".to_string()
+                } else {
+                    format!("code for {} only", u.has.join(", "))
+                };
+                findings.push(Finding {
+                    kind: "no-code-for-architecture",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{}: {} has offload bundles but no code object that runs on {arch}, the architecture of its index; it holds {holds}. Installed there, it fails with hipErrorNoBinaryForGpu",
+                        d.file_name, u.file
+                    ),
+                    files: file.clone(),
+                });
+            }
+        }
+        if let Some(arch) = architecture_dir(&d.path)
+            && !w.gpu_targets.is_empty()
+            && !w.gpu_targets.contains(&arch)
+        {
+            findings.push(Finding {
+                kind: "wrong-architecture",
+                severity: Severity::Error,
+                message: format!(
+                    "{} is in the {arch} index but its device code is for {}",
+                    d.file_name,
+                    w.gpu_targets.join(", ")
+                ),
+                files: file.clone(),
+            });
+        }
+    }
+    findings
+}
+
+/// Each library a wheel needs from another wheel resolves inside the set, among the wheels of
+/// its platform and architecture directory (or of no architecture directory), and the wheel's
+/// requirements name the providing project.
+pub(super) fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let by_project = by_project(dists);
+    // The wheels that install each path, found once.
+    let mut installing: std::collections::HashMap<&str, Vec<&Dist>> = std::collections::HashMap::new();
+    for o in dists {
+        for path in o.wheel.iter().flat_map(|w| &w.install_paths) {
+            installing.entry(path.as_str()).or_default().push(o);
+        }
+    }
+    for d in dists {
+        let Some(w) = &d.wheel else { continue };
+        let arch = architecture_dir(&d.path);
+        let beside = |o: &&Dist| {
+            !std::ptr::eq(*o, d)
+                && o.project != d.project
+                && o.wheel.is_some()
+                && (o.platform.is_none() || o.platform == d.platform)
+                && architecture_dir(&o.path).is_none_or(|a| Some(&a) == arch.as_ref())
+        };
+        // What an install of it brings, followed only for a wheel that needs another's library.
+        let mut declared = None;
+        for need in &w.cross {
+            let found = need.entries.iter().find_map(|e| {
+                let dir = e.dir.as_deref()?;
+                let install = crate::wheel::join_path(dir, &need.soname);
+                installing.get(install.as_str())?.iter().copied().find(beside)
+            });
+            let first = &need.entries[0];
+            let declares = |declared: &mut Option<BTreeSet<PackageName>>, provider: &Dist| {
+                declared
+                    .get_or_insert_with(|| {
+                        required_projects(&d.metadata.requires_dist, |name| {
+                            let of = by_project.get(name.as_str()).map(Vec::as_slice).unwrap_or_default();
+                            of.iter().map(|o| o.metadata.requires_dist.as_slice()).collect()
+                        })
+                    })
+                    .contains(&PackageName::new(&provider.project))
+            };
+            match found {
+                None => findings.push(Finding {
+                    kind: "unresolved-provider",
+                    severity: Severity::Error,
+                    message: match &first.dir {
+                        Some(dir) => format!(
+                            "{}: {} needs {}, {}, but no wheel of the set{} provides it",
+                            d.file_name,
+                            first.file,
+                            need.soname,
+                            match need.entries.len() {
+                                1 => format!("on `{}` (site-packages/{dir})", first.entry),
+                                n => format!("on {n} entries that leave the wheel (`{}`, …)", first.entry),
+                            },
+                            arch.as_ref().map(|a| format!(" for {a}")).unwrap_or_default()
+                        ),
+                        None => format!(
+                            "{}: {} needs {} on `{}`, which climbs above site-packages: no wheel can provide it",
+                            d.file_name, first.file, need.soname, first.entry
+                        ),
+                    },
+                    files: vec![d.path.display().to_string()],
+                }),
+                Some(provider) if !declares(&mut declared, provider) => findings.push(Finding {
+                    kind: "undeclared-provider",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{}: {} comes from {} ({}), which its requirements do not name: installers will not bring it",
+                        d.file_name, need.soname, provider.project, provider.file_name
+                    ),
+                    files: vec![d.path.display().to_string(), provider.path.display().to_string()],
+                }),
+                Some(_) => {}
+            }
+        }
+    }
+    findings
+}
+
+/// The distributions of `project` an install from `d`'s index can see: those of its
+/// architecture directory, or of none (an index per architecture is the seeds' layout).
+pub(super) fn in_reach<'a>(by_project: &ByProject<'a>, d: &Dist, project: &str) -> Vec<&'a Dist> {
+    let arch = architecture_dir(&d.path);
+    by_project
+        .get(project)
+        .map(|list| {
+            list.iter()
+                .copied()
+                .filter(|o| architecture_dir(&o.path).is_none_or(|a| Some(&a) == arch.as_ref()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The set's distributions by project, made once: the rules that follow requirements look a
+/// project up here instead of walking the whole set for each requirement (a set of thousands
+/// of wheels that pin each other would take minutes).
+pub(super) type ByProject<'a> = BTreeMap<&'a str, Vec<&'a Dist>>;
+
+pub(super) fn by_project(dists: &[Dist]) -> ByProject<'_> {
+    let mut map: ByProject<'_> = BTreeMap::new();
+    for d in dists {
+        map.entry(d.project.as_str()).or_default().push(d);
+    }
+    map
+}
+
+/// A requirement between distributions of the set that no file of the set meets: installers
+/// would go to the upstream index for it, or fail. Ex) `nixl-rocm==1.5.2+rocm10.1.0` while the
+/// set holds `nixl-rocm 1.5.2+rocm7.14.0`
+pub(super) fn unmet_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let projects = by_project(dists);
+    for d in dists {
+        for r in &d.metadata.requires_dist {
+            if !projects.contains_key(r.package.as_str()) || r.package.as_str() == d.project || r.specifiers().is_none()
+            {
+                continue;
+            }
+            let candidates = in_reach(&projects, d, r.package.as_str());
+            if candidates.iter().any(|o| r.admits(&o.metadata.version.parsed)) {
+                continue;
+            }
+            let held: BTreeSet<String> = candidates.iter().map(|o| o.version.clone()).collect();
+            let held = if held.is_empty() {
+                format!("none in reach of its index (only in {})", other_places(&projects, r.package.as_str()))
+            } else {
+                held.into_iter().collect::<Vec<_>>().join(", ")
+            };
+            let mut files = vec![d.path.display().to_string()];
+            files.extend(candidates.iter().map(|o| o.path.display().to_string()));
+            findings.push(Finding {
+                kind: "unmet-requirement",
+                severity: Severity::Error,
+                message: format!(
+                    "{} {} requires `{}`, which no file of the set meets (the set has {} {held}): installers look for it upstream, or fail",
+                    d.project, d.version, r.text, r.package
+                ),
+                files,
+            });
+        }
+    }
+    findings
+}
+
+/// Where else a project's files lie. Ex) `site/gfx1100/nixl-….whl`
+pub(super) fn other_places(by_project: &ByProject<'_>, project: &str) -> String {
+    let places: Vec<String> =
+        by_project.get(project).into_iter().flatten().map(|o| o.path.display().to_string()).collect();
+    places.join(", ")
+}
+
+/// The CPython minor versions a distribution installs on. Ex) `cp311-cp311` → {11}
+pub(super) fn interpreters(d: &Dist) -> BTreeSet<u64> {
+    crate::release::PYTHONS
+        .filter(|&minor| crate::release::installs_on(&d.file_name, d.metadata.requires_python.as_deref(), minor))
+        .collect()
+}
+
+/// Write a set of CPython minor versions. Ex) {11, 12} → `3.11, 3.12`; {9, …, 20} → `3.9 and
+/// later`; {} → `no Python`
+pub(super) fn pythons_text(set: &BTreeSet<u64>) -> String {
+    let (Some(&first), Some(&last)) = (set.first(), set.last()) else {
+        return "no Python".into();
+    };
+    if last == *crate::release::PYTHONS.end() && set.len() as u64 == last - first + 1 {
+        return format!("3.{first} and later");
+    }
+    set.iter().map(|m| format!("3.{m}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A distribution whose exact pins cannot all be installed on one interpreter (with it): its
+/// base pins, and the base pins with each extra's. Ex) a metapackage pinning a cp311-only wheel
+/// beside cp312-only ones. Pins under other markers (`python_version`, `sys_platform`) are
+/// never all active at once and are left out.
+pub(super) fn interpreter_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let projects = by_project(dists);
+    for d in dists {
+        let pinned: Vec<&crate::wheel::requirement::Requirement> = d
+            .metadata
+            .requires_dist
+            .iter()
+            .filter(|r| r.exact.is_some() && r.package.as_str() != d.project)
+            .filter(|r| r.marker().is_none() || (r.extra.is_some() && r.sys_platform.is_none() && !mentions_python(r)))
+            .collect();
+        if pinned.is_empty() {
+            continue;
+        }
+        let mut groups: BTreeMap<Option<&str>, Vec<&crate::wheel::requirement::Requirement>> = BTreeMap::new();
+        groups.insert(None, pinned.iter().filter(|r| r.extra.is_none()).copied().collect());
+        for r in pinned.iter().filter(|r| r.extra.is_some()) {
+            groups.entry(r.extra.as_deref()).or_default().push(r);
+        }
+        let base = groups[&None].clone();
+        for (extra, own) in &groups {
+            let mut all = base.clone();
+            if extra.is_some() {
+                all.extend(own.iter().copied());
+            }
+            let mut common = interpreters(d);
+            let mut each = Vec::new();
+            for r in &all {
+                let found = in_reach(&projects, d, r.package.as_str());
+                let meeting: Vec<&&Dist> = found.iter().filter(|o| r.admits(&o.metadata.version.parsed)).collect();
+                if meeting.is_empty() {
+                    continue; // unmet-requirement says so
+                }
+                let pythons: BTreeSet<u64> = meeting.iter().flat_map(|o| interpreters(o)).collect();
+                common = common.intersection(&pythons).copied().collect();
+                each.push(format!("{} on {}", r.package, pythons_text(&pythons)));
+            }
+            if common.is_empty() && !each.is_empty() {
+                let with = extra.map(|e| format!(" with extra `{e}`")).unwrap_or_default();
+                findings.push(Finding {
+                    kind: "no-common-python",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} {}{with} pins files no one Python can install together (it installs on {}; {}): every install of it fails",
+                        d.project,
+                        d.version,
+                        pythons_text(&interpreters(d)),
+                        each.join("; ")
+                    ),
+                    files: vec![d.path.display().to_string()],
+                });
+            }
+        }
+    }
+    findings
+}
+
+pub(super) fn mentions_python(r: &crate::wheel::requirement::Requirement) -> bool {
+    r.marker().is_some_and(|m| m.contains("python_") || m.contains("implementation") || m.contains("platform_"))
+}
+
+/// A distribution that requires itself: resolvers loop on it (a `rocm` selector shipped
+/// `Requires-Dist: rocm==…` and pip stopped with a RecursionError). The one form that is no
+/// loop is an extra that aggregates other extras of its own project
+/// (`rocm[device-gfx942,device-gfx950]; extra == "device-all"`).
+pub(super) fn self_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for d in dists {
+        for r in d.metadata.requires_dist.iter().filter(|r| r.package.as_str() == d.project) {
+            let aggregates =
+                r.extra.is_some() && r.extras().next().is_some() && r.extras().all(|e| Some(e) != r.extra.as_deref());
+            if !aggregates {
+                findings.push(Finding {
+                    kind: "self-requirement",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} requires itself (`Requires-Dist: {}`): resolvers loop on it; only an extra that gathers other extras of the project may name it",
+                        d.file_name, r.text
+                    ),
+                    files: vec![d.path.display().to_string()],
+                });
+            }
+        }
+    }
+    findings
+}
+
+/// One ROCm ABI per index: the ROCm libraries the wheels an index serves link (by SONAME
+/// major) all come from one ROCm release line (`rocm-abi-mix`), and a wheel's `+rocm…` label
+/// names a line that ships the majors it links (`rocm-abi-label`).
+pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
+    use crate::release::abi::{AbiTable, line_text, split_soname};
+    let table = AbiTable::builtin();
+    // Each wheel that links ROCm, the libraries it links, and the lines it can serve: those one
+    // of its binaries fits (a wheel with one backend per ROCm, as bitsandbytes ships, serves each).
+    let linking: Vec<(&Dist, BTreeSet<String>, Vec<&str>)> = dists
+        .iter()
+        .filter_map(|d| {
+            let per_binary = &d.wheel.as_ref()?.rocm_sonames;
+            if per_binary.is_empty() {
+                return None;
+            }
+            let all: BTreeSet<String> = per_binary.iter().flatten().cloned().collect();
+            let mut lines: Vec<&str> = per_binary.iter().flat_map(|b| table.lines_shipping(b)).collect();
+            lines.sort_by_key(|l| table.line_rank(l));
+            lines.dedup();
+            Some((d, all, lines))
+        })
+        .collect();
+    let lines_text = |lines: &[&str]| match lines {
+        [] => "no one ROCm release".to_string(),
+        lines => lines.iter().map(|l| line_text(l)).collect::<Vec<_>>().join(" or "),
+    };
+    let listed = |sonames: &BTreeSet<String>| sonames.iter().cloned().collect::<Vec<_>>().join(", ");
+    let mut findings = Vec::new();
+    for (d, sonames, lines) in &linking {
+        let Some(release) = crate::version::rocm_release(d.metadata.version.parsed.local()) else { continue };
+        let Some(line) = table.line_of(&release) else { continue };
+        if !lines.contains(&line) {
+            let bases: BTreeSet<&str> = sonames.iter().filter_map(|s| split_soname(s)).map(|(b, _)| b).collect();
+            findings.push(Finding {
+                kind: "rocm-abi-label",
+                severity: Severity::Error,
+                message: format!(
+                    "{} is labelled for ROCm {} but links {} ({}); {} ships {}: on a host with the ROCm its label names it fails to load. Rebuild it against that ROCm, or label it with the ROCm it was built for",
+                    d.file_name,
+                    release.iter().map(u64::to_string).collect::<Vec<_>>().join("."),
+                    listed(sonames),
+                    lines_text(lines),
+                    line_text(line),
+                    table.describe(line, &bases)
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+        }
+    }
+    // The wheels each index serves: those of an architecture directory with those of none.
+    let arches: BTreeSet<Option<String>> = linking.iter().map(|(d, _, _)| architecture_dir(&d.path)).collect();
+    let places: Vec<Option<String>> =
+        if arches.iter().all(Option::is_none) { vec![None] } else { arches.into_iter().flatten().map(Some).collect() };
+    for place in places {
+        let served: Vec<&(&Dist, BTreeSet<String>, Vec<&str>)> = linking
+            .iter()
+            .filter(|(d, _, _)| architecture_dir(&d.path).is_none_or(|a| Some(&a) == place.as_ref()))
+            .collect();
+        let common = served
+            .iter()
+            .map(|(_, _, lines)| lines.clone())
+            .reduce(|a, b| a.into_iter().filter(|l| b.contains(l)).collect());
+        if served.len() < 2 || common.is_none_or(|c| !c.is_empty()) {
+            continue;
+        }
+        // Group the wheels by the release lines their libraries fit.
+        let mut by_lines: BTreeMap<Vec<&str>, Vec<String>> = BTreeMap::new();
+        for (d, sonames, lines) in &served {
+            by_lines.entry(lines.clone()).or_default().push(format!("{} ({})", d.file_name, listed(sonames)));
+        }
+        let groups: Vec<String> =
+            by_lines.iter().map(|(lines, wheels)| format!("{}: {}", lines_text(lines), wheels.join(", "))).collect();
+        let place_text = place.as_ref().map(|a| format!("the {a} index")).unwrap_or_else(|| "the set".into());
+        findings.push(Finding {
+            kind: "rocm-abi-mix",
+            severity: Severity::Error,
+            message: format!(
+                "{place_text} mixes ROCm ABIs, and one environment holds one ROCm: {}. Rebuild the odd ones against the set's ROCm, or publish them in a separate index",
+                groups.join("; ")
+            ),
+            files: served.iter().map(|(d, _, _)| d.path.display().to_string()).collect(),
+        });
+    }
+    findings
+}
+
+/// Each kpack-split binary finds its archive for the architecture of every index that serves
+/// it: a wheel of an architecture directory for that one, a wheel outside them for each of
+/// the set's architecture directories, and, in a set without any, for the processors of the
+/// archives the set holds.
+pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
+    use crate::elf::gpu::kpack::archive_paths;
+    let mut archives: BTreeMap<&str, Vec<(&Dist, &Vec<String>)>> = BTreeMap::new();
+    for d in dists {
+        for (path, targets) in d.wheel.iter().flat_map(|w| &w.kpack_archives) {
+            archives.entry(path.as_str()).or_default().push((d, targets));
+        }
+    }
+    let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
+    let set_arches: BTreeSet<String> = dists.iter().filter_map(|d| architecture_dir(&d.path)).collect();
+    let archive_arches: BTreeSet<String> =
+        archives.values().flatten().flat_map(|(_, targets)| targets.iter().map(|t| processor(t))).collect();
+    let mut findings = Vec::new();
+    for d in dists {
+        let Some(w) = d.wheel.as_ref().filter(|w| !w.kpack_refs.is_empty()) else { continue };
+        let arches: Vec<String> = match architecture_dir(&d.path) {
+            Some(a) => vec![a],
+            None if !set_arches.is_empty() => set_arches.iter().cloned().collect(),
+            None => archive_arches.iter().cloned().collect(),
+        };
+        if arches.is_empty() {
+            let (first, paths) = &w.kpack_refs[0];
+            findings.push(Finding {
+                kind: "kpack-unresolved",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: {} kpack-split binar{} ({first}, …) look for their device code in `{}`, and the set holds no kpack archive for any GPU: installed, the first kernel launch fails (hipErrorInvalidImage). Publish the wheels that carry the archives (the device wheels) beside it",
+                    d.file_name,
+                    w.kpack_refs.len(),
+                    if w.kpack_refs.len() == 1 { "y" } else { "ies" },
+                    paths.join("`, `")
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+            continue;
+        }
+        for arch in &arches {
+            let unresolved: Vec<(&String, Vec<String>)> = w
+                .kpack_refs
+                .iter()
+                .map(|(binary, paths)| (binary, archive_paths(binary, paths, arch)))
+                .filter(|(_, candidates)| {
+                    !candidates.iter().any(|c| {
+                        archives.get(c.as_str()).is_some_and(|list| {
+                            list.iter().any(|(o, targets)| {
+                                architecture_dir(&o.path).is_none_or(|a| &a == arch)
+                                    && (targets.is_empty() || targets.iter().any(|t| processor(t) == *arch))
+                            })
+                        })
+                    })
+                })
+                .collect();
+            let Some((first, candidates)) = unresolved.first() else { continue };
+            let looked = candidates
+                .first()
+                .map(|c| format!("site-packages/{c}"))
+                .unwrap_or_else(|| "outside site-packages".into());
+            findings.push(Finding {
+                kind: "kpack-unresolved",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: {} kpack-split binar{} ({first}, …) find no device code for {arch}: {first} looks for {looked}, which no file of the set for {arch} installs. Installed there, the first kernel launch fails (hipErrorInvalidImage); publish the wheel that carries the {arch} archive in the {arch} index",
+                    d.file_name,
+                    unresolved.len(),
+                    if unresolved.len() == 1 { "y" } else { "ies" },
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+        }
+    }
+    findings
+}
+
+/// Two metapackages of one name in one directory: one index would serve both, and installers
+/// take the higher version, which for two builds of one release is the order of their
+/// digests (`10.1.0+gfx950.424e84fe` against `…9b0c71d2`), so a rebuild can lose to the build it
+/// replaced.
+pub(super) fn metapackage_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut by_place: BTreeMap<(PathBuf, &str), Vec<&Dist>> = BTreeMap::new();
+    for d in dists {
+        if is_metapackage(d) {
+            let dir = d.path.parent().map(Path::to_path_buf).unwrap_or_default();
+            by_place.entry((dir, d.project.as_str())).or_default().push(d);
+        }
+    }
+    let mut findings = Vec::new();
+    for ((dir, project), list) in by_place {
+        if list.len() < 2 {
+            continue;
+        }
+        let mut sorted = list.clone();
+        sorted.sort_by(|a, b| a.metadata.version.parsed.cmp(&b.metadata.version.parsed));
+        let winner = sorted.last().expect("two or more");
+        findings.push(Finding {
+            kind: "duplicate-metapackage",
+            severity: Severity::Error,
+            message: format!(
+                "{} metapackages of {project} in {} ({}): installers take {}, whichever was built last; remove the ones it replaces",
+                list.len(),
+                dir.display(),
+                list.iter().map(|d| d.version.as_str()).collect::<Vec<_>>().join(", "),
+                winner.version
+            ),
+            files: list.iter().map(|d| d.path.display().to_string()).collect(),
+        });
+    }
+    findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_targets_and_architecture_dirs() {
+        assert_eq!(device_target("rocm-sdk-device-gfx950"), Some("gfx950"));
+        assert_eq!(device_target("amd-torch-device-gfx1201"), Some("gfx1201"));
+        assert_eq!(architecture_dir(Path::new("site/gfx950/x.whl")).as_deref(), Some("gfx950"));
+        assert_eq!(architecture_dir(Path::new("site/linux/x.whl")), None);
+    }
+}

@@ -1,0 +1,233 @@
+//! The set against other indexes: an upstream index's files (`--upstream`) and a real
+//! resolver's choice (`--resolve`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::*;
+
+/// What a resolution means for the set whose index is `site`: a distribution of the set's
+/// projects taken from elsewhere (`resolve-upstream`), a name `forbid` matches
+/// (`resolve-forbidden`), or no resolution (`resolve-failed`); all errors.
+pub fn resolution_findings(
+    resolution: &crate::release::resolve::Resolution,
+    site: &crate::release::upstream::Upstream,
+    forbid: &[String],
+) -> Result<Vec<Finding>, String> {
+    let mut findings = Vec::new();
+    if let Some(message) = &resolution.failure {
+        // uv searches `--extra-index-url` before `--index-url` and stops at the first index
+        // that has a name: given the set's index first, as pip reads it, uv takes the upstream
+        // releases of the set's names and an exact labelled pin cannot resolve.
+        let site_given_first = resolution
+            .command
+            .windows(2)
+            .any(|w| w[0] == "--index-url" && crate::release::index::directory_url(&w[1]) == site.url);
+        let hint = if resolution.resolver.starts_with("uv") && site_given_first {
+            "; uv searched the --extra-index-url indexes first, and stops at the first that has a name: the release page's uv command gives the set's index as --extra-index-url (check it with --site-first)"
+        } else {
+            ""
+        };
+        findings.push(Finding {
+            kind: "resolve-failed",
+            severity: Severity::Error,
+            message: format!("{} found no resolution: {message}{hint}", resolution.resolver),
+            files: Vec::new(),
+        });
+        return Ok(findings);
+    }
+    let mut globs = globset::GlobSetBuilder::new();
+    for pattern in forbid {
+        globs.add(globset::Glob::new(pattern).map_err(|e| format!("--forbid `{pattern}`: {e}"))?);
+    }
+    let globs = globs.build().map_err(|e| e.to_string())?;
+    let by_index = resolution.resolver.starts_with("uv");
+    let pages = crate::parallel::map(&resolution.distributions, |d| site.files(&d.name));
+    for (d, page) in resolution.distributions.iter().zip(pages) {
+        let ours = match page {
+            Ok(files) => files,
+            Err(e) => return Err(format!("the set's index: {e}")),
+        };
+        if let Some(files) = ours {
+            // uv names the index a distribution came from; pip, the file.
+            let from_site = if by_index {
+                crate::release::index::directory_url(&d.source) == site.url
+            } else {
+                files.iter().any(|f| f.url == d.source)
+            };
+            if !from_site {
+                let hint = if by_index {
+                    "; uv searches --extra-index-url first and stops at the first index that has a name: give uv the set's index as --extra-index-url (the release page's uv command; --site-first checks it)"
+                } else {
+                    ""
+                };
+                findings.push(Finding {
+                    kind: "resolve-upstream",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} took {} {} from {}, not from the set's index {} (which has {} of it){hint}",
+                        resolution.resolver,
+                        d.name,
+                        d.version,
+                        d.source,
+                        site.url,
+                        crate::log::plural(files.len(), "file")
+                    ),
+                    files: Vec::new(),
+                });
+            }
+        }
+        let matched = globs.matches(&d.name);
+        if let Some(&first) = matched.first() {
+            findings.push(Finding {
+                kind: "resolve-forbidden",
+                severity: Severity::Error,
+                message: format!(
+                    "{} took {} {} (from {}), which --forbid `{}` rules out; it came in through {}",
+                    resolution.resolver,
+                    d.name,
+                    d.version,
+                    d.source,
+                    forbid[first],
+                    resolution.chain(&d.name).join(" → ")
+                ),
+                files: Vec::new(),
+            });
+        }
+    }
+    Ok(findings)
+}
+
+/// An upstream file could meet requirement `r` as pip chooses: its version meets the
+/// specifiers, it is not yanked (unless pinned exactly), and it is no pre-release unless the
+/// specifiers name one.
+pub(super) fn upstream_meets(
+    r: &crate::wheel::requirement::Requirement,
+    f: &crate::release::upstream::UpstreamFile,
+) -> bool {
+    let names_pre = r.specifiers().is_some_and(|s| s.iter().any(|s| s.version().any_prerelease()));
+    r.admits(&f.version) && (!f.yanked || r.exact.is_some()) && (!f.version.any_prerelease() || names_pre)
+}
+
+/// The set's projects on an upstream index: `upstream-collision` where a requirement of the set
+/// (or, for a project nothing requires, `pip install <name>` itself) could be met by an upstream
+/// file; `upstream-shadow` where the upstream has the name but every requirement pins the set's
+/// own label. An upstream that cannot be reached is an error finding, never a silent pass.
+pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::release::upstream::Upstream) -> Vec<Finding> {
+    let projects: Vec<&str> = dists.iter().map(|d| d.project.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
+    let pages = crate::parallel::map(&projects, |p| upstream.files(p));
+    let projects_of_set = by_project(dists);
+    // Who requires each project (other than itself), found in one pass.
+    let mut required: BTreeMap<&str, Vec<(&Dist, &crate::wheel::requirement::Requirement)>> = BTreeMap::new();
+    for d in dists {
+        for r in d.metadata.requires_dist.iter().filter(|r| r.package.as_str() != d.project) {
+            required.entry(r.package.as_str()).or_default().push((d, r));
+        }
+    }
+    let url = &upstream.url;
+    let mut findings = Vec::new();
+    let mut unreachable = Vec::new();
+    for (project, page) in projects.iter().zip(pages) {
+        let files = match page {
+            Ok(Some(files)) => files,
+            Ok(None) => continue,
+            Err(e) => {
+                unreachable.push(e);
+                continue;
+            }
+        };
+        let ours: Vec<&Dist> = projects_of_set.get(project).cloned().unwrap_or_default();
+        let newest_ours = ours.iter().map(|d| &d.metadata.version.parsed).max();
+        let our_files: Vec<String> = ours.iter().map(|d| d.path.display().to_string()).collect();
+        let requirements: Vec<(&Dist, &crate::wheel::requirement::Requirement)> =
+            required.get(project).cloned().unwrap_or_default();
+        // The file to name: the highest version, a Linux or pure wheel of it before others.
+        let rank = |f: &crate::release::upstream::UpstreamFile| {
+            let n = &f.filename;
+            if n.ends_with(".whl") && n.contains("linux") {
+                3
+            } else if n.ends_with("-any.whl") {
+                2
+            } else if n.ends_with(".whl") {
+                0
+            } else {
+                1
+            }
+        };
+        let newest = |meets: &dyn Fn(&crate::release::upstream::UpstreamFile) -> bool| {
+            files
+                .iter()
+                .filter(|f| meets(f))
+                .max_by(|a, b| (&a.version, rank(a), &a.filename).cmp(&(&b.version, rank(b), &b.filename)))
+        };
+        let ours_text = newest_ours.map(|v| format!("{project} {v}")).unwrap_or_default();
+        let mut collided = false;
+        if requirements.is_empty() {
+            // Installed by name: `pip install <project>` takes the highest version of every index.
+            let bare = crate::wheel::requirement::Requirement::parse(project);
+            if let Some(best) = newest(&|f| upstream_meets(&bare, f))
+                && newest_ours.is_none_or(|v| best.version > *v)
+            {
+                collided = true;
+                findings.push(Finding {
+                    kind: "upstream-collision",
+                    severity: Severity::Error,
+                    message: format!(
+                        "`pip install {project}` takes {url}'s {project} {} ({}), a higher version than the set's {}",
+                        best.version,
+                        best.filename,
+                        newest_ours.map(|v| v.to_string()).unwrap_or_default()
+                    ),
+                    files: our_files.clone(),
+                });
+            }
+        }
+        for (d, r) in &requirements {
+            if let Some(best) = newest(&|f| upstream_meets(r, f)) {
+                collided = true;
+                findings.push(Finding {
+                    kind: "upstream-collision",
+                    severity: Severity::Error,
+                    message: format!(
+                        "{} {} requires `{}`, which {url}'s {project} {} ({}) meets: an installer can take it instead of the set's {ours_text}",
+                        d.project, d.version, r.text, best.version, best.filename
+                    ),
+                    files: vec![d.path.display().to_string()],
+                });
+            }
+        }
+        if !collided {
+            let top = files.iter().map(|f| &f.version).max().map(|v| v.to_string()).unwrap_or_default();
+            let how = if requirements.is_empty() {
+                "the set's version is the higher one, so `pip install` takes it while no upstream release outgrows it"
+                    .to_string()
+            } else {
+                format!(
+                    "every requirement on it ({}) pins the set's own label, so installers take the set's",
+                    requirements.len()
+                )
+            };
+            findings.push(Finding {
+                kind: "upstream-shadow",
+                severity: Severity::Warning,
+                message: format!(
+                    "{url} also has {project} ({}, newest {top}): {how}",
+                    crate::log::plural(files.len(), "file")
+                ),
+                files: our_files,
+            });
+        }
+    }
+    if let Some(first) = unreachable.first() {
+        findings.push(Finding {
+            kind: "upstream-unreachable",
+            severity: Severity::Error,
+            message: format!(
+                "{url}: {} of {} project page(s) could not be read, so nothing was compared for them (first: {first})",
+                unreachable.len(),
+                projects.len()
+            ),
+            files: Vec::new(),
+        });
+    }
+    findings
+}
