@@ -156,35 +156,18 @@ fn the_fat_build_recipe_runs_as_written() {
     assert!(installed.iter().any(|n| n == "torch-2.15.0a0+git31a77fc.rocm10.1.0.dist-info"), "{installed:?}");
 }
 
-/// Every file under `dir` with its bytes, by path relative to it.
-fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for entry in std::fs::read_dir(&at).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let name = path.strip_prefix(dir).unwrap().display().to_string();
-                out.push((name, std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 #[test]
 fn the_fat_build_recipe_run_twice_gives_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     dist_for(d, &[("gfx942", GFX942), ("gfx950", GFX950)]);
     assert_ok(&sh(d, &recipe("fat-build")), "the fat build");
-    let first: Vec<_> = ["wheelhouse", "site", "public"].iter().map(|p| tree(&d.join(p))).collect();
+    let first: Vec<_> =
+        ["wheelhouse", "site", "public"].iter().map(|p| support::files_with_bytes(&d.join(p))).collect();
     let out = sh(d, &recipe("fat-build"));
     assert_ok(&out, "the fat build, run again");
-    let again: Vec<_> = ["wheelhouse", "site", "public"].iter().map(|p| tree(&d.join(p))).collect();
+    let again: Vec<_> =
+        ["wheelhouse", "site", "public"].iter().map(|p| support::files_with_bytes(&d.join(p))).collect();
     for (a, b) in first.iter().zip(&again) {
         let names = |t: &Vec<(String, Vec<u8>)>| t.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(names(a), names(b), "the same files");

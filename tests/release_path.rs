@@ -89,7 +89,7 @@ fn a_wheelfix_metapackage_is_never_relabelled_and_a_rerun_gives_the_same_bytes()
     let wheel = gpu_wheel("kern", "1.0", &[("gfx942", GFX942)], &[]).write(&d.join("dist"));
     let retag = |dir: &str| {
         let mut args = vec!["retag".to_string(), "--in-place".into(), "--rocm-version".into(), "7.1.0".into()];
-        args.extend(listing(&d.join(dir)).into_iter().map(|(name, _)| format!("{dir}/{name}")));
+        args.extend(support::files_with_bytes(&d.join(dir)).into_iter().map(|(name, _)| format!("{dir}/{name}")));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = wheelfix(d, &args);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -102,20 +102,13 @@ fn a_wheelfix_metapackage_is_never_relabelled_and_a_rerun_gives_the_same_bytes()
         vec!["metapackage", "--name", "rocm-kern", "--rocm-version", "7.1.0", "--gpu-target", "gfx942", "-o", "dist"];
     args.extend(marked.iter().map(String::as_str));
     assert!(wheelfix(d, &args).status.success());
-    let before = listing(&d.join("dist"));
+    let before = support::files_with_bytes(&d.join("dist"));
     retag("dist");
-    assert_eq!(listing(&d.join("dist")), before, "a rerun changes nothing: the metapackage keeps its version");
-}
-
-/// Every file of a directory with its bytes.
-fn listing(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
-    let mut list: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
-        .collect();
-    list.sort();
-    list
+    assert_eq!(
+        support::files_with_bytes(&d.join("dist")),
+        before,
+        "a rerun changes nothing: the metapackage keeps its version"
+    );
 }
 
 #[test]

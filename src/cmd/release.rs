@@ -92,11 +92,13 @@ fn page_settings() -> Result<Settings, String> {
     Common { flags, config: None, json: false, quiet: true }.settings()
 }
 
-/// `release.html` and `release.json` for an index of `inputs`.
-fn release_pages(request: &IndexRequest, page: &PageRequest) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let settings = page_settings()?;
-    let survey =
-        release::check::survey(&request.inputs, &settings.examine_options(), &Default::default(), &Default::default());
+/// `release.html` and `release.json` for an index of the set `survey` read.
+fn release_pages(
+    request: &IndexRequest,
+    page: &PageRequest,
+    survey: &release::check::Survey,
+    gpu_names: std::collections::BTreeMap<String, String>,
+) -> Vec<(String, Vec<u8>)> {
     let output = &request.options.output;
     let title = page.title.clone().unwrap_or_else(|| {
         let name = release::index::resolved_name(output);
@@ -107,30 +109,39 @@ fn release_pages(request: &IndexRequest, page: &PageRequest) -> Result<Vec<(Stri
         Some(base) => format!("{base}{}", release::index::url_quote(file)),
         None => format!("{project}/{}", release::index::url_quote(file)),
     };
-    let mut page_data =
-        crate::report::page::ReleasePage::new(&title, &site_url(page.site_url.as_deref(), output), &survey, href);
-    if let Some(path) = &page.gpu_names {
-        page_data.gpu_names = read_gpu_names(path)?;
-    }
-    let page = page_data;
-    Ok(vec![
-        ("release.html".into(), page.to_html(None).into_bytes()),
-        ("release.json".into(), page.to_json().into_bytes()),
-    ])
+    let mut page =
+        crate::report::page::ReleasePage::new(&title, &site_url(page.site_url.as_deref(), output), survey, href);
+    page.gpu_names = gpu_names;
+    vec![("release.html".into(), page.to_html(None).into_bytes()), ("release.json".into(), page.to_json().into_bytes())]
 }
 
 pub fn run_index(request: &IndexRequest) -> Output {
-    if request.fail_on_check && crate::wheel::inputs::missing(&request.inputs).is_empty() {
+    let inputs_exist = crate::wheel::inputs::missing(&request.inputs).is_empty();
+    let gpu_names = match request.page.as_ref().and_then(|p| p.gpu_names.as_deref()) {
+        Some(path) => match read_gpu_names(path) {
+            Ok(names) => names,
+            Err(e) => return Output::usage(e),
+        },
+        None => Default::default(),
+    };
+    // One read of the set serves both the check `--fail-on-check` asks for and the page.
+    let survey = if inputs_exist && (request.fail_on_check || request.page.is_some()) {
         let settings = match page_settings() {
             Ok(s) => s,
             Err(e) => return Output::usage(e),
         };
-        let survey = release::check::survey(
+        Some(release::check::survey(
             &request.inputs,
             &settings.examine_options(),
             &Default::default(),
             &Default::default(),
-        );
+        ))
+    } else {
+        None
+    };
+    if request.fail_on_check
+        && let Some(survey) = &survey
+    {
         let errors: Vec<&release::check::Finding> =
             survey.findings.iter().filter(|f| f.severity == release::check::Severity::Error).collect();
         if !errors.is_empty() {
@@ -144,13 +155,8 @@ pub fn run_index(request: &IndexRequest) -> Output {
         }
     }
     let mut request = request.clone();
-    if let Some(page) = &request.page
-        && crate::wheel::inputs::missing(&request.inputs).is_empty()
-    {
-        match release_pages(&request, page) {
-            Ok(pages) => request.options.pages = pages,
-            Err(e) => return Output::usage(e),
-        }
+    if let (Some(page), Some(survey)) = (&request.page, &survey) {
+        request.options.pages = release_pages(&request, page, survey, gpu_names);
     }
     let request = &request;
     match release::index::build(&request.inputs, &request.options) {

@@ -74,3 +74,22 @@ pub fn run_measured(dir: &Path, args: &[&str]) -> (Output, u64) {
     let kb: u64 = peak.trim().parse().unwrap();
     (Output { stderr: rest.as_bytes().to_vec(), ..output }, kb * 1024)
 }
+
+/// Every file under `dir` (recursively) with its bytes, by path relative to it, sorted.
+pub fn files_with_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                out.push((name, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
