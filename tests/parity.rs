@@ -2,7 +2,7 @@
 //! auditwheel's `sym_tag` on the same wheels.
 //!
 //! Wheels compared: fixtures built here (generated ELF files and real `cc` builds), auditwheel's
-//! own test wheels from `../shared/testwheels/auditwheel` when that directory exists, and every
+//! own test wheels (from its sdist on PyPI, unpacked under `target/`), and every
 //! wheel in the directory named by `WHEELFIX_REAL_WHEELS` (opt-in: large downloads stay out of git).
 
 mod support;
@@ -108,10 +108,10 @@ fn symbol_tag_agrees_with_auditwheel_on_fixtures() {
 
 #[test]
 fn symbol_tag_agrees_with_auditwheel_on_its_own_test_wheels() {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testwheels/auditwheel");
-    assert!(shared.is_dir(), "{} is missing: the test reads auditwheel's own test wheels there", shared.display());
+    let bundled = support::python::auditwheel_test_wheels();
+    assert!(wheels_in(&bundled).len() >= 20, "auditwheel's test wheels were not unpacked into {}", bundled.display());
     let dir = tempfile::tempdir().unwrap();
-    let wheels = wheels_in(&shared);
+    let wheels = wheels_in(&bundled);
     let (agree, differ, refused) = compare(dir.path(), &wheels);
     eprintln!(
         "auditwheel test wheels: {agree} agree, {} differ, {} refused by auditwheel",
@@ -166,7 +166,7 @@ fn validate_against_auditwheel_schema(documents: &[String]) {
 fn json_format_auditwheel_prints_auditwheels_document() {
     let dir = tempfile::tempdir().unwrap();
     let mut wheels = fixture_wheels(dir.path());
-    wheels.extend(wheels_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testwheels/auditwheel")));
+    wheels.extend(wheels_in(&support::python::auditwheel_test_wheels()));
     let (mut same, mut errors, mut ours_all) = (0, 0, Vec::new());
     let mut differ = Vec::new();
     for wheel in &wheels {

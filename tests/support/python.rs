@@ -45,6 +45,42 @@ pub fn tools_venv() -> PathBuf {
     venv
 }
 
+/// auditwheel's own test wheels (`tests/bundled-wheels/` of its sdist from PyPI, the release
+/// the tests compare with; MIT), unpacked under `target/` on first use. A test that reads them
+/// fails when they cannot be fetched.
+pub fn auditwheel_test_wheels() -> PathBuf {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    let dir = target.join("auditwheel-test-wheels");
+    let stamp = dir.join(".wheelfix-ready");
+    let lock = std::fs::File::create(target.join("auditwheel-test-wheels.lock")).unwrap();
+    lock.lock().unwrap();
+    let release = "auditwheel==6.8.2";
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(release) {
+        let _ = std::fs::remove_dir_all(&dir);
+        let sdist = target.join("auditwheel-sdist");
+        let _ = std::fs::remove_dir_all(&sdist);
+        run(Command::new(venv_python())
+            .args(["-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps", "--no-binary", ":all:"])
+            .args([release, "-d"])
+            .arg(&sdist));
+        // Unpack only `tests/bundled-wheels/`, without the release's directory prefix.
+        let unpack = "import sys, tarfile, pathlib\n\
+            src, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])\n\
+            with tarfile.open(next(src.glob('*.tar.gz'))) as t:\n\
+            \x20   for m in t.getmembers():\n\
+            \x20       parts = m.name.split('/', 3)\n\
+            \x20       if m.isfile() and parts[1:3] == ['tests', 'bundled-wheels']:\n\
+            \x20           p = out / parts[3]\n\
+            \x20           p.parent.mkdir(parents=True, exist_ok=True)\n\
+            \x20           p.write_bytes(t.extractfile(m).read())\n";
+        run(Command::new(system_python()).args(["-c", unpack]).arg(&sdist).arg(&dir));
+        std::fs::write(&stamp, release).unwrap();
+    }
+    lock.unlock().unwrap();
+    dir
+}
+
 pub fn venv_python() -> PathBuf {
     tools_venv().join("bin/python")
 }
