@@ -23,8 +23,13 @@
 //!
 //! ## Layers
 //!
-//! Each module uses only the modules of the layers before its own (`tests/layers.rs` holds the
-//! code to it):
+//! The layers that stand alone are crates of the workspace, so that Cargo refuses an upward
+//! dependency or a cycle: `wheelfix-base` (the ground: `log`, `platform`, `parallel`, digests,
+//! regular-file opens, paths), `wheelfix-zip` (the archive, `wheel::zip`), `wheelfix-elf` (host
+//! ELF files, `elf`) and `wheelfix-gpu` (GPU code formats, `elf::gpu`). This crate re-exports
+//! them where its modules always found them. Each module of this crate uses only the modules of
+//! the layers before its own (`tests/layers.rs` holds the code to it, and the crates to their
+//! order):
 //!
 //! 1. `log`, `platform`, `parallel`, `progress`: the ground every stage stands on.
 //! 2. `wheel`: the archive and its metadata.
@@ -42,14 +47,15 @@
 pub mod analysis;
 pub mod cmd;
 pub mod config;
-pub mod elf;
+/// Host ELF files ([`wheelfix_elf`]) and the GPU code in and beside them ([`wheelfix_gpu`]).
+pub mod elf {
+    pub use wheelfix_elf::*;
+    pub use wheelfix_gpu as gpu;
+}
 pub mod examine;
 pub mod exclude;
 pub mod html;
-pub mod log;
-pub mod parallel;
 pub mod plan;
-pub mod platform;
 pub mod policy;
 pub mod progress;
 pub mod release;
@@ -60,6 +66,8 @@ mod testing;
 pub mod version;
 pub mod wheel;
 pub mod writer;
+
+pub use wheelfix_base::{debug, log, parallel, platform};
 
 pub use cmd::pipeline::{Error, examine};
 pub use cmd::show::show;

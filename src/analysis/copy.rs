@@ -231,8 +231,8 @@ impl Write for HoledCopy<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elf::gpu::rewrite::tests::{keep, member};
     use crate::elf::gpu::rewrite::{ZeroedFile, thin_range};
+    use wheelfix_gpu::fixtures::{keep, member};
 
     /// `data` streamed into a kept copy (that leaves out what `keep` drops), `chunk` bytes a write.
     fn streamed_copy(data: &[u8], chunk: usize, keep: &Keep) -> BundledCopy {

@@ -1,7 +1,7 @@
 //! The archive: file name and tags, `WHEEL`, `METADATA`, `RECORD`, reading and writing zips.
 
 pub mod archive;
-pub mod digest;
+pub use wheelfix_base::digest;
 pub mod filename;
 pub mod inputs;
 pub mod metadata;
@@ -10,7 +10,7 @@ pub mod output;
 pub mod platform_tag;
 pub mod record;
 pub mod requirement;
-pub mod zip;
+pub use wheelfix_zip as zip;
 
 use std::path::Path;
 
@@ -397,26 +397,7 @@ pub fn dist_info_stem(dist_info: &str) -> &str {
     dist_info.strip_suffix(".dist-info").unwrap_or(dist_info)
 }
 
-/// `dir/name`, or `name` when `dir` is the top directory (empty): a path inside a wheel or
-/// site-packages.
-pub fn join_path(dir: &str, name: &str) -> String {
-    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
-}
-
-/// Normalise `a/b/../c` → `a/c`; `None` when the path climbs above the root.
-pub fn normalize_path(path: &str) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    Some(parts.join("/"))
-}
+pub use wheelfix_base::paths::{join_path, normalize_path};
 
 /// Where a member of the wheel whose `.dist-info` directory is `dist_info` lands relative to
 /// site-packages (see [`Wheel::install_path`]).

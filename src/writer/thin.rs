@@ -93,8 +93,13 @@ fn thin_from(
             cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
         )));
     }
+    let same: Vec<blocks::SameAs> = zeroed
+        .same_as_original()
+        .iter()
+        .map(|o| blocks::SameAs { from: o.from, to: o.to, original: o.original })
+        .collect();
     let reuse = marks.map(|marks| Reuse {
-        runs: blocks::reusable_runs(marks, zeroed.same_as_original(), MIN_REUSED_RUN),
+        runs: blocks::reusable_runs(marks, &same, MIN_REUSED_RUN),
         marks,
         read_original: &read_original,
     });

@@ -129,7 +129,7 @@ impl Spilled {
                 crc.update(bytes);
                 sha.update(bytes);
             };
-            crate::parallel::beside(2, digest, |handoff| {
+            wheelfix_base::parallel::beside(2, digest, |handoff| {
                 write_pieces(len, level, dir, reuse, &source, &mut Hashing::Beside(handoff))
             })?
         } else {
@@ -145,7 +145,7 @@ const HASH_BESIDE_MIN: u64 = 64 << 20;
 /// Where a new member's CRC-32 and sha256 are computed: here, or on the thread beside.
 enum Hashing<'a> {
     Here(&'a mut libdeflater::Crc, &'a mut sha2::Sha256),
-    Beside(&'a mut crate::parallel::Handoff),
+    Beside(&'a mut wheelfix_base::parallel::Handoff),
 }
 
 impl Hashing<'_> {
@@ -241,7 +241,7 @@ fn write_pieces(
             let compress = |(input, out): (&Option<Input<'_>>, Vec<u8>)| {
                 input.as_ref().map(|(bytes, dict)| deflate_block(bytes, *dict, level.min(9), out)).transpose()
             };
-            let deflated = crate::parallel::map_owned(jobs, compress);
+            let deflated = wheelfix_base::parallel::map_owned(jobs, compress);
             for (piece, block) in window.iter().zip(deflated) {
                 match (piece, block?) {
                     (_, Some(block)) => {
@@ -920,7 +920,7 @@ mod tests {
 
     #[test]
     fn reused_blocks_stand_for_the_content_and_a_wrong_origin_is_caught() {
-        use super::super::blocks::{self, SameAs};
+        use crate::blocks::{self, SameAs};
         use std::io::{Read, Seek};
         let original = blocks::tests::content(9 << 20, 21);
         let compressed = blocks::tests::deflate(&original, 6);

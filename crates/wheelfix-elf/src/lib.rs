@@ -4,7 +4,6 @@
 //! which costs seconds on a PyTorch wheel; we read only the headers, the dynamic section, the
 //! dynamic symbols with their versions, and the notes.
 
-pub mod gpu;
 pub mod header;
 pub mod patch;
 pub mod ranges;
@@ -20,8 +19,8 @@ use goblin::elf::sym::{STB_WEAK, STT_FUNC, Symtab};
 use goblin::elf::symver::{VerneedSection, VersymSection};
 use serde::Serialize;
 
-use crate::platform::Arch;
 use view::{FileView, ViewError};
+use wheelfix_base::platform::Arch;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ElfError {
@@ -130,8 +129,8 @@ impl ElfFacts {
     }
 
     /// The libc the file was linked against, from its interpreter or its DT_NEEDED entries.
-    pub fn libc(&self) -> Option<crate::platform::Libc> {
-        use crate::platform::Libc;
+    pub fn libc(&self) -> Option<wheelfix_base::platform::Libc> {
+        use wheelfix_base::platform::Libc;
         if let Some(interp) = &self.interpreter {
             let base = interp.rsplit('/').next().unwrap_or(interp);
             return Some(if base.starts_with("ld-musl-") {
@@ -484,7 +483,7 @@ fn symbol_count<V: FileView + ?Sized>(
     let limit = view.len() / if facts.is_64 { 24 } else { 16 };
     if let Some(hash) = info.hash {
         // s390x and Alpha write 64-bit hash words.
-        let word = if facts.is_64 && facts.machine == crate::platform::EM_S390 { 8 } else { 4 };
+        let word = if facts.is_64 && facts.machine == wheelfix_base::platform::EM_S390 { 8 } else { 4 };
         let head = range(view, hash, 2 * word, "DT_HASH")?;
         let nchain = if word == 8 {
             let b: [u8; 8] = head[8..16].try_into().expect("8 bytes");

@@ -348,7 +348,7 @@ fn thin_bundle<F: Positional>(
 }
 
 /// The bytes a kept code object is moved by at a time: under the allocator's mmap threshold
-/// ([`crate::parallel::fix_allocator_thresholds`]), so that a bundle's buffer is not a fresh
+/// (`wheelfix_base::parallel::fix_allocator_thresholds`), so that a bundle's buffer is not a fresh
 /// mapping, faulted in and unmapped (a TLB flush on every core) for each of thousands of bundles.
 const MOVE_CHUNK: usize = 128 << 10;
 
@@ -617,39 +617,9 @@ impl Write for Encoder {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::elf::gpu::targets::Requested;
-
-    pub(crate) fn keep(t: &str) -> Keep {
-        Keep::new(vec![Requested::parse(t).unwrap()])
-    }
-
-    /// A bundle of a host entry and one 4096-aligned payload per target, filled with its index.
-    pub(crate) fn bundle(targets: &[&str]) -> Vec<u8> {
-        let ids: Vec<String> = std::iter::once("host-x86_64-unknown-linux-gnu-".to_string())
-            .chain(targets.iter().map(|t| format!("hipv4-amdgcn-amd-amdhsa--{t}")))
-            .collect();
-        let table = 32 + ids.iter().map(|i| 24 + i.len()).sum::<usize>();
-        let mut out = BUNDLE_MAGIC.to_vec();
-        out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
-        let mut payload_at = table.next_multiple_of(4096) as u64;
-        for (i, id) in ids.iter().enumerate() {
-            let size: u64 = if i == 0 { 0 } else { 5000 };
-            out.extend_from_slice(&(if i == 0 { 0 } else { payload_at }).to_le_bytes());
-            out.extend_from_slice(&size.to_le_bytes());
-            out.extend_from_slice(&(id.len() as u64).to_le_bytes());
-            out.extend_from_slice(id.as_bytes());
-            if i > 0 {
-                payload_at = (payload_at + size).next_multiple_of(4096);
-            }
-        }
-        for i in 1..ids.len() {
-            out.resize(out.len().next_multiple_of(4096), 0);
-            out.extend(std::iter::repeat_n(i as u8, 5000));
-        }
-        out
-    }
+    use crate::fixtures::{bundle, keep};
 
     #[test]
     fn a_plain_bundle_keeps_its_target_at_its_offset() {
@@ -665,7 +635,7 @@ pub(crate) mod tests {
         assert_eq!(data.len() as u64, len, "the range keeps its size");
         assert_eq!(&data[..100], &[7u8; 100][..]);
         assert_eq!(&data[data.len() - 50..], &[9u8; 50][..]);
-        let table = crate::elf::gpu::bundle_table(&data[100..]).unwrap();
+        let table = crate::bundle_table(&data[100..]).unwrap();
         assert_eq!(table.len(), 2);
         assert!(table[1].id.ends_with("gfx942"));
         let at = 100 + table[1].offset as usize;
@@ -748,7 +718,7 @@ pub(crate) mod tests {
                 let mut md5 = <md5::Md5 as md5::Digest>::new();
                 md5::Digest::update(&mut md5, &decoded);
                 assert_eq!(header.hash, bundle_hash(md5), "v{version} m{method}");
-                let table = crate::elf::gpu::bundle_table(&decoded).unwrap();
+                let table = crate::bundle_table(&decoded).unwrap();
                 let ids: Vec<&str> = table.iter().map(|e| e.id.as_str()).collect();
                 assert_eq!(ids, ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx11-generic"]);
                 let payload = &decoded[table[1].offset as usize..][..5000];
@@ -839,16 +809,5 @@ pub(crate) mod tests {
         assert_eq!(holes.bytes(), 27);
         holes.remove(0, 100);
         assert!(holes.is_empty());
-    }
-
-    /// A member of a prefix, three bundles and a suffix, its bytes the test's own.
-    pub(crate) fn member() -> Vec<u8> {
-        let mut data = vec![7u8; 3000];
-        for targets in [&["gfx90a", "gfx942", "gfx1100"][..], &["gfx942"], &["gfx1100", "gfx908"]] {
-            data.extend_from_slice(&bundle(targets));
-            data.resize(data.len().next_multiple_of(4096), 0);
-        }
-        data.extend_from_slice(&[9u8; 777]);
-        data
     }
 }

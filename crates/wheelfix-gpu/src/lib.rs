@@ -9,6 +9,8 @@ use serde::Serialize;
 
 pub mod aks2;
 pub mod bundle;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod kpack;
 pub mod pe;
 pub mod positional;
@@ -16,10 +18,10 @@ pub mod rewrite;
 pub mod scan;
 pub mod targets;
 
-use crate::elf::ElfFacts;
-use crate::elf::header::{ElfIdent, gpu_header_fields};
-use crate::elf::view::FileView;
-use crate::platform::{EM_AMDGPU, EM_CUDA};
+use wheelfix_base::platform::{EM_AMDGPU, EM_CUDA};
+use wheelfix_elf::ElfFacts;
+use wheelfix_elf::header::{ElfIdent, gpu_header_fields};
+use wheelfix_elf::view::FileView;
 
 /// `__CLANG_OFFLOAD_BUNDLE__`
 pub const BUNDLE_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
@@ -539,9 +541,12 @@ fn embedded_code_objects(
         return None;
     }
     if rejected > 0 {
-        code.notes.push(format!("{} in the data: no code object, ignored", crate::log::plural(rejected, "ELF magic")));
+        code.notes.push(format!(
+            "{} in the data: no code object, ignored",
+            wheelfix_base::log::plural(rejected, "ELF magic")
+        ));
     }
-    code.notes.push(format!("{} embedded without a bundle", crate::log::plural(code.objects, "code object")));
+    code.notes.push(format!("{} embedded without a bundle", wheelfix_base::log::plural(code.objects, "code object")));
     Some(code.finish())
 }
 

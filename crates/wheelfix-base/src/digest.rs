@@ -19,7 +19,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// The sha256 of a regular file, as far as its size when it was opened (a file that grows
 /// while it is read is never read forever).
 pub fn file_sha256(path: &std::path::Path) -> io::Result<[u8; 32]> {
-    let file = super::inputs::open_regular(path)?;
+    let file = crate::files::open_regular(path)?;
     let len = file.metadata()?.len();
     let digest = sha256_of_reader(file.take(len))?;
     Ok(digest)

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::platform::{EM_AMDGPU, EM_CUDA};
+use wheelfix_base::platform::{EM_AMDGPU, EM_CUDA};
 
 /// `\x7fELF`
 pub const ELF_MAGIC: &[u8; 4] = b"\x7fELF";

@@ -4,10 +4,17 @@
 
 use std::io;
 
-use crate::wheel::zip::blocks::SameAs;
-
 /// Bytes moved or searched at a time.
 pub(crate) const CHUNK: usize = 1 << 20;
+
+/// Rewritten content equal to the original's: [from, to) of the new file holds the original's
+/// bytes from `original` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub from: u64,
+    pub to: u64,
+    pub original: u64,
+}
 
 /// A file read and written by position.
 pub trait Positional {
@@ -47,7 +54,7 @@ pub(crate) fn write_zeros<F: Positional + ?Sized>(file: &mut F, from: u64, to: u
 /// back costs two passes over them. Reads see the zeros; [`ZeroedFile::read_at`] gives them.
 ///
 /// The file may also have holes: ranges it does not hold (a copy that skipped the payloads
-/// thinning drops, [`crate::analysis::copy`]). A hole is fine once it is written or zeroed;
+/// thinning drops, wheelfix's `analysis::copy`). A hole is fine once it is written or zeroed;
 /// reading one before is an error ([`NotCopied`]), never zeros in the member's place.
 pub struct ZeroedFile<'a> {
     pub file: &'a std::fs::File,
@@ -106,7 +113,7 @@ impl<'a> ZeroedFile<'a> {
     }
 
     /// Where the content is the original's: the pieces, in order.
-    pub fn same_as_original(&self) -> &[SameAs] {
+    pub fn same_as_original(&self) -> &[Origin] {
         &self.origins.0
     }
 
@@ -170,11 +177,11 @@ impl Positional for ZeroedFile<'_> {
     }
     fn copy_within(&mut self, from: u64, to: u64, size: u64, buf: &mut [u8]) -> io::Result<()> {
         // The destination holds what the source held: the original's bytes where it did.
-        let moved: Vec<SameAs> = self
+        let moved: Vec<Origin> = self
             .origins
             .within(from, from + size)
             .into_iter()
-            .map(|p| SameAs { from: p.from - from + to, to: p.to - from + to, original: p.original })
+            .map(|p| Origin { from: p.from - from + to, to: p.to - from + to, original: p.original })
             .collect();
         copy_forward(self, from, to, size, buf)?;
         self.origins.forget(to, to + size);
@@ -186,11 +193,11 @@ impl Positional for ZeroedFile<'_> {
 /// Where a rewritten file still holds the original's bytes: disjoint pieces in order, the whole
 /// file at first; a write or zeroing forgets its range, a move carries its source's pieces.
 #[derive(Debug, Clone)]
-struct Origins(Vec<SameAs>);
+struct Origins(Vec<Origin>);
 
 impl Origins {
     fn identity() -> Origins {
-        Origins(vec![SameAs { from: 0, to: u64::MAX, original: 0 }])
+        Origins(vec![Origin { from: 0, to: u64::MAX, original: 0 }])
     }
 
     fn forget(&mut self, from: u64, to: u64) {
@@ -205,30 +212,30 @@ impl Origins {
         let (first, last) = (self.0[start], self.0[end - 1]);
         let mut rest = Vec::with_capacity(2);
         if first.from < from {
-            rest.push(SameAs { from: first.from, to: from, original: first.original });
+            rest.push(Origin { from: first.from, to: from, original: first.original });
         }
         if last.to > to {
-            rest.push(SameAs { from: to, to: last.to, original: last.original + (to - last.from) });
+            rest.push(Origin { from: to, to: last.to, original: last.original + (to - last.from) });
         }
         self.0.splice(start..end, rest);
     }
 
     /// The pieces within [from, to), clipped to it.
-    fn within(&self, from: u64, to: u64) -> Vec<SameAs> {
+    fn within(&self, from: u64, to: u64) -> Vec<Origin> {
         let start = self.0.partition_point(|p| p.to <= from);
         self.0[start..]
             .iter()
             .take_while(|p| p.from < to)
             .map(|p| {
                 let (f, t) = (p.from.max(from), p.to.min(to));
-                SameAs { from: f, to: t, original: p.original + (f - p.from) }
+                Origin { from: f, to: t, original: p.original + (f - p.from) }
             })
             .filter(|p| p.from < p.to)
             .collect()
     }
 
     /// Insert `pieces` (in order, within a range forgotten before).
-    fn put(&mut self, pieces: Vec<SameAs>) {
+    fn put(&mut self, pieces: Vec<Origin>) {
         let Some(first) = pieces.first() else { return };
         let at = self.0.partition_point(|p| p.from < first.from);
         self.0.splice(at..at, pieces);
@@ -304,8 +311,7 @@ impl Ranges {
     }
 }
 
-/// A file held in memory (the unit tests' files).
-#[cfg(test)]
+/// A file held in memory; it cannot grow.
 impl Positional for Vec<u8> {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let start = usize::try_from(offset).map_err(io::Error::other)?;

@@ -94,7 +94,7 @@ const TAIL: u64 = (1 << 16) + 22;
 
 impl ZipReader {
     pub fn open(path: &Path) -> Result<ZipReader, ZipError> {
-        let file = crate::wheel::inputs::open_regular(path).map_err(ZipError::Open)?;
+        let file = wheelfix_base::files::open_regular(path).map_err(ZipError::Open)?;
         let metadata = file.metadata().map_err(ZipError::Open)?;
         let len = metadata.len();
         if len < 22 {
@@ -264,11 +264,11 @@ impl ZipReader {
     /// sha256 of the whole file, in hex (read by positional reads from the same descriptor).
     pub fn sha256(&self) -> io::Result<String> {
         let mut reader = PositionalReader::new(&self.file, 0, self.identity.len);
-        let digest = crate::wheel::digest::sha256_of_reader(&mut reader)?;
+        let digest = wheelfix_base::digest::sha256_of_reader(&mut reader)?;
         if reader.at != self.identity.len {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while it was hashed"));
         }
-        Ok(crate::wheel::digest::hex(&digest))
+        Ok(wheelfix_base::digest::hex(&digest))
     }
 
     fn io_error(&self, entry: &Entry, e: io::Error) -> ZipError {

@@ -223,7 +223,7 @@ impl ZipReader {
         if let Some(p) = parallel.filter(|p| p.wants(entry)) {
             stream.parallel = p.reader(self.member_bytes(entry)?, entry.size);
             if stream.parallel.is_some() {
-                crate::debug!("member `{}`: inflated on up to {} threads", entry.name, p.threads);
+                wheelfix_base::debug!("member `{}`: inflated on up to {} threads", entry.name, p.threads);
             }
         }
         Ok(stream)
@@ -446,7 +446,10 @@ impl MemberStream<'_> {
     /// The parallel decoder failed after `produced` bytes: inflate in one stream from the
     /// start, the bytes already given dropped, so that the one-stream path has the last word.
     fn fall_back(&mut self, error: &io::Error) -> io::Result<()> {
-        crate::debug!("member `{}`: parallel inflate stopped ({error}); inflating in one stream", self.entry.name);
+        wheelfix_base::debug!(
+            "member `{}`: parallel inflate stopped ({error}); inflating in one stream",
+            self.entry.name
+        );
         self.parallel = None;
         // The bytes dropped were counted once already: the sum so far is kept aside.
         let (given, crc) = (self.produced, std::mem::replace(&mut self.crc, libdeflater::Crc::new()));
@@ -492,7 +495,7 @@ impl Read for MemberStream<'_> {
             match parallel.read(buf) {
                 Ok(0) => {
                     let stats = parallel.stats();
-                    crate::debug!(
+                    wheelfix_base::debug!(
                         "member `{}`: inflated on rapidgzip's {:?} path at {:.0} MB/s",
                         self.entry.name,
                         stats.path,

@@ -18,7 +18,7 @@ pub fn archive_paths(binary: &str, search_paths: &[String], arch: &str) -> Vec<S
         .iter()
         .map(|pattern| pattern.replace(GFXARCH, arch))
         .filter(|relative| !relative.starts_with('/'))
-        .filter_map(|relative| crate::wheel::normalize_path(&crate::wheel::join_path(dir, &relative)))
+        .filter_map(|relative| wheelfix_base::paths::normalize_path(&wheelfix_base::paths::join_path(dir, &relative)))
         .collect()
 }
 

@@ -15,7 +15,7 @@
 use std::io::Read;
 
 use super::{Container, GpuCode, MAX_DECODED, embedded_object};
-use crate::elf::view::FileView;
+use wheelfix_elf::view::FileView;
 
 /// The most of an archive read (compressed): the directory and the first headers lie in it.
 pub const KEEP: u64 = 16 << 20;

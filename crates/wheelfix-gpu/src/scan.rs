@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use super::{
     BUNDLE_MAGIC, CCOB_MAGIC, GpuCode, KPAK_MAGIC, MAX_DECODED, NV_FATBIN_MAGIC, OFFLOAD_BINARY_MAGIC, amdgpu_target,
 };
-use crate::elf::ElfFacts;
-use crate::elf::header::{ElfIdent, gpu_header_fields};
-use crate::platform::EM_AMDGPU;
+use wheelfix_base::platform::EM_AMDGPU;
+use wheelfix_elf::ElfFacts;
+use wheelfix_elf::header::{ElfIdent, gpu_header_fields};
 
 /// The most bytes of one bundle's entry table kept.
 const TABLE_CAP: usize = 4 << 20;
@@ -665,7 +665,7 @@ impl Hits {
             at = next + consumed.max(1);
         }
         if bundles > 0 {
-            code.notes.push(crate::log::plural(bundles, "offload bundle"));
+            code.notes.push(wheelfix_base::log::plural(bundles, "offload bundle"));
         }
         if !compressed.is_empty() {
             let mut kinds = compressed.clone();
@@ -673,7 +673,7 @@ impl Hits {
             kinds.dedup();
             code.notes.push(format!(
                 "{}: {}",
-                crate::log::plural(compressed.len(), "compressed bundle"),
+                wheelfix_base::log::plural(compressed.len(), "compressed bundle"),
                 kinds.join(", ")
             ));
         }

@@ -1,0 +1,36 @@
+//! Input files opened as wheelfix opens them: only regular files, and never blocking on the
+//! open (a FIFO named `x.whl` is an error, not a hang).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Open a file for reading only if it is a regular file. The open itself never blocks: it is
+/// made non-blocking, and anything but a regular file is refused before a byte is read.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.file_type().is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, not_regular(&metadata)));
+    }
+    Ok(file)
+}
+
+/// What a file that is not a regular file is, for the error.
+fn not_regular(metadata: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let t = metadata.file_type();
+    let what = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    format!("{what}, not a regular file")
+}
