@@ -328,16 +328,16 @@ impl Kind {
     }
 }
 
-/// Read one member as far as needed: its first bytes tell whether it is ELF, PE, Mach-O or a
-/// device-code container; only those are read on, and every member that must be hashed (all of
-/// them, when hashes are verified). Small members are inflated whole; large ones stream past
-/// within the memory budget ([`read`]).
 /// The ELF facts of one member, read as [`scan`] reads members (within the memory budget, large
 /// ones streamed), without hashing: a library another wheel provides. `None`: not an ELF file.
 pub fn member_elf_facts(wheel: &Wheel, index: usize, options: &AnalyzeOptions) -> Result<Option<ElfFacts>, WheelError> {
     Ok(scan_member(wheel, index, options, false)?.elf.map(|facts| *facts))
 }
 
+/// Read one member as far as needed: its first bytes tell whether it is ELF, PE, Mach-O or a
+/// device-code container; only those are read on, and every member that must be hashed (all of
+/// them, when hashes are verified). Small members are inflated whole; large ones stream past
+/// within the memory budget ([`read`]).
 fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: bool) -> Result<Scanned, WheelError> {
     let archive = &wheel.archive;
     let member = &archive.members()[index];
@@ -357,7 +357,6 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
     let hash = hashing
         && !wheel.is_record_file(&member.name)
         && (options.verify_hashes || (options.hash_for_record && !wheel.row_is_reusable(member)));
-    let algorithm = wheel.extra_algorithm(member);
     let budget = &*options.memory;
     let whole = read::reads_whole(member, budget);
     // A copy kept for `thin` notes where the member's deflate blocks start, as it is inflated.
@@ -370,59 +369,106 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         Some((bytes, _, _)) => bytes[..bytes.len().min(HEAD)].to_vec(),
         None => archive.peek(member, HEAD)?,
     };
-    let mut kind = Kind::of(&head);
+    let sniffed = sniff(wheel, member, &head, data.as_ref().map(|(bytes, _, _)| &bytes[..]), &mut scanned)?;
+    if sniffed.kind.needs_content() && data.is_none() && whole {
+        data = Some(read::whole_marking(wheel, member, budget, marking)?);
+    }
+    let at = MemberScan { wheel, member, options, hash };
+    match data {
+        Some((bytes, mut marks, _permit)) => scan_in_memory(&at, sniffed, &bytes, marks.take(), scanned),
+        None if !sniffed.kind.needs_content() && !hash => Ok(scanned),
+        None => scan_streamed(&at, sniffed, &head, scanned),
+    }
+}
+
+/// What a member's first bytes say it is, with the PE sections that hold device code. A GPU
+/// code object's header says everything reported (into `scanned`); a PE or Mach-O binary is
+/// named.
+struct Sniffed {
+    kind: Kind,
+    pe_sections: Vec<gpu::pe::DeviceSection>,
+}
+
+fn sniff(
+    wheel: &Wheel,
+    member: &Member,
+    head: &[u8],
+    whole: Option<&[u8]>,
+    scanned: &mut Scanned,
+) -> Result<Sniffed, WheelError> {
+    let mut kind = Kind::of(head);
     let mut pe_sections = Vec::new();
     if kind == Kind::GpuElf {
         // Device code: the header says everything we report; never a host binary.
-        match gpu::code_object_from_header(&member.name, &head) {
+        match gpu::code_object_from_header(&member.name, head) {
             Some(code) => scanned.gpu = vec![code],
             None => scanned.note = Some("skipped: a GPU ELF file too short to read its header".into()),
         }
     } else if kind == Kind::Other {
-        scanned.format = ForeignFormat::sniff(&head);
+        scanned.format = ForeignFormat::sniff(head);
         if scanned.format == Some(ForeignFormat::Pe) {
             // Its section table says whether it carries device code, and where.
-            pe_sections = match &data {
-                Some((bytes, _, _)) => gpu::pe::device_sections(&bytes[..bytes.len().min(gpu::pe::HEAD)]),
-                None => gpu::pe::device_sections(&archive.peek(member, gpu::pe::HEAD)?),
+            pe_sections = match whole {
+                Some(bytes) => gpu::pe::device_sections(&bytes[..bytes.len().min(gpu::pe::HEAD)]),
+                None => gpu::pe::device_sections(&wheel.archive.peek(member, gpu::pe::HEAD)?),
             };
             if !pe_sections.is_empty() {
                 kind = Kind::PeDeviceCode;
             }
         }
     }
-    if kind.needs_content() && data.is_none() && whole {
-        data = Some(read::whole_marking(wheel, member, budget, marking)?);
+    Ok(Sniffed { kind, pe_sections })
+}
+
+/// The member being scanned, and whether it is hashed.
+struct MemberScan<'a> {
+    wheel: &'a Wheel,
+    member: &'a Member,
+    options: &'a AnalyzeOptions,
+    hash: bool,
+}
+
+/// A member inflated whole: hashed, read, and copied for `thin` when it holds bundles.
+fn scan_in_memory(
+    at: &MemberScan,
+    sniffed: Sniffed,
+    bytes: &[u8],
+    marks: Option<crate::wheel::zip::blocks::BlockMarks>,
+    mut scanned: Scanned,
+) -> Result<Scanned, WheelError> {
+    let MemberScan { wheel, member, options, hash } = *at;
+    if hash {
+        let algorithm = wheel.extra_algorithm(member);
+        record_digest(wheel, member, read::Digester::of(bytes, algorithm), options, &mut scanned);
     }
-    if let Some((bytes, marks, _permit)) = &mut data {
-        if hash {
-            record_digest(wheel, member, read::Digester::of(bytes, algorithm), options, &mut scanned);
-        }
-        if kind == Kind::PeDeviceCode {
-            let hits = gpu::scan::Hits::of(bytes, gpu::scan::Patterns::PE);
-            scanned.gpu.extend(gpu::pe::binary(&member.name, &pe_sections, bytes.len() as u64, &hits));
-            return Ok(scanned);
-        }
-        let mut scanned = read_whole_member(&member.name, kind, bytes, scanned, options.device_code)?;
-        if let Some(room) = options.keep_bundled_copies.as_ref().filter(|_| has_bundles(&scanned.gpu))
-            && room.take(member.size)
-        {
-            scanned.copy = Some(copy_of(room, bytes, marks.take()).map_err(|e| copy_error(member, &e))?);
-        }
+    if sniffed.kind == Kind::PeDeviceCode {
+        let hits = gpu::scan::Hits::of(bytes, gpu::scan::Patterns::PE);
+        scanned.gpu.extend(gpu::pe::binary(&member.name, &sniffed.pe_sections, bytes.len() as u64, &hits));
         return Ok(scanned);
     }
-    if !kind.needs_content() && !hash {
-        return Ok(scanned);
+    let mut scanned = read_whole_member(&member.name, sniffed.kind, bytes, scanned, options.device_code)?;
+    if let Some(room) = options.keep_bundled_copies.as_ref().filter(|_| has_bundles(&scanned.gpu))
+        && room.take(member.size)
+    {
+        scanned.copy = Some(copy_of(room, bytes, marks).map_err(|e| copy_error(member, &e))?);
     }
+    Ok(scanned)
+}
+
+/// A member too large to inflate whole: one streaming pass that hashes it, keeps what its
+/// reader needs, and copies it for `thin` (the copy dropped again, its space freed, when it
+/// holds no bundles).
+fn scan_streamed(at: &MemberScan, sniffed: Sniffed, head: &[u8], mut scanned: Scanned) -> Result<Scanned, WheelError> {
+    let MemberScan { wheel, member, options, hash } = *at;
+    let kind = sniffed.kind;
+    let budget = &*options.memory;
     let first = match kind {
         Kind::HostElf if !options.device_code => read::FirstPass::ElfFactsOnly,
         Kind::HostElf => read::FirstPass::Elf,
-        Kind::Container => read::FirstPass::Container(gpu::scan::Patterns::for_container(&head).expect("a container")),
+        Kind::Container => read::FirstPass::Container(gpu::scan::Patterns::for_container(head).expect("a container")),
         Kind::PeDeviceCode => read::FirstPass::Container(gpu::scan::Patterns::PE),
         _ => read::FirstPass::Nothing,
     };
-    // A file that may hold bundles is copied as it streams past when copies are kept; the
-    // copy is dropped again (its space freed) when it holds none.
     let room = options.keep_bundled_copies.as_ref().filter(|_| matches!(kind, Kind::HostElf | Kind::Container));
     let room = room.filter(|room| room.take(member.size));
     let mut copy = match room {
@@ -433,7 +479,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         wheel,
         member,
         first,
-        hash.then_some(algorithm),
+        hash.then_some(wheel.extra_algorithm(member)),
         budget,
         options.parallel_inflate.as_ref(),
         copy.as_mut(),
@@ -451,7 +497,7 @@ fn scan_member(wheel: &Wheel, index: usize, options: &AnalyzeOptions, hashing: b
         }
         Kind::Container => scanned.gpu.extend(gpu::container_view(&member.name, &streamed.kept, &streamed.hits)),
         Kind::PeDeviceCode => {
-            scanned.gpu.extend(gpu::pe::binary(&member.name, &pe_sections, member.size, &streamed.hits));
+            scanned.gpu.extend(gpu::pe::binary(&member.name, &sniffed.pe_sections, member.size, &streamed.hits));
         }
         _ => {}
     }

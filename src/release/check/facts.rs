@@ -209,77 +209,27 @@ pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePa
         Err(String::new())
     };
     match opened {
-        Ok((wheel, analysis, judgement)) => Read {
-            path: path.to_path_buf(),
-            sha256: wheel.archive.zip.sha256().ok(),
-            dist: Some(Dist {
+        Ok((wheel, analysis, judgement)) => {
+            let pure = analysis.has_no_code();
+            let sha256 = wheel.archive.zip.sha256().ok();
+            Read {
                 path: path.to_path_buf(),
-                project: wheel.metadata.package.to_string(),
-                version: wheel.metadata.version.text.clone(),
-                platform: crate::release::platform_family(&wheel.filename.platform_tags),
-                file_name: file_name.clone(),
-                pure: analysis.has_no_code(),
-                installer_problems: wheel.installer_problems.clone(),
-                wheel: Some(WheelFacts {
-                    filename_tags: wheel.filename.platform_tags.clone(),
-                    python_abi_pairs: wheel.filename.python_abi_pairs(),
-                    tag_lines: wheel.wheel_info.tags.clone(),
-                    root_is_purelib: wheel.wheel_info.root_is_purelib,
-                    gpu_targets: analysis.gpu_targets(),
-                    bundled: analysis.gpu.iter().filter(|g| g.container.holds_bundles()).cloned().collect(),
-                    cross: crate::analysis::linkage::cross_wheel_needs(&wheel, &analysis)
-                        .into_iter()
-                        .filter(|n| {
-                            !options.policies.system_library(&n.soname)
-                                && options.analyze.exclude.reason(&n.soname, None).is_none()
-                                && analysis.external.get(&n.soname).is_none_or(|e| e.provided_by.is_none())
-                                && !crate::analysis::linkage::found_on_system(&analysis, &n.soname, options.analyze)
-                        })
-                        .collect(),
-                    install_paths: wheel
-                        .archive
-                        .members()
-                        .iter()
-                        .filter(|m| !m.is_dir())
-                        .filter_map(|m| wheel.install_path(&m.name))
-                        .collect(),
-                    metadata_only: wheel
-                        .archive
-                        .members()
-                        .iter()
-                        .filter(|m| !m.is_dir())
-                        .all(|m| m.name.split('/').next().is_some_and(|top| top.ends_with(".dist-info"))),
-                    tag: tag_facts(&wheel, &judgement),
-                    device_bytes: crate::elf::gpu::device_bytes(&analysis.gpu),
-                    kpack_refs: analysis
-                        .gpu
-                        .iter()
-                        .filter(|g| !g.kpack_search_paths.is_empty())
-                        .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_search_paths.clone())))
-                        .collect(),
-                    kpack_archives: analysis
-                        .gpu
-                        .iter()
-                        .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
-                        .filter_map(|g| Some((wheel.install_path(&g.file)?, g.targets.clone())))
-                        .collect(),
-                    rocm_sonames: analysis
-                        .elf
-                        .iter()
-                        .map(|e| {
-                            let known =
-                                e.facts.needed.iter().filter(|n| crate::release::abi::AbiTable::builtin().knows(n));
-                            known.cloned().collect::<BTreeSet<String>>()
-                        })
-                        .filter(|set| !set.is_empty())
-                        .collect(),
-                    record_findings: analysis.record_findings,
+                sha256,
+                dist: Some(Dist {
+                    path: path.to_path_buf(),
+                    project: wheel.metadata.package.to_string(),
+                    version: wheel.metadata.version.text.clone(),
+                    platform: crate::release::platform_family(&wheel.filename.platform_tags),
+                    file_name: file_name.clone(),
+                    pure,
+                    installer_problems: wheel.installer_problems.clone(),
+                    wheel: Some(wheel_facts(&wheel, analysis, &judgement, options)),
+                    size: wheel.archive.zip.identity.len,
+                    metadata: wheel.metadata,
                 }),
-                size: wheel.archive.zip.identity.len,
-                metadata: wheel.metadata,
-            }),
-            unreadable: None,
-        },
+                unreadable: None,
+            }
+        }
         // An sdist; or a wheel that cannot be opened whole, whose metadata the set's other
         // findings may still use.
         Err(wheel_error) => {
@@ -303,5 +253,68 @@ pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePa
             });
             Read { path: path.to_path_buf(), sha256, dist, unreadable: message.map(unreadable) }
         }
+    }
+}
+
+/// What the rules need of a wheel that opened whole.
+fn wheel_facts(
+    wheel: &Wheel,
+    analysis: crate::analysis::Analysis,
+    judgement: &crate::policy::judgement::Judgement,
+    options: &ExamineOptions<'_>,
+) -> WheelFacts {
+    WheelFacts {
+        filename_tags: wheel.filename.platform_tags.clone(),
+        python_abi_pairs: wheel.filename.python_abi_pairs(),
+        tag_lines: wheel.wheel_info.tags.clone(),
+        root_is_purelib: wheel.wheel_info.root_is_purelib,
+        gpu_targets: analysis.gpu_targets(),
+        bundled: analysis.gpu.iter().filter(|g| g.container.holds_bundles()).cloned().collect(),
+        cross: crate::analysis::linkage::cross_wheel_needs(wheel, &analysis)
+            .into_iter()
+            .filter(|n| {
+                !options.policies.system_library(&n.soname)
+                    && options.analyze.exclude.reason(&n.soname, None).is_none()
+                    && analysis.external.get(&n.soname).is_none_or(|e| e.provided_by.is_none())
+                    && !crate::analysis::linkage::found_on_system(&analysis, &n.soname, options.analyze)
+            })
+            .collect(),
+        install_paths: wheel
+            .archive
+            .members()
+            .iter()
+            .filter(|m| !m.is_dir())
+            .filter_map(|m| wheel.install_path(&m.name))
+            .collect(),
+        metadata_only: wheel
+            .archive
+            .members()
+            .iter()
+            .filter(|m| !m.is_dir())
+            .all(|m| m.name.split('/').next().is_some_and(|top| top.ends_with(".dist-info"))),
+        tag: tag_facts(wheel, judgement),
+        device_bytes: crate::elf::gpu::device_bytes(&analysis.gpu),
+        kpack_refs: analysis
+            .gpu
+            .iter()
+            .filter(|g| !g.kpack_search_paths.is_empty())
+            .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_search_paths.clone())))
+            .collect(),
+        kpack_archives: analysis
+            .gpu
+            .iter()
+            .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+            .filter_map(|g| Some((wheel.install_path(&g.file)?, g.targets.clone())))
+            .collect(),
+        rocm_sonames: analysis
+            .elf
+            .iter()
+            .map(|e| {
+                let known = e.facts.needed.iter().filter(|n| crate::release::abi::AbiTable::builtin().knows(n));
+                known.cloned().collect::<BTreeSet<String>>()
+            })
+            .filter(|set| !set.is_empty())
+            .collect(),
+        record_findings: analysis.record_findings,
     }
 }

@@ -53,90 +53,113 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             .copied()
             .filter(|p| device_target(p).is_some() && families.iter().any(|f| p.starts_with(f.as_str())))
             .collect();
-        for device in &devices {
-            let target = device_target(device).unwrap_or_default();
-            let extra = format!("device-{target}");
-            if !requirements.iter().any(|r| r.extra.as_deref() == Some(&extra) && r.package == **device) {
-                findings.push(Finding {
-                    kind: "missing-extra",
-                    severity: Severity::Error,
-                    message: format!(
-                        "{} {} has no extra `{extra}` for {device}, which the set contains",
-                        d.project, d.version
-                    ),
-                    files: file.clone(),
-                });
-            }
-            if d.metadata.provides_extra.iter().any(|e| e == "device-all")
-                && !requirements.iter().any(|r| r.extra.as_deref() == Some("device-all") && r.package == **device)
-            {
-                findings.push(Finding {
-                    kind: "device-all-incomplete",
-                    severity: Severity::Error,
-                    message: format!("{} {}: `device-all` does not include {device}", d.project, d.version),
-                    files: file.clone(),
-                });
-            }
-        }
+        findings.extend(device_extra_findings(d, &devices, &file));
         for r in requirements.iter().filter(|r| r.extra.is_some()) {
-            let Some(platforms) = present.get(r.package.as_str()) else {
-                findings.push(Finding {
-                    kind: "absent-pin",
-                    severity: Severity::Error,
-                    message: format!(
-                        "{} {}: extra `{}` requires {}, which the set does not contain",
-                        d.project,
-                        d.version,
-                        r.extra.as_deref().unwrap_or(""),
-                        r.package
-                    ),
-                    files: file.clone(),
-                });
-                continue;
-            };
-            let families: BTreeSet<&str> = platforms.iter().flatten().map(|p| os_family(p)).collect();
-            if r.sys_platform.is_none()
-                && d.platform.is_none()
-                && !platforms.contains(&None)
-                && let Some(lacking) = set_families.difference(&families).next()
-            {
-                findings.push(Finding {
-                    kind: "unmarked-platform-extra",
-                    severity: Severity::Error,
-                    message: format!(
-                        "{} {}: extra `{}` requires {}, which the set has only for {}, with no platform marker: on {lacking} the extra cannot resolve",
-                        d.project,
-                        d.version,
-                        r.extra.as_deref().unwrap_or(""),
-                        r.package,
-                        families.iter().copied().collect::<Vec<_>>().join(", ")
-                    ),
-                    files: file.clone(),
-                });
-            }
-            if let Some(sys) = &r.sys_platform {
-                let family = match sys.as_str() {
-                    "linux" => "linux",
-                    "win32" => "win",
-                    "darwin" => "macosx",
-                    other => other,
-                };
-                let available = platforms.iter().any(|p| p.is_none_or(|p| p.starts_with(family)));
-                if !available {
-                    findings.push(Finding {
-                        kind: "platform-marker",
-                        severity: Severity::Error,
-                        message: format!(
-                            "{} {}: {} is required on sys_platform == \"{sys}\", but the set has it only for {}",
-                            d.project,
-                            d.version,
-                            r.package,
-                            platforms.iter().map(|p| p.unwrap_or("any")).collect::<Vec<_>>().join(", ")
-                        ),
-                        files: file.clone(),
-                    });
-                }
-            }
+            findings.extend(extra_requirement_findings(d, r, &present, &set_families, &file));
+        }
+    }
+    findings
+}
+
+/// A selector's extras for the device packages of its families: one `device-<target>` each,
+/// and `device-all` naming them all.
+fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Finding> {
+    let requirements = &d.metadata.requires_dist;
+    let mut findings = Vec::new();
+    for device in devices {
+        let target = device_target(device).unwrap_or_default();
+        let extra = format!("device-{target}");
+        if !requirements.iter().any(|r| r.extra.as_deref() == Some(&extra) && r.package == **device) {
+            findings.push(Finding {
+                kind: "missing-extra",
+                severity: Severity::Error,
+                message: format!(
+                    "{} {} has no extra `{extra}` for {device}, which the set contains",
+                    d.project, d.version
+                ),
+                files: file.to_vec(),
+            });
+        }
+        if d.metadata.provides_extra.iter().any(|e| e == "device-all")
+            && !requirements.iter().any(|r| r.extra.as_deref() == Some("device-all") && r.package == **device)
+        {
+            findings.push(Finding {
+                kind: "device-all-incomplete",
+                severity: Severity::Error,
+                message: format!("{} {}: `device-all` does not include {device}", d.project, d.version),
+                files: file.to_vec(),
+            });
+        }
+    }
+    findings
+}
+
+/// One requirement under an extra: the set contains what it requires, for every operating
+/// system the set serves or under a marker that says which.
+fn extra_requirement_findings(
+    d: &Dist,
+    r: &crate::wheel::requirement::Requirement,
+    present: &BTreeMap<&str, BTreeSet<Option<&str>>>,
+    set_families: &BTreeSet<&str>,
+    file: &[String],
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let Some(platforms) = present.get(r.package.as_str()) else {
+        findings.push(Finding {
+            kind: "absent-pin",
+            severity: Severity::Error,
+            message: format!(
+                "{} {}: extra `{}` requires {}, which the set does not contain",
+                d.project,
+                d.version,
+                r.extra.as_deref().unwrap_or(""),
+                r.package
+            ),
+            files: file.to_vec(),
+        });
+        return findings;
+    };
+    let families: BTreeSet<&str> = platforms.iter().flatten().map(|p| os_family(p)).collect();
+    if r.sys_platform.is_none()
+        && d.platform.is_none()
+        && !platforms.contains(&None)
+        && let Some(lacking) = set_families.difference(&families).next()
+    {
+        findings.push(Finding {
+                kind: "unmarked-platform-extra",
+                severity: Severity::Error,
+                message: format!(
+                    "{} {}: extra `{}` requires {}, which the set has only for {}, with no platform marker: on {lacking} the extra cannot resolve",
+                    d.project,
+                    d.version,
+                    r.extra.as_deref().unwrap_or(""),
+                    r.package,
+                    families.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+                files: file.to_vec(),
+            });
+    }
+    if let Some(sys) = &r.sys_platform {
+        let family = match sys.as_str() {
+            "linux" => "linux",
+            "win32" => "win",
+            "darwin" => "macosx",
+            other => other,
+        };
+        let available = platforms.iter().any(|p| p.is_none_or(|p| p.starts_with(family)));
+        if !available {
+            findings.push(Finding {
+                kind: "platform-marker",
+                severity: Severity::Error,
+                message: format!(
+                    "{} {}: {} is required on sys_platform == \"{sys}\", but the set has it only for {}",
+                    d.project,
+                    d.version,
+                    r.package,
+                    platforms.iter().map(|p| p.unwrap_or("any")).collect::<Vec<_>>().join(", ")
+                ),
+                files: file.to_vec(),
+            });
         }
     }
     findings
@@ -241,86 +264,97 @@ pub(super) fn wheel_findings(dists: &[Dist], strict_record: bool) -> Vec<Finding
                 files: file.clone(),
             });
         }
-        let filename_tags: BTreeSet<String> = w
-            .python_abi_pairs
-            .iter()
-            .flat_map(|pair| w.filename_tags.iter().map(move |p| format!("{pair}-{p}")))
-            .collect();
-        let wheel_tags: BTreeSet<String> = w.tag_lines.iter().cloned().collect();
-        if filename_tags != wheel_tags {
-            let list = |v: Vec<&String>| {
-                if v.is_empty() { "-".into() } else { v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
+        findings.extend(tag_findings(d, w, &file));
+        if let Some(arch) = architecture_dir(&d.path) {
+            findings.extend(architecture_findings(d, w, &arch, &file));
+        }
+    }
+    findings
+}
+
+/// The name and WHEEL agree, claim no more than the binaries meet, and a platform wheel is
+/// installed as one.
+fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let filename_tags: BTreeSet<String> =
+        w.python_abi_pairs.iter().flat_map(|pair| w.filename_tags.iter().map(move |p| format!("{pair}-{p}"))).collect();
+    let wheel_tags: BTreeSet<String> = w.tag_lines.iter().cloned().collect();
+    if filename_tags != wheel_tags {
+        let list = |v: Vec<&String>| {
+            if v.is_empty() { "-".into() } else { v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
+        };
+        findings.push(Finding {
+            kind: "tag-mismatch",
+            severity: Severity::Error,
+            message: format!(
+                "{}: the file name and WHEEL disagree (only in the name: {}; only in WHEEL: {})",
+                d.file_name,
+                list(filename_tags.difference(&wheel_tags).collect()),
+                list(wheel_tags.difference(&filename_tags).collect())
+            ),
+            files: file.to_vec(),
+        });
+    }
+    // A name that claims more than the binaries meet: pip installs it where it cannot load.
+    if let (TagFacts { basis: "claimed", measured: Some(_), note, .. }, true) =
+        (&w.tag, !w.filename_tags.iter().any(|t| t.is_linux() || t.is_any()))
+    {
+        findings.push(Finding {
+            kind: "tag-not-met",
+            severity: Severity::Error,
+            message: format!(
+                "{}: the name claims {} but {note}: pip installs it on hosts where it cannot load",
+                d.file_name, w.tag.tag
+            ),
+            files: file.to_vec(),
+        });
+    }
+    if d.platform.is_some() && w.root_is_purelib == Some(true) {
+        findings.push(Finding {
+            kind: "purelib-platform-wheel",
+            severity: Severity::Error,
+            message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
+            files: file.to_vec(),
+        });
+    }
+    findings
+}
+
+/// A wheel in an architecture's index holds device code for that architecture, in every
+/// bundle, and none only for others.
+fn architecture_findings(d: &Dist, w: &WheelFacts, arch: &str, file: &[String]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if let Ok(requested) = crate::elf::gpu::targets::Requested::parse(arch)
+        && (w.gpu_targets.is_empty() || w.gpu_targets.iter().any(|t| t == arch))
+    {
+        for u in crate::elf::gpu::targets::uncovered(&w.bundled, &[requested]) {
+            let holds = if u.has.is_empty() {
+                "no device code at all: its offload bundles were emptied (`thin --allow-missing` of a build without it?)".to_string()
+            } else {
+                format!("code for {} only", u.has.join(", "))
             };
             findings.push(Finding {
-                kind: "tag-mismatch",
+                kind: "no-code-for-architecture",
                 severity: Severity::Error,
                 message: format!(
-                    "{}: the file name and WHEEL disagree (only in the name: {}; only in WHEEL: {})",
-                    d.file_name,
-                    list(filename_tags.difference(&wheel_tags).collect()),
-                    list(wheel_tags.difference(&filename_tags).collect())
+                    "{}: {} has offload bundles but no code object that runs on {arch}, the architecture of its index; it holds {holds}. Installed there, it fails with hipErrorNoBinaryForGpu",
+                    d.file_name, u.file
                 ),
-                files: file.clone(),
+                files: file.to_vec(),
             });
         }
-        // A name that claims more than the binaries meet: pip installs it where it cannot load.
-        if let (TagFacts { basis: "claimed", measured: Some(_), note, .. }, true) =
-            (&w.tag, !w.filename_tags.iter().any(|t| t.is_linux() || t.is_any()))
-        {
-            findings.push(Finding {
-                kind: "tag-not-met",
-                severity: Severity::Error,
-                message: format!(
-                    "{}: the name claims {} but {note}: pip installs it on hosts where it cannot load",
-                    d.file_name, w.tag.tag
-                ),
-                files: file.clone(),
-            });
-        }
-        if d.platform.is_some() && w.root_is_purelib == Some(true) {
-            findings.push(Finding {
-                kind: "purelib-platform-wheel",
-                severity: Severity::Error,
-                message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
-                files: file.clone(),
-            });
-        }
-        if let Some(arch) = architecture_dir(&d.path)
-            && let Ok(requested) = crate::elf::gpu::targets::Requested::parse(&arch)
-            && (w.gpu_targets.is_empty() || w.gpu_targets.contains(&arch))
-        {
-            for u in crate::elf::gpu::targets::uncovered(&w.bundled, &[requested]) {
-                let holds = if u.has.is_empty() {
-                    "no device code at all: its offload bundles were emptied (`thin --allow-missing` of a build without it?)".to_string()
-                } else {
-                    format!("code for {} only", u.has.join(", "))
-                };
-                findings.push(Finding {
-                    kind: "no-code-for-architecture",
-                    severity: Severity::Error,
-                    message: format!(
-                        "{}: {} has offload bundles but no code object that runs on {arch}, the architecture of its index; it holds {holds}. Installed there, it fails with hipErrorNoBinaryForGpu",
-                        d.file_name, u.file
-                    ),
-                    files: file.clone(),
-                });
-            }
-        }
-        if let Some(arch) = architecture_dir(&d.path)
-            && !w.gpu_targets.is_empty()
-            && !w.gpu_targets.contains(&arch)
-        {
-            findings.push(Finding {
-                kind: "wrong-architecture",
-                severity: Severity::Error,
-                message: format!(
-                    "{} is in the {arch} index but its device code is for {}",
-                    d.file_name,
-                    w.gpu_targets.join(", ")
-                ),
-                files: file.clone(),
-            });
-        }
+    }
+    if !w.gpu_targets.is_empty() && !w.gpu_targets.iter().any(|t| t == arch) {
+        findings.push(Finding {
+            kind: "wrong-architecture",
+            severity: Severity::Error,
+            message: format!(
+                "{} is in the {arch} index but its device code is for {}",
+                d.file_name,
+                w.gpu_targets.join(", ")
+            ),
+            files: file.to_vec(),
+        });
     }
     findings
 }

@@ -117,7 +117,7 @@ pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::release::upstr
     let pages = crate::parallel::map(&projects, |p| upstream.files(p));
     let projects_of_set = by_project(dists);
     // Who requires each project (other than itself), found in one pass.
-    let mut required: BTreeMap<&str, Vec<(&Dist, &crate::wheel::requirement::Requirement)>> = BTreeMap::new();
+    let mut required: BTreeMap<&str, Vec<Required>> = BTreeMap::new();
     for d in dists {
         for r in d.metadata.requires_dist.iter().filter(|r| r.package.as_str() != d.project) {
             required.entry(r.package.as_str()).or_default().push((d, r));
@@ -127,94 +127,14 @@ pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::release::upstr
     let mut findings = Vec::new();
     let mut unreachable = Vec::new();
     for (project, page) in projects.iter().zip(pages) {
-        let files = match page {
-            Ok(Some(files)) => files,
-            Ok(None) => continue,
-            Err(e) => {
-                unreachable.push(e);
-                continue;
+        match page {
+            Ok(Some(files)) => {
+                let ours = projects_of_set.get(project).cloned().unwrap_or_default();
+                let requirements = required.get(project).cloned().unwrap_or_default();
+                findings.extend(project_findings(project, &files, &ours, &requirements, url));
             }
-        };
-        let ours: Vec<&Dist> = projects_of_set.get(project).cloned().unwrap_or_default();
-        let newest_ours = ours.iter().map(|d| &d.metadata.version.parsed).max();
-        let our_files: Vec<String> = ours.iter().map(|d| d.path.display().to_string()).collect();
-        let requirements: Vec<(&Dist, &crate::wheel::requirement::Requirement)> =
-            required.get(project).cloned().unwrap_or_default();
-        // The file to name: the highest version, a Linux or pure wheel of it before others.
-        let rank = |f: &crate::release::upstream::UpstreamFile| {
-            let n = &f.filename;
-            if n.ends_with(".whl") && n.contains("linux") {
-                3
-            } else if n.ends_with("-any.whl") {
-                2
-            } else if n.ends_with(".whl") {
-                0
-            } else {
-                1
-            }
-        };
-        let newest = |meets: &dyn Fn(&crate::release::upstream::UpstreamFile) -> bool| {
-            files
-                .iter()
-                .filter(|f| meets(f))
-                .max_by(|a, b| (&a.version, rank(a), &a.filename).cmp(&(&b.version, rank(b), &b.filename)))
-        };
-        let ours_text = newest_ours.map(|v| format!("{project} {v}")).unwrap_or_default();
-        let mut collided = false;
-        if requirements.is_empty() {
-            // Installed by name: `pip install <project>` takes the highest version of every index.
-            let bare = crate::wheel::requirement::Requirement::parse(project);
-            if let Some(best) = newest(&|f| upstream_meets(&bare, f))
-                && newest_ours.is_none_or(|v| best.version > *v)
-            {
-                collided = true;
-                findings.push(Finding {
-                    kind: "upstream-collision",
-                    severity: Severity::Error,
-                    message: format!(
-                        "`pip install {project}` takes {url}'s {project} {} ({}), a higher version than the set's {}",
-                        best.version,
-                        best.filename,
-                        newest_ours.map(|v| v.to_string()).unwrap_or_default()
-                    ),
-                    files: our_files.clone(),
-                });
-            }
-        }
-        for (d, r) in &requirements {
-            if let Some(best) = newest(&|f| upstream_meets(r, f)) {
-                collided = true;
-                findings.push(Finding {
-                    kind: "upstream-collision",
-                    severity: Severity::Error,
-                    message: format!(
-                        "{} {} requires `{}`, which {url}'s {project} {} ({}) meets: an installer can take it instead of the set's {ours_text}",
-                        d.project, d.version, r.text, best.version, best.filename
-                    ),
-                    files: vec![d.path.display().to_string()],
-                });
-            }
-        }
-        if !collided {
-            let top = files.iter().map(|f| &f.version).max().map(|v| v.to_string()).unwrap_or_default();
-            let how = if requirements.is_empty() {
-                "the set's version is the higher one, so `pip install` takes it while no upstream release outgrows it"
-                    .to_string()
-            } else {
-                format!(
-                    "every requirement on it ({}) pins the set's own label, so installers take the set's",
-                    requirements.len()
-                )
-            };
-            findings.push(Finding {
-                kind: "upstream-shadow",
-                severity: Severity::Warning,
-                message: format!(
-                    "{url} also has {project} ({}, newest {top}): {how}",
-                    crate::log::plural(files.len(), "file")
-                ),
-                files: our_files,
-            });
+            Ok(None) => {}
+            Err(e) => unreachable.push(e),
         }
     }
     if let Some(first) = unreachable.first() {
@@ -230,4 +150,99 @@ pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::release::upstr
         });
     }
     findings
+}
+
+/// A requirement of the set on another of its projects, with the file that states it.
+type Required<'a> = (&'a Dist, &'a crate::wheel::requirement::Requirement);
+
+/// One project of the set against the upstream's files of the same name.
+fn project_findings(
+    project: &str,
+    files: &[crate::release::upstream::UpstreamFile],
+    ours: &[&Dist],
+    requirements: &[Required],
+    url: &str,
+) -> Vec<Finding> {
+    let newest_ours = ours.iter().map(|d| &d.metadata.version.parsed).max();
+    let our_files: Vec<String> = ours.iter().map(|d| d.path.display().to_string()).collect();
+    let ours_text = newest_ours.map(|v| format!("{project} {v}")).unwrap_or_default();
+    let mut findings = Vec::new();
+    if requirements.is_empty() {
+        // Installed by name: `pip install <project>` takes the highest version of every index.
+        let bare = crate::wheel::requirement::Requirement::parse(project);
+        if let Some(best) = newest_meeting(files, |f| upstream_meets(&bare, f))
+            && newest_ours.is_none_or(|v| best.version > *v)
+        {
+            findings.push(Finding {
+                kind: "upstream-collision",
+                severity: Severity::Error,
+                message: format!(
+                    "`pip install {project}` takes {url}'s {project} {} ({}), a higher version than the set's {}",
+                    best.version,
+                    best.filename,
+                    newest_ours.map(|v| v.to_string()).unwrap_or_default()
+                ),
+                files: our_files.clone(),
+            });
+        }
+    }
+    for (d, r) in requirements {
+        if let Some(best) = newest_meeting(files, |f| upstream_meets(r, f)) {
+            findings.push(Finding {
+                kind: "upstream-collision",
+                severity: Severity::Error,
+                message: format!(
+                    "{} {} requires `{}`, which {url}'s {project} {} ({}) meets: an installer can take it instead of the set's {ours_text}",
+                    d.project, d.version, r.text, best.version, best.filename
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+        }
+    }
+    if findings.is_empty() {
+        let top = files.iter().map(|f| &f.version).max().map(|v| v.to_string()).unwrap_or_default();
+        let how = if requirements.is_empty() {
+            "the set's version is the higher one, so `pip install` takes it while no upstream release outgrows it"
+                .to_string()
+        } else {
+            format!(
+                "every requirement on it ({}) pins the set's own label, so installers take the set's",
+                requirements.len()
+            )
+        };
+        findings.push(Finding {
+            kind: "upstream-shadow",
+            severity: Severity::Warning,
+            message: format!(
+                "{url} also has {project} ({}, newest {top}): {how}",
+                crate::log::plural(files.len(), "file")
+            ),
+            files: our_files,
+        });
+    }
+    findings
+}
+
+/// The upstream file to name among those that meet a requirement: the highest version, a
+/// Linux or pure wheel of it before other files.
+fn newest_meeting(
+    files: &[crate::release::upstream::UpstreamFile],
+    meets: impl Fn(&crate::release::upstream::UpstreamFile) -> bool,
+) -> Option<&crate::release::upstream::UpstreamFile> {
+    let rank = |f: &crate::release::upstream::UpstreamFile| {
+        let n = &f.filename;
+        if n.ends_with(".whl") && n.contains("linux") {
+            3
+        } else if n.ends_with("-any.whl") {
+            2
+        } else if n.ends_with(".whl") {
+            0
+        } else {
+            1
+        }
+    };
+    files
+        .iter()
+        .filter(|f| meets(f))
+        .max_by(|a, b| (&a.version, rank(a), &a.filename).cmp(&(&b.version, rank(b), &b.filename)))
 }
