@@ -9,6 +9,7 @@ use serde::Serialize;
 
 pub mod aks2;
 pub mod bundle;
+pub mod codec;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod kpack;

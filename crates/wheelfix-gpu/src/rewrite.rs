@@ -20,6 +20,7 @@ pub const MAX_CCOB_DECODED: u64 = 16 << 30;
 /// The most a compressed bundle may claim to expand (beyond 64 MiB).
 const MAX_RATIO: u64 = 2000;
 
+use super::codec::{DecodingReader, StreamDecoder};
 use super::positional::CHUNK;
 pub use super::positional::{NotCopied, Positional, Ranges, ZeroedFile};
 
@@ -437,11 +438,12 @@ fn thin_ccob<F: Positional>(
         return Err(lie(at, format!("compressed: claims to decode to {} bytes from {room}", header.uncompressed)));
     }
     let source = RangeReader { file: &*file, pos: at + header_len, end: at + room };
-    let mut decoder = Bounded {
-        inner: decoder(header.method, source).map_err(|e| lie(at, e.to_string()))?,
-        read: 0,
-        limit: header.uncompressed,
+    let stream = match StreamDecoder::for_method(header.method) {
+        Some(stream) => stream.map_err(|e| lie(at, e.to_string()))?,
+        None => return Err(lie(at, format!("compressed: unknown method {}", header.method))),
     };
+    let source = io::BufReader::with_capacity(64 << 10, source);
+    let mut decoder = Bounded { inner: DecodingReader::new(source, stream), read: 0, limit: header.uncompressed };
     let bad = |e: io::Error| lie(at, format!("compressed: cannot decode: {e}"));
     let entries = read_table(&mut |buf: &mut [u8]| decoder.read_exact(buf), at)?;
     let layout = layout(&entries, header.uncompressed, keep, at, thinned)?;
@@ -482,7 +484,7 @@ fn thin_ccob<F: Positional>(
     if decoder.read(&mut buf).map_err(bad)? != 0 {
         return Err(lie(at, "compressed: decodes to more than its header claims"));
     }
-    let old_end = header.total.unwrap_or_else(|| decoder.inner.consumed() - at);
+    let old_end = header.total.unwrap_or_else(|| header_len + decoder.inner.consumed());
     drop(decoder);
     let hash = bundle_hash(rebuilt.md5);
     let compressed = rebuilt.encoder.finish().map_err(outgrows)?.out;
@@ -533,40 +535,6 @@ fn skip(decoder: &mut impl Read, mut n: u64, buf: &mut [u8]) -> io::Result<()> {
         n -= k as u64;
     }
     Ok(())
-}
-
-/// A decoder of a compressed bundle's stream, which knows how much input it took.
-enum Decoder<'a, F: Positional> {
-    Zlib(flate2::bufread::ZlibDecoder<io::BufReader<RangeReader<'a, F>>>),
-    Zstd(zstd::stream::read::Decoder<'static, io::BufReader<RangeReader<'a, F>>>),
-}
-
-impl<F: Positional> Decoder<'_, F> {
-    /// The file offset just past the compressed bytes decoded (v1's end). Exact for zlib; for
-    /// zstd, the reader's position less what it buffered.
-    fn consumed(&self) -> u64 {
-        match self {
-            Decoder::Zlib(d) => d.get_ref().get_ref().pos - d.get_ref().buffer().len() as u64,
-            Decoder::Zstd(d) => d.get_ref().get_ref().pos - d.get_ref().buffer().len() as u64,
-        }
-    }
-}
-
-impl<F: Positional> Read for Decoder<'_, F> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Decoder::Zlib(d) => d.read(buf),
-            Decoder::Zstd(d) => d.read(buf),
-        }
-    }
-}
-
-fn decoder<F: Positional>(method: u16, source: RangeReader<'_, F>) -> io::Result<Decoder<'_, F>> {
-    let buffered = io::BufReader::with_capacity(64 << 10, source);
-    Ok(match method {
-        0 => Decoder::Zlib(flate2::bufread::ZlibDecoder::new(buffered)),
-        _ => Decoder::Zstd(zstd::stream::read::Decoder::with_buffer(buffered)?.single_frame()),
-    })
 }
 
 /// An encoder of the rebuilt stream, with the method the bundle had.

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use super::codec::{Step, StreamDecoder};
 use super::{
     BUNDLE_MAGIC, CCOB_MAGIC, GpuCode, KPAK_MAGIC, MAX_DECODED, NV_FATBIN_MAGIC, OFFLOAD_BINARY_MAGIC, amdgpu_target,
 };
@@ -115,7 +116,7 @@ pub struct Ccob {
     pub input_end: u64,
     /// Code object headers by decoded offset, once compacted.
     headers: BTreeMap<u64, Vec<u8>>,
-    decoder: Option<Decoder>,
+    decoder: Option<StreamDecoder>,
     want: usize,
     limit: usize,
     table_done: bool,
@@ -396,21 +397,6 @@ impl Open {
     }
 }
 
-/// A zlib or zstd stream decoded as its bytes arrive.
-enum Decoder {
-    Zlib(flate2::Decompress),
-    Zstd(Box<zstd::stream::raw::Decoder<'static>>),
-}
-
-impl std::fmt::Debug for Decoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Decoder::Zlib(_) => "zlib",
-            Decoder::Zstd(_) => "zstd",
-        })
-    }
-}
-
 impl Ccob {
     /// The header, as far as it is known ([`super::bundle::CcobHeader`]).
     pub fn fields(&self) -> Result<super::bundle::CcobHeader, String> {
@@ -436,16 +422,13 @@ impl Ccob {
                 return;
             }
             self.limit = (uncompressed as usize).min(MAX_DECODED);
-            self.decoder = match method {
-                0 => Some(Decoder::Zlib(flate2::Decompress::new(true))),
-                1 => match zstd::stream::raw::Decoder::new() {
-                    Ok(d) => Some(Decoder::Zstd(Box::new(d))),
-                    Err(e) => {
-                        self.fail(e.to_string());
-                        return;
-                    }
-                },
-                _ => {
+            self.decoder = match StreamDecoder::for_method(method) {
+                Some(Ok(d)) => Some(d),
+                Some(Err(e)) => {
+                    self.fail(e.to_string());
+                    return;
+                }
+                None => {
                     self.ended = true;
                     return;
                 }
@@ -471,34 +454,13 @@ impl Ccob {
             }
             let before = self.decoded.len();
             self.decoded.resize(before + room.min(256 << 10), 0);
-            let (used, produced, stream_end) = match self.decoder.as_mut().expect("set above") {
-                Decoder::Zlib(d) => {
-                    let (bi, bo) = (d.total_in(), d.total_out());
-                    match d.decompress(input, &mut self.decoded[before..], flate2::FlushDecompress::None) {
-                        Ok(status) => (
-                            (d.total_in() - bi) as usize,
-                            (d.total_out() - bo) as usize,
-                            status == flate2::Status::StreamEnd,
-                        ),
-                        Err(e) => {
-                            self.decoded.truncate(before);
-                            self.fail(e.to_string());
-                            return;
-                        }
-                    }
-                }
-                Decoder::Zstd(d) => {
-                    use zstd::stream::raw::Operation;
-                    let mut inb = zstd::stream::raw::InBuffer::around(input);
-                    let mut outb = zstd::stream::raw::OutBuffer::around(&mut self.decoded[before..]);
-                    match d.run(&mut inb, &mut outb) {
-                        Ok(hint) => (inb.pos(), outb.pos(), hint == 0),
-                        Err(e) => {
-                            self.decoded.truncate(before);
-                            self.fail(e.to_string());
-                            return;
-                        }
-                    }
+            let decoded = self.decoder.as_mut().expect("set above").decode(input, &mut self.decoded[before..]);
+            let Step { used, produced, ended: stream_end } = match decoded {
+                Ok(step) => step,
+                Err(e) => {
+                    self.decoded.truncate(before);
+                    self.fail(e.to_string());
+                    return;
                 }
             };
             self.decoded.truncate(before + produced);

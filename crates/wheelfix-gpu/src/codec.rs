@@ -1,0 +1,166 @@
+//! The compression of compressed offload bundles (CCOB's `method` field: 0 zlib, 1 zstd), one
+//! decoder for both readers: the scanner pushes the bytes of a file as they stream past
+//! ([`StreamDecoder::decode`]); the rewriter pulls from a range of a file ([`DecodingReader`]).
+
+use std::io::{self, BufRead, Read};
+
+/// A zlib or zstd stream decoded as its bytes arrive.
+pub struct StreamDecoder(Inner);
+
+enum Inner {
+    Zlib(flate2::Decompress),
+    Zstd(Box<zstd::stream::raw::Decoder<'static>>),
+}
+
+/// What one [`StreamDecoder::decode`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Input bytes taken.
+    pub used: usize,
+    /// Output bytes written.
+    pub produced: usize,
+    /// The stream (one zstd frame) ended.
+    pub ended: bool,
+}
+
+impl std::fmt::Debug for StreamDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Inner::Zlib(_) => "zlib",
+            Inner::Zstd(_) => "zstd",
+        })
+    }
+}
+
+impl StreamDecoder {
+    /// The decoder of a CCOB method; `None` for a method no clang writes.
+    pub fn for_method(method: u16) -> Option<io::Result<StreamDecoder>> {
+        match method {
+            0 => Some(Ok(StreamDecoder(Inner::Zlib(flate2::Decompress::new(true))))),
+            1 => Some(zstd::stream::raw::Decoder::new().map(|d| StreamDecoder(Inner::Zstd(Box::new(d))))),
+            _ => None,
+        }
+    }
+
+    /// Decode what `input` holds into `output`, as far as either goes.
+    pub fn decode(&mut self, input: &[u8], output: &mut [u8]) -> io::Result<Step> {
+        match &mut self.0 {
+            Inner::Zlib(d) => {
+                let (before_in, before_out) = (d.total_in(), d.total_out());
+                let status = d.decompress(input, output, flate2::FlushDecompress::None).map_err(io::Error::other)?;
+                Ok(Step {
+                    used: (d.total_in() - before_in) as usize,
+                    produced: (d.total_out() - before_out) as usize,
+                    ended: status == flate2::Status::StreamEnd,
+                })
+            }
+            Inner::Zstd(d) => {
+                use zstd::stream::raw::Operation;
+                let mut inb = zstd::stream::raw::InBuffer::around(input);
+                let mut outb = zstd::stream::raw::OutBuffer::around(output);
+                let hint = d.run(&mut inb, &mut outb)?;
+                Ok(Step { used: inb.pos(), produced: outb.pos(), ended: hint == 0 })
+            }
+        }
+    }
+}
+
+/// The decoded bytes of a stream read from `source`; it knows how much input it took.
+pub struct DecodingReader<R> {
+    source: R,
+    decoder: StreamDecoder,
+    consumed: u64,
+    ended: bool,
+}
+
+impl<R: BufRead> DecodingReader<R> {
+    pub fn new(source: R, decoder: StreamDecoder) -> DecodingReader<R> {
+        DecodingReader { source, decoder, consumed: 0, ended: false }
+    }
+
+    /// The input bytes the decoder took (for a stream that ended: its compressed length).
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+}
+
+impl<R: BufRead> Read for DecodingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while !self.ended && !buf.is_empty() {
+            let input = self.source.fill_buf()?;
+            let at_end = input.is_empty();
+            // Called at the input's end too: a decoder may still hold output.
+            let step = self.decoder.decode(input, buf)?;
+            self.source.consume(step.used);
+            self.consumed += step.used as u64;
+            self.ended = step.ended;
+            if step.produced > 0 {
+                return Ok(step.produced);
+            }
+            if at_end {
+                // The input ended before the stream did: what was decoded is all there is.
+                return Ok(0);
+            }
+            if step.used == 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "the compressed stream makes no progress"));
+            }
+        }
+        Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn both_methods_decode_pushed_and_pulled_and_count_their_input() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        for (method, compressed) in [(0, zlib(&data)), (1, zstd::encode_all(&data[..], 3).unwrap())] {
+            // Pulled, with trailing bytes after the stream that are not taken.
+            let mut padded = compressed.clone();
+            padded.extend_from_slice(&[0u8; 100]);
+            let decoder = StreamDecoder::for_method(method).unwrap().unwrap();
+            let mut reader = DecodingReader::new(io::BufReader::with_capacity(4096, &padded[..]), decoder);
+            let mut out = Vec::new();
+            reader.read_to_end(&mut out).unwrap();
+            assert_eq!(out, data, "method {method}");
+            assert_eq!(reader.consumed(), compressed.len() as u64, "method {method}");
+            // Pushed, a few bytes at a time.
+            let mut decoder = StreamDecoder::for_method(method).unwrap().unwrap();
+            let (mut out, mut buf, mut ended) = (Vec::new(), vec![0u8; 1000], false);
+            for piece in compressed.chunks(7) {
+                let mut input = piece;
+                while !input.is_empty() && !ended {
+                    let step = decoder.decode(input, &mut buf).unwrap();
+                    out.extend_from_slice(&buf[..step.produced]);
+                    input = &input[step.used..];
+                    ended = step.ended;
+                }
+            }
+            assert!(ended, "method {method}");
+            assert_eq!(out, data, "method {method}");
+        }
+        assert!(StreamDecoder::for_method(2).is_none());
+    }
+
+    #[test]
+    fn a_cut_stream_ends_short_and_garbage_is_an_error() {
+        let compressed = zlib(&[5u8; 100_000]);
+        let decoder = StreamDecoder::for_method(0).unwrap().unwrap();
+        let mut reader = DecodingReader::new(&compressed[..compressed.len() / 2], decoder);
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).unwrap();
+        assert!(out.len() < 100_000);
+        let decoder = StreamDecoder::for_method(1).unwrap().unwrap();
+        let mut reader = DecodingReader::new(&b"not a zstd frame at all"[..], decoder);
+        assert!(reader.read_to_end(&mut Vec::new()).is_err());
+    }
+}
