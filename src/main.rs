@@ -493,20 +493,14 @@ struct ThinArgs {
 
 fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
     let common = args.common.common(|f| {
-        f.verify = !args.no_verify;
-        f.hash_for_record = true;
-        f.writes = true;
+        f.writing(args.no_verify);
         f.gpu_targets = args.gpu_targets.clone();
         f.zip_compression_level = args.zip_compression_level;
     });
-    let destination = match args.wheel_dir {
-        Some(dir) if !args.in_place => Destination::Directory(dir),
-        _ => Destination::InPlace,
-    };
     cmd::thin::ThinRequest {
         wheels: args.wheels,
         common,
-        destination,
+        destination: Destination::chosen(args.in_place, args.wheel_dir),
         allow_missing: args.allow_missing,
         prune_files: args.prune_files,
     }
@@ -582,16 +576,10 @@ fn main() -> ExitCode {
                 urls: args.upstream.clone(),
                 timeout: std::time::Duration::from_secs(args.timeout),
             },
-            resolve: (!args.resolve.is_empty()).then(|| cmd::release::ResolveArgs {
+            resolve: (!args.resolve.is_empty()).then_some(cmd::release::ResolveArgs {
                 requirements: args.resolve,
                 index_url: args.index_url,
-                extra_index_urls: if !args.extra_index_url.is_empty() {
-                    args.extra_index_url
-                } else if !args.upstream.is_empty() {
-                    args.upstream
-                } else {
-                    vec![wheelfix::report::page::PYPI.to_string()]
-                },
+                extra_index_urls: args.extra_index_url,
                 python: args.python,
                 platforms: args.platforms,
                 forbid: args.forbid,
@@ -637,33 +625,24 @@ fn show_request(args: ShowArgs) -> cmd::show::ShowRequest {
     cmd::show::ShowRequest { wheels: args.wheels, common, auditwheel_json, allow_pure: args.allow_pure_python_wheel }
 }
 
-/// The flags `retag` and `repair` share: hash every member unless told not to, and always
-/// those whose RECORD row must be written anew; the tag asked for; the version marking.
-fn writing_flags(f: &mut Flags, versions: &VersionArgs, no_verify: bool, plat: &Option<String>, only_plat: bool) {
-    versions.fill(f);
-    f.verify = !no_verify;
-    f.hash_for_record = true;
-    f.writes = true;
-    f.ignores_device_code = true;
-    f.plat = plat.clone();
-    f.only_plat = only_plat;
-}
-
 fn retag_request(args: RetagArgs) -> cmd::write::WriteRequest {
-    let common = args.common.common(|f| writing_flags(f, &args.versions, args.no_verify, &args.plat, args.only_plat));
-    let destination = if args.in_place {
-        Destination::InPlace
-    } else {
-        Destination::Directory(args.wheel_dir.clone().unwrap_or_else(|| PathBuf::from("wheelhouse")))
-    };
-    cmd::write::WriteRequest { wheels: args.wheels, common, destination }
+    let common = args.common.common(|f| {
+        args.versions.fill(f);
+        f.retagging(args.no_verify, args.plat.clone(), args.only_plat);
+    });
+    cmd::write::WriteRequest {
+        wheels: args.wheels,
+        common,
+        destination: Destination::chosen(args.in_place, args.wheel_dir),
+    }
 }
 
 fn repair_request(args: RepairArgs) -> cmd::write::WriteRequest {
     // `--allow-pure-python-wheel` is accepted for auditwheel's sake: pure wheels are copied.
     let _ = args.allow_pure_python_wheel;
     let common = args.common.common(|f| {
-        writing_flags(f, &args.versions, args.no_verify, &args.plat, args.only_plat);
+        args.versions.fill(f);
+        f.retagging(args.no_verify, args.plat.clone(), args.only_plat);
         f.keep_tags = args.no_update_tags;
         f.lib_sdir = args.lib_sdir.clone();
         f.repair = true;

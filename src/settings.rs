@@ -117,6 +117,25 @@ pub struct Flags {
     pub ignores_device_code: bool,
 }
 
+impl Flags {
+    /// A command that writes wheels: every member hashed against RECORD unless `--no-verify`,
+    /// and always those whose RECORD row is written anew.
+    pub fn writing(&mut self, no_verify: bool) {
+        self.verify = !no_verify;
+        self.hash_for_record = true;
+        self.writes = true;
+    }
+
+    /// `retag` and `repair`: writing, with the tag asked for; the tag does not depend on device
+    /// code, so it is not read.
+    pub fn retagging(&mut self, no_verify: bool, plat: Option<String>, only_plat: bool) {
+        self.writing(no_verify);
+        self.ignores_device_code = true;
+        self.plat = plat;
+        self.only_plat = only_plat;
+    }
+}
+
 /// Every setting of a run, resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {

@@ -299,12 +299,28 @@ pub struct ResolveArgs {
     pub requirements: Vec<String>,
     /// The set's index (required with `--resolve`).
     pub index_url: Option<String>,
+    /// `--extra-index-url`: where the rest comes from; when none is given, the `--upstream`
+    /// indexes, else PyPI (see [`ResolveArgs::extra_indexes`]).
     pub extra_index_urls: Vec<String>,
     pub python: Option<String>,
     pub platforms: Vec<String>,
     pub forbid: Vec<String>,
     pub resolver: release::resolve::Resolver,
     pub site_first: bool,
+}
+
+impl ResolveArgs {
+    /// The indexes besides the set's: those given, else the upstreams compared with, else PyPI
+    /// (where a user's `pip install` takes the rest from).
+    fn extra_indexes(&self, upstream: &release::check::UpstreamOptions) -> Vec<String> {
+        if !self.extra_index_urls.is_empty() {
+            self.extra_index_urls.clone()
+        } else if !upstream.urls.is_empty() {
+            upstream.urls.clone()
+        } else {
+            vec![crate::report::page::PYPI.to_string()]
+        }
+    }
 }
 
 pub fn run_check(request: &CheckRequest) -> Output {
@@ -332,7 +348,7 @@ pub fn run_check(request: &CheckRequest) -> Output {
     };
     let mut resolution = None;
     if let Some(args) = &request.resolve {
-        match resolve(args, request.upstream.timeout) {
+        match resolve(args, &request.upstream) {
             Ok((r, mut found)) => {
                 findings.append(&mut found);
                 resolution = Some(r);
@@ -350,13 +366,14 @@ pub fn run_check(request: &CheckRequest) -> Output {
 /// Resolve as `args` asks, in a scratch directory of this run, and judge the outcome.
 fn resolve(
     args: &ResolveArgs,
-    timeout: std::time::Duration,
+    upstream: &release::check::UpstreamOptions,
 ) -> Result<(release::resolve::Resolution, Vec<release::check::Finding>), String> {
+    let timeout = upstream.timeout;
     let index_url = args.index_url.clone().unwrap_or_default();
     let request = release::resolve::ResolveRequest {
         requirements: args.requirements.clone(),
         index_url: index_url.clone(),
-        extra_index_urls: args.extra_index_urls.clone(),
+        extra_index_urls: args.extra_indexes(upstream),
         python: args.python.clone(),
         platforms: args.platforms.clone(),
         resolver: args.resolver,

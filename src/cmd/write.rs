@@ -26,6 +26,18 @@ pub enum Destination {
     InPlace,
 }
 
+impl Destination {
+    /// Where a writing command puts its wheels: in place when asked, else the directory given,
+    /// else `wheelhouse/` (auditwheel's default).
+    pub fn chosen(in_place: bool, dir: Option<PathBuf>) -> Destination {
+        match dir {
+            _ if in_place => Destination::InPlace,
+            Some(dir) => Destination::Directory(dir),
+            None => Destination::Directory(PathBuf::from("wheelhouse")),
+        }
+    }
+}
+
 /// What a writing batch does to each wheel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Job {
