@@ -152,6 +152,13 @@ impl PolicySet {
         let policy = self.by_tag(tag)?;
         Some(self.policies.iter().position(|q| **q == *policy).unwrap_or(0))
     }
+
+    /// Whether a wheel tagged `tags` installs everywhere the policy at `consumer` does: one of
+    /// its tags is `any`, or names that policy or a more compatible one.
+    pub fn installs_where(&self, tags: &[PlatformTag], consumer: usize) -> bool {
+        tags.iter().any(|t| t.is_any())
+            || tags.iter().filter_map(|t| self.index_of(t)).min().is_some_and(|b| b <= consumer)
+    }
 }
 
 /// The policies of one architecture and libc, shared.

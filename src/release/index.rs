@@ -208,10 +208,10 @@ fn write_site(
         write(&project_dir.join("index.json"), project_json(project, list, base_url).as_bytes())?;
     }
     write(&dir.join("index.html"), root_html(projects.keys().copied()).as_bytes())?;
-    let listing = serde_json::json!({
-        "meta": {"api-version": API_VERSION},
-        "projects": projects.keys().map(|p| serde_json::json!({"name": p})).collect::<Vec<_>>(),
-    });
+    let listing = pep691::ProjectList {
+        meta: pep691::Meta::CURRENT,
+        projects: projects.keys().map(|&name| pep691::Name { name }).collect(),
+    };
     write(&dir.join("index.json"), (serde_json::to_string_pretty(&listing).expect("serialises") + "\n").as_bytes())?;
     for (name, bytes) in pages {
         write(&dir.join(name), bytes)?;
@@ -448,34 +448,84 @@ fn project_html(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -
 }
 
 fn project_json(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -> String {
-    let versions: std::collections::BTreeSet<&str> = files.iter().map(|f| f.version.as_str()).collect();
-    let entries: Vec<serde_json::Value> = files
-        .iter()
-        .map(|f| {
-            let mut entry = serde_json::json!({
-                "filename": f.filename,
-                "url": link(f, base_url),
-                "hashes": {"sha256": f.sha256},
-                "size": f.size,
-            });
-            let object = entry.as_object_mut().expect("an object");
-            if let Some(rp) = &f.requires_python {
-                object.insert("requires-python".into(), rp.clone().into());
-            }
-            if let Some(m) = &f.metadata_sha256 {
-                object.insert("core-metadata".into(), serde_json::json!({"sha256": m}));
-                object.insert("dist-info-metadata".into(), serde_json::json!({"sha256": m}));
-            }
-            entry
-        })
-        .collect();
-    let value = serde_json::json!({
-        "meta": {"api-version": API_VERSION},
-        "name": project,
-        "versions": versions,
-        "files": entries,
-    });
-    serde_json::to_string_pretty(&value).expect("serialises") + "\n"
+    let page = pep691::ProjectPage {
+        files: files
+            .iter()
+            .map(|f| {
+                let metadata = f.metadata_sha256.as_deref().map(|sha256| pep691::Sha256 { sha256 });
+                pep691::File {
+                    core_metadata: metadata.clone(),
+                    dist_info_metadata: metadata,
+                    filename: &f.filename,
+                    hashes: pep691::Sha256 { sha256: &f.sha256 },
+                    requires_python: f.requires_python.as_deref(),
+                    size: f.size,
+                    url: link(f, base_url),
+                }
+            })
+            .collect(),
+        meta: pep691::Meta::CURRENT,
+        name: project,
+        versions: files.iter().map(|f| f.version.as_str()).collect(),
+    };
+    serde_json::to_string_pretty(&page).expect("serialises") + "\n"
+}
+
+/// The PEP 691 JSON documents (`application/vnd.pypi.simple.v1+json`). Fields are declared in
+/// the order of their keys, the order they are printed in.
+mod pep691 {
+    use serde::Serialize;
+
+    #[derive(Serialize)]
+    pub struct Meta {
+        #[serde(rename = "api-version")]
+        pub api_version: &'static str,
+    }
+
+    impl Meta {
+        pub const CURRENT: Meta = Meta { api_version: super::API_VERSION };
+    }
+
+    /// `/simple/`: every project.
+    #[derive(Serialize)]
+    pub struct ProjectList<'a> {
+        pub meta: Meta,
+        pub projects: Vec<Name<'a>>,
+    }
+
+    #[derive(Serialize)]
+    pub struct Name<'a> {
+        pub name: &'a str,
+    }
+
+    /// `/simple/<project>/`: its files.
+    #[derive(Serialize)]
+    pub struct ProjectPage<'a> {
+        pub files: Vec<File<'a>>,
+        pub meta: Meta,
+        pub name: &'a str,
+        pub versions: std::collections::BTreeSet<&'a str>,
+    }
+
+    #[derive(Serialize)]
+    pub struct File<'a> {
+        #[serde(rename = "core-metadata", skip_serializing_if = "Option::is_none")]
+        pub core_metadata: Option<Sha256<'a>>,
+        /// PEP 658's name for `core-metadata`, for installers that predate PEP 714.
+        #[serde(rename = "dist-info-metadata", skip_serializing_if = "Option::is_none")]
+        pub dist_info_metadata: Option<Sha256<'a>>,
+        pub filename: &'a str,
+        pub hashes: Sha256<'a>,
+        #[serde(rename = "requires-python", skip_serializing_if = "Option::is_none")]
+        pub requires_python: Option<&'a str>,
+        pub size: u64,
+        pub url: String,
+    }
+
+    #[derive(Serialize, Clone)]
+    pub struct Sha256<'a> {
+        pub sha256: &'a str,
+    }
 }
 
 fn root_html<'a>(projects: impl Iterator<Item = &'a str>) -> String {
@@ -512,7 +562,36 @@ fn python_notes(files: &[IndexedFile], python: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::pep691::{Meta, Name, ProjectList};
     use super::*;
+
+    /// PEP 691 pages print their keys sorted, as they always did: the types declare their
+    /// fields in that order.
+    #[test]
+    fn pep691_pages_print_their_keys_sorted() {
+        let file = |metadata: Option<&str>, python: Option<&str>| IndexedFile {
+            filename: "demo-1.0-py3-none-any.whl".into(),
+            version: "1.0".into(),
+            sha256: "ab".repeat(32),
+            size: 12,
+            requires_python: python.map(str::to_string),
+            metadata_sha256: metadata.map(str::to_string),
+            project: "demo".into(),
+            path: PathBuf::new(),
+            metadata: Vec::new(),
+        };
+        let (a, b) = (file(Some("cd"), Some(">=3.10")), file(None, None));
+        let text = project_json("demo", &[&a, &b], Some("https://example.org/"));
+        let sorted: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(text, serde_json::to_string_pretty(&sorted).unwrap() + "\n");
+        assert_eq!(sorted["files"][0]["core-metadata"]["sha256"], "cd");
+        assert_eq!(sorted["files"][0]["requires-python"], ">=3.10");
+        assert!(sorted["files"][1].get("dist-info-metadata").is_none());
+        let list = ProjectList { meta: Meta::CURRENT, projects: vec![Name { name: "demo" }] };
+        let text = serde_json::to_string_pretty(&list).unwrap();
+        let sorted: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(text, serde_json::to_string_pretty(&sorted).unwrap());
+    }
 
     #[test]
     fn quoting_and_escaping() {

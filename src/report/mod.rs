@@ -1,4 +1,7 @@
 //! What `show` reports: a plain data structure (serialised as JSON) and its text rendering.
+//!
+//! About 700 lines of code: the report's types and the text that renders them, one section per
+//! part of `show`'s output; the judgements it states are made in `policy` and `analysis`.
 
 pub mod auditwheel;
 pub mod json;
@@ -792,19 +795,14 @@ fn less_compatible(
     provider: &crate::analysis::site::Provider,
 ) -> Option<String> {
     let tags: Vec<PlatformTag> = provider.platform_tags.iter().map(|t| PlatformTag::parse(t)).collect();
-    if tags.iter().any(|t| t.is_any()) {
-        return None;
-    }
-    let best = tags.iter().filter_map(|t| set.index_of(t)).min();
-    match best {
-        Some(b) if b <= consumer => None,
-        _ => Some(format!(
+    (!set.installs_where(&tags, consumer)).then(|| {
+        format!(
             "its tags ({}) are less compatible than this wheel's {}: where this wheel installs, {} may not",
             provider.platform_tags.join("."),
             set.tag(consumer),
             provider.name
-        )),
-    }
+        )
+    })
 }
 
 fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a str> {

@@ -13,6 +13,9 @@
 //! to start on a byte boundary and followed by an empty stored block that brings the stream
 //! back to one. A stored block cannot be moved to another bit position (its length field is
 //! byte aligned) and the last block ends its stream, so no run holds either.
+//!
+//! About 630 lines of code: marking block starts while inflating, finding reusable runs and
+//! copying them are one format's three views of the same bit positions, tested together.
 
 use std::io::{self, Write};
 

@@ -2,6 +2,10 @@
 //! `copy_file_range`, so the kernel moves them), or added from bytes compressed beforehand, then
 //! the central directory. Every header field is written from values we hold, so the same members
 //! give the same bytes; zip64 records appear exactly when a size, offset or count needs them.
+//!
+//! About 670 lines of code: the writer and what it alone uses to produce a member's bytes
+//! (parallel deflate in blocks, spilling, copied runs of original blocks, the bit writer that
+//! joins them). They share the writer's buffers and its order of pieces; nothing else calls them.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -544,7 +548,7 @@ impl ZipWriter {
 
     /// Start writing what is written to disk, without waiting, once enough has piled up: the
     /// `fsync` before the output is renamed into place then waits for the last part only, not
-    /// for the whole wheel (half a second for torch's 539 MB).
+    /// for the whole wheel.
     fn start_writeback(&mut self) -> io::Result<()> {
         if self.offset - self.written_back < WRITEBACK_STEP {
             return Ok(());
