@@ -289,9 +289,9 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
             required_by: Vec::new(),
         })
         .collect();
-    // Who requires whom, from each item's Requires-Dist: a requirement under an extra counts
-    // when that extra is active (asked for, or named by a requirement on the item). Other
-    // markers are not evaluated: this names a chain, it decides nothing.
+    // Who requires whom, from each item's Requires-Dist: a requirement counts when its marker
+    // holds for the item's active extras (asked for, or named by a requirement on the item).
+    // Other markers are not evaluated: this names a chain, it decides nothing.
     let mut extras: std::collections::BTreeMap<String, BTreeSet<String>> = items
         .iter()
         .map(|item| {
@@ -308,10 +308,7 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
             for text in item["metadata"]["requires_dist"].as_array().into_iter().flatten().filter_map(|r| r.as_str()) {
                 let r = crate::wheel::requirement::Requirement::parse(text);
                 let child = r.package.to_string();
-                if child == parent
-                    || !extras.contains_key(&child)
-                    || r.extra.as_ref().is_some_and(|e| !active.contains(e))
-                {
+                if child == parent || !extras.contains_key(&child) || !r.active_with(&active) {
                     continue;
                 }
                 edges.insert((parent.clone(), child.clone()));

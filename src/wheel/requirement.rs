@@ -1,8 +1,12 @@
 //! `Requires-Dist` lines ([PEP 508](https://peps.python.org/pep-0508/)), taken apart once, where
-//! METADATA is read: the name, the exact pin if there is one, and the `extra` and `sys_platform`
-//! a marker names.
+//! METADATA is read: the name, the exact pin if there is one, and the marker as `pep508_rs`
+//! reads it (every `extra` it names, its `sys_platform`, evaluated for a set of extras). The
+//! text is kept as written, so that a pin rewritten keeps the author's spacing; a line PEP 508
+//! rejects is still read as far as it goes, and says why it is rejected.
 //!
 //! Ex) `triton[tests] === 3.9.0+gitaad2a60d ; python_version >= "3.10"`
+
+use std::str::FromStr;
 
 use super::name::PackageName;
 
@@ -20,10 +24,17 @@ pub struct Requirement {
     pub pinned: Option<String>,
     /// The requirement is exactly one `==`/`===` clause (not a range, not a wildcard).
     pub exact: Option<ExactPin>,
-    /// The `extra == "…"` the marker names.
+    /// The first of [`Requirement::marker_extras`].
     pub extra: Option<String>,
+    /// Every extra the marker tests with `extra == "…"` (`extra == "a" or extra == "b"`),
+    /// normalised as PEP 685 compares them. Ex) `device-gfx942`
+    pub marker_extras: Vec<String>,
     /// The `sys_platform == "…"` the marker names.
     pub sys_platform: Option<String>,
+    /// The marker as PEP 508 reads it; `None` without one or when the line is rejected.
+    marker_tree: Option<pep508_rs::MarkerTree>,
+    /// Why PEP 508 rejects the line (what an installer would refuse), if it does.
+    pub problem: Option<String>,
 }
 
 /// An exact pin: its operator, its version, and where the version stands in [`Requirement::spec`].
@@ -53,6 +64,16 @@ impl Requirement {
             let end = rest[start..].find(['"', '\''])? + start;
             Some(rest[start..end].to_string())
         };
+        let parsed = <pep508_rs::Requirement as std::str::FromStr>::from_str(text);
+        let (marker_tree, problem) = match parsed {
+            Ok(r) => ((!r.marker.is_true()).then_some(r.marker), None),
+            Err(e) => (None, Some(e.message.to_string())),
+        };
+        let (marker_extras, sys_platform) = match &marker_tree {
+            Some(tree) => marker_facts(tree),
+            // Rejected by PEP 508: the marker read as far as it goes.
+            None => (quoted_after("extra").into_iter().collect(), quoted_after("sys_platform")),
+        };
         Requirement {
             text: text.to_string(),
             name: name.to_string(),
@@ -60,8 +81,30 @@ impl Requirement {
             marker_at,
             pinned,
             exact: exact_pin(spec),
-            extra: quoted_after("extra"),
-            sys_platform: quoted_after("sys_platform"),
+            extra: marker_extras.first().cloned(),
+            marker_extras,
+            sys_platform,
+            marker_tree,
+            problem,
+        }
+    }
+
+    /// Whether the marker names `extra` (compared as PEP 685 normalises extras).
+    pub fn under_extra(&self, extra: &str) -> bool {
+        let wanted = normalized_extra(extra);
+        self.marker_extras.contains(&wanted)
+    }
+
+    /// Whether the requirement is active when `extras` are asked for, whatever the rest of the
+    /// environment (`python_version`, `sys_platform`) is: its marker evaluated for those extras.
+    pub fn active_with(&self, extras: &std::collections::BTreeSet<String>) -> bool {
+        match &self.marker_tree {
+            Some(tree) => {
+                let names: Vec<pep508_rs::ExtraName> =
+                    extras.iter().filter_map(|e| pep508_rs::ExtraName::from_str(e).ok()).collect();
+                tree.evaluate_extras(&names)
+            }
+            None => self.extra.as_ref().is_none_or(|e| extras.contains(e)),
         }
     }
 
@@ -143,6 +186,37 @@ pub fn required_projects<'a>(
     found
 }
 
+/// Every extra a marker tests for equality, normalised, and the first `sys_platform` it
+/// compares with `==`.
+fn marker_facts(tree: &pep508_rs::MarkerTree) -> (Vec<String>, Option<String>) {
+    use pep508_rs::{ExtraOperator, MarkerExpression, MarkerOperator, MarkerValueString};
+    let mut extras = Vec::new();
+    let mut sys_platform = None;
+    for expression in tree.to_dnf().into_iter().flatten() {
+        match expression {
+            MarkerExpression::Extra { operator: ExtraOperator::Equal, name } => {
+                let name = normalized_extra(&name.to_string());
+                if !extras.contains(&name) {
+                    extras.push(name);
+                }
+            }
+            MarkerExpression::String {
+                key: MarkerValueString::SysPlatform | MarkerValueString::SysPlatformDeprecated,
+                operator: MarkerOperator::Equal,
+                value,
+            } if sys_platform.is_none() => sys_platform = Some(value),
+            _ => {}
+        }
+    }
+    (extras, sys_platform)
+}
+
+/// An extra's name as PEP 685 compares it (lower case, runs of `-_.` as one `-`); a name it
+/// rejects as written. Ex) `Device_GFX942` → `device-gfx942`
+fn normalized_extra(extra: &str) -> String {
+    pep508_rs::ExtraName::from_str(extra).map(|e| e.to_string()).unwrap_or_else(|_| extra.to_string())
+}
+
 /// The project name at the start of a requirement. Ex) `triton[x]==3.9.0; python_version>"3"` → `triton`
 pub fn project_name(requirement: &str) -> &str {
     let end = requirement
@@ -181,6 +255,32 @@ mod tests {
         assert_eq!(r.pinned.as_deref(), Some("7.13.0"));
         assert_eq!(r.exact.as_ref().map(|p| p.version.as_str()), Some("7.13.0"));
         assert_eq!(r.extra.as_deref(), Some("device-gfx942"));
+        assert_eq!(r.sys_platform.as_deref(), Some("linux"));
+        assert!(r.problem.is_none());
+    }
+
+    #[test]
+    fn every_extra_of_a_marker_is_seen_and_markers_are_evaluated_for_extras() {
+        let r = Requirement::parse(r#"hip-runtime==7.1; extra == "device-gfx942" or extra == "Device_All""#);
+        assert_eq!(r.marker_extras, ["device-all", "device-gfx942"]);
+        assert!(r.under_extra("device-gfx942") && r.under_extra("device_all") && !r.under_extra("device-gfx950"));
+        let active = |e: &[&str]| e.iter().map(|s| s.to_string()).collect();
+        assert!(r.active_with(&active(&["device-all"])));
+        assert!(!r.active_with(&active(&["tests"])));
+        let anded = Requirement::parse(r#"x; extra == "a" and python_version >= "3.10""#);
+        assert!(anded.active_with(&active(&["a"])), "the rest of the environment is not judged");
+        assert!(Requirement::parse("x").active_with(&active(&[])));
+        let negated = Requirement::parse(r#"x; extra != "cpu""#);
+        assert!(negated.marker_extras.is_empty() && negated.active_with(&active(&[])));
+        assert!(!negated.active_with(&active(&["cpu"])));
+    }
+
+    #[test]
+    fn a_line_pep_508_rejects_says_why_and_is_read_as_far_as_it_goes() {
+        let r = Requirement::parse(r#"rocm==7.1; extra == "a" andd sys_platform == "linux""#);
+        assert!(r.problem.is_some(), "{r:?}");
+        assert_eq!(r.package.as_str(), "rocm");
+        assert_eq!(r.extra.as_deref(), Some("a"));
         assert_eq!(r.sys_platform.as_deref(), Some("linux"));
     }
 

@@ -43,7 +43,7 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
         // package of the same family (`rocm-sdk-device-*`).
         let families: BTreeSet<String> = requirements
             .iter()
-            .filter(|r| r.extra.as_deref().is_some_and(|e| e.starts_with("device-")))
+            .filter(|r| r.marker_extras.iter().any(|e| e.starts_with("device-")))
             .filter_map(|r| {
                 device_target(r.package.as_str()).map(|t| r.package.as_str().trim_end_matches(t).to_string())
             })
@@ -69,7 +69,7 @@ fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Fin
     for device in devices {
         let target = device_target(device).unwrap_or_default();
         let extra = format!("device-{target}");
-        if !requirements.iter().any(|r| r.extra.as_deref() == Some(&extra) && r.package == **device) {
+        if !requirements.iter().any(|r| r.under_extra(&extra) && r.package == **device) {
             findings.push(Finding {
                 kind: "missing-extra",
                 severity: Severity::Error,
@@ -81,7 +81,7 @@ fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Fin
             });
         }
         if d.metadata.provides_extra.iter().any(|e| e == "device-all")
-            && !requirements.iter().any(|r| r.extra.as_deref() == Some("device-all") && r.package == **device)
+            && !requirements.iter().any(|r| r.under_extra("device-all") && r.package == **device)
         {
             findings.push(Finding {
                 kind: "device-all-incomplete",
