@@ -2,6 +2,7 @@
 //! reads ([`read`]) and written with raw copies of unchanged members ([`write`]).
 
 pub mod blocks;
+mod deflate;
 pub mod read;
 mod segment;
 pub mod write;
