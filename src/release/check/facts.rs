@@ -12,7 +12,7 @@ use crate::progress::NoProgress;
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::{CoreMetadata, RecordFindings, Wheel};
 
-use super::*;
+use super::{Finding, Severity};
 
 /// How a wheel's platform tag is known. Ex) measured: its binaries meet `manylinux_2_28_x86_64`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -114,7 +114,7 @@ pub(super) struct Read {
     pub(super) unreadable: Option<Finding>,
 }
 
-pub(super) fn facts(d: &Dist, sha256: Option<String>) -> DistFacts {
+pub(super) fn dist_facts(d: &Dist, sha256: Option<String>) -> DistFacts {
     let mut requires: Vec<String> = d.metadata.requires_dist.iter().map(|r| r.package.to_string()).collect();
     requires.sort();
     requires.dedup();

@@ -30,9 +30,12 @@ mod facts;
 mod rules;
 mod upstream;
 
-use facts::*;
+use facts::{Dist, Read, dist_facts, read_dist};
 pub use facts::{DistFacts, TagFacts};
-use rules::*;
+use rules::{
+    abi_findings, architecture_dir, interpreter_findings, kpack_findings, metapackage_findings, provider_findings,
+    selector_findings, self_requirement_findings, unmet_requirement_findings, version_findings, wheel_findings,
+};
 pub use upstream::resolution_findings;
 use upstream::upstream_findings;
 
@@ -229,7 +232,7 @@ pub fn survey(
     }
     findings.sort();
     findings.dedup();
-    let dists = dists.iter().map(|d| facts(d, sha256.get(&d.path).cloned().flatten())).collect();
+    let dists = dists.iter().map(|d| dist_facts(d, sha256.get(&d.path).cloned().flatten())).collect();
     Survey { findings, dists }
 }
 

@@ -10,7 +10,8 @@ use crate::version::ordering_hazards;
 use crate::wheel::name::PackageName;
 use crate::wheel::requirement::required_projects;
 
-use super::*;
+use super::facts::{Dist, TagFacts, WheelFacts, is_metapackage};
+use super::{Finding, Severity};
 
 /// The GPU target a device package is for. Ex) `rocm-sdk-device-gfx950` → `gfx950`
 pub(super) fn device_target(project: &str) -> Option<&str> {

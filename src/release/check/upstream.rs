@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::*;
+use super::facts::Dist;
+use super::rules::by_project;
+use super::{Finding, Severity};
 
 /// What a resolution means for the set whose index is `site`: a distribution of the set's
 /// projects taken from elsewhere (`resolve-upstream`), a name `forbid` matches
