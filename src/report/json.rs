@@ -1,6 +1,13 @@
 //! JSON as wheelfix prints it: pretty, every object's keys sorted (each document goes through
 //! `serde_json::Value`, whose maps sort their keys), a newline at the end. The documents are
 //! typed structs; only their printing goes through `Value`.
+//!
+//! Why not the types' own order: the command documents are compositions (a `show` entry is the
+//! report with the version change flattened into it; every batch entry carries `version` beside
+//! its body), and their keys have always printed sorted, which scripts diff against. Printing
+//! in declaration order would need every composition rebuilt as one flat type. The documents
+//! that are not compositions are printed straight from their types: PEP 691 pages and the SBOM
+//! (fields declared in key order), `release.json` (its own order; `site` reads it back).
 
 use serde::Serialize;
 
