@@ -46,6 +46,7 @@ pub fn elf(needs: &[(&str, &str)]) -> ElfFacts {
         init_functions: Vec::new(),
         x86_isa_needed: None,
         sections: Vec::new(),
+        layout: Default::default(),
     }
 }
 

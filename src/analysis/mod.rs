@@ -204,6 +204,12 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
         }
         if let Some(facts) = scanned.elf {
             formats.elf += 1;
+            for f in crate::elf::lint::loadability(&facts) {
+                notes.push(Note {
+                    file: path.to_string(),
+                    message: format!("not loadable ({}): {}", f.rule, f.message),
+                });
+            }
             elf.push(ElfMember { path: path.to_string(), facts: *facts });
         }
         gpu_code.extend(scanned.gpu);

@@ -5,6 +5,7 @@
 //! dynamic symbols with their versions, and the notes.
 
 pub mod header;
+pub mod lint;
 pub mod patch;
 pub mod ranges;
 pub mod view;
@@ -95,6 +96,9 @@ pub struct ElfFacts {
     /// `GNU_PROPERTY_X86_ISA_1_NEEDED` bits, when the file carries the property note.
     pub x86_isa_needed: Option<u32>,
     pub sections: Vec<SectionInfo>,
+    /// What the loader reads of the layout, for the loadability rules ([`lint`]).
+    #[serde(skip)]
+    pub layout: lint::Layout,
 }
 
 impl ElfFacts {
@@ -225,6 +229,22 @@ fn parse_facts<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
         init_functions: Vec::new(),
         x86_isa_needed: None,
         sections: Vec::new(),
+        layout: lint::Layout {
+            file_len: view.len(),
+            phdrs: (header.e_phoff, ph_size * u64::from(header.e_phnum)),
+            segments: program_headers
+                .iter()
+                .map(|ph| lint::Segment {
+                    kind: ph.p_type,
+                    offset: ph.p_offset,
+                    filesz: ph.p_filesz,
+                    vaddr: ph.p_vaddr,
+                    memsz: ph.p_memsz,
+                    align: ph.p_align,
+                })
+                .collect(),
+            tables: Vec::new(),
+        },
     };
 
     for ph in &program_headers {
@@ -287,6 +307,20 @@ fn read_dynamic<V: FileView + ?Sized>(
         return Err(ElfError::Malformed(format!(
             "DT_STRTAB ({address:#x}) lies in no loaded segment: the dynamic string table is outside the file"
         )));
+    }
+    // Where the loader reads its tables, for the loadability rules.
+    for (name, tag, size_tag) in [
+        ("DT_STRTAB", goblin::elf::dynamic::DT_STRTAB, Some(goblin::elf::dynamic::DT_STRSZ)),
+        ("DT_SYMTAB", goblin::elf::dynamic::DT_SYMTAB, None),
+        ("DT_HASH", goblin::elf::dynamic::DT_HASH, None),
+        ("DT_GNU_HASH", goblin::elf::dynamic::DT_GNU_HASH, None),
+        ("DT_VERSYM", goblin::elf::dynamic::DT_VERSYM, None),
+        ("DT_VERNEED", goblin::elf::dynamic::DT_VERNEED, None),
+        ("DT_VERDEF", goblin::elf::dynamic::DT_VERDEF, None),
+    ] {
+        if let Some(address) = raw(tag) {
+            facts.layout.tables.push((name, address, size_tag.and_then(raw)));
+        }
     }
     let dynstr = range(view, info.strtab as u64, info.strsz as u64, "dynamic string table")?;
     let string = |offset: u64| -> Result<String, ElfError> {

@@ -69,7 +69,22 @@ impl Patcher for InProcessPatcher {
         let out = std::panic::catch_unwind(|| patch_elf(data, edit))
             .map_err(|_| PatchError::Write("the ELF writer failed on this file's layout".into()))??;
         verify(&out, edit)?;
+        verify_loadable(data, &out)?;
         Ok(out)
+    }
+}
+
+/// The patched file breaks no loadability rule ([`crate::lint`]) the input did not break
+/// already: a patch never makes a file the loader refuses.
+pub fn verify_loadable(input: &[u8], output: &[u8]) -> Result<(), PatchError> {
+    let rules = |data: &[u8]| -> Result<Vec<crate::lint::LintFinding>, PatchError> {
+        let facts = super::ElfFacts::parse(data).map_err(|e| PatchError::Verify(e.to_string()))?;
+        Ok(crate::lint::loadability(&facts))
+    };
+    let before: Vec<&'static str> = rules(input)?.into_iter().map(|f| f.rule).collect();
+    match rules(output)?.into_iter().find(|f| !before.contains(&f.rule)) {
+        Some(f) => Err(PatchError::Verify(format!("the patched file would not load ({}): {}", f.rule, f.message))),
+        None => Ok(()),
     }
 }
 

@@ -103,6 +103,8 @@ pub(super) struct WheelFacts {
     pub(super) kpack_refs: Vec<(String, Vec<String>)>,
     /// Its kpack archives by install path, with the processors their tables of contents list.
     pub(super) kpack_archives: BTreeMap<String, Vec<String>>,
+    /// Host binaries the loader would refuse or misload, and the rule each breaks.
+    pub(super) not_loadable: Vec<(String, crate::elf::lint::LintFinding)>,
 }
 
 /// What reading one file gave: its sha256 (when the file could be read at all), the
@@ -314,6 +316,11 @@ fn wheel_facts(
                 known.cloned().collect::<BTreeSet<String>>()
             })
             .filter(|set| !set.is_empty())
+            .collect(),
+        not_loadable: analysis
+            .elf
+            .iter()
+            .flat_map(|e| crate::elf::lint::loadability(&e.facts).into_iter().map(|f| (e.path.clone(), f)))
             .collect(),
         record_findings: analysis.record_findings,
     }

@@ -71,6 +71,9 @@ pub fn fix(kind: &str) -> Option<&'static str> {
             "pin exactly, with the local label (`wheelfix retag --rocm-version` rewrites the pins of the set)"
         }
         "stale-record" => "`wheelfix retag` writes a true RECORD",
+        "not-loadable" => {
+            "rebuild or relink the file (the tool that last rewrote its layout broke it); `readelf -lW` shows its segments"
+        }
         "tag-mismatch" => "`wheelfix retag` makes the file name and WHEEL agree",
         "tag-not-met" => {
             "`wheelfix retag` writes the tag the binaries meet (or `repair` vendors what keeps them from it)"

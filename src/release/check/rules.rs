@@ -266,6 +266,14 @@ pub(super) fn wheel_findings(dists: &[Dist], strict_record: bool) -> Vec<Finding
             });
         }
         findings.extend(tag_findings(d, w, &file));
+        for (member, f) in &w.not_loadable {
+            findings.push(Finding {
+                kind: "not-loadable",
+                severity: Severity::Error,
+                message: format!("{}: {member} breaks the loader's rule `{}`: {}", d.file_name, f.rule, f.message),
+                files: file.clone(),
+            });
+        }
         if let Some(arch) = architecture_dir(&d.path) {
             findings.extend(architecture_findings(d, w, &arch, &file));
         }
