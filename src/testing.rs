@@ -32,21 +32,11 @@ pub fn elf(needs: &[(&str, &str)]) -> ElfFacts {
         is_64: true,
         little_endian: true,
         machine: EM_X86_64,
-        flags: 0,
-        os_abi: 0,
-        abi_version: 0,
         elf_type: 3,
-        interpreter: None,
-        soname: None,
         needed,
-        rpath: Vec::new(),
-        runpath: Vec::new(),
         version_needs,
         undefined,
-        init_functions: Vec::new(),
-        x86_isa_needed: None,
-        sections: Vec::new(),
-        layout: Default::default(),
+        ..ElfFacts::default()
     }
 }
 

@@ -73,7 +73,7 @@ pub struct SectionInfo {
 }
 
 /// Everything wheelfix needs to know about one ELF file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ElfFacts {
     pub is_64: bool,
     pub little_endian: bool,

@@ -198,21 +198,9 @@ mod tests {
             is_64: true,
             little_endian: true,
             machine: 62,
-            flags: 0,
-            os_abi: 0,
-            abi_version: 0,
             elf_type: 3,
-            interpreter: None,
-            soname: None,
             needed: vec!["libc.so.6".into()],
-            rpath: Vec::new(),
-            runpath: Vec::new(),
-            version_needs: Vec::new(),
-            undefined: Vec::new(),
-            init_functions: Vec::new(),
-            x86_isa_needed: None,
-            sections: Vec::new(),
-            layout: Layout::default(),
+            ..ElfFacts::default()
         }
     }
 
