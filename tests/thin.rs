@@ -79,12 +79,16 @@ fn fat_library(dir: &Path) -> PathBuf {
     lib
 }
 
-/// The bundles of a library's `.hip_fatbin`, each cut to its own length (clang-19's bundler
-/// reads a compressed bundle to the end of its input).
-fn bundles(library: &[u8]) -> Vec<Vec<u8>> {
+/// A library's `.hip_fatbin` section.
+fn fatbin_section(library: &[u8]) -> Vec<u8> {
     use object::{Object, ObjectSection};
     let file = object::File::parse(library).unwrap();
-    let fatbin = file.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().unwrap();
+    file.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().unwrap().to_vec()
+}
+
+/// Where the bundles of a `.hip_fatbin` lie, as (offset, length): each its own length as its
+/// header or table says (clang-19's bundler reads a compressed bundle to the end of its input).
+fn bundle_spans(fatbin: &[u8]) -> Vec<(usize, usize)> {
     let mut found = Vec::new();
     let mut at = 0;
     while at < fatbin.len() {
@@ -96,7 +100,7 @@ fn bundles(library: &[u8]) -> Vec<Vec<u8>> {
                 3 => u64::from_le_bytes(rest[8..16].try_into().unwrap()) as usize,
                 v => panic!("CCOB v{v}"),
             };
-            found.push(rest[..total].to_vec());
+            found.push((at, total));
             at += total;
         } else if rest.starts_with(b"__CLANG_OFFLOAD_BUNDLE__") {
             let count = u64::from_le_bytes(rest[24..32].try_into().unwrap()) as usize;
@@ -106,13 +110,19 @@ fn bundles(library: &[u8]) -> Vec<Vec<u8>> {
                 end = end.max(f(0) + f(1));
                 p += 24 + f(2);
             }
-            found.push(rest[..end.max(p)].to_vec());
+            found.push((at, end.max(p)));
             at += end.max(p);
         } else {
             at += 1;
         }
     }
     found
+}
+
+/// The bundles of a library's `.hip_fatbin`, each cut to its own length.
+fn bundles(library: &[u8]) -> Vec<Vec<u8>> {
+    let fatbin = fatbin_section(library);
+    bundle_spans(&fatbin).into_iter().map(|(at, len)| fatbin[at..at + len].to_vec()).collect()
 }
 
 /// What clang's bundler lists in a bundle, sorted.
@@ -172,6 +182,18 @@ fn thinned_bundles_hold_exactly_the_kept_targets_as_clangs_bundler_reads_them() 
     let (old, new) = (bundles(&before), bundles(&after));
     assert_eq!(old.len(), 3);
     assert_eq!(new.len(), 3, "every bundle stays where it was");
+    // Each bundle's whole space as the original had it (a thinned compressed bundle is shorter
+    // than its space): clang's bundler reads it to its end, through what the thinning freed.
+    let (fatbin_before, fatbin_after) = (fatbin_section(&before), fatbin_section(&after));
+    for (at, len) in bundle_spans(&fatbin_before) {
+        let listed = bundler_list(d, &fatbin_after[at..at + len]);
+        assert!(listed.contains(&"hipv4-amdgcn-amd-amdhsa--gfx942".to_string()), "{listed:?}");
+        assert!(!listed.iter().any(|id| id.contains("gfx90a") || id.contains("gfx11")), "{listed:?}");
+    }
+    // Nothing of a dropped target remains in the section: no id, in any bundle's bytes.
+    for dropped in [&b"gfx90a"[..], b"gfx1100", b"gfx11-generic"] {
+        assert!(!fatbin_after.windows(dropped.len()).any(|w| w == dropped), "{}", String::from_utf8_lossy(dropped));
+    }
     for (old, new) in old.iter().zip(&new) {
         let listed = bundler_list(d, new);
         let kept: Vec<&String> = listed.iter().filter(|id| !id.starts_with("host-")).collect();

@@ -343,7 +343,17 @@ fn thin_bundle<F: Positional>(
     for &(from, to, size) in &layout.moves {
         file.copy_within(at + from, at + to, size, &mut buf)?;
     }
-    zero(file, at + layout.new_len, at + layout.old_len, thinned)?;
+    // Nothing of a dropped entry stays: the old table's tail (the dropped ids), the bytes
+    // between the kept payloads' new places (padding that held dropped code), and everything
+    // after the last are zeroed.
+    let mut placed: Vec<(u64, u64)> = layout.moves.iter().map(|&(_, to, size)| (to, to + size)).collect();
+    placed.sort_unstable();
+    let mut free_from = table_len(&layout.kept);
+    for (start, end) in placed {
+        zero(file, at + free_from, at + start, thinned)?;
+        free_from = free_from.max(end);
+    }
+    zero(file, at + free_from, at + layout.old_len, thinned)?;
     thinned.rewritten += 1;
     Ok(layout.old_len)
 }
@@ -354,6 +364,9 @@ fn thin_bundle<F: Positional>(
 const MOVE_CHUNK: usize = 128 << 10;
 
 fn zero<F: Positional>(file: &mut F, from: u64, to: u64, thinned: &mut Thinned) -> io::Result<()> {
+    if from >= to {
+        return Ok(());
+    }
     file.zero_range(from, to)?;
     thinned.zeroed += to.saturating_sub(from);
     Ok(())
@@ -451,7 +464,9 @@ fn thin_ccob<F: Positional>(
         thinned.untouched += 1;
         return Ok(room);
     }
-    let limit = room - header_len;
+    // A zstd bundle leaves room for the skippable frame that fills the rest of its space.
+    let limit =
+        if header.method == ZSTD { (room - header_len).saturating_sub(SKIPPABLE_HEADER) } else { room - header_len };
     let encoder =
         encoder(header.method, Room { out: Vec::new(), limit }, layout.new_len).map_err(|e| lie(at, e.to_string()))?;
     let mut rebuilt = Rebuilt { encoder, md5: <md5::Md5 as md5::Digest>::new(), written: 0 };
@@ -496,9 +511,35 @@ fn thin_ccob<F: Positional>(
     };
     file.write_all_at(&new.to_bytes(), at)?;
     file.write_all_at(&compressed, at + header_len)?;
-    zero(file, at + header_len + compressed.len() as u64, at + old_end, thinned)?;
+    let stream_end = at + header_len + compressed.len() as u64;
+    zero(file, stream_end, at + old_end, thinned)?;
+    if header.method == ZSTD {
+        fill_with_skippable_frames(file, stream_end, at + old_end)?;
+    }
     thinned.rewritten += 1;
     Ok(old_end)
+}
+
+/// CCOB's method number for zstd.
+const ZSTD: u16 = 1;
+/// A zstd skippable frame's header: its magic and the length of what follows.
+const SKIPPABLE_HEADER: u64 = 8;
+const SKIPPABLE_MAGIC: u32 = 0x184D_2A50;
+
+/// The zeroed space after a rebuilt zstd stream, turned into skippable frames of zeros: a reader
+/// that decodes everything up to the end of the section (clang 19's bundler does, and fails on
+/// bare zeros with "Src size is incorrect") reads them as frames that hold nothing.
+fn fill_with_skippable_frames<F: Positional>(file: &mut F, mut from: u64, to: u64) -> io::Result<()> {
+    while to - from >= SKIPPABLE_HEADER {
+        let gap = to - from - SKIPPABLE_HEADER;
+        // A frame holds at most 4 GiB; a longer space is a chain, the last never shorter than a header.
+        let len = if gap <= u64::from(u32::MAX) { gap } else { (gap - SKIPPABLE_HEADER).min(u64::from(u32::MAX)) };
+        let mut header = SKIPPABLE_MAGIC.to_le_bytes().to_vec();
+        header.extend_from_slice(&(len as u32).to_le_bytes());
+        file.write_all_at(&header, from)?;
+        from += SKIPPABLE_HEADER + len;
+    }
+    Ok(())
 }
 
 const OUTGROWS: &str = "the rebuilt bundle outgrows its room";
@@ -588,6 +629,26 @@ impl Write for Encoder {
 mod tests {
     use super::*;
     use crate::fixtures::{bundle, keep};
+
+    /// Nothing of a dropped target remains anywhere in the bundle's bytes: not its id in the old
+    /// table's tail, not its code in the padding between kept objects.
+    #[test]
+    fn no_byte_of_a_dropped_target_remains() {
+        let mut data = bundle(&["gfx90a", "gfx942", "gfx1100", "gfx950"]);
+        let len = data.len() as u64;
+        let thinned = thin_range(&mut data, 0, len, &keep("gfx942")).unwrap();
+        assert_eq!(thinned.rewritten, 1);
+        let has = |needle: &[u8]| data.windows(needle.len()).any(|w| w == needle);
+        assert!(has(b"gfx942") && !has(b"gfx90a") && !has(b"gfx1100") && !has(b"gfx950"));
+        let table = crate::bundle_table(&data).unwrap();
+        let code = table.iter().find(|e| e.id.ends_with("gfx942")).unwrap();
+        let table_end = table_len(&table) as usize;
+        assert!(data[table_end..code.offset as usize].iter().all(|b| *b == 0), "the padding before it");
+        assert!(data[(code.offset + code.size) as usize..].iter().all(|b| *b == 0), "everything after it");
+        // Its payload was filled with its index (2): only the kept object's bytes are not zero.
+        let nonzero = data[table_end..].iter().filter(|b| **b != 0).count() as u64;
+        assert_eq!(nonzero, code.size);
+    }
 
     #[test]
     fn a_plain_bundle_keeps_its_target_at_its_offset() {
@@ -691,6 +752,14 @@ mod tests {
                 assert_eq!(ids, ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx11-generic"]);
                 let payload = &decoded[table[1].offset as usize..][..5000];
                 assert!(payload.iter().all(|b| *b == 4), "the kept code object's bytes are the original's");
+                if method == ZSTD {
+                    // Its whole space decodes, as a reader that takes the section to its end
+                    // decodes it: the stream, then skippable frames over the freed bytes.
+                    let room = compress(&original, version, method).len();
+                    let header_len = CcobHeader::len(version).unwrap();
+                    let whole = zstd::stream::decode_all(&data[header_len..room]).unwrap();
+                    assert_eq!(whole, decoded, "v{version}");
+                }
                 if version > 1 {
                     let second_at = memchr::memmem::find(&data[4..], CCOB_MAGIC).unwrap() + 4;
                     assert_eq!(decompress(&data[second_at..]).1, second, "the next bundle did not move");
