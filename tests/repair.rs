@@ -9,7 +9,7 @@ use std::process::Command;
 
 use support::python::{auditwheel, cc_extension, cc_shared, pip_install_and_run, python_tag, run};
 use support::wheelgen::WheelSpec;
-use support::{stderr, stdout, wheelfix};
+use support::{read_member, stderr, stdout, wheelfix};
 
 const INNER: &str =
     "#include <math.h>\nint inner(int x) { volatile double e = 2.0; return (int)pow((double)x, e) + 7; }\n";
@@ -220,4 +220,65 @@ fn auditwheel_flags_no_update_tags_and_allow_pure_python_wheel() {
     assert_eq!(members(&repaired).iter().filter(|m| m.starts_with("demo.libs/")).count(), 2);
     let pure = WheelSpec::new("purely", "1.0", "py3-none-any").file("purely/__init__.py", "").write(&d.join("pure"));
     assert!(wheelfix(d, &["show", "--allow-pure-python-wheel", pure.to_str().unwrap()]).status.success());
+}
+
+/// Libraries linked with lld, as ROCm's toolchain links them: their dynamic section has no spare
+/// entry (one DT_NULL), so the RPATH that points the extension at its vendored libraries needs
+/// a larger one. Repair moves the dynamic section (and what it needs room for) into a segment of
+/// its own; the wheel installs and imports, and the patched file passes the loadability lint.
+#[test]
+fn libraries_linked_with_lld_get_room_for_their_rpath() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lld = ["-fuse-ld=lld", "-B/usr/lib/llvm-19/bin"];
+    let inner_dir = d.join("deps/inner");
+    let outer_dir = d.join("deps/outer");
+    std::fs::create_dir_all(&inner_dir).unwrap();
+    std::fs::create_dir_all(&outer_dir).unwrap();
+    let inner_flag = format!("-L{}", inner_dir.display());
+    let outer_flag = format!("-L{}", outer_dir.display());
+    cc_shared(&inner_dir, INNER, "libinner.so.1", &[&["-Wl,-soname,libinner.so.1", "-lm"][..], &lld].concat());
+    let outer_args = [&["-Wl,-soname,libouter.so.1", inner_flag.as_str(), "-l:libinner.so.1"][..], &lld].concat();
+    let outer = cc_shared(&outer_dir, OUTER, "libouter.so.1", &outer_args);
+    assert_eq!(dynamic_nulls(&std::fs::read(&outer).unwrap()), 1, "lld leaves no spare entry");
+    let ext_dir = d.join("build");
+    std::fs::create_dir_all(&ext_dir).unwrap();
+    let code = "int outer(int);\n#define ANSWER outer(3) + 10\n";
+    let (so, file) =
+        cc_extension(&ext_dir, "demo", code, &[&[outer_flag.as_str(), "-l:libouter.so.1"][..], &lld].concat());
+    assert_eq!(dynamic_nulls(&std::fs::read(&so).unwrap()), 1, "lld leaves no spare entry");
+    let py = python_tag();
+    let wheel = WheelSpec::new("demo", "1.0", &format!("{py}-{py}-linux_x86_64"))
+        .file(&format!("demo/{file}"), std::fs::read(&so).unwrap())
+        .file("demo/__init__.py", "from .demo import answer\n")
+        .write(d);
+    let dirs = format!("{}:{}", inner_dir.display(), outer_dir.display());
+    let out = wheelfix(d, &["repair", "--ldpaths", &dirs, "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let repaired = only_wheel(&d.join("out"));
+    let out = wheelfix(d, &["check", "--json", d.join("out").to_str().unwrap()]);
+    assert!(!stdout(&out).contains("not-loadable"), "{}", stdout(&out));
+    // elfutils' lint says nothing of the patched file that it did not say of the original.
+    let original = so.clone();
+    let patched = d.join("patched.so");
+    std::fs::write(&patched, read_member(&repaired, &format!("demo/{file}"))).unwrap();
+    let elflint = |path: &Path| {
+        let out = Command::new("eu-elflint").arg("--gnu-ld").arg(path).output().expect("eu-elflint (elfutils)");
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect::<Vec<String>>()
+    };
+    let before = elflint(&original);
+    let new: Vec<String> = elflint(&patched).into_iter().filter(|l| !before.contains(l)).collect();
+    assert!(new.is_empty(), "eu-elflint on the patched file: {new:?}");
+    std::fs::remove_dir_all(d.join("deps")).unwrap();
+    std::fs::remove_dir_all(d.join("build")).unwrap();
+    let printed = pip_install_and_run(d, &repaired, "import demo; print(demo.answer())");
+    assert_eq!(printed.trim(), "42");
+}
+
+/// The DT_NULL entries of a 64-bit little-endian file's `.dynamic` section (its whole size).
+fn dynamic_nulls(elf: &[u8]) -> usize {
+    use object::{Object, ObjectSection};
+    let file = object::File::parse(elf).unwrap();
+    let dynamic = file.section_by_name(".dynamic").unwrap().data().unwrap();
+    dynamic.chunks_exact(16).filter(|e| e[..8] == [0; 8]).count()
 }

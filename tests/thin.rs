@@ -12,7 +12,7 @@ use std::process::Command;
 use support::gpugen::{amdgpu_object, bundle_for, ccob, ccob_raw, host_with_fatbin};
 use support::python::{assert_true_record, pip_install_and_run, run, system_python};
 use support::wheelgen::WheelSpec;
-use support::{stderr, stdout, wheelfix};
+use support::{read_member, stderr, stdout, wheelfix};
 
 /// The newest clang with HIP support and its bundler: (clang++, clang-offload-bundler).
 fn toolchain() -> (String, String) {
@@ -149,14 +149,6 @@ fn bundler_unbundle(dir: &Path, bundle: &[u8], id: &str) -> Vec<u8> {
     std::fs::read(output).unwrap()
 }
 
-fn member(wheel: &Path, name: &str) -> Vec<u8> {
-    let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
-    let mut file = zip.by_name(name).unwrap();
-    let mut data = Vec::new();
-    std::io::Read::read_to_end(&mut file, &mut data).unwrap();
-    data
-}
-
 fn fat_wheel(dir: &Path) -> PathBuf {
     let lib = std::fs::read(fat_library(dir)).unwrap();
     WheelSpec::new("fatpkg", "1.0", "py3-none-linux_x86_64")
@@ -177,7 +169,7 @@ fn thinned_bundles_hold_exactly_the_kept_targets_as_clangs_bundler_reads_them() 
     assert!(thinned.exists(), "the same file name: {}", stdout(&out));
     assert_true_record(&thinned);
 
-    let (before, after) = (member(&wheel, "fatpkg/libk.so"), member(&thinned, "fatpkg/libk.so"));
+    let (before, after) = (read_member(&wheel, "fatpkg/libk.so"), read_member(&thinned, "fatpkg/libk.so"));
     assert_eq!(before.len(), after.len(), "the library keeps its size");
     let (old, new) = (bundles(&before), bundles(&after));
     assert_eq!(old.len(), 3);
@@ -250,7 +242,7 @@ fn generic_targets_and_target_features_are_kept_as_the_runtime_would_load_them()
         let out = wheelfix(d, &["thin", "--json", "--gpu-target", target, "-w", &out_dir, wheel.to_str().unwrap()]);
         assert!(out.status.success(), "{target}: {}", stderr(&out));
         let thinned = d.join(&out_dir).join(wheel.file_name().unwrap());
-        let mut kept: Vec<String> = bundles(&member(&thinned, "fatpkg/libk.so"))
+        let mut kept: Vec<String> = bundles(&read_member(&thinned, "fatpkg/libk.so"))
             .iter()
             .flat_map(|b| bundler_list(d, b))
             .filter(|id| !id.starts_with("host-"))
@@ -340,7 +332,7 @@ fn a_hip_runtime_registers_exactly_the_kept_code_objects_and_the_host_code_still
     let stub = support::python::cc_shared(d, STUB, "libamdhip64.so", &["-ldl"]);
     let wheel = fat_wheel(d);
     let original = d.join("original.so");
-    std::fs::write(&original, member(&wheel, "fatpkg/libk.so")).unwrap();
+    std::fs::write(&original, read_member(&wheel, "fatpkg/libk.so")).unwrap();
     let (all, value) = load_with_stub(d, &stub, &original);
     assert_eq!(value, "42");
     let targets = |lines: &[String]| -> Vec<String> {
@@ -354,7 +346,7 @@ fn a_hip_runtime_registers_exactly_the_kept_code_objects_and_the_host_code_still
     assert!(out.status.success(), "{}", stderr(&out));
     let thinned_wheel = d.join("out").join(wheel.file_name().unwrap());
     let thinned = d.join("thinned.so");
-    std::fs::write(&thinned, member(&thinned_wheel, "fatpkg/libk.so")).unwrap();
+    std::fs::write(&thinned, read_member(&thinned_wheel, "fatpkg/libk.so")).unwrap();
     let (kept, value) = load_with_stub(d, &stub, &thinned);
     assert_eq!(value, "42", "the host code still runs");
     assert_eq!(targets(&kept), ["gfx942", "gfx942", "gfx942"], "{kept:?}");
@@ -556,7 +548,7 @@ fn thinning_copies_the_original_deflate_blocks_of_what_stays() {
     assert!(reused > 4_000_000, "reused {reused} bytes");
     assert_eq!(reused_stored, 0);
     // The same content either way, and a wheel that Python's zipfile and pip's RECORD check accept.
-    assert!(member(&from_deflated, "bigfat/big.so") == member(&from_stored, "bigfat/big.so"));
+    assert!(read_member(&from_deflated, "bigfat/big.so") == read_member(&from_stored, "bigfat/big.so"));
     assert_true_record(&from_deflated);
     let report = support::show_json(d, &from_deflated, &[]);
     assert_eq!(report["gpu_targets"], serde_json::json!(["gfx942"]), "{report}");
@@ -605,7 +597,7 @@ fn bundles_in_a_data_section_are_thinned_where_they_lie() {
     assert!(out.status.success(), "{}", stderr(&out));
     let thinned = d.join("out").join(wheel.file_name().unwrap());
     assert_true_record(&thinned);
-    let after = member(&thinned, "genk/_gen.so");
+    let after = read_member(&thinned, "genk/_gen.so");
     assert_eq!(after.len(), host.len(), "the library keeps its size");
     let before_ids = bundle_ids_in(&host, ".rodata");
     let after_ids = bundle_ids_in(&after, ".rodata");

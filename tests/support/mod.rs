@@ -93,3 +93,12 @@ pub fn files_with_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// One member of a wheel, read whole.
+pub fn read_member(wheel: &Path, name: &str) -> Vec<u8> {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+    let mut file = zip.by_name(name).unwrap_or_else(|e| panic!("{}: `{name}`: {e}", wheel.display()));
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut data).unwrap();
+    data
+}

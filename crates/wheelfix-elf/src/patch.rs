@@ -156,11 +156,11 @@ fn patch_elf(data: &[u8], edit: &ElfEdit) -> Result<Vec<u8>, PatchError> {
     }
 
     builder.set_section_sizes();
-    if builder.sections.get(dynamic_id).sh_size > dynamic_room {
-        // Linkers leave spare DT_NULL entries; without them the dynamic table would have to move.
-        return Err(PatchError::NoRoom("the dynamic section has no spare entry for the new tags".into()));
+    // GNU ld leaves spare DT_NULL entries, where new tags fit; lld leaves none (ROCm's libraries),
+    // and then the dynamic section moves to the new segment with the other tables that grew.
+    if builder.sections.get(dynamic_id).sh_size <= dynamic_room {
+        builder.sections.get_mut(dynamic_id).sh_size = dynamic_room;
     }
-    builder.sections.get_mut(dynamic_id).sh_size = dynamic_room;
     make_room(&mut builder, &original)?;
     // Nothing of a sane file lies far past its end: refuse layouts that would make the writer
     // allocate more than the input plus the moved tables.
@@ -180,11 +180,13 @@ fn patch_elf(data: &[u8], edit: &ElfEdit) -> Result<Vec<u8>, PatchError> {
 }
 
 /// Tables the builder regenerates and nothing refers to by address but the dynamic section
-/// (whose entries it rewrites): these may move.
+/// (whose entries it rewrites): these may move. The dynamic section itself is found through
+/// `PT_DYNAMIC`, which follows it (as patchelf moves it).
 fn movable(data: &SectionData<'_>, name: &[u8]) -> bool {
     matches!(
         data,
         SectionData::Note(_)
+            | SectionData::Dynamic(_)
             | SectionData::DynamicString
             | SectionData::DynamicSymbol
             | SectionData::Hash
@@ -231,10 +233,11 @@ fn make_room(builder: &mut Builder<'_>, original: &[(SectionId, u64, u64)]) -> R
             movers.push(*id);
         }
     }
-    // Non-load segments (PT_NOTE, PT_INTERP, PT_GNU_PROPERTY) move whole.
+    // Non-load segments (PT_NOTE, PT_INTERP, PT_GNU_PROPERTY) move whole. PT_GNU_RELRO is a
+    // range to protect, not a unit: it lets go of what moves (below).
     loop {
         let mut grew = false;
-        for segment in builder.segments.iter().filter(|s| s.p_type != elf::PT_LOAD) {
+        for segment in builder.segments.iter().filter(|s| s.p_type != elf::PT_LOAD && s.p_type != elf::PT_GNU_RELRO) {
             if segment.sections.iter().any(|id| movers.contains(id)) {
                 for id in &segment.sections {
                     if !movers.contains(id) {
@@ -260,16 +263,43 @@ fn make_room(builder: &mut Builder<'_>, original: &[(SectionId, u64, u64)]) -> R
     let mut order = movers.clone();
     order.sort_by_key(|id| builder.sections.get(*id).sh_addr);
     let align = builder.load_align.max(0x1000);
-    let segment_id = builder.segments.add_load_segment(elf::PF_R, align).id();
+    // The dynamic section stays writable where it was (ld.so writes DT_DEBUG of a program).
+    let writable = movers.iter().any(|id| builder.sections.get(*id).sh_flags.contains(elf::SHF_WRITE));
+    let flags = if writable { elf::PF_R | elf::PF_W } else { elf::PF_R };
+    let segment_id = builder.segments.add_load_segment(flags, align).id();
+    let old_addr: Vec<(SectionId, u64)> = order.iter().map(|id| (*id, builder.sections.get(*id).sh_addr)).collect();
     for id in &order {
         let section = builder.sections.get_mut(*id);
         section.sh_offset = 0;
         let segment = builder.segments.get_mut(segment_id);
         segment.append_section(builder.sections.get_mut(*id));
     }
+    // Symbols defined in a moved section move with it (`_DYNAMIC`, which must name the dynamic
+    // segment's address).
+    let moved_by = |section: Option<SectionId>| {
+        let (id, old) = old_addr.iter().find(|(id, _)| Some(*id) == section)?;
+        Some(builder.sections.get(*id).sh_addr.wrapping_sub(*old))
+    };
+    let shifts: Vec<Option<u64>> = builder.symbols.iter().map(|s| moved_by(s.section)).collect();
+    let dynamic_shifts: Vec<Option<u64>> = builder.dynamic_symbols.iter().map(|s| moved_by(s.section)).collect();
+    for (symbol, shift) in builder.symbols.iter_mut().zip(shifts) {
+        if let Some(shift) = shift {
+            symbol.st_value = symbol.st_value.wrapping_add(shift);
+        }
+    }
+    for (symbol, shift) in builder.dynamic_symbols.iter_mut().zip(dynamic_shifts) {
+        if let Some(shift) = shift {
+            symbol.st_value = symbol.st_value.wrapping_add(shift);
+        }
+    }
     let sections = &builder.sections;
     for segment in builder.segments.iter_mut() {
-        if segment.p_type != elf::PT_LOAD && segment.sections.iter().any(|id| movers.contains(id)) {
+        if segment.p_type == elf::PT_GNU_RELRO {
+            segment.sections.retain(|id| !movers.contains(id));
+        }
+        if segment.p_type != elf::PT_LOAD && segment.sections.iter().any(|id| movers.contains(id))
+            || segment.p_type == elf::PT_GNU_RELRO
+        {
             segment.recalculate_ranges(sections);
         }
     }
