@@ -618,8 +618,7 @@ fn show_request(args: ShowArgs) -> cmd::show::ShowRequest {
         args.versions.fill(f);
         f.verify = args.verify;
         f.gpu_targets = args.expect_gpu_targets.clone();
-        // `show --config` shows what `repair` would use, environment included.
-        f.repair = args.wheels.is_empty();
+        f.showing(!args.wheels.is_empty());
     });
     common.json |= args.json_format == Some(JsonFormat::Wheelfix);
     cmd::show::ShowRequest { wheels: args.wheels, common, auditwheel_json, allow_pure: args.allow_pure_python_wheel }

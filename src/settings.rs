@@ -126,6 +126,12 @@ impl Flags {
         self.writes = true;
     }
 
+    /// `show`: without wheels it prints the settings `repair` would use (`show --config`), the
+    /// environment's included.
+    pub fn showing(&mut self, wheels_given: bool) {
+        self.repair = !wheels_given;
+    }
+
     /// `retag` and `repair`: writing, with the tag asked for; the tag does not depend on device
     /// code, so it is not read.
     pub fn retagging(&mut self, no_verify: bool, plat: Option<String>, only_plat: bool) {

@@ -311,3 +311,25 @@ fn the_crates_depend_down_their_order() {
     expected.sort();
     assert_eq!(seen, expected, "every crate of crates/ is ranked, every ranked crate exists");
 }
+
+/// The binary parses and prints: it reaches the library through the commands (`cmd`), the run's
+/// settings (`settings`), the option types and argument checks of `release`, and the ground
+/// (`log`, `parallel`, the signal handler of `wheel::output`). Anything else it named would be a
+/// decision made in main.rs that belongs in `cmd` or `settings`.
+#[test]
+fn main_rs_reaches_the_library_only_through_its_front() {
+    let main = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/main.rs")).unwrap();
+    let allowed = ["cmd", "settings", "release", "log", "parallel", "wheel::output", "Destination"];
+    let mut wrong = Vec::new();
+    for (number, line) in main.lines().enumerate().filter(|(_, l)| !l.trim_start().starts_with("//")) {
+        let mut rest = line;
+        while let Some(at) = rest.find("wheelfix::") {
+            rest = &rest[at + "wheelfix::".len()..];
+            let path: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+            if !allowed.iter().any(|a| path == *a || path.starts_with(&format!("{a}::"))) {
+                wrong.push(format!("src/main.rs:{}: wheelfix::{path}", number + 1));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "main.rs names what it should leave to cmd or settings:\n{}", wrong.join("\n"));
+}
