@@ -93,3 +93,68 @@ fn a_patch_that_would_break_a_rule_is_refused() {
     assert!(refused.contains("load-misaligned"), "{refused}");
     verify_loadable(&bad, &bad).expect("a rule the input already broke");
 }
+
+/// `.gnu.version_r` naming a library DT_NEEDED does not (a rewriter that changed one and not
+/// the other): glibc aborts with its `dl-version.c` assertion when it loads the file, and
+/// `show` names the rule. The fixture: a library that needs a versioned symbol of `libv.so`,
+/// its DT_NEEDED entry for `libv.so` pointed at `libc.so.6`'s name instead.
+#[test]
+fn a_version_need_that_dt_needed_does_not_name_is_caught_as_glibc_aborts() {
+    use object::{Object, ObjectSection};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("v.map"), "V_1 { global: versioned; local: *; };\n").unwrap();
+    let script = format!("-Wl,--version-script={}", d.join("v.map").display());
+    cc_shared(d, "int versioned(void) { return 40; }\n", "libv.so", &["-Wl,-soname,libv.so", &script]);
+    let search = format!("-L{}", d.display());
+    let user = cc_shared(
+        d,
+        "#include <unistd.h>\nint versioned(void);\nint answer(void) { return versioned() + 2 + (getpid() < 0); }\n",
+        "libuser.so",
+        &[&search, "-lv"],
+    );
+    let good = std::fs::read(&user).unwrap();
+    let facts = wheelfix::elf::ElfFacts::parse(&good).unwrap();
+    assert!(facts.version_needs.iter().any(|v| v.file == "libv.so"), "{:?}", facts.version_needs);
+    // Point the DT_NEEDED entry of libv.so at the dynamic string of libc.so.6.
+    let file = object::File::parse(&*good).unwrap();
+    let (dyn_at, dyn_len) = file.section_by_name(".dynamic").unwrap().file_range().unwrap();
+    let dynstr = file.section_by_name(".dynstr").unwrap().data().unwrap().to_vec();
+    let offset_of = |name: &str| {
+        dynstr.windows(name.len() + 1).position(|w| &w[..name.len()] == name.as_bytes() && w[name.len()] == 0)
+    };
+    let (libv, libc) = (offset_of("libv.so").unwrap() as u64, offset_of("libc.so.6").unwrap() as u64);
+    let mut bad = good.clone();
+    let mut changed = false;
+    for entry in (dyn_at..dyn_at + dyn_len).step_by(16) {
+        let at = entry as usize;
+        let tag = u64::from_le_bytes(bad[at..at + 8].try_into().unwrap());
+        let value = u64::from_le_bytes(bad[at + 8..at + 16].try_into().unwrap());
+        if tag == 1 && value == libv {
+            bad[at + 8..at + 16].copy_from_slice(&libc.to_le_bytes());
+            changed = true;
+        }
+    }
+    assert!(changed, "a DT_NEEDED entry for libv.so");
+    let broken = d.join("libbroken.so");
+    std::fs::write(&broken, &bad).unwrap();
+    // The loader: the untouched library loads (libv.so found beside it), the broken one aborts.
+    let load = |path: &Path| {
+        Command::new("python3")
+            .args(["-c", "import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).answer())"])
+            .arg(path)
+            .env("LD_LIBRARY_PATH", d)
+            .output()
+            .unwrap()
+    };
+    let out = load(&user);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "{}", String::from_utf8_lossy(&out.stderr));
+    let out = load(&broken);
+    assert!(!out.status.success(), "glibc refuses it");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dl-version.c"), "{}", String::from_utf8_lossy(&out.stderr));
+    // The lint, on the same bytes, through show.
+    let wheel = WheelSpec::new("vneed", "1.0", "py3-none-linux_x86_64").file("vneed/_native.so", bad).write(d);
+    let out = wheelfix(d, &["show", wheel.to_str().unwrap()]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("not loadable (version-need-not-needed)") && text.contains("libv.so"), "{text}");
+}
