@@ -480,6 +480,14 @@ struct ThinArgs {
     /// Also remove standalone code-object files (`.co`, `.hsaco`) for other targets.
     #[arg(long)]
     prune_files: bool,
+    /// Take the pages the dropped device code held out of each host binary, so that it also
+    /// installs smaller (the default; addresses stay, the loader fills them with zeros).
+    #[arg(long, overrides_with = "no_compact")]
+    compact: bool,
+    /// Leave the dropped device code's bytes in each host binary as zeros: the file keeps its
+    /// size and its layout.
+    #[arg(long, overrides_with = "compact")]
+    no_compact: bool,
     /// Skip the sha256 check of every member against RECORD.
     #[arg(long)]
     no_verify: bool,
@@ -503,6 +511,7 @@ fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
         destination: Destination::chosen(args.in_place, args.wheel_dir),
         allow_missing: args.allow_missing,
         prune_files: args.prune_files,
+        compact: !args.no_compact,
     }
 }
 

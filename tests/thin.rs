@@ -10,23 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use support::gpugen::{amdgpu_object, bundle_for, ccob, ccob_raw, host_with_fatbin};
-use support::python::{assert_true_record, pip_install_and_run, run, system_python};
+use support::hip::{
+    Memory, STUB, bundle_spaces, bundle_spans, bundler_list, bundler_unbundle, bundles, elflint, fatbin_pieces,
+    load_with_stub, readelf_warnings, toolchain,
+};
+use support::python::{assert_true_record, pip_install_and_run, run};
 use support::wheelgen::WheelSpec;
 use support::{read_member, stderr, stdout, wheelfix};
 
-/// The newest clang with HIP support and its bundler: (clang++, clang-offload-bundler).
-fn toolchain() -> (String, String) {
-    for v in ["22", "21", "20", "19"] {
-        let (clang, bundler) = (format!("clang++-{v}"), format!("clang-offload-bundler-{v}"));
-        let found = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
-        if found(&clang) && found(&bundler) {
-            return (clang, bundler);
-        }
-    }
-    panic!(
-        "no clang++-19 or newer with clang-offload-bundler: `apt-get install clang-19 clang-tools-19 lld-19` (.ci/run does)"
-    );
-}
 
 const KERNEL: &str = r#"
 #define __global__ __attribute__((global))
@@ -79,76 +70,6 @@ fn fat_library(dir: &Path) -> PathBuf {
     lib
 }
 
-/// A library's `.hip_fatbin` section.
-fn fatbin_section(library: &[u8]) -> Vec<u8> {
-    use object::{Object, ObjectSection};
-    let file = object::File::parse(library).unwrap();
-    file.section_by_name(".hip_fatbin").expect(".hip_fatbin").data().unwrap().to_vec()
-}
-
-/// Where the bundles of a `.hip_fatbin` lie, as (offset, length): each its own length as its
-/// header or table says (clang-19's bundler reads a compressed bundle to the end of its input).
-fn bundle_spans(fatbin: &[u8]) -> Vec<(usize, usize)> {
-    let mut found = Vec::new();
-    let mut at = 0;
-    while at < fatbin.len() {
-        let rest = &fatbin[at..];
-        if rest.starts_with(b"CCOB") {
-            let version = u16::from_le_bytes([rest[4], rest[5]]);
-            let total = match version {
-                2 => u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize,
-                3 => u64::from_le_bytes(rest[8..16].try_into().unwrap()) as usize,
-                v => panic!("CCOB v{v}"),
-            };
-            found.push((at, total));
-            at += total;
-        } else if rest.starts_with(b"__CLANG_OFFLOAD_BUNDLE__") {
-            let count = u64::from_le_bytes(rest[24..32].try_into().unwrap()) as usize;
-            let (mut end, mut p) = (0, 32);
-            for _ in 0..count {
-                let f = |i: usize| u64::from_le_bytes(rest[p + i * 8..p + i * 8 + 8].try_into().unwrap()) as usize;
-                end = end.max(f(0) + f(1));
-                p += 24 + f(2);
-            }
-            found.push((at, end.max(p)));
-            at += end.max(p);
-        } else {
-            at += 1;
-        }
-    }
-    found
-}
-
-/// The bundles of a library's `.hip_fatbin`, each cut to its own length.
-fn bundles(library: &[u8]) -> Vec<Vec<u8>> {
-    let fatbin = fatbin_section(library);
-    bundle_spans(&fatbin).into_iter().map(|(at, len)| fatbin[at..at + len].to_vec()).collect()
-}
-
-/// What clang's bundler lists in a bundle, sorted.
-fn bundler_list(dir: &Path, bundle: &[u8]) -> Vec<String> {
-    let (_, bundler) = toolchain();
-    let input = dir.join("bundle.bin");
-    std::fs::write(&input, bundle).unwrap();
-    let out = run(Command::new(bundler).args(["--list", "--type=o"]).arg(format!("--input={}", input.display())));
-    let mut ids: Vec<String> = out.lines().map(str::to_string).collect();
-    ids.sort();
-    ids
-}
-
-/// One target's code object, as clang's bundler unbundles it.
-fn bundler_unbundle(dir: &Path, bundle: &[u8], id: &str) -> Vec<u8> {
-    let (_, bundler) = toolchain();
-    let (input, output) = (dir.join("unbundle.bin"), dir.join("unbundled.o"));
-    std::fs::write(&input, bundle).unwrap();
-    run(Command::new(bundler)
-        .args(["--unbundle", "--type=o"])
-        .arg(format!("--input={}", input.display()))
-        .arg(format!("--output={}", output.display()))
-        .arg(format!("--targets={id}")));
-    std::fs::read(output).unwrap()
-}
-
 fn fat_wheel(dir: &Path) -> PathBuf {
     let lib = std::fs::read(fat_library(dir)).unwrap();
     WheelSpec::new("fatpkg", "1.0", "py3-none-linux_x86_64")
@@ -163,68 +84,101 @@ fn thinned_bundles_hold_exactly_the_kept_targets_as_clangs_bundler_reads_them() 
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let wheel = fat_wheel(d);
-    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "out", wheel.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let thinned = d.join("out").join(wheel.file_name().unwrap());
-    assert!(thinned.exists(), "the same file name: {}", stdout(&out));
-    assert_true_record(&thinned);
-
-    let (before, after) = (read_member(&wheel, "fatpkg/libk.so"), read_member(&thinned, "fatpkg/libk.so"));
-    assert_eq!(before.len(), after.len(), "the library keeps its size");
-    let (old, new) = (bundles(&before), bundles(&after));
+    let before = read_member(&wheel, "fatpkg/libk.so");
+    let old = bundles(&before);
     assert_eq!(old.len(), 3);
-    assert_eq!(new.len(), 3, "every bundle stays where it was");
-    // Each bundle's whole space as the original had it (a thinned compressed bundle is shorter
-    // than its space): clang's bundler reads it to its end, through what the thinning freed.
-    let (fatbin_before, fatbin_after) = (fatbin_section(&before), fatbin_section(&after));
-    for (at, len) in bundle_spans(&fatbin_before) {
-        let listed = bundler_list(d, &fatbin_after[at..at + len]);
-        assert!(listed.contains(&"hipv4-amdgcn-amd-amdhsa--gfx942".to_string()), "{listed:?}");
-        assert!(!listed.iter().any(|id| id.contains("gfx90a") || id.contains("gfx11")), "{listed:?}");
-    }
-    // Nothing of a dropped target remains in the section: no id, in any bundle's bytes.
-    for dropped in [&b"gfx90a"[..], b"gfx1100", b"gfx11-generic"] {
-        assert!(!fatbin_after.windows(dropped.len()).any(|w| w == dropped), "{}", String::from_utf8_lossy(dropped));
-    }
-    for (old, new) in old.iter().zip(&new) {
-        let listed = bundler_list(d, new);
-        let kept: Vec<&String> = listed.iter().filter(|id| !id.starts_with("host-")).collect();
-        assert_eq!(kept, ["hipv4-amdgcn-amd-amdhsa--gfx942"], "{listed:?}");
-        assert!(listed.iter().any(|id| id.starts_with("host-")), "the host entry stays: {listed:?}");
-        assert!(bundler_list(d, old).len() > listed.len());
+    for compact in [false, true] {
+        let out_dir = if compact { "out" } else { "out-kept-layout" };
+        let mut args = vec!["thin", "--gpu-target", "gfx942", "-w", out_dir, wheel.to_str().unwrap()];
+        if !compact {
+            args.push("--no-compact");
+        }
+        let out = wheelfix(d, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let thinned = d.join(out_dir).join(wheel.file_name().unwrap());
+        assert!(thinned.exists(), "the same file name: {}", stdout(&out));
+        assert_true_record(&thinned);
+        let after = read_member(&thinned, "fatpkg/libk.so");
+        if compact {
+            assert!(after.len() < before.len(), "the library installs smaller");
+        } else {
+            assert_eq!(before.len(), after.len(), "the library keeps its size");
+        }
+        let new = bundles(&after);
+        assert_eq!(new.len(), 3, "every bundle stays");
+        // Each bundle's whole space (a thinned compressed bundle is shorter than its space):
+        // clang's bundler reads it to the end of its section, through what the thinning freed.
+        for space in bundle_spaces(&after) {
+            let listed = bundler_list(d, &space);
+            assert!(listed.contains(&"hipv4-amdgcn-amd-amdhsa--gfx942".to_string()), "{listed:?}");
+            assert!(!listed.iter().any(|id| id.contains("gfx90a") || id.contains("gfx11")), "{listed:?}");
+        }
+        // Nothing of a dropped target remains in the section: no id, in any bundle's bytes.
+        for (_, piece) in fatbin_pieces(&after) {
+            for dropped in [&b"gfx90a"[..], b"gfx1100", b"gfx11-generic"] {
+                assert!(!piece.windows(dropped.len()).any(|w| w == dropped), "{}", String::from_utf8_lossy(dropped));
+            }
+        }
+        for (old, new) in old.iter().zip(&new) {
+            let listed = bundler_list(d, new);
+            let kept: Vec<&String> = listed.iter().filter(|id| !id.starts_with("host-")).collect();
+            assert_eq!(kept, ["hipv4-amdgcn-amd-amdhsa--gfx942"], "{listed:?}");
+            assert!(listed.iter().any(|id| id.starts_with("host-")), "the host entry stays: {listed:?}");
+            assert!(bundler_list(d, old).len() > listed.len());
+            assert_eq!(
+                bundler_unbundle(d, new, kept[0]),
+                bundler_unbundle(d, old, kept[0]),
+                "the kept code object is the original's, byte for byte"
+            );
+        }
+        // Outside .hip_fatbin nothing moved, as the loader maps the file: every address of the
+        // original outside the section reads the same bytes (the headers aside).
+        assert_same_memory_outside_fatbin(&before, &after);
+        assert!(
+            std::fs::metadata(&thinned).unwrap().len() < std::fs::metadata(&wheel).unwrap().len(),
+            "the download shrinks"
+        );
+
+        let report = support::show_json(d, &thinned, &[]);
+        assert_eq!(report["gpu_targets"], serde_json::json!(["gfx90a", "gfx942"]), "{report}");
+        let lib = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == "fatpkg/libk.so").unwrap().clone();
+        assert_eq!(lib["targets"], serde_json::json!(["gfx942"]));
+        assert_eq!(lib["objects"], 3);
+
+        // The same input gives the same bytes.
+        let again_dir = format!("{out_dir}-again");
+        args[4] = &again_dir;
+        let again = wheelfix(d, &args);
+        assert!(again.status.success(), "{}", stderr(&again));
         assert_eq!(
-            bundler_unbundle(d, new, kept[0]),
-            bundler_unbundle(d, old, kept[0]),
-            "the kept code object is the original's, byte for byte"
+            std::fs::read(&thinned).unwrap(),
+            std::fs::read(d.join(&again_dir).join(wheel.file_name().unwrap())).unwrap()
         );
     }
-    // Outside .hip_fatbin nothing moved.
-    let differ: Vec<usize> = (0..before.len()).filter(|&i| before[i] != after[i]).collect();
-    let fatbin = {
-        use object::{Object, ObjectSection};
-        let f = object::File::parse(&*before).unwrap();
-        let (offset, size) = f.section_by_name(".hip_fatbin").unwrap().file_range().unwrap();
-        offset as usize..(offset + size) as usize
+}
+
+/// Every address of `before`'s segments outside its `.hip_fatbin` reads the same in `after`
+/// (the ELF and program headers aside, which a layout change rewrites).
+fn assert_same_memory_outside_fatbin(before: &[u8], after: &[u8]) {
+    let (old, new) = (Memory::of(before), Memory::of(after));
+    let pieces = fatbin_pieces(before);
+    let fatbin = pieces[0].0..pieces[0].0 + pieces[0].1.len() as u64;
+    let headers = {
+        use object::read::elf::{ElfFile64, FileHeader};
+        let f = ElfFile64::<object::Endianness>::parse(before).unwrap();
+        let h = f.elf_header();
+        let e = f.endian();
+        0..h.e_phoff(e) + u64::from(h.e_phnum(e)) * u64::from(h.e_phentsize(e))
     };
-    assert!(differ.iter().all(|i| fatbin.contains(i)), "bytes outside .hip_fatbin changed");
-    assert!(
-        std::fs::metadata(&thinned).unwrap().len() < std::fs::metadata(&wheel).unwrap().len(),
-        "the download shrinks"
-    );
-
-    let report = support::show_json(d, &thinned, &[]);
-    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx90a", "gfx942"]), "{report}");
-    let lib = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == "fatpkg/libk.so").unwrap().clone();
-    assert_eq!(lib["targets"], serde_json::json!(["gfx942"]));
-    assert_eq!(lib["objects"], 3);
-
-    // The same input gives the same bytes.
-    let again = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "again", wheel.to_str().unwrap()]);
-    assert!(again.status.success(), "{}", stderr(&again));
-    assert_eq!(
-        std::fs::read(&thinned).unwrap(),
-        std::fs::read(d.join("again").join(wheel.file_name().unwrap())).unwrap()
-    );
+    for (start, bytes) in old.loads() {
+        for (i, byte) in bytes.iter().enumerate() {
+            let address = start + i as u64;
+            if fatbin.contains(&address) || headers.contains(&address) {
+                continue;
+            }
+            assert_eq!(new.read(address, 1), Some(std::slice::from_ref(byte)), "address {address:#x}");
+        }
+    }
 }
 
 #[test]
@@ -253,76 +207,6 @@ fn generic_targets_and_target_features_are_kept_as_the_runtime_would_load_them()
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(json[0]["dropped"].as_object().unwrap().contains_key("gfx942"), "{json}");
     }
-}
-
-/// A stub HIP runtime: `__hipRegisterFatBinary` parses the bundle its wrapper points at, in
-/// memory (decompressing a compressed one with the system's libzstd or libz), and appends one
-/// line per code object to `$STUB_LOG`: its entry id, size and an FNV-1a hash of its bytes.
-const STUB: &str = r#"
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-struct wrapper { uint32_t magic, version; const unsigned char *binary; void *unused; };
-static void record(const unsigned char *b) {
-    if (!getenv("STUB_LOG")) return;
-    FILE *log = fopen(getenv("STUB_LOG"), "a");
-    uint64_t count; memcpy(&count, b + 24, 8);
-    const unsigned char *p = b + 32;
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t off, size, len; memcpy(&off, p, 8); memcpy(&size, p + 8, 8); memcpy(&len, p + 16, 8);
-        uint64_t h = 1469598103934665603ULL;
-        for (uint64_t k = 0; k < size; k++) h = (h ^ b[off + k]) * 1099511628211ULL;
-        if (len < 5 || memcmp(p + 24, "host-", 5) != 0)
-            fprintf(log, "%.*s %llu %016llx\n", (int)len, p + 24, (unsigned long long)size, (unsigned long long)h);
-        p += 24 + len;
-    }
-    fclose(log);
-}
-void **__hipRegisterFatBinary(const struct wrapper *w) {
-    const unsigned char *b = w->binary;
-    if (memcmp(b, "CCOB", 4) == 0) {
-        uint16_t version, method; memcpy(&version, b + 4, 2); memcpy(&method, b + 6, 2);
-        uint64_t total = 0, size = 0; size_t header = version == 3 ? 32 : 24;
-        if (version == 3) { memcpy(&total, b + 8, 8); memcpy(&size, b + 16, 8); }
-        else { uint32_t t, s; memcpy(&t, b + 8, 4); memcpy(&s, b + 12, 4); total = t; size = s; }
-        unsigned char *out = malloc(size);
-        if (method == 1) {
-            size_t (*zstd)(void *, size_t, const void *, size_t) = dlsym(dlopen("libzstd.so.1", RTLD_NOW), "ZSTD_decompress");
-            if (zstd(out, size, b + header, total - header) != size) { fprintf(stderr, "stub: bad zstd\n"); exit(3); }
-        } else {
-            int (*unz)(unsigned char *, unsigned long *, const unsigned char *, unsigned long) = dlsym(dlopen("libz.so.1", RTLD_NOW), "uncompress");
-            unsigned long n = size;
-            if (unz(out, &n, b + header, total - header) != 0 || n != size) { fprintf(stderr, "stub: bad zlib\n"); exit(3); }
-        }
-        record(out);
-        free(out);
-    } else {
-        record(b);
-    }
-    static void *handle;
-    return &handle;
-}
-void __hipRegisterFunction(void **m, const void *f, char *d, const char *n, int t, void *a, void *b, void *c, void *e, int *s) {}
-void __hipRegisterVar(void **m, void *v, char *h, const char *d, int e, size_t s, int c, int g) {}
-void __hipUnregisterFatBinary(void **m) {}
-int hipLaunchKernel(const void *f, void *g, void *b, void **a, size_t s, void *st) { return 0; }
-int __hipPushCallConfiguration(void *g, void *b, size_t s, void *st) { return 0; }
-int __hipPopCallConfiguration(void *g, void *b, size_t *s, void *st) { return 0; }
-"#;
-
-const LOAD: &str = "import ctypes, sys\nctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)\nlib = ctypes.CDLL(sys.argv[2])\nprint(lib.host_value())\n";
-
-/// Load `library` with the stub runtime: what the stub registered, sorted, and `host_value()`.
-fn load_with_stub(dir: &Path, stub: &Path, library: &Path) -> (Vec<String>, String) {
-    let log = dir.join("stub.log");
-    let _ = std::fs::remove_file(&log);
-    let value = run(Command::new(system_python()).args(["-c", LOAD]).arg(stub).arg(library).env("STUB_LOG", &log));
-    let mut lines: Vec<String> =
-        std::fs::read_to_string(&log).unwrap_or_default().lines().map(str::to_string).collect();
-    lines.sort();
-    (lines, value.trim().to_string())
 }
 
 #[test]

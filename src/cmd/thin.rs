@@ -9,7 +9,7 @@ use super::write::{Destination, Placement, output_dir, place};
 use super::{Common, Output, display_name};
 use crate::analysis::CopyRoom;
 use crate::elf::gpu::targets::{Keep, Requested};
-use crate::plan::thin::{ThinPlan, thin};
+use crate::plan::thin::{ThinOptions, ThinPlan, thin};
 use crate::report::thin::{ThinOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::{parallel, wheel};
@@ -27,6 +27,8 @@ pub struct ThinRequest {
     pub allow_missing: bool,
     /// Remove standalone code-object files for other targets.
     pub prune_files: bool,
+    /// Take the freed pages out of the host binaries (`--no-compact` leaves them as zeros).
+    pub compact: bool,
 }
 
 /// Run `thin`: what each wheel became, errors on stderr.
@@ -98,7 +100,12 @@ fn plan_one(
     if !wheel.installer_problems.is_empty() {
         return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
     }
-    let plan = thin(wheel, analysis, keep, request.prune_files, settings.zip_compression_level.value);
+    let options = ThinOptions {
+        prune_files: request.prune_files,
+        compact: request.compact,
+        compression_level: settings.zip_compression_level.value,
+    };
+    let plan = thin(wheel, analysis, keep, options);
     if let Some((file, problem)) = plan.unreadable.first() {
         return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
     }

@@ -24,6 +24,20 @@ pub struct ThinChange {
     pub expected: FileCut,
     /// The member inflated by the analysis, when it kept a copy; else the writer inflates it.
     pub copy: Option<std::sync::Arc<crate::analysis::BundledCopy>>,
+    /// Take the freed pages out of the file ([`crate::elf::layout`]).
+    pub compact: bool,
+    /// Why the writer left the file's layout as it was, when it did (for the report).
+    pub layout_note: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+/// How `thin` rewrites.
+#[derive(Debug, Clone, Copy)]
+pub struct ThinOptions {
+    /// Remove standalone code-object files that keep nothing.
+    pub prune_files: bool,
+    /// Take the freed pages of host binaries out of their files.
+    pub compact: bool,
+    pub compression_level: u32,
 }
 
 /// What thinning does to one file's code objects, by target id.
@@ -62,7 +76,8 @@ impl ThinPlan {
 }
 
 /// Plan `thin` for one wheel.
-pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, prune_files: bool, compression_level: u32) -> ThinPlan {
+pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOptions) -> ThinPlan {
+    let ThinOptions { prune_files, compact, compression_level } = options;
     let mut plan = Plan::new(wheel.filename.clone());
     plan.compression_level = compression_level;
     let (mut cut, mut pruned, mut left, mut unreadable) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -80,7 +95,7 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, prune_files: bool, 
                     continue;
                 }
                 if !file_cut.dropped.is_empty() {
-                    add_change(&mut plan, code, ranges, keep, &file_cut, analysis);
+                    add_change(&mut plan, code, ranges, keep, &file_cut, analysis, compact);
                 }
                 cut.push(file_cut);
             }
@@ -120,6 +135,7 @@ fn add_change(
     keep: &Keep,
     file_cut: &FileCut,
     analysis: &Analysis,
+    compact: bool,
 ) {
     if let Some(NewMember { content: Content::Thin(change), .. }) = plan.replace.get_mut(&code.file) {
         change.ranges.extend(ranges);
@@ -134,6 +150,8 @@ fn add_change(
         keep: keep.clone(),
         expected: file_cut.clone(),
         copy: analysis.bundled_copies.get(&code.file).cloned(),
+        compact: compact && code.container == Container::HipFatbin,
+        layout_note: Default::default(),
     };
     plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });
 }
@@ -144,8 +162,10 @@ fn bundle_ranges(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Vec<(u64
     match code.container {
         Container::HipFatbin => {
             let member = analysis.elf.iter().find(|m| m.path == code.file);
-            let section = member.and_then(|m| m.facts.section(".hip_fatbin")).filter(|s| s.kind != 8);
-            section.and_then(|s| Some((s.offset, s.offset.checked_add(s.size)?))).into_iter().collect()
+            // Every piece of a compacted file's section.
+            let Some(member) = member else { return Vec::new() };
+            let pieces = member.facts.sections_named(".hip_fatbin").filter(|s| s.kind != 8);
+            pieces.filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?))).collect()
         }
         Container::BundleInData => code.bundle_spans.clone(),
         _ => wheel.archive.member(&code.file).map(|m| (0, m.size)).into_iter().collect(),

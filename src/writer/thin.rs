@@ -77,13 +77,18 @@ fn thin_from(
         container: change.expected.container,
         ..Default::default()
     };
+    // Freed space is laid out for the layout change when the file is to lose it.
+    let laid_out = rewrite::FreedLayout { page: if change.compact { page_size(&zeroed) } else { None } };
+    let mut freed = Vec::new();
     for &(start, end) in &change.ranges {
         if start > end || end > len {
             return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
         }
-        let thinned = thin_bundles(&mut zeroed, start, end, &change.keep).map_err(|e| fail(e.to_string()))?;
+        let thinned =
+            thin_bundles(&mut zeroed, start, end, &change.keep, laid_out).map_err(|e| fail(e.to_string()))?;
         Count::sum_into(&mut cut.kept, thinned.kept);
         Count::sum_into(&mut cut.dropped, thinned.dropped);
+        freed.extend(thinned.freed);
     }
     // The analysis planned from the same bytes; a difference means one of the two readers is
     // wrong, and the report would not be true.
@@ -93,11 +98,16 @@ fn thin_from(
             cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
         )));
     }
-    let same: Vec<blocks::SameAs> = zeroed
+    let compacted = if laid_out.page.is_some() { compacted(&mut zeroed, len, &freed, change) } else { None };
+    let mut same: Vec<blocks::SameAs> = zeroed
         .same_as_original()
         .iter()
         .map(|o| blocks::SameAs { from: o.from, to: o.to, original: o.original })
         .collect();
+    if let Some(compacted) = &compacted {
+        same = moved_with(&same, compacted);
+    }
+    let len = compacted.as_ref().map_or(len, |c| c.len);
     let reuse = marks.map(|marks| Reuse {
         runs: blocks::reusable_runs(marks, &same, MIN_REUSED_RUN),
         marks,
@@ -108,7 +118,11 @@ fn thin_from(
         crate::debug!("{}: {reused} of {len} bytes keep their original deflate blocks", change.member);
     }
     let spill = |level| {
-        let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
+        let thinned = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
+        let read = |buf: &mut [u8], at: u64| match &compacted {
+            Some(c) => c.read_at(&thinned, buf, at),
+            None => thinned(buf, at),
+        };
         match Spilled::from_reader(len, level, dir, reuse.as_ref(), read) {
             // Never expected: the content is checked against the original's where its blocks
             // are copied, and on a difference the member is deflated whole instead.
@@ -131,6 +145,71 @@ fn thin_from(
         }
     }
     Ok(spilled)
+}
+
+/// The thinned file without its freed pages, planned and checked ([`crate::elf::layout`]); `None`
+/// (the reason noted for the report) when its layout is left as it is.
+fn compacted(
+    zeroed: &mut rewrite::ZeroedFile<'_>,
+    len: u64,
+    freed: &[rewrite::Freed],
+    change: &ThinChange,
+) -> Option<crate::elf::layout::Compacted> {
+    let spans: Vec<(u64, u64)> = freed.iter().map(|f| (f.from, f.to)).collect();
+    let planned = {
+        let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
+        crate::elf::layout::compact(&read, len, &spans)
+    };
+    // A zstd bundle's skippable frame now ends where its section piece does.
+    let cut_frames = |zeroed: &mut rewrite::ZeroedFile<'_>, c: &crate::elf::layout::Compacted| {
+        for f in freed {
+            let cut = c.holes.iter().find(|&&(a, b)| a < f.to && b > f.from);
+            if let Some(&(hole_from, _)) = cut
+                && let Some((at, bytes)) = f.frame_end(hole_from)
+            {
+                rewrite::Positional::write_all_at(zeroed, &bytes, at)?;
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let planned = planned.and_then(|c| {
+        cut_frames(zeroed, &c)?;
+        let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
+        c.check(&read).map(|()| c)
+    });
+    match planned {
+        Ok(c) => {
+            crate::debug!("{}: {} bytes leave the file ({} splits)", change.member, c.saved(), c.splits);
+            Some(c)
+        }
+        Err(e) => {
+            crate::debug!("{}: {e}", change.member);
+            if let Ok(mut note) = change.layout_note.lock() {
+                *note = Some(e.to_string());
+            }
+            None
+        }
+    }
+}
+
+/// The page an ELF file's layout changes by, from its header; `None` for other files.
+fn page_size(file: &rewrite::ZeroedFile<'_>) -> Option<u64> {
+    let mut head = [0u8; 20];
+    file.read_at(&mut head, 0).ok()?;
+    crate::elf::layout::page_size(crate::elf::header::ElfIdent::parse(&head)?.machine)
+}
+
+/// The spans equal to the original's, in the compacted file's offsets.
+fn moved_with(same: &[blocks::SameAs], compacted: &crate::elf::layout::Compacted) -> Vec<blocks::SameAs> {
+    let mut out = Vec::new();
+    for (at, end, from) in compacted.copies() {
+        let to = from + (end - at);
+        for s in same.iter().filter(|s| s.from < to && s.to > from) {
+            let (a, b) = (s.from.max(from), s.to.min(to));
+            out.push(blocks::SameAs { from: at + (a - from), to: at + (b - from), original: s.original + (a - s.from) });
+        }
+    }
+    out
 }
 
 /// Fill the holes of a kept copy that lie outside the bundles' ranges, which the rewrite will
@@ -173,13 +252,14 @@ fn thin_bundles(
     start: u64,
     end: u64,
     keep: &crate::elf::gpu::targets::Keep,
+    laid_out: rewrite::FreedLayout,
 ) -> Result<rewrite::Thinned, rewrite::RewriteError> {
     let Some(spans) = rewrite::bundle_spans(&*zeroed, start, end)? else {
-        return rewrite::thin_range(zeroed, start, end, keep);
+        return rewrite::thin_range_laid_out(zeroed, start, end, keep, laid_out);
     };
     let parts = crate::parallel::try_map(&spans, |&(from, to)| {
         let mut part = zeroed.part(from, to);
-        rewrite::thin_range(&mut part, from, to, keep).map(|thinned| (thinned, part))
+        rewrite::thin_range_laid_out(&mut part, from, to, keep, laid_out).map(|thinned| (thinned, part))
     })?;
     let mut total = rewrite::Thinned::default();
     for (thinned, part) in parts {

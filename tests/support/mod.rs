@@ -4,6 +4,7 @@
 
 pub mod elfgen;
 pub mod gpugen;
+pub mod hip;
 pub mod http;
 pub mod python;
 pub mod rawzip;

@@ -5,6 +5,7 @@
 //! dynamic symbols with their versions, and the notes.
 
 pub mod header;
+pub mod layout;
 pub mod lint;
 pub mod patch;
 pub mod ranges;
@@ -122,6 +123,36 @@ impl ElfFacts {
         }
     }
 
+    /// Parse the facts of a file of `len` bytes read by position, reading only the ranges the
+    /// parser asks for (a bounded amount of memory, however large the file).
+    pub fn parse_by_ranges(
+        len: u64,
+        read: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+    ) -> Result<ElfFacts, ElfError> {
+        let mut kept = view::Kept::new(len);
+        let mut want: Vec<ranges::Range> = vec![(0, 64.min(len))];
+        // Each pass learns more of where the tables are; a well-formed file needs three or four.
+        for _ in 0..8 {
+            for (offset, size) in want.drain(..) {
+                let size = size.min(len.saturating_sub(offset)).min(256 << 20);
+                if size == 0 || kept.contains(offset, size) {
+                    continue;
+                }
+                let mut buf = vec![0u8; size as usize];
+                read(&mut buf, offset).map_err(|e| ElfError::Malformed(format!("cannot read it: {e}")))?;
+                kept.insert(offset, &buf);
+            }
+            match Self::parse_view(&kept) {
+                Err(ElfError::NotKept { offset, size }) => {
+                    want = ranges::needed_ranges(&kept);
+                    want.push((offset, size));
+                }
+                done => return done,
+            }
+        }
+        Err(ElfError::Malformed("its tables point at each other without end".into()))
+    }
+
     /// The policy architecture of this file, if any policy covers it.
     pub fn arch(&self) -> Option<Arch> {
         Arch::from_elf(self.machine, self.is_64, self.little_endian, self.flags)
@@ -154,6 +185,11 @@ impl ElfFacts {
             }
         }
         None
+    }
+
+    /// Every section of that name (a compacted file has one per piece: [`layout`]).
+    pub fn sections_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a SectionInfo> + 'a {
+        self.sections.iter().filter(move |s| s.name == name && s.kind != 8)
     }
 
     pub fn section(&self, name: &str) -> Option<&SectionInfo> {

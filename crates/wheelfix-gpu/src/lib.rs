@@ -412,9 +412,17 @@ pub fn host_binary_view<V: FileView + ?Sized>(
     }
     let mut found = Vec::new();
     let fatbins = fatbins_in_data(file, facts, view.len(), hits);
-    if let Some((start, end)) = section_range(".hip_fatbin") {
+    // A compacted file has one `.hip_fatbin` section per piece (`wheelfix_elf::layout`).
+    let fatbin_pieces: Vec<(u64, u64)> = facts
+        .sections_named(".hip_fatbin")
+        .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
+        .filter(|&(_, end)| end <= view.len())
+        .collect();
+    if section_range(".hip_fatbin").is_some() {
         let mut code = GpuCode::new(file, Container::HipFatbin);
-        hits.blob(start, end, &mut code);
+        for &(start, end) in &fatbin_pieces {
+            hits.blob(start, end, &mut code);
+        }
         if code.objects == 0 && code.notes.is_empty() {
             code.notes.push("the .hip_fatbin section holds no offload bundle".into());
         }

@@ -35,6 +35,39 @@ pub struct Thinned {
     pub untouched: usize,
     /// Bytes set to zero.
     pub zeroed: u64,
+    /// The space each rewritten bundle no longer uses, where a layout change may take its
+    /// pages out of the file.
+    pub freed: Vec<Freed>,
+}
+
+/// Zeros after a rewritten bundle, [from, to) in file offsets, that no reader of the bundle
+/// reads by offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freed {
+    pub from: u64,
+    pub to: u64,
+    /// A zstd bundle's skippable frame in front of them, by its header's offset: its content
+    /// runs to `to`, where another frame (or the next bundle) starts, and must be cut to end at
+    /// `from` once the pages in between leave the file ([`Freed::frame_end`]), so that a reader
+    /// of the whole section still decodes.
+    pub frame: Option<u64>,
+}
+
+impl Freed {
+    /// The new length field of its frame, ending the frame at `end`: (offset, little-endian bytes).
+    pub fn frame_end(&self, end: u64) -> Option<(u64, [u8; 4])> {
+        let at = self.frame?;
+        let len = u32::try_from(end.checked_sub(at + SKIPPABLE_HEADER)?).ok()?;
+        Some((at + 4, len.to_le_bytes()))
+    }
+}
+
+/// How thinning lays out the space it frees.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FreedLayout {
+    /// The page a layout change removes by: a zstd bundle's freed space is then framed so that
+    /// whole pages of zeros lie between its frames ([`Freed`]).
+    pub page: Option<u64>,
 }
 
 impl Thinned {
@@ -45,6 +78,7 @@ impl Thinned {
         self.rewritten += other.rewritten;
         self.untouched += other.untouched;
         self.zeroed += other.zeroed;
+        self.freed.extend(other.freed);
     }
 }
 
@@ -64,11 +98,22 @@ fn lie(at: u64, message: impl Into<String>) -> RewriteError {
 /// Thin every bundle in the file range [start, end): bundles and compressed bundles in order,
 /// each consuming its length, as [`super::scan::Hits::blob`] reads them.
 pub fn thin_range<F: Positional>(file: &mut F, start: u64, end: u64, keep: &Keep) -> Result<Thinned, RewriteError> {
+    thin_range_laid_out(file, start, end, keep, FreedLayout::default())
+}
+
+/// [`thin_range`], the freed space laid out for a layout change.
+pub fn thin_range_laid_out<F: Positional>(
+    file: &mut F,
+    start: u64,
+    end: u64,
+    keep: &Keep,
+    freed: FreedLayout,
+) -> Result<Thinned, RewriteError> {
     let mut thinned = Thinned::default();
     let mut at = start;
     while let Some((found, compressed)) = next_magic(file, at, end)? {
         let consumed = if compressed {
-            thin_ccob(file, found, end, keep, &mut thinned)?
+            thin_ccob(file, found, end, keep, freed, &mut thinned)?
         } else {
             thin_bundle(file, found, end, keep, &mut thinned)?
         };
@@ -354,6 +399,9 @@ fn thin_bundle<F: Positional>(
         free_from = free_from.max(end);
     }
     zero(file, at + free_from, at + layout.old_len, thinned)?;
+    if free_from < layout.old_len {
+        thinned.freed.push(Freed { from: at + free_from, to: at + layout.old_len, frame: None });
+    }
     thinned.rewritten += 1;
     Ok(layout.old_len)
 }
@@ -434,6 +482,7 @@ fn thin_ccob<F: Positional>(
     at: u64,
     end: u64,
     keep: &Keep,
+    freed: FreedLayout,
     thinned: &mut Thinned,
 ) -> Result<u64, RewriteError> {
     let header = ccob_header_at(file, at, end)?.map_err(|e| lie(at, format!("compressed: {e}")))?;
@@ -514,7 +563,9 @@ fn thin_ccob<F: Positional>(
     let stream_end = at + header_len + compressed.len() as u64;
     zero(file, stream_end, at + old_end, thinned)?;
     if header.method == ZSTD {
-        fill_with_skippable_frames(file, stream_end, at + old_end)?;
+        thinned.freed.extend(frame_freed_space(file, stream_end, at + old_end, freed.page)?);
+    } else if stream_end < at + old_end {
+        thinned.freed.push(Freed { from: stream_end, to: at + old_end, frame: None });
     }
     thinned.rewritten += 1;
     Ok(old_end)
@@ -526,10 +577,35 @@ const ZSTD: u16 = 1;
 const SKIPPABLE_HEADER: u64 = 8;
 const SKIPPABLE_MAGIC: u32 = 0x184D_2A50;
 
+/// The zeroed space [from, to) after a rebuilt zstd stream, as skippable frames. Laid out for
+/// `page`: one frame up to the first page boundary, whole pages of zeros, and one frame from the
+/// last boundary to `to`; the first frame's content runs on over the pages until they leave the
+/// file ([`Freed`]). Otherwise, frames over all of it.
+fn frame_freed_space<F: Positional>(file: &mut F, from: u64, to: u64, page: Option<u64>) -> io::Result<Option<Freed>> {
+    let whole_pages = page.and_then(|page| {
+        let first = (from + SKIPPABLE_HEADER).next_multiple_of(page);
+        let mut last = to / page * page;
+        // What follows the pages is a frame or nothing: never a stub shorter than a header.
+        if (1..SKIPPABLE_HEADER).contains(&(to - last.min(to))) {
+            last = last.saturating_sub(page);
+        }
+        (first < last && last - from <= u64::from(u32::MAX)).then_some((first, last))
+    });
+    let Some((first, last)) = whole_pages else {
+        let zeros_from = fill_with_skippable_frames(file, from, to)?;
+        return Ok((zeros_from < to).then_some(Freed { from: zeros_from, to, frame: None }));
+    };
+    fill_with_skippable_frames(file, from, last)?;
+    fill_with_skippable_frames(file, last, to)?;
+    Ok(Some(Freed { from: first, to: last, frame: Some(from) }))
+}
+
 /// The zeroed space after a rebuilt zstd stream, turned into skippable frames of zeros: a reader
 /// that decodes everything up to the end of the section (clang 19's bundler does, and fails on
 /// bare zeros with "Src size is incorrect") reads them as frames that hold nothing.
-fn fill_with_skippable_frames<F: Positional>(file: &mut F, mut from: u64, to: u64) -> io::Result<()> {
+/// Returns where the last frame's zeros start.
+fn fill_with_skippable_frames<F: Positional>(file: &mut F, mut from: u64, to: u64) -> io::Result<u64> {
+    let mut zeros_from = from;
     while to - from >= SKIPPABLE_HEADER {
         let gap = to - from - SKIPPABLE_HEADER;
         // A frame holds at most 4 GiB; a longer space is a chain, the last never shorter than a header.
@@ -537,9 +613,10 @@ fn fill_with_skippable_frames<F: Positional>(file: &mut F, mut from: u64, to: u6
         let mut header = SKIPPABLE_MAGIC.to_le_bytes().to_vec();
         header.extend_from_slice(&(len as u32).to_le_bytes());
         file.write_all_at(&header, from)?;
+        zeros_from = from + SKIPPABLE_HEADER;
         from += SKIPPABLE_HEADER + len;
     }
-    Ok(())
+    Ok(zeros_from)
 }
 
 const OUTGROWS: &str = "the rebuilt bundle outgrows its room";
