@@ -84,8 +84,7 @@ fn thin_from(
         if start > end || end > len {
             return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
         }
-        let thinned =
-            thin_bundles(&mut zeroed, start, end, &change.keep, laid_out).map_err(|e| fail(e.to_string()))?;
+        let thinned = thin_bundles(&mut zeroed, start, end, &change.keep, laid_out).map_err(|e| fail(e.to_string()))?;
         Count::sum_into(&mut cut.kept, thinned.kept);
         Count::sum_into(&mut cut.dropped, thinned.dropped);
         freed.extend(thinned.freed);
@@ -206,7 +205,11 @@ fn moved_with(same: &[blocks::SameAs], compacted: &crate::elf::layout::Compacted
         let to = from + (end - at);
         for s in same.iter().filter(|s| s.from < to && s.to > from) {
             let (a, b) = (s.from.max(from), s.to.min(to));
-            out.push(blocks::SameAs { from: at + (a - from), to: at + (b - from), original: s.original + (a - s.from) });
+            out.push(blocks::SameAs {
+                from: at + (a - from),
+                to: at + (b - from),
+                original: s.original + (a - s.from),
+            });
         }
     }
     out

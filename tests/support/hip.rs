@@ -206,14 +206,22 @@ pub fn bundles(library: &[u8]) -> Vec<Vec<u8>> {
     found
 }
 
-/// Each bundle's whole space: from its start to the next bundle's, or to the end of its section
-/// (clang 19's bundler reads a compressed bundle to the end of its input).
-pub fn bundle_spaces(library: &[u8]) -> Vec<Vec<u8>> {
+/// Each bundle's whole space in `thinned`: the bytes the original's bundle at the same address
+/// had (its own length, as its header says), as far as the section piece that holds it runs
+/// (a compacted file cuts the section where the freed pages left). A thinned compressed bundle
+/// is shorter than its space, and clang 19's bundler reads one to the end of its input.
+pub fn bundle_spaces(original: &[u8], thinned: &[u8]) -> Vec<Vec<u8>> {
+    let pieces = fatbin_pieces(thinned);
     let mut found = Vec::new();
-    for (_, piece) in fatbin_pieces(library) {
-        let starts: Vec<usize> = bundle_spans(&piece).into_iter().map(|(at, _)| at).collect();
-        for (i, &at) in starts.iter().enumerate() {
-            found.push(piece[at..starts.get(i + 1).copied().unwrap_or(piece.len())].to_vec());
+    for (address, piece) in fatbin_pieces(original) {
+        for (at, len) in bundle_spans(&piece) {
+            let start = address + at as u64;
+            let (piece_at, bytes) = pieces
+                .iter()
+                .find(|(a, b)| *a <= start && start < a + b.len() as u64)
+                .expect("every bundle stays in a section piece");
+            let from = (start - piece_at) as usize;
+            found.push(bytes[from..(from + len).min(bytes.len())].to_vec());
         }
     }
     found
@@ -222,7 +230,8 @@ pub fn bundle_spaces(library: &[u8]) -> Vec<Vec<u8>> {
 /// What `eu-elflint --gnu-ld` (Debian's elfutils) reports, one line each, with program header
 /// numbers left out (a split renumbers them).
 pub fn elflint(path: &Path) -> Vec<String> {
-    let out = Command::new("eu-elflint").arg("--gnu-ld").arg(path).output().expect("eu-elflint (apt-get install elfutils)");
+    let out =
+        Command::new("eu-elflint").arg("--gnu-ld").arg(path).output().expect("eu-elflint (apt-get install elfutils)");
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     let mut lines: Vec<String> = text
         .lines()
@@ -239,4 +248,31 @@ pub fn readelf_warnings(path: &Path) -> String {
     let out = Command::new("readelf").arg("-lSdW").arg(path).output().expect("readelf (binutils)");
     assert!(out.status.success(), "readelf failed on {}", path.display());
     String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// Every address of `before`'s segments outside its `.hip_fatbin` reads the same in `after`
+/// (the ELF and program headers aside, which a layout change rewrites).
+pub fn assert_same_memory_outside_fatbin(before: &[u8], after: &[u8]) {
+    let (old, new) = (Memory::of(before), Memory::of(after));
+    let pieces = fatbin_pieces(before);
+    let fatbin = pieces[0].0..pieces[0].0 + pieces[0].1.len() as u64;
+    let headers = {
+        use object::read::elf::{ElfFile64, FileHeader};
+        let f = ElfFile64::<object::Endianness>::parse(before).unwrap();
+        let h = f.elf_header();
+        let e = f.endian();
+        // Where the first segment maps the file's start (0 for a library, 0x400000 for a program
+        // that is not position-independent).
+        let base = old.loads()[0].0;
+        base..base + h.e_phoff(e) + u64::from(h.e_phnum(e)) * u64::from(h.e_phentsize(e))
+    };
+    for (start, bytes) in old.loads() {
+        for (i, byte) in bytes.iter().enumerate() {
+            let address = start + i as u64;
+            if fatbin.contains(&address) || headers.contains(&address) {
+                continue;
+            }
+            assert_eq!(new.read(address, 1), Some(std::slice::from_ref(byte)), "address {address:#x}");
+        }
+    }
 }

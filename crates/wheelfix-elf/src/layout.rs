@@ -59,7 +59,7 @@ fn refuse<T>(why: impl Into<String>) -> Result<T, LayoutError> {
 /// The largest page the architecture's kernels use: holes are whole numbers of it.
 pub fn page_size(machine: u16) -> Option<u64> {
     match machine {
-        62 | 3 => Some(0x1000),                     // x86-64, i386
+        62 | 3 => Some(0x1000),                    // x86-64, i386
         183 | 21 | 20 | 22 | 243 => Some(0x10000), // aarch64, ppc64, ppc, s390, riscv
         _ => None,
     }
@@ -231,7 +231,10 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
     } else {
         // (goblin's `SectionHeader::parse` takes offset 0 for "no table".)
         let entry = |i: usize| sh_bytes.pread_with::<SectionHeader>(i * header.shentsize as usize, header.ctx);
-        (0..header.shnum).map(entry).collect::<Result<Vec<_>, _>>().or_else(|_| refuse("its section headers do not parse"))?
+        (0..header.shnum)
+            .map(entry)
+            .collect::<Result<Vec<_>, _>>()
+            .or_else(|_| refuse("its section headers do not parse"))?
     };
     let holes = find_holes(&phdrs, &sections, len, freed, unit);
     let freed_holes = holes.len();
@@ -241,108 +244,18 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
     let removed: Vec<(u64, u64)> = holes.iter().map(|h| (h.removed_from(unit), h.to)).collect();
     let map = OffsetMap { removed: removed.clone() };
     let splits = holes.iter().filter(|h| h.splits).count();
+    let mut new_headers = split_loads(&phdrs, &holes, &map, unit)?;
+    let mut edits = Edits { overlays: Vec::new(), changed_in_memory: vec![(0, head.len() as u64)] };
+    let phoff = place_table(&header, table_at, &map, &mut new_headers, &mut edits)?;
 
-    // The program headers: each split load in two, every offset moved down by what left before.
-    let mut new_headers = Vec::with_capacity(phdrs.len() + splits);
-    for (i, p) in phdrs.iter().enumerate() {
-        if p.p_type != PT_LOAD {
-            let mut q = p.clone();
-            q.p_offset = map.new_offset(p.p_offset);
-            new_headers.push(q);
-            continue;
-        }
-        let mut rest = p.clone();
-        for hole in holes.iter().filter(|h| h.load == i) {
-            let mut part = rest.clone();
-            part.p_filesz = hole.removed_from(unit) - rest.p_offset;
-            if hole.splits {
-                part.p_memsz = part.p_filesz;
-                new_headers.push(fix_align(part, &map, unit)?);
-                rest.p_vaddr += hole.to - rest.p_offset;
-                rest.p_paddr += hole.to - rest.p_offset;
-                rest.p_memsz -= hole.to - rest.p_offset;
-                rest.p_filesz -= hole.to - rest.p_offset;
-                rest.p_offset = hole.to;
-            } else {
-                // The hole ends the file bytes: memory the file no longer fills is zero-fill
-                // where the segment has some (a .bss after it), else unmapped.
-                if rest.p_memsz == rest.p_filesz + (hole.to - hole.removed_from(unit)) {
-                    part.p_memsz = part.p_filesz;
-                }
-                rest = part;
-            }
-        }
-        new_headers.push(fix_align(rest, &map, unit)?);
-    }
-    let table_len = header.phentsize * new_headers.len() as u64;
-    let mut changed_in_memory = vec![(0, head.len() as u64)];
-    let mut overlays: Vec<(u64, Arc<[u8]>)> = Vec::new();
-    let phoff = match table_at {
-        Some(at) => {
-            let new_at = map.new_offset(at);
-            let host = host_of(&new_headers, new_at, table_len)
-                .ok_or_else(|| LayoutError::Refused("the program headers' new place is in no segment".into()))?;
-            let vaddr = host.p_vaddr + (new_at - host.p_offset);
-            for q in new_headers.iter_mut().filter(|q| q.p_type == PT_PHDR) {
-                (q.p_offset, q.p_vaddr, q.p_paddr, q.p_filesz, q.p_memsz) = (new_at, vaddr, vaddr, table_len, table_len);
-            }
-            let old = (header.phoff, header.phoff + header.phentsize * header.phnum as u64);
-            overlays.push((map.new_offset(old.0), vec![0u8; (old.1 - old.0) as usize].into()));
-            changed_in_memory.push((map.new_offset(old.0), map.new_offset(old.0) + old.1 - old.0));
-            changed_in_memory.push((new_at, new_at + table_len));
-            new_at
-        }
-        None => {
-            changed_in_memory.push((header.phoff, header.phoff + table_len));
-            header.phoff
-        }
-    };
-    let table = encode(new_headers.clone(), header.phentsize, header.ctx);
-    overlays.push((phoff, table.into()));
-
-    // The sections: offsets moved, and one section per piece of a section a hole cuts through.
-    let mut new_sections = sections.clone();
-    let mut moved_symbols: Vec<(usize, u64, usize)> = Vec::new(); // (old index, piece address, new index)
-    for (i, s) in sections.iter().enumerate() {
-        if s.sh_type == SHT_NOBITS || s.sh_size == 0 {
-            new_sections[i].sh_offset = map.new_offset(s.sh_offset);
-            continue;
-        }
-        let end = s.sh_offset + s.sh_size;
-        let cuts: Vec<&Hole> = holes.iter().filter(|h| h.from < end && h.to > s.sh_offset).collect();
-        new_sections[i].sh_offset = map.new_offset(s.sh_offset);
-        if cuts.is_empty() {
-            continue;
-        }
-        // Only a hole that lies inside the section: the section's own freed bytes.
-        if s.sh_type != SHT_PROGBITS || cuts.iter().any(|h| h.from < s.sh_offset) {
-            return refuse(format!("a freed span cuts section {i} (type {}) where it cannot split", s.sh_type));
-        }
-        new_sections[i].sh_size = cuts[0].from - s.sh_offset;
-        for (k, hole) in cuts.iter().enumerate() {
-            let piece_end = cuts.get(k + 1).map_or(end, |h| h.from);
-            if piece_end <= hole.to {
-                continue;
-            }
-            let mut piece = s.clone();
-            piece.sh_addr = s.sh_addr + (hole.to - s.sh_offset);
-            piece.sh_offset = map.new_offset(hole.to);
-            piece.sh_size = piece_end - hole.to;
-            // A piece starts on a page: its alignment holds.
-            moved_symbols.push((i, piece.sh_addr, new_sections.len()));
-            new_sections.push(piece);
-        }
-    }
-    if new_sections.len() >= 0xff00 {
-        return refuse("the split sections would need extended section numbering");
-    }
+    let (new_sections, moved_symbols) = split_sections(&sections, &holes, &map)?;
     let symbol_overlays = moved_symbol_entries(source, &sections, &moved_symbols, &header)?;
     for (at, bytes) in symbol_overlays {
         let new_at = map.new_offset(at);
         if sections.iter().any(|s| s.sh_type == SHT_DYNSYM && s.sh_offset <= at && at < s.sh_offset + s.sh_size) {
-            changed_in_memory.push((new_at, new_at + bytes.len() as u64));
+            edits.changed_in_memory.push((new_at, new_at + bytes.len() as u64));
         }
-        overlays.push((new_at, bytes));
+        edits.overlays.push((new_at, bytes));
     }
 
     // The section header table: where it was when nothing follows it, else at the end.
@@ -352,7 +265,7 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
     if table_is_last {
         removed_all.push(old_table);
     } else if header.shnum > 0 {
-        overlays.push((map.new_offset(old_table.0), vec![0u8; (old_table.1 - old_table.0) as usize].into()));
+        edits.overlays.push((map.new_offset(old_table.0), vec![0u8; (old_table.1 - old_table.0) as usize].into()));
     }
     let mut pieces = BTreeMap::new();
     let mut out = 0u64;
@@ -377,8 +290,8 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
         at
     };
     let shnum = if header.shnum == 0 { 0 } else { new_sections.len() };
-    overlays.push((0, header.patched(&head, phoff, new_headers.len(), shoff, shnum).into()));
-    for (at, bytes) in overlays {
+    edits.overlays.push((0, header.patched(&head, phoff, new_headers.len(), shoff, shnum).into()));
+    for (at, bytes) in edits.overlays {
         overlay(&mut pieces, at, bytes);
     }
     let old_loads = phdrs.into_iter().filter(|p| p.p_type == PT_LOAD).collect();
@@ -392,14 +305,158 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
         kept_holes: freed_holes.saturating_sub(holes.len()),
         old_loads,
         new_headers,
-        changed_in_memory,
+        changed_in_memory: edits.changed_in_memory,
     })
+}
+
+/// The program headers: each load a hole splits in two, every offset moved down by what left
+/// before it.
+fn split_loads(
+    phdrs: &[ProgramHeader],
+    holes: &[Hole],
+    map: &OffsetMap,
+    unit: u64,
+) -> Result<Vec<ProgramHeader>, LayoutError> {
+    let splits = holes.iter().filter(|h| h.splits).count();
+    let mut new_headers = Vec::with_capacity(phdrs.len() + splits);
+    for (i, p) in phdrs.iter().enumerate() {
+        if p.p_type != PT_LOAD {
+            let mut q = p.clone();
+            q.p_offset = map.new_offset(p.p_offset);
+            new_headers.push(q);
+            continue;
+        }
+        let mut rest = p.clone();
+        for hole in holes.iter().filter(|h| h.load == i) {
+            let mut part = rest.clone();
+            part.p_filesz = hole.removed_from(unit) - rest.p_offset;
+            if hole.splits {
+                part.p_memsz = part.p_filesz;
+                new_headers.push(fix_align(part, map, unit)?);
+                rest.p_vaddr += hole.to - rest.p_offset;
+                rest.p_paddr += hole.to - rest.p_offset;
+                rest.p_memsz -= hole.to - rest.p_offset;
+                rest.p_filesz -= hole.to - rest.p_offset;
+                rest.p_offset = hole.to;
+            } else {
+                // The hole ends the file bytes: memory the file no longer fills is zero-fill
+                // where the segment has some (a .bss after it), else unmapped.
+                if rest.p_memsz == rest.p_filesz + (hole.to - hole.removed_from(unit)) {
+                    part.p_memsz = part.p_filesz;
+                }
+                rest = part;
+            }
+        }
+        new_headers.push(fix_align(rest, map, unit)?);
+    }
+    Ok(new_headers)
+}
+
+/// New bytes laid over the new file, and which of them the loader maps.
+struct Edits {
+    overlays: Vec<Overlay>,
+    changed_in_memory: Vec<(u64, u64)>,
+}
+
+/// New bytes at an offset of the new file.
+type Overlay = (u64, Arc<[u8]>);
+
+/// Write the program header table where it goes (in place, or at `table_at` with `PT_PHDR`
+/// following it and the old table zeroed): its new offset.
+fn place_table(
+    header: &Header,
+    table_at: Option<u64>,
+    map: &OffsetMap,
+    new_headers: &mut [ProgramHeader],
+    edits: &mut Edits,
+) -> Result<u64, LayoutError> {
+    let table_len = header.phentsize * new_headers.len() as u64;
+    let phoff = match table_at {
+        Some(at) => {
+            let new_at = map.new_offset(at);
+            let host = host_of(new_headers, new_at, table_len)
+                .ok_or_else(|| LayoutError::Refused("the program headers' new place is in no segment".into()))?;
+            let vaddr = host.p_vaddr + (new_at - host.p_offset);
+            for q in new_headers.iter_mut().filter(|q| q.p_type == PT_PHDR) {
+                (q.p_offset, q.p_vaddr, q.p_paddr, q.p_filesz, q.p_memsz) =
+                    (new_at, vaddr, vaddr, table_len, table_len);
+            }
+            let old = (map.new_offset(header.phoff), header.phentsize * header.phnum as u64);
+            edits.overlays.push((old.0, vec![0u8; old.1 as usize].into()));
+            edits.changed_in_memory.push((old.0, old.0 + old.1));
+            edits.changed_in_memory.push((new_at, new_at + table_len));
+            new_at
+        }
+        None => {
+            edits.changed_in_memory.push((header.phoff, header.phoff + table_len));
+            header.phoff
+        }
+    };
+    edits.overlays.push((phoff, encode(new_headers.to_vec(), header.phentsize, header.ctx).into()));
+    Ok(phoff)
+}
+
+/// A symbol that names a split section and lies at or past `address` names section `new` now.
+struct MovedSymbols {
+    old: usize,
+    address: u64,
+    new: usize,
+}
+
+/// The section headers: offsets moved, and one section per piece of a section a hole cuts
+/// through (the pieces after the first at the end of the table).
+fn split_sections(
+    sections: &[SectionHeader],
+    holes: &[Hole],
+    map: &OffsetMap,
+) -> Result<(Vec<SectionHeader>, Vec<MovedSymbols>), LayoutError> {
+    let mut new_sections = sections.to_vec();
+    let mut moved = Vec::new();
+    for (i, s) in sections.iter().enumerate() {
+        new_sections[i].sh_offset = map.new_offset(s.sh_offset);
+        if s.sh_type == SHT_NOBITS || s.sh_size == 0 {
+            continue;
+        }
+        let end = s.sh_offset + s.sh_size;
+        let cuts: Vec<&Hole> = holes.iter().filter(|h| h.from < end && h.to > s.sh_offset).collect();
+        if cuts.is_empty() {
+            continue;
+        }
+        // Only a hole that lies inside the section: the section's own freed bytes.
+        if s.sh_type != SHT_PROGBITS || cuts.iter().any(|h| h.from < s.sh_offset) {
+            return refuse(format!("a freed span cuts section {i} (type {}) where it cannot split", s.sh_type));
+        }
+        new_sections[i].sh_size = cuts[0].from - s.sh_offset;
+        for (k, hole) in cuts.iter().enumerate() {
+            let piece_end = cuts.get(k + 1).map_or(end, |h| h.from);
+            if piece_end <= hole.to {
+                continue;
+            }
+            // A piece starts on a page: its alignment holds.
+            let mut piece = s.clone();
+            piece.sh_addr = s.sh_addr + (hole.to - s.sh_offset);
+            piece.sh_offset = map.new_offset(hole.to);
+            piece.sh_size = piece_end - hole.to;
+            moved.push(MovedSymbols { old: i, address: piece.sh_addr, new: new_sections.len() });
+            new_sections.push(piece);
+        }
+    }
+    if new_sections.len() >= 0xff00 {
+        return refuse("the split sections would need extended section numbering");
+    }
+    Ok((new_sections, moved))
 }
 
 /// The page-aligned parts of the freed spans that may leave the file: inside one `PT_LOAD`'s
 /// file bytes, in no other segment, cutting no section but the one that holds them. Past the
 /// end of a segment's file bytes the hole may take the padding up to what the file holds next.
-fn find_holes(phdrs: &[ProgramHeader], sections: &[SectionHeader], len: u64, freed: &[(u64, u64)], unit: u64) -> Vec<Hole> {
+fn find_holes(
+    phdrs: &[ProgramHeader],
+    sections: &[SectionHeader],
+    len: u64,
+    freed: &[(u64, u64)],
+    unit: u64,
+) -> Vec<Hole> {
     let mut holes = Vec::new();
     // What holds file bytes, as (from, to): segments other than loads, and sections.
     let others: Vec<(u64, u64)> = phdrs
@@ -425,11 +482,8 @@ fn find_holes(phdrs: &[ProgramHeader], sections: &[SectionHeader], len: u64, fre
         };
         let file_end = l.p_offset + l.p_filesz;
         // A span that ends the segment's file bytes may run on over the padding after them.
-        let reach = if t == file_end {
-            claimed.iter().map(|c| c.0).filter(|&c| c >= t).min().unwrap_or(len)
-        } else {
-            t
-        };
+        let reach =
+            if t == file_end { claimed.iter().map(|c| c.0).filter(|&c| c >= t).min().unwrap_or(len) } else { t };
         let from = f.next_multiple_of(unit);
         let to = from + reach.saturating_sub(from) / unit * unit;
         if to <= from || others.iter().any(|&(a, b)| a < to && b > from) {
@@ -442,6 +496,9 @@ fn find_holes(phdrs: &[ProgramHeader], sections: &[SectionHeader], len: u64, fre
     holes
 }
 
+/// The holes that leave the file, and where the program header table goes when it grows.
+type Chosen = (Vec<Hole>, Option<u64>);
+
 /// Which holes leave the file and where a larger program header table goes (the first page of
 /// the first hole of two pages or more, which then stays in the file), or `None` when nothing
 /// leaves. Holes that split a segment: the largest, as many as the table may grow by; none when
@@ -451,7 +508,7 @@ fn choose_holes(
     phdrs: &[ProgramHeader],
     header: &Header,
     unit: u64,
-) -> Result<Option<(Vec<Hole>, Option<u64>)>, LayoutError> {
+) -> Result<Option<Chosen>, LayoutError> {
     let first_load = phdrs.iter().find(|p| p.p_type == PT_LOAD).expect("a hole lies in a load");
     // For a program the kernel computes AT_PHDR from the first load's mapping.
     let may_hold_table = |h: &Hole| {
@@ -532,9 +589,9 @@ impl OffsetMap {
 fn moved_symbol_entries(
     source: Source<'_>,
     sections: &[SectionHeader],
-    moved: &[(usize, u64, usize)],
+    moved: &[MovedSymbols],
     header: &Header,
-) -> Result<Vec<(u64, Arc<[u8]>)>, LayoutError> {
+) -> Result<Vec<Overlay>, LayoutError> {
     let mut out = Vec::new();
     if moved.is_empty() {
         return Ok(out);
@@ -553,10 +610,10 @@ fn moved_symbol_entries(
             for (k, mut sym) in symbols.iter().enumerate() {
                 let piece = moved
                     .iter()
-                    .filter(|(old, addr, _)| *old == sym.st_shndx && sym.st_value >= *addr)
-                    .max_by_key(|(_, addr, _)| *addr);
-                if let Some(&(_, _, new)) = piece {
-                    sym.st_shndx = new;
+                    .filter(|m| m.old == sym.st_shndx && sym.st_value >= m.address)
+                    .max_by_key(|m| m.address);
+                if let Some(m) = piece {
+                    sym.st_shndx = m.new;
                     let mut entry = vec![0u8; size as usize];
                     sym.try_into_ctx(&mut entry[..], header.ctx).or_else(|_| refuse("a symbol does not encode"))?;
                     out.push((at + k as u64 * size, entry.into()));
@@ -666,8 +723,9 @@ impl Compacted {
                     if v >= old_file_end || !self.removed.iter().any(|&(a, b)| a <= old_offset && gap_end <= b) {
                         return fail(format!("address {v:#x} is no longer mapped"));
                     }
-                    all_zero(source, old_offset, gap_end)
-                        .map_err(|_| LayoutError::Check(format!("address {v:#x} held bytes and is no longer mapped")))?;
+                    all_zero(source, old_offset, gap_end).map_err(|_| {
+                        LayoutError::Check(format!("address {v:#x} held bytes and is no longer mapped"))
+                    })?;
                     v = next;
                     continue;
                 };
@@ -683,9 +741,8 @@ impl Compacted {
                 if v >= new_file_end {
                     // Zero-fill now (a .bss after a hole that ended the file bytes).
                     let stop = old_file_end.min(new.p_vaddr + new.p_memsz);
-                    all_zero(source, old_offset, old.p_offset + (stop - start)).map_err(|_| {
-                        LayoutError::Check(format!("address {v:#x} held bytes and is now zero-fill"))
-                    })?;
+                    all_zero(source, old_offset, old.p_offset + (stop - start))
+                        .map_err(|_| LayoutError::Check(format!("address {v:#x} held bytes and is now zero-fill")))?;
                     v = stop;
                     continue;
                 }
@@ -704,10 +761,18 @@ impl Compacted {
             }
         }
         let read = |buf: &mut [u8], at: u64| self.read_at(source, buf, at);
-        let before = crate::ElfFacts::parse_by_ranges(self.old_len, source).map_err(|e| LayoutError::Check(e.to_string()))?;
+        let before =
+            crate::ElfFacts::parse_by_ranges(self.old_len, source).map_err(|e| LayoutError::Check(e.to_string()))?;
         let after = crate::ElfFacts::parse_by_ranges(self.len, &read).map_err(|e| LayoutError::Check(e.to_string()))?;
         let said = |f: &crate::ElfFacts| {
-            (f.soname.clone(), f.needed.clone(), f.rpath.clone(), f.runpath.clone(), f.version_needs.clone(), f.undefined.clone())
+            (
+                f.soname.clone(),
+                f.needed.clone(),
+                f.rpath.clone(),
+                f.runpath.clone(),
+                f.version_needs.clone(),
+                f.undefined.clone(),
+            )
         };
         if said(&before) != said(&after) {
             return fail("its dynamic section or symbols read differently".into());
@@ -717,36 +782,5 @@ impl Compacted {
             return fail(format!("it would not load ({}): {}", f.rule, f.message));
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod debug_tests {
-    #[test]
-    #[ignore]
-    fn debug_file() {
-        let path = std::env::var("LAYOUT_FILE").unwrap();
-        let data = std::fs::read(path).unwrap();
-        let spans: Vec<(u64, u64)> = std::env::var("LAYOUT_SPANS")
-            .unwrap()
-            .split(',')
-            .map(|s| {
-                let (a, b) = s.split_once('-').unwrap();
-                (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap())
-            })
-            .collect();
-        let read = |buf: &mut [u8], at: u64| {
-            buf.copy_from_slice(&data[at as usize..at as usize + buf.len()]);
-            Ok(())
-        };
-        let c = super::compact(&read, data.len() as u64, &spans).unwrap();
-        eprintln!("len {:#x} removed {:x?} splits {}", c.len, c.removed, c.splits);
-        for (k, p) in &c.pieces {
-            eprintln!("{k:#x}: {:?}", match p { super::Piece::Copy { len, from } => format!("copy {len:#x} from {from:#x}"), super::Piece::Bytes(b) => format!("bytes {:#x}", b.len()) });
-        }
-        let mut out = vec![0u8; c.len as usize];
-        c.read_at(&read, &mut out, 0).unwrap();
-        std::fs::write("/tmp/layout-out.so", &out).unwrap();
-        c.check(&read).unwrap();
     }
 }

@@ -9,9 +9,11 @@
 //!   whose alignment is not a power of two (`ld.so`: "ELF load command address/offset not
 //!   properly aligned").
 //! - `load-order`: `PT_LOAD`s not in ascending address order, or one with `p_filesz > p_memsz`.
-//! - `phdrs-not-loaded`: a program's (a file with `PT_INTERP`) program headers outside its first
-//!   `PT_LOAD`, or a `PT_PHDR` no `PT_LOAD` maps: kernels that locate the headers through the
-//!   first segment (EL8's) hand the program a wrong `AT_PHDR`, and it crashes before `main`.
+//! - `phdrs-not-loaded`: a program's (a file with `PT_INTERP`) program headers where kernels that
+//!   locate them through the first `PT_LOAD` (EL8's: `AT_PHDR` = its address − its offset +
+//!   `e_phoff`) do not find them (outside the file bytes of every `PT_LOAD` mapped as the first
+//!   is), or a `PT_PHDR` no `PT_LOAD` maps: the program gets a wrong `AT_PHDR` and crashes
+//!   before `main`.
 //! - `dynamic-not-loaded`: `PT_DYNAMIC` outside every `PT_LOAD`.
 //! - `table-not-loaded`: a table the dynamic section points at (strings, symbols, hashes,
 //!   versions) outside the file bytes of every `PT_LOAD`.
@@ -136,14 +138,15 @@ pub fn loadability(facts: &ElfFacts) -> Vec<LintFinding> {
     let is_program = layout.segments.iter().any(|s| s.kind == PT_INTERP);
     let (phoff, phsize) = layout.phdrs;
     let first = loads[0];
-    if is_program
-        && !(phoff >= first.offset && phoff.saturating_add(phsize) <= first.offset.saturating_add(first.filesz))
-    {
+    let mapped_as_first = |l: &&&Segment| l.vaddr.wrapping_sub(l.offset) == first.vaddr.wrapping_sub(first.offset);
+    let holds_table =
+        |l: &&&Segment| phoff >= l.offset && phoff.saturating_add(phsize) <= l.offset.saturating_add(l.filesz);
+    if is_program && !loads.iter().filter(mapped_as_first).any(|l| holds_table(&l)) {
         add(
             "phdrs-not-loaded",
             format!(
-                "the program headers (offset {phoff:#x}) are not in the first PT_LOAD (offset {:#x}, {:#x} bytes): kernels that find them through it start the program with a wrong AT_PHDR",
-                first.offset, first.filesz
+                "the program headers (offset {phoff:#x}) are not where the first PT_LOAD (offset {:#x}, address {:#x}) puts them in memory: kernels that find them through it start the program with a wrong AT_PHDR",
+                first.offset, first.vaddr
             ),
         );
     }
@@ -237,7 +240,11 @@ mod tests {
         l.segments.push(Segment { kind: PT_INTERP, offset: 0x200, filesz: 0x1c, vaddr: 0x200, memsz: 0x1c, align: 1 });
         assert!(rules(l.clone()).is_empty(), "a program whose headers the first PT_LOAD holds");
         l.phdrs.0 = 0x2800;
-        assert_eq!(rules(l), ["phdrs-not-loaded"]);
+        assert_eq!(rules(l.clone()), ["phdrs-not-loaded"], "mapped 0x10000 above where AT_PHDR points");
+        l.segments.insert(1, load(0x3000, 0x3000, 0x1000));
+        l.file_len = 0x4000;
+        l.phdrs.0 = 0x3100;
+        assert!(rules(l).is_empty(), "a later segment mapped as the first holds them: AT_PHDR is right");
         let mut l = good();
         l.segments[2].vaddr = 0x40000;
         assert_eq!(rules(l), ["dynamic-not-loaded"]);
