@@ -2,6 +2,11 @@
 //! libraries of 4 MiB each (zero padding, so the wheel itself is small and the time goes to
 //! inflating, hashing and parsing) plus 2,000 Python files. Prints the median of 5 runs per stage.
 //! For comparisons with auditwheel on real wheels, see `benches/compare.py`.
+//!
+//! With `WHEELFIX_BENCH_LIB=path/to/lib.so` (torch's largest library, say), also what a moved
+//! `.dynamic` costs `repair`'s patcher: the RPATH edit `repair` makes, on the library as it is
+//! and on a copy whose spare `DT_NULL` entries are used up (as lld leaves them), which makes the
+//! patcher move `.dynamic` into a new segment. Median of 3 each, and the ratio.
 
 #[path = "../tests/support/elfgen.rs"]
 mod elfgen;
@@ -71,4 +76,53 @@ fn main() {
         assert!(batch.results.iter().all(|r| r.is_ok()));
     });
     println!("retag          median {retag:?} ({:.2}x show)", retag.as_secs_f64() / show.as_secs_f64());
+    if let Ok(lib) = std::env::var("WHEELFIX_BENCH_LIB") {
+        moved_dynamic(std::path::Path::new(&lib));
+    }
+}
+
+/// The patcher on `lib` with a spare dynamic entry and without one.
+fn moved_dynamic(lib: &std::path::Path) {
+    use wheelfix::elf::patch::{ElfEdit, InProcessPatcher, Patcher, RpathEdit};
+    let data = std::fs::read(lib).unwrap();
+    let full = without_spare_entries(&data);
+    let edit = ElfEdit { rpath: RpathEdit::Set("$ORIGIN/../bench.libs".into()), ..Default::default() };
+    let mut sizes = Vec::new();
+    let mut timed = |bytes: &[u8]| {
+        time(3, || {
+            sizes.push(InProcessPatcher.patch(bytes, &edit).unwrap().len());
+        })
+    };
+    let (in_place, moved) = (timed(&data), timed(&full));
+    println!(
+        "patch {} ({} MB): RPATH in a spare entry median {in_place:?}, .dynamic moved median {moved:?} ({:.2}x)",
+        lib.display(),
+        data.len() / 1_000_000,
+        moved.as_secs_f64() / in_place.as_secs_f64()
+    );
+}
+
+/// A copy of an ELF file whose spare `DT_NULL` entries (all but the terminator) are `DT_DEBUG`
+/// entries, so that no new tag fits in `.dynamic`.
+fn without_spare_entries(data: &[u8]) -> Vec<u8> {
+    use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
+    let file = ElfFile64::<object::Endianness>::parse(data).unwrap();
+    let endian = file.endian();
+    let section = file
+        .elf_header()
+        .sections(endian, data)
+        .unwrap()
+        .iter()
+        .find(|s| s.sh_type(endian) == object::elf::SHT_DYNAMIC)
+        .map(|s| (s.sh_offset(endian) as usize, s.sh_size(endian) as usize))
+        .expect("a dynamic section");
+    let mut out = data.to_vec();
+    let entries = (section.0..section.0 + section.1).step_by(16).collect::<Vec<_>>();
+    let first_null = entries.iter().position(|&at| out[at..at + 8] == [0; 8]).expect("a DT_NULL");
+    for &at in &entries[first_null..entries.len() - 1] {
+        out[at..at + 8].copy_from_slice(&21u64.to_le_bytes());
+    }
+    let last = entries[entries.len() - 1];
+    out[last..last + 16].fill(0);
+    out
 }

@@ -140,16 +140,39 @@ fn write_one(
         Some(o) => std::fs::metadata(o).map(|m| m.len()).ok(),
         None => size_before,
     };
+    let installed_before = Some(wheel.archive.installed_size());
+    let installed_after = match &output {
+        Some(o) => wheel::Archive::open(o).ok().map(|a| a.installed_size()),
+        None => installed_before,
+    };
     Ok(ThinOutcome {
         wheel: wheel.filename.to_string(),
         output: output.map(|o| o.display().to_string()),
         changed,
         size_before,
         size_after,
+        installed_before,
+        installed_after,
+        not_compacted: not_compacted(plan),
         cut: plan.cut.clone(),
         pruned: plan.pruned.clone(),
         left: plan.left.clone(),
         missing: plan.missing.clone(),
         record_corrected: if rewrite { analysis.record_findings.clone() } else { Default::default() },
     })
+}
+
+/// The host binaries whose layout the writer left, and why (noted on their changes).
+fn not_compacted(plan: &ThinPlan) -> Vec<crate::report::thin::NotCompacted> {
+    let mut found = Vec::new();
+    for member in plan.plan.replace.values() {
+        if let crate::plan::Content::Thin(change) = &member.content
+            && let Ok(note) = change.layout_note.lock()
+            && let Some(reason) = note.as_ref()
+        {
+            found.push(crate::report::thin::NotCompacted { file: change.member.clone(), reason: reason.clone() });
+        }
+    }
+    found.sort_by(|a, b| a.file.cmp(&b.file));
+    found
 }

@@ -134,6 +134,8 @@ pub struct ShowReport {
     /// Library → every version the binaries need from it.
     pub versioned_symbols: BTreeMap<String, Vec<String>>,
     pub host_binaries: usize,
+    /// The wheel's download size (its file) and installed size (its members' sizes).
+    pub size: WheelSize,
     /// Host binaries by format (ELF, PE, Mach-O), device code not counted.
     pub binaries: BinaryFormats,
     /// Where RECORD disagrees with the archive (`show --verify` also compares every hash): the
@@ -213,6 +215,7 @@ impl ShowReport {
             retag_tags: true_tags(judged, analysis, &filename_tags, &TagRequest::default(), Basis::AsIs)
                 .unwrap_or_default(),
             host_binaries: analysis.binaries.len(),
+            size: WheelSize { download: wheel.archive.download_size(), installed: wheel.archive.installed_size() },
             binaries: analysis.binary_formats,
             record: analysis.record_findings.items().to_vec(),
             record_truncated: analysis.record_findings.truncated(),
@@ -497,6 +500,13 @@ impl ShowReport {
             "\n  GPU code: {targets} ({} in {})",
             plural(objects, "code object"),
             plural(self.gpu.len(), "file")
+        );
+        // What thinning changes: the wheel's download and what it installs.
+        let _ = writeln!(
+            out,
+            "  size: {} download, {} installed",
+            human_bytes(self.size.download),
+            human_bytes(self.size.installed)
         );
         let bytes = crate::elf::gpu::device_bytes(&self.gpu);
         if !bytes.is_empty() {
@@ -807,6 +817,15 @@ fn less_compatible(
 
 fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a str> {
     analysis.binaries.iter().map(|b| analysis.binary(b).0).find(|p| p.rsplit('/').next() == Some(soname))
+}
+
+/// A wheel's sizes, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WheelSize {
+    /// The wheel file.
+    pub download: u64,
+    /// The sum of its members' sizes: what pip writes to disk.
+    pub installed: u64,
 }
 
 /// A size for people. Ex) `40.2 MB`, `512 B`

@@ -13,6 +13,13 @@ use crate::elf::gpu::{Count, GpuCode};
 use crate::plan::thin::FileCut;
 use crate::wheel::RecordFindings;
 
+/// A host binary `--compact` left with its layout, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotCompacted {
+    pub file: String,
+    pub reason: String,
+}
+
 /// What `thin` did with one wheel.
 #[derive(Debug, Clone, Serialize)]
 pub struct ThinOutcome {
@@ -22,8 +29,15 @@ pub struct ThinOutcome {
     /// False when nothing was dropped (the wheel was copied byte for byte, written anew with its
     /// RECORD corrected, or left in place).
     pub changed: bool,
+    /// Download size (the wheel file) before and after.
     pub size_before: Option<u64>,
     pub size_after: Option<u64>,
+    /// Installed size (its members) before and after: a compacted host binary installs smaller.
+    pub installed_before: Option<u64>,
+    pub installed_after: Option<u64>,
+    /// Host binaries whose freed pages stayed in the file (`--compact`), and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_compacted: Vec<NotCompacted>,
     /// Files whose bundles were rewritten, or kept whole (nothing to drop).
     pub cut: Vec<FileCut>,
     /// Standalone code-object files removed (`--prune-files`).
@@ -112,7 +126,17 @@ pub fn to_text(results: &[Thinned<'_>]) -> String {
             (None, _) => "nothing to drop; left as it is".to_string(),
         };
         let _ = writeln!(out, "{}: {place}", outcome.wheel);
-        let _ = writeln!(out, "  size: {} -> {}", size(outcome.size_before), size(outcome.size_after));
+        let _ = writeln!(
+            out,
+            "  size: {} -> {} download, {} -> {} installed",
+            size(outcome.size_before),
+            size(outcome.size_after),
+            size(outcome.installed_before),
+            size(outcome.installed_after)
+        );
+        for n in &outcome.not_compacted {
+            let _ = writeln!(out, "    {}: its freed pages stay in the file: {}", n.file, n.reason);
+        }
         let (kept, dropped) = outcome.totals();
         if kept.is_empty() && dropped.is_empty() {
             // "kept: nothing" would read as device code lost.

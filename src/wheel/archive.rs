@@ -44,6 +44,16 @@ impl Archive {
         &self.zip.entries
     }
 
+    /// What pip writes to disk: the sum of the members' sizes.
+    pub fn installed_size(&self) -> u64 {
+        self.zip.entries.iter().filter(|e| !e.is_dir()).map(|e| e.size).sum()
+    }
+
+    /// The archive's own size: what is downloaded.
+    pub fn download_size(&self) -> u64 {
+        self.zip.file().metadata().map_or(0, |m| m.len())
+    }
+
     pub fn member(&self, name: &str) -> Option<&Member> {
         let entries = &self.zip.entries;
         self.by_name

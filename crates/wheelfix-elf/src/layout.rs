@@ -29,7 +29,9 @@ use std::sync::Arc;
 
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::program_header::{PT_INTERP, PT_LOAD, PT_PHDR, ProgramHeader};
-use goblin::elf::section_header::{SHT_DYNSYM, SHT_NOBITS, SHT_PROGBITS, SHT_SYMTAB, SectionHeader};
+use goblin::elf::section_header::{
+    SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_DYNSYM, SHT_NOBITS, SHT_PROGBITS, SHT_SYMTAB, SectionHeader,
+};
 use goblin::elf::sym::Sym;
 use scroll::Pread;
 use scroll::ctx::TryIntoCtx;
@@ -339,9 +341,9 @@ fn split_loads(
                 rest.p_filesz -= hole.to - rest.p_offset;
                 rest.p_offset = hole.to;
             } else {
-                // The hole ends the file bytes: memory the file no longer fills is zero-fill
-                // where the segment has some (a .bss after it), else unmapped.
-                if rest.p_memsz == rest.p_filesz + (hole.to - hole.removed_from(unit)) {
+                // The hole ends the file bytes: its addresses are unmapped, or zero-fill where
+                // the segment has some after them anyway (a .bss).
+                if rest.p_memsz == rest.p_filesz {
                     part.p_memsz = part.p_filesz;
                 }
                 rest = part;
@@ -470,9 +472,21 @@ fn find_holes(
         .map(|s| (s.sh_offset, s.sh_offset + s.sh_size))
         .chain(phdrs.iter().filter(|p| p.p_type == PT_LOAD).map(|p| (p.p_offset, p.p_offset + p.p_filesz)))
         .collect();
+    // Only read-only data sections split (`.hip_fatbin`): nothing writes or runs there, and no
+    // relocation or symbol but the bundle wrappers' points into them.
+    let splittable = |f: u64, t: u64| {
+        sections.iter().any(|s| {
+            let flags = s.sh_flags;
+            s.sh_type == SHT_PROGBITS
+                && flags & u64::from(SHF_ALLOC) != 0
+                && flags & u64::from(SHF_WRITE | SHF_EXECINSTR) == 0
+                && s.sh_offset <= f
+                && t <= s.sh_offset + s.sh_size
+        })
+    };
     let mut freed = freed.to_vec();
     freed.sort_unstable();
-    for &(f, t) in &freed {
+    for &(f, t) in freed.iter().filter(|&&(f, t)| splittable(f, t)) {
         let Some((load, l)) = phdrs
             .iter()
             .enumerate()
@@ -490,7 +504,6 @@ fn find_holes(
             continue;
         }
         let splits = to < file_end;
-        let to = if splits { to } else { to.min(reach) };
         holes.push(Hole { from, to, load, splits, holds_table: false });
     }
     holes
@@ -509,7 +522,7 @@ fn choose_holes(
     header: &Header,
     unit: u64,
 ) -> Result<Option<Chosen>, LayoutError> {
-    let first_load = phdrs.iter().find(|p| p.p_type == PT_LOAD).expect("a hole lies in a load");
+    let Some(first_load) = phdrs.iter().find(|p| p.p_type == PT_LOAD) else { return Ok(None) };
     // For a program the kernel computes AT_PHDR from the first load's mapping.
     let may_hold_table = |h: &Hole| {
         let host = &phdrs[h.load];
@@ -782,5 +795,88 @@ impl Compacted {
             return fail(format!("it would not load ({}): {}", f.rule, f.message));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_move_down_by_what_left_before_them() {
+        let map = OffsetMap { removed: vec![(0x2000, 0x5000), (0x8000, 0x9000)] };
+        assert_eq!(map.new_offset(0x1000), 0x1000);
+        assert_eq!(map.new_offset(0x3000), 0x2000, "inside a hole: where the hole was");
+        assert_eq!(map.new_offset(0x5000), 0x2000);
+        assert_eq!(map.new_offset(0x8800), 0x5000);
+        assert_eq!(map.new_offset(0xa000), 0x6000);
+    }
+
+    #[test]
+    fn overlays_replace_exactly_their_bytes() {
+        let source = |buf: &mut [u8], at: u64| {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = (at as usize + i) as u8;
+            }
+            Ok(())
+        };
+        let mut pieces = BTreeMap::new();
+        pieces.insert(0, Piece::Copy { len: 10, from: 0 });
+        pieces.insert(10, Piece::Copy { len: 10, from: 30 });
+        overlay(&mut pieces, 8, vec![0xee; 4].into());
+        let c = Compacted {
+            pieces,
+            len: 20,
+            old_len: 40,
+            removed: vec![(10, 30)],
+            holes: vec![],
+            splits: 0,
+            kept_holes: 0,
+            old_loads: vec![],
+            new_headers: vec![],
+            changed_in_memory: vec![],
+        };
+        let mut out = vec![0u8; 20];
+        c.read_at(&source, &mut out, 0).unwrap();
+        let expected: Vec<u8> = (0..8).chain([0xee; 4]).chain(32..40).collect();
+        assert_eq!(out, expected);
+        let mut part = vec![0u8; 5];
+        c.read_at(&source, &mut part, 9).unwrap();
+        assert_eq!(part, [0xee, 0xee, 0xee, 32, 33]);
+        assert_eq!(c.copies().collect::<Vec<_>>(), [(0, 8, 0), (12, 20, 32)]);
+        assert!(c.read_at(&source, &mut part, 18).is_err(), "past the end");
+    }
+
+    /// A 64-bit little-endian ELF header of `e_type` for `machine`, with no tables.
+    fn header(e_type: u16, machine: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        (h[4], h[5], h[6]) = (2, 1, 1);
+        h[16..18].copy_from_slice(&e_type.to_le_bytes());
+        h[18..20].copy_from_slice(&machine.to_le_bytes());
+        h[20] = 1;
+        h[52] = 64;
+        h[54] = 56;
+        h[58] = 64;
+        h
+    }
+
+    #[test]
+    fn files_whose_layout_it_cannot_change_are_refused_with_the_reason() {
+        let refused = |data: Vec<u8>| {
+            let read = |buf: &mut [u8], at: u64| {
+                buf.copy_from_slice(&data[at as usize..at as usize + buf.len()]);
+                Ok(())
+            };
+            match compact(&read, data.len() as u64, &[(0, 64)]) {
+                Err(LayoutError::Refused(why)) => why,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(refused(header(1, 62)).contains("not a program or shared library"));
+        assert!(refused(header(3, 224)).contains("page size"), "AMDGPU code objects are not host binaries");
+        assert!(refused(header(3, 62)).contains("no freed span"));
+        assert_eq!(page_size(62), Some(0x1000));
+        assert_eq!(page_size(183), Some(0x10000), "aarch64 kernels may use 64 KiB pages");
     }
 }

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""`thin` (compacting) on every wheel of a directory with offload bundles in a host binary, and
+what the output is worth: download and installed size before and after, the independent
+checks of `benches/thin_check.py` on every rewritten bundle, and, for wheels up to `--pip-max`,
+pip installing the output into a fresh venv and importing its top-level module as it imports
+the original (a module that needs a GPU fails both ways: that is said, not counted).
+
+    python3 benches/thin_sweep.py DIR [--target gfx942] [--out OUT] [--pip-max 400M]
+
+Runs `target/release/wheelfix` (build it first). The target is kept where the wheel has code
+for it, else the wheel's first target (`--allow-missing`). Prints one line per wheel and the
+totals; exits 1 if a check failed.
+"""
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import venv
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BINARY = ROOT / "target" / "release" / "wheelfix"
+
+
+def wheelfix(*args):
+    return subprocess.run([str(BINARY), *args], capture_output=True, text=True)
+
+
+def size(text):
+    units = {"K": 1e3, "M": 1e6, "G": 1e9}
+    return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+
+
+def top_level(wheel: Path):
+    """The module to import: top_level.txt's first, else the first package directory."""
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        for name in names:
+            if name.endswith(".dist-info/top_level.txt"):
+                lines = [l.strip() for l in z.read(name).decode().splitlines() if l.strip()]
+                if lines:
+                    return lines[0]
+    dirs = sorted({n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n and ".data" not in n})
+    return dirs[0] if dirs else None
+
+
+def imports(wheel: Path, module: str, work: Path) -> str:
+    env = work / "venv"
+    shutil.rmtree(env, ignore_errors=True)
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        return "pip failed: " + pip.stderr.strip().splitlines()[-1]
+    run = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True, text=True, timeout=300)
+    return "ok" if run.returncode == 0 else "fails: " + (run.stderr.strip().splitlines() or ["?"])[-1][:100]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--target", default="gfx942")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--pip-max", default="400M")
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="wheelfix-thin-sweep-"))
+    totals, failed = [0, 0, 0, 0], 0
+    for wheel in sorted(args.dir.glob("*.whl")):
+        shown = json.loads(wheelfix("show", "--json", str(wheel)).stdout or "{}")
+        gpu = [g for g in shown.get("gpu", []) if g.get("container") == "hip-fatbin" and g.get("objects")]
+        if not gpu:
+            continue
+        targets = shown.get("gpu_targets", [])
+        target = args.target if args.target in targets else targets[0]
+        dest = out / wheel.stem
+        shutil.rmtree(dest, ignore_errors=True)
+        thinned = wheelfix("thin", "--json", "--allow-missing", "--gpu-target", target, "-w", str(dest), str(wheel))
+        try:
+            result = json.loads(thinned.stdout)[0]
+        except (ValueError, IndexError):
+            result = {}
+        if thinned.returncode != 0 or "error" in result:
+            print(f"{wheel.name}: thin failed: {thinned.stderr.strip()[:200]}")
+            failed += 1
+            continue
+        sizes = [result["size_before"], result["size_after"], result["installed_before"], result["installed_after"]]
+        totals = [t + s for t, s in zip(totals, sizes)]
+        kept = [n["file"] + ": " + n["reason"] for n in result.get("not_compacted", [])]
+        line = (f"{wheel.name} ({target}): download {sizes[0] / 1e6:.1f} -> {sizes[1] / 1e6:.1f} MB, "
+                f"installed {sizes[2] / 1e6:.1f} -> {sizes[3] / 1e6:.1f} MB")
+        output = Path(result["output"]) if result.get("output") else None
+        if output and result.get("changed"):
+            check = subprocess.run([sys.executable, str(ROOT / "benches" / "thin_check.py"), str(wheel), str(output),
+                                    target], capture_output=True, text=True)
+            if check.returncode != 0:
+                failed += 1
+                line += f"; CHECK FAILED: {(check.stderr.strip().splitlines() or ['?'])[-1][:200]}"
+            else:
+                line += "; " + check.stdout.strip().split(": ", 1)[-1]
+            module = top_level(wheel)
+            if module and wheel.stat().st_size <= size(args.pip_max):
+                with tempfile.TemporaryDirectory() as tmp:
+                    before, after = imports(wheel, module, Path(tmp)), imports(output, module, Path(tmp))
+                if before == after:
+                    line += f"; import {module}: {after}" + (" (both)" if after != "ok" else "")
+                else:
+                    failed += 1
+                    line += f"; IMPORT DIFFERS: original {before}, thinned {after}"
+        for k in kept:
+            line += f"\n    not compacted: {k}"
+        print(line, flush=True)
+    print(f"total: download {totals[0] / 1e6:.0f} -> {totals[1] / 1e6:.0f} MB, "
+          f"installed {totals[2] / 1e6:.0f} -> {totals[3] / 1e6:.0f} MB; {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
