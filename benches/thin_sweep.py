@@ -71,7 +71,8 @@ def main():
     out = args.out or Path(tempfile.mkdtemp(prefix="wheelfix-thin-sweep-"))
     totals, failed = [0, 0, 0, 0], 0
     for wheel in sorted(args.dir.glob("*.whl")):
-        shown = json.loads(wheelfix("show", "--json", str(wheel)).stdout or "{}")
+        shown = json.loads(wheelfix("show", "--json", str(wheel)).stdout or "[{}]")
+        shown = shown[0] if isinstance(shown, list) and shown else {}
         gpu = [g for g in shown.get("gpu", []) if g.get("container") == "hip-fatbin" and g.get("objects")]
         if not gpu:
             continue

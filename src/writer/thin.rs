@@ -178,9 +178,16 @@ fn compacted(
     });
     match planned {
         Ok(c) => {
-            crate::debug!("{}: {} bytes leave the file ({} splits)", change.member, c.saved(), c.splits);
+            crate::debug!(
+                "{}: {} bytes leave the file ({} segments split, {} freed spans left in it)",
+                change.member,
+                c.saved(),
+                c.splits,
+                c.kept_holes
+            );
             Some(c)
         }
+        Err(crate::elf::layout::LayoutError::NothingToFree) => None,
         Err(e) => {
             crate::debug!("{}: {e}", change.member);
             if let Ok(mut note) = change.layout_note.lock() {

@@ -48,6 +48,9 @@ pub const MAX_PROGRAM_HEADERS: usize = 64;
 pub enum LayoutError {
     #[error("left as it is: {0}")]
     Refused(String),
+    /// No freed span holds a whole page: nothing would leave the file.
+    #[error("no freed span holds a whole page")]
+    NothingToFree,
     #[error("the compacted file does not read as the original: {0}")]
     Check(String),
     #[error("{0}")]
@@ -241,7 +244,7 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
     let holes = find_holes(&phdrs, &sections, len, freed, unit);
     let freed_holes = holes.len();
     let Some((holes, table_at)) = choose_holes(holes, &phdrs, &header, unit)? else {
-        return refuse("no freed span holds a whole page");
+        return Err(LayoutError::NothingToFree);
     };
     let removed: Vec<(u64, u64)> = holes.iter().map(|h| (h.removed_from(unit), h.to)).collect();
     let map = OffsetMap { removed: removed.clone() };
@@ -875,7 +878,11 @@ mod tests {
         };
         assert!(refused(header(1, 62)).contains("not a program or shared library"));
         assert!(refused(header(3, 224)).contains("page size"), "AMDGPU code objects are not host binaries");
-        assert!(refused(header(3, 62)).contains("no freed span"));
+        let read = |buf: &mut [u8], at: u64| {
+            buf.copy_from_slice(&header(3, 62)[at as usize..at as usize + buf.len()]);
+            Ok(())
+        };
+        assert!(matches!(compact(&read, 64, &[(0, 64)]), Err(LayoutError::NothingToFree)));
         assert_eq!(page_size(62), Some(0x1000));
         assert_eq!(page_size(183), Some(0x10000), "aarch64 kernels may use 64 KiB pages");
     }
