@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """`thin` (compacting) on every wheel of a directory with offload bundles in a host binary, and
 what the output is worth: download and installed size before and after, the independent
-checks of `benches/thin_check.py` on every rewritten bundle, and, for wheels up to `--pip-max`,
+checks of `benches/thin_check.py` on every rewritten bundle, the dynamic loader mapping every
+changed ELF file as it maps the original (`ldd`, which loads the file and lists what it needs:
+the same list, and no error of the file's own) and `eu-elflint --gnu-ld` saying nothing new of
+it, and, for wheels up to `--pip-max`,
 pip installing the output into a fresh venv and importing its top-level module as it imports
 the original (a module that needs a GPU fails both ways: that is said, not counted).
 
@@ -14,6 +17,8 @@ totals; exits 1 if a check failed.
 
 import argparse
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +28,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BINARY = ROOT / "target" / "release" / "wheelfix"
+BINARY = Path(os.environ.get("WHEELFIX_BIN", ROOT / "target" / "release" / "wheelfix"))
 
 
 def wheelfix(*args):
@@ -46,6 +51,50 @@ def top_level(wheel: Path):
                     return lines[0]
     dirs = sorted({n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n and ".data" not in n})
     return dirs[0] if dirs else None
+
+
+def ldd(path: Path) -> str:
+    """What the loader says loading `path`, load addresses left out."""
+    out = subprocess.run(["ldd", str(path)], capture_output=True, text=True)
+    lines = [line.split(" (0x")[0].strip() for line in (out.stdout + out.stderr).splitlines()]
+    return "\n".join(sorted(line for line in lines if "linux-vdso" not in line))
+
+
+def elflint(path: Path):
+    """What eu-elflint says, program header numbers left out (a split renumbers them)."""
+    out = subprocess.run(["eu-elflint", "--gnu-ld", str(path)], capture_output=True, text=True)
+    lines = (out.stdout + out.stderr).replace(str(path), "").splitlines()
+    lines = [re.sub(r"loadable segment \[\d+\]", "loadable segment [#]", l) for l in lines]
+    return {l.split(" program header entry ")[0] for l in lines if l and l != "No errors"}
+
+
+def loads_the_same(original: Path, thinned: Path, work: Path):
+    """The changed ELF members whose `ldd` or eu-elflint differs from the original's, and how many
+    were loaded."""
+    before, after = zipfile.ZipFile(original), zipfile.ZipFile(thinned)
+    differ, loaded = [], 0
+    for name in after.namelist():
+        if name not in before.namelist():
+            continue
+        old, new = before.read(name), after.read(name)
+        if old == new or not old.startswith(b"\x7fELF"):
+            continue
+        (work / "a").mkdir(exist_ok=True)
+        (work / "b").mkdir(exist_ok=True)
+        a, b = work / "a" / Path(name).name, work / "b" / Path(name).name
+        a.write_bytes(old)
+        b.write_bytes(new)
+        a.chmod(0o755)
+        b.chmod(0o755)
+        if ldd(a).replace(str(work / "a"), "") != ldd(b).replace(str(work / "b"), ""):
+            differ.append(f"{name} (ldd)")
+        new_lint = elflint(b) - elflint(a)
+        if new_lint:
+            differ.append(f"{name} (eu-elflint: {sorted(new_lint)[0]})")
+        loaded += 1
+        a.unlink()
+        b.unlink()
+    return differ, loaded
 
 
 def imports(wheel: Path, module: str, work: Path) -> str:
@@ -103,6 +152,13 @@ def main():
                 line += f"; CHECK FAILED: {(check.stderr.strip().splitlines() or ['?'])[-1][:200]}"
             else:
                 line += "; " + check.stdout.strip().split(": ", 1)[-1]
+            with tempfile.TemporaryDirectory() as tmp:
+                differ, loaded = loads_the_same(wheel, output, Path(tmp))
+            if differ:
+                failed += 1
+                line += f"; DIFFERS: {', '.join(differ)}"
+            else:
+                line += f"; ldd and eu-elflint the same on {loaded} files"
             module = top_level(wheel)
             if module and wheel.stat().st_size <= size(args.pip_max):
                 with tempfile.TemporaryDirectory() as tmp:

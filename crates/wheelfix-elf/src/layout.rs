@@ -250,6 +250,7 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
     let map = OffsetMap { removed: removed.clone() };
     let splits = holes.iter().filter(|h| h.splits).count();
     let mut new_headers = split_loads(&phdrs, &holes, &map, unit)?;
+    read_only_pieces(source, &header, &phdrs, &sections, &mut new_headers)?;
     let mut edits = Edits { overlays: Vec::new(), changed_in_memory: vec![(0, head.len() as u64)] };
     let phoff = place_table(&header, table_at, &map, &mut new_headers, &mut edits)?;
 
@@ -355,6 +356,107 @@ fn split_loads(
         new_headers.push(fix_align(rest, map, unit)?);
     }
     Ok(new_headers)
+}
+
+/// A writable segment's pieces that hold only read-only sections (`.hip_fatbin` after a
+/// `.data`, as GNU ld lays out some libraries) lose their write permission, as a linker would
+/// have made them: unless a dynamic relocation writes there, nothing does.
+fn read_only_pieces(
+    source: Source<'_>,
+    header: &Header,
+    phdrs: &[ProgramHeader],
+    sections: &[SectionHeader],
+    new_headers: &mut [ProgramHeader],
+) -> Result<(), LayoutError> {
+    use goblin::elf::program_header::PF_W;
+    let was = |p: &ProgramHeader| phdrs.iter().any(|o| o.p_vaddr == p.p_vaddr && o.p_memsz == p.p_memsz);
+    let writable_section = |p: &ProgramHeader| {
+        sections.iter().any(|s| {
+            s.sh_flags & u64::from(SHF_WRITE | SHF_ALLOC) == u64::from(SHF_WRITE | SHF_ALLOC)
+                && s.sh_addr < p.p_vaddr + p.p_memsz
+                && s.sh_addr + s.sh_size.max(1) > p.p_vaddr
+        })
+    };
+    let candidates: Vec<usize> = (0..new_headers.len())
+        .filter(|&i| {
+            let p = &new_headers[i];
+            p.p_type == PT_LOAD && p.p_flags & PF_W != 0 && !was(p) && !writable_section(p)
+        })
+        .collect();
+    if candidates.is_empty() {
+        return Ok(());
+    }
+    let ranges: Vec<(u64, u64)> =
+        candidates.iter().map(|&i| (new_headers[i].p_vaddr, new_headers[i].p_vaddr + new_headers[i].p_memsz)).collect();
+    let mut written = vec![false; ranges.len()];
+    relocated_addresses(source, header, sections, &mut |a| {
+        if let Some(k) = ranges.iter().position(|&(from, to)| from <= a && a < to) {
+            written[k] = true;
+        }
+    })?;
+    for (k, i) in candidates.into_iter().enumerate() {
+        if !written[k] {
+            new_headers[i].p_flags &= !PF_W;
+        }
+    }
+    Ok(())
+}
+
+/// Every address a dynamic relocation writes (`SHT_REL`, `SHT_RELA`, `SHT_RELR` sections the
+/// loader maps), given to `found`, read a bounded piece at a time.
+fn relocated_addresses(
+    source: Source<'_>,
+    header: &Header,
+    sections: &[SectionHeader],
+    found: &mut dyn FnMut(u64),
+) -> Result<(), LayoutError> {
+    const SHT_RELR: u32 = 19;
+    let word: u64 = if header.is_64() { 8 } else { 4 };
+    let little = header.ctx.le == Endian::Little;
+    let value = |b: &[u8]| -> u64 {
+        let mut bytes = [0u8; 8];
+        if little {
+            bytes[..b.len()].copy_from_slice(b);
+            u64::from_le_bytes(bytes)
+        } else {
+            bytes[8 - b.len()..].copy_from_slice(b);
+            u64::from_be_bytes(bytes)
+        }
+    };
+    for s in sections.iter().filter(|s| s.sh_flags & u64::from(SHF_ALLOC) != 0) {
+        let entry = match s.sh_type {
+            goblin::elf::section_header::SHT_RELA => 3 * word,
+            goblin::elf::section_header::SHT_REL => 2 * word,
+            SHT_RELR => word,
+            _ => continue,
+        };
+        let per_read = ((1 << 20) / entry).max(1) * entry;
+        let mut next_base = 0u64;
+        let mut at = 0;
+        while at + entry <= s.sh_size {
+            let n = per_read.min(s.sh_size - at) / entry * entry;
+            let bytes = read_vec(source, s.sh_offset + at, n)?;
+            for e in bytes.chunks_exact(entry as usize) {
+                let first = value(&e[..word as usize]);
+                if s.sh_type != SHT_RELR {
+                    found(first);
+                } else if first & 1 == 0 {
+                    // An address, then the bitmaps that follow it.
+                    found(first);
+                    next_base = first + word;
+                } else {
+                    for bit in 1..word * 8 {
+                        if first >> bit & 1 == 1 {
+                            found(next_base + (bit - 1) * word);
+                        }
+                    }
+                    next_base += (word * 8 - 1) * word;
+                }
+            }
+            at += n;
+        }
+    }
+    Ok(())
 }
 
 /// New bytes laid over the new file, and which of them the loader maps.
