@@ -89,7 +89,7 @@ fn moved_dynamic(lib: &std::path::Path) {
     let spare = without_rpath(&data);
     let full = without_spare_entries(&spare);
     let edit = ElfEdit { rpath: RpathEdit::Set("$ORIGIN/../bench.libs".into()), ..Default::default() };
-    let mut timed = |bytes: &[u8]| time(3, || drop(InProcessPatcher.patch(bytes, &edit).unwrap()));
+    let timed = |bytes: &[u8]| time(3, || drop(InProcessPatcher.patch(bytes, &edit).unwrap()));
     let (in_place, moved) = (timed(&spare), timed(&full));
     println!(
         "patch {} ({} MB): RPATH in a spare entry median {in_place:?}, .dynamic moved median {moved:?} ({:.2}x)",
