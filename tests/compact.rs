@@ -62,11 +62,17 @@ fn objects(dir: &Path) -> Vec<PathBuf> {
     objects
 }
 
-/// A shared library of the units, linked by `linker` (`bfd` or `lld`).
+/// A shared library of the units, linked by `linker` (`bfd`, `lld`, or `bfd-noseparate`: GNU ld
+/// with `-z noseparate-code`, as old toolchains linked, `.hip_fatbin` in the code's segment).
 fn library(dir: &Path, objects: &[PathBuf], linker: &str) -> PathBuf {
     let (clang, _) = toolchain();
     let lib = dir.join(format!("libk-{linker}.so"));
-    run(Command::new(clang).arg("-shared").arg(format!("-fuse-ld={linker}")).args(objects).arg("-o").arg(&lib));
+    let mut cmd = Command::new(clang);
+    match linker.split_once('-') {
+        Some((ld, "noseparate")) => cmd.arg(format!("-fuse-ld={ld}")).arg("-Wl,-z,noseparate-code"),
+        _ => cmd.arg(format!("-fuse-ld={linker}")),
+    };
+    run(cmd.arg("-shared").args(objects).arg("-o").arg(&lib));
     lib
 }
 
@@ -150,7 +156,7 @@ fn compacted_libraries_lose_the_freed_pages_and_load_as_before() {
     let d = dir.path();
     let stub = support::python::cc_shared(d, STUB, "libamdhip64.so", &["-ldl"]);
     let objects = objects(d);
-    for linker in ["bfd", "lld"] {
+    for linker in ["bfd", "lld", "bfd-noseparate"] {
         let lib = library(d, &objects, linker);
         let original = std::fs::read(&lib).unwrap();
         let (all, value) = load_with_stub(d, &stub, &lib);

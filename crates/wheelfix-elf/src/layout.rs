@@ -358,9 +358,10 @@ fn split_loads(
     Ok(new_headers)
 }
 
-/// A writable segment's pieces that hold only read-only sections (`.hip_fatbin` after a
-/// `.data`, as GNU ld lays out some libraries) lose their write permission, as a linker would
-/// have made them: unless a dynamic relocation writes there, nothing does.
+/// A split segment's pieces get the permissions of what they hold, as a linker would have
+/// given them: one that holds no code is not executable (`.hip_fatbin` after `.text`, as old GNU
+/// ld layouts have it), and one that holds no writable section nor any address a dynamic
+/// relocation writes is not writable (`.hip_fatbin` after `.data`).
 fn read_only_pieces(
     source: Source<'_>,
     header: &Header,
@@ -368,19 +369,23 @@ fn read_only_pieces(
     sections: &[SectionHeader],
     new_headers: &mut [ProgramHeader],
 ) -> Result<(), LayoutError> {
-    use goblin::elf::program_header::PF_W;
+    use goblin::elf::program_header::{PF_W, PF_X};
     let was = |p: &ProgramHeader| phdrs.iter().any(|o| o.p_vaddr == p.p_vaddr && o.p_memsz == p.p_memsz);
-    let writable_section = |p: &ProgramHeader| {
+    let holds = |p: &ProgramHeader, flag: u32| {
+        let flags = u64::from(flag | SHF_ALLOC);
         sections.iter().any(|s| {
-            s.sh_flags & u64::from(SHF_WRITE | SHF_ALLOC) == u64::from(SHF_WRITE | SHF_ALLOC)
-                && s.sh_addr < p.p_vaddr + p.p_memsz
-                && s.sh_addr + s.sh_size.max(1) > p.p_vaddr
+            s.sh_flags & flags == flags && s.sh_addr < p.p_vaddr + p.p_memsz && s.sh_addr + s.sh_size.max(1) > p.p_vaddr
         })
     };
+    for p in new_headers.iter_mut().filter(|p| p.p_type == PT_LOAD && p.p_flags & PF_X != 0 && !was(p)) {
+        if !holds(p, SHF_EXECINSTR) {
+            p.p_flags &= !PF_X;
+        }
+    }
     let candidates: Vec<usize> = (0..new_headers.len())
         .filter(|&i| {
             let p = &new_headers[i];
-            p.p_type == PT_LOAD && p.p_flags & PF_W != 0 && !was(p) && !writable_section(p)
+            p.p_type == PT_LOAD && p.p_flags & PF_W != 0 && !was(p) && !holds(p, SHF_WRITE)
         })
         .collect();
     if candidates.is_empty() {
