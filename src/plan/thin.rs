@@ -24,8 +24,9 @@ pub struct ThinChange {
     pub expected: FileCut,
     /// The member inflated by the analysis, when it kept a copy; else the writer inflates it.
     pub copy: Option<std::sync::Arc<crate::analysis::BundledCopy>>,
-    /// Take the freed pages out of the file ([`crate::elf::layout`]).
-    pub compact: bool,
+    /// Take the freed pages of these ranges out of the file ([`crate::elf::layout`]): the
+    /// `.hip_fatbin` pieces, never bundles in other data, whose symbols span their space.
+    pub compact: Vec<(u64, u64)>,
     /// Why the writer left the file's layout as it was, when it did (for the report).
     pub layout_note: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -138,19 +139,23 @@ fn add_change(
     compact: bool,
 ) {
     if let Some(NewMember { content: Content::Thin(change), .. }) = plan.replace.get_mut(&code.file) {
+        if compact && code.container == Container::HipFatbin {
+            change.compact.extend(ranges.iter().copied());
+        }
         change.ranges.extend(ranges);
         change.ranges.sort_unstable();
         Count::sum_into(&mut change.expected.kept, file_cut.kept.clone());
         Count::sum_into(&mut change.expected.dropped, file_cut.dropped.clone());
         return;
     }
+    let compact_ranges = if compact && code.container == Container::HipFatbin { ranges.clone() } else { Vec::new() };
     let change = ThinChange {
         member: code.file.clone(),
         ranges,
         keep: keep.clone(),
         expected: file_cut.clone(),
         copy: analysis.bundled_copies.get(&code.file).cloned(),
-        compact: compact && code.container == Container::HipFatbin,
+        compact: compact_ranges,
         layout_note: Default::default(),
     };
     plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });

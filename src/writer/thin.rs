@@ -78,7 +78,7 @@ fn thin_from(
         ..Default::default()
     };
     // Freed space is laid out for the layout change when the file is to lose it.
-    let laid_out = rewrite::FreedLayout { page: if change.compact { page_size(&zeroed) } else { None } };
+    let laid_out = rewrite::FreedLayout { page: if change.compact.is_empty() { None } else { page_size(&zeroed) } };
     let mut freed = Vec::new();
     for &(start, end) in &change.ranges {
         if start > end || end > len {
@@ -154,7 +154,10 @@ fn compacted(
     freed: &[rewrite::Freed],
     change: &ThinChange,
 ) -> Option<crate::elf::layout::Compacted> {
-    let spans: Vec<(u64, u64)> = freed.iter().map(|f| (f.from, f.to)).collect();
+    // Only the `.hip_fatbin` pieces' freed space: a bundle in `.rodata` (tensorflow-rocm's
+    // generated kernels) has a symbol that spans its whole space.
+    let inside = |f: &rewrite::Freed| change.compact.iter().any(|&(a, b)| a <= f.from && f.to <= b);
+    let spans: Vec<(u64, u64)> = freed.iter().filter(|f| inside(f)).map(|f| (f.from, f.to)).collect();
     let planned = {
         let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
         crate::elf::layout::compact(&read, len, &spans)
