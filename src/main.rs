@@ -52,6 +52,11 @@ enum Command {
         after_help = "Examples:\n  wheelfix thin --gpu-target gfx950 -w wheelhouse/gfx950/ dist/*.whl\n  wheelfix thin --gpu-target gfx90a --gpu-target gfx942 --in-place dist/*.whl\n\nIn every offload bundle (plain or compressed) of every host binary, the host entry and the code\nobjects that run on a requested target stay (its feature variants, and the generic targets that\ncover it); each bundle is rewritten at its own offset, the freed bytes zeroed. File name,\nversion and tags stay; RECORD is written true."
     )]
     Thin(ThinArgs),
+    /// Split each fat wheel into a host wheel and one device wheel per GPU target (kpack).
+    #[command(
+        after_help = "Examples:\n  wheelfix split --all-targets -w wheelhouse/ dist/*.whl\n  wheelfix split --gpu-target gfx942 --gpu-target gfx950 --device-name 'amd-{name}-device-{target}' -w wheelhouse/ dist/torch-*.whl\n  pip install --find-links wheelhouse/ 'torch[device-gfx942]'\n\nIn every host binary, each offload bundle becomes a kpack reference and each HIP wrapper a HIPK\nwrapper; the code objects go into one kpack archive per target, beside the binary\n(.kpack/<file>_<target>.kpack), in that target's device wheel. The host wheel keeps its name,\nversion and tags and gains the extras device-<target> and device-all, each pinning its device\nwheels at the exact version; each device wheel requires the host at the exact version."
+    )]
+    Split(SplitArgs),
     /// Write a metapackage wheel that pins every given wheel at its exact version.
     #[command(
         after_help = "Example:\n  wheelfix metapackage --name rocm-torch --rocm-version 10.1.0 --gpu-target gfx950 -o index-src/gfx950/ wheelhouse/gfx950/*.whl"
@@ -499,6 +504,57 @@ struct ThinArgs {
     common: CommonArgs,
 }
 
+#[derive(Args)]
+struct SplitArgs {
+    #[arg(required = true, value_name = "WHEEL")]
+    wheels: Vec<PathBuf>,
+    /// A GPU processor to write a device wheel for (`gfx942`); repeatable. Default: `gpu-targets`
+    /// of [tool.wheelfix].
+    #[arg(long = "gpu-target", value_name = "TARGET")]
+    gpu_targets: Vec<String>,
+    /// A device wheel for every processor the wheel has code for.
+    #[arg(long)]
+    all_targets: bool,
+    /// The device wheels' project name: `{name}` is the host's, `{target}` the processor
+    /// (`amd-{name}-device-{target}` gives TheRock's names).
+    #[arg(long, value_name = "TEMPLATE", default_value = cmd::split::DEFAULT_DEVICE_NAME)]
+    device_name: String,
+    /// Directory for the host and device wheels.
+    #[arg(short = 'w', long = "wheel-dir", value_name = "DIR", default_value = "wheelhouse")]
+    wheel_dir: PathBuf,
+    /// Take the pages the device code held out of each host binary (the default).
+    #[arg(long, overrides_with = "no_compact")]
+    compact: bool,
+    /// Leave them as zeros: each host binary keeps its size and layout.
+    #[arg(long, overrides_with = "compact")]
+    no_compact: bool,
+    /// Skip the sha256 check of every member against RECORD.
+    #[arg(long)]
+    no_verify: bool,
+    /// Deflate level of the rewritten members (zlib levels 0-9).
+    #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(u32).range(0..=9))]
+    zip_compression_level: Option<u32>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
+    let common = args.common.common(|f| {
+        f.writing(args.no_verify);
+        f.gpu_targets = args.gpu_targets.clone();
+        f.zip_compression_level = args.zip_compression_level;
+    });
+    cmd::split::SplitRequest {
+        wheels: args.wheels,
+        common,
+        wheel_dir: args.wheel_dir,
+        targets: args.gpu_targets,
+        all_targets: args.all_targets,
+        device_name: args.device_name,
+        compact: !args.no_compact,
+    }
+}
+
 fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
     let common = args.common.common(|f| {
         f.writing(args.no_verify);
@@ -543,6 +599,7 @@ fn main() -> ExitCode {
         Command::Show(args) => cmd::Command::Show(show_request(args)),
         Command::Retag(args) => cmd::Command::Retag(retag_request(args)),
         Command::Thin(args) => cmd::Command::Thin(thin_request(args)),
+        Command::Split(args) => cmd::Command::Split(split_request(args)),
         Command::Repair(args) => cmd::Command::Repair(repair_request(args)),
         Command::Metapackage(args) => cmd::Command::Metapackage(cmd::release::MetapackageRequest {
             common: args.common.common(|_| {}),

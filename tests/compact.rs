@@ -11,70 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use support::hip::{
-    STUB, assert_same_memory_outside_fatbin, bundle_spaces, bundler_list, elflint, fatbin_pieces, load_with_stub,
-    readelf_warnings, toolchain,
+    STUB, assert_same_memory_outside_fatbin, bundle_spaces, bundler_list, elflint, fatbin_pieces, library,
+    load_with_stub, objects, readelf_warnings, toolchain,
 };
 use support::python::{pip_install_and_run, run};
 use support::wheelgen::WheelSpec;
 use support::{read_member, stderr, wheelfix};
 
-/// A kernel whose code object holds a 64 kB table: dropping one frees many pages.
-const KERNEL: &str = r#"
-#define __global__ __attribute__((global))
-#define __device__ __attribute__((device))
-struct dim3 { unsigned x, y, z; };
-typedef struct ihipStream_t *hipStream_t;
-extern "C" int hipLaunchKernel(const void *f, dim3 g, dim3 b, void **args, unsigned long shm, hipStream_t s);
-__device__ int TABLE[16384] = {VALUE, 1, 2, 3};
-__global__ void KERNEL(int *x) { x[0] += TABLE[x[1]]; }
-extern "C" int HOST(void) { return VALUE; }
-"#;
-
 const MAIN: &str = "#include <stdio.h>\nextern \"C\" int host_value(void);\nint main(void) { printf(\"host %d\\n\", host_value()); return 0; }\n";
-
-/// (name, offload arches, flags): a plain bundle, a compressed one, and one with a generic target.
-const UNITS: &[(&str, &[&str], &[&str])] = &[
-    ("plain", &["gfx90a:xnack+", "gfx90a:xnack-", "gfx942", "gfx1100"], &[]),
-    ("compressed", &["gfx942", "gfx1100", "gfx90a"], &["--offload-compress"]),
-    ("generic", &["gfx11-generic", "gfx942"], &["-mcode-object-version=6"]),
-];
-
-/// The units' objects (the first defines `host_value`, which returns 42).
-fn objects(dir: &Path) -> Vec<PathBuf> {
-    let (clang, _) = toolchain();
-    let src = dir.join("k.hip");
-    std::fs::write(&src, KERNEL).unwrap();
-    let mut objects = Vec::new();
-    for (i, (name, arches, flags)) in UNITS.iter().enumerate() {
-        let object = dir.join(format!("{name}.o"));
-        let host = if i == 0 { "host_value".to_string() } else { format!("host_{name}") };
-        run(Command::new(&clang)
-            .args(["-x", "hip", "-nogpulib", "-nogpuinc", "-fPIC", "-O1", "-c", "-Wno-unused-command-line-argument"])
-            .args([format!("-DKERNEL=kernel_{name}"), format!("-DTABLE=table_{name}"), format!("-DHOST={host}")])
-            .arg(format!("-DVALUE={}", 42 + i))
-            .args(arches.iter().map(|a| format!("--offload-arch={a}")))
-            .args(*flags)
-            .arg(&src)
-            .arg("-o")
-            .arg(&object));
-        objects.push(object);
-    }
-    objects
-}
-
-/// A shared library of the units, linked by `linker` (`bfd`, `lld`, or `bfd-noseparate`: GNU ld
-/// with `-z noseparate-code`, as old toolchains linked, `.hip_fatbin` in the code's segment).
-fn library(dir: &Path, objects: &[PathBuf], linker: &str) -> PathBuf {
-    let (clang, _) = toolchain();
-    let lib = dir.join(format!("libk-{linker}.so"));
-    let mut cmd = Command::new(clang);
-    match linker.split_once('-') {
-        Some((ld, "noseparate")) => cmd.arg(format!("-fuse-ld={ld}")).arg("-Wl,-z,noseparate-code"),
-        _ => cmd.arg(format!("-fuse-ld={linker}")),
-    };
-    run(cmd.arg("-shared").args(objects).arg("-o").arg(&lib));
-    lib
-}
 
 /// A program of the units that prints `host 42`, linked against the stub runtime in `dir`
 /// (found beside it through its RUNPATH).

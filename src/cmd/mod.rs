@@ -10,6 +10,7 @@ pub mod lddtree;
 pub mod pipeline;
 pub mod release;
 pub mod show;
+pub mod split;
 pub mod thin;
 pub mod write;
 
@@ -72,6 +73,7 @@ pub enum Command {
     Show(show::ShowRequest),
     Retag(write::WriteRequest),
     Thin(thin::ThinRequest),
+    Split(split::SplitRequest),
     Repair(write::WriteRequest),
     Metapackage(release::MetapackageRequest),
     Index(release::IndexRequest),
@@ -92,6 +94,7 @@ pub fn run(command: Command) -> Output {
         Command::Site(request) => release::run_site(&request),
         Command::Lddtree(request) => lddtree::run(&request),
         Command::Thin(request) => thin::run(&request),
+        Command::Split(request) => split::run(&request),
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod edit;
 pub mod repair;
+pub mod split;
 pub mod tags;
 pub mod thin;
 

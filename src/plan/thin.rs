@@ -29,6 +29,8 @@ pub struct ThinChange {
     pub compact: Vec<(u64, u64)>,
     /// Why the writer left the file's layout as it was, when it did (for the report).
     pub layout_note: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// `split`: every bundle leaves the file for kpack archives instead ([`super::split`]).
+    pub split: Option<std::sync::Arc<super::split::SplitTo>>,
 }
 
 /// How `thin` rewrites.
@@ -157,6 +159,7 @@ fn add_change(
         copy: analysis.bundled_copies.get(&code.file).cloned(),
         compact: compact_ranges,
         layout_note: Default::default(),
+        split: None,
     };
     plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });
 }

@@ -8,6 +8,7 @@ pub mod json;
 pub mod outcome;
 pub mod page;
 pub mod release;
+pub mod split;
 pub mod thin;
 
 pub use json::JSON_VERSION;

@@ -342,19 +342,40 @@ pub fn copy_wheel(input: &Path, dest: &Path, commit: Commit, mode: Option<u32>) 
 /// Write a wheel that has no input (a metapackage): `members` in order (mode 0644), RECORD
 /// generated last.
 pub fn write_new_wheel(dist_info: &str, members: &[(String, Vec<u8>)], dest: &Path) -> Result<PathBuf, WriteError> {
+    write_new_wheel_with(dist_info, &[], members, dest)
+}
+
+/// [`write_new_wheel`] with members deflated (or stored) into files of their own beforehand,
+/// written first: a large member is never held in memory.
+pub fn write_new_wheel_with(
+    dist_info: &str,
+    spilled: &[(String, Arc<Spilled>)],
+    members: &[(String, Vec<u8>)],
+    dest: &Path,
+) -> Result<PathBuf, WriteError> {
     let record_path = format!("{dist_info}/RECORD");
     let mut record = RecordFile::default();
+    for (name, s) in spilled {
+        record.entries.push(RecordEntry::for_digest(name, &s.sha256, s.size));
+    }
     for (name, data) in members {
         record.entries.push(RecordEntry::for_bytes(name, data));
     }
     record.entries.push(RecordEntry { path: record_path.clone(), hash: String::new(), size: None, bad_size: None });
     let record_bytes = record.to_bytes();
     let time = new_member_time(None)?;
-    let order = members
+    let order = spilled
         .iter()
-        .map(|(name, data)| (name.as_str(), data.as_slice()))
-        .chain(std::iter::once((record_path.as_str(), record_bytes.as_slice())))
-        .map(|(name, data)| (name.to_string(), Source::New { mode: 0o644, time, compressed: Compressed::new(data, 6) }))
+        .map(|(name, s)| (name.clone(), Source::Spilled { mode: 0o644, time, spilled: s.clone() }))
+        .chain(
+            members
+                .iter()
+                .map(|(name, data)| (name.as_str(), data.as_slice()))
+                .chain(std::iter::once((record_path.as_str(), record_bytes.as_slice())))
+                .map(|(name, data)| {
+                    (name.to_string(), Source::New { mode: 0o644, time, compressed: Compressed::new(data, 6) })
+                }),
+        )
         .collect();
     emit(order, None, dest, Commit::Replace, None, None)
 }

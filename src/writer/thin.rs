@@ -10,8 +10,10 @@ use std::path::Path;
 
 use super::WriteError;
 use crate::analysis::BundledCopy;
+use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::rewrite::Ranges;
 use crate::elf::gpu::{Count, rewrite};
+use crate::plan::split::SplitTo;
 use crate::plan::thin::ThinChange;
 use crate::wheel::Wheel;
 use crate::wheel::zip::blocks::{self, BlockMarks};
@@ -84,6 +86,13 @@ fn thin_from(
         if start > end || end > len {
             return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
         }
+    }
+    if let Some(to) = &change.split {
+        let moved = split_out(&mut zeroed, change, to).map_err(|e| fail(e.to_string()))?;
+        Count::sum_into(&mut cut.dropped, moved.moved);
+        freed.extend(moved.freed);
+    }
+    for &(start, end) in change.ranges.iter().filter(|_| change.split.is_none()) {
         let thinned = thin_bundles(&mut zeroed, start, end, &change.keep, laid_out).map_err(|e| fail(e.to_string()))?;
         Count::sum_into(&mut cut.kept, thinned.kept);
         Count::sum_into(&mut cut.dropped, thinned.dropped);
@@ -280,4 +289,50 @@ fn thin_bundles(
         zeroed.absorb(part);
     }
     Ok(total)
+}
+
+/// Move every bundle of the binary out into one kpack archive per group (`split`), each code
+/// object into every group whose targets it runs on; the archives are left, finished, on the
+/// plan's [`SplitTo`]. A second attempt (from a fresh copy) starts the archives afresh.
+fn split_out(
+    zeroed: &mut rewrite::ZeroedFile<'_>,
+    change: &ThinChange,
+    to: &SplitTo,
+) -> Result<rewrite::SplitHost, rewrite::RewriteError> {
+    let mut writers: Vec<Option<ArchiveWriter>> = to.groups.iter().map(|_| None).collect();
+    let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
+    let done =
+        rewrite::split_host(zeroed, &change.ranges, to.wrappers, &to.marker, &wants, &mut |ordinal, entry, bytes| {
+            let target = crate::elf::gpu::scan::bundle_target(&entry.id).unwrap_or(&entry.id);
+            let key = format!("{}#{ordinal}", to.kernel_name);
+            for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
+                if !group.keep.keeps(target) {
+                    continue;
+                }
+                if writer.is_none() {
+                    *writer = Some(ArchiveWriter::new(tempfile::tempfile_in(&to.dir)?)?);
+                }
+                writer.as_mut().expect("made above").add(&key, target, &bytes)?;
+            }
+            Ok(())
+        })?;
+    let mut finished = std::collections::BTreeMap::new();
+    for (group, writer) in to.groups.iter().zip(writers) {
+        if let Some(writer) = writer {
+            let family = family_of(&group.name);
+            finished.insert(group.name.clone(), writer.finish(&to.kernel_name, &family)?);
+        }
+    }
+    *to.archives.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = finished;
+    Ok(done)
+}
+
+/// A processor's family, as kpack names it in an archive. Ex) `gfx942` → `gfx9`, `gfx1100` →
+/// `gfx11`, `gfx9-4-generic` → `gfx9`
+fn family_of(processor: &str) -> String {
+    let digits = processor.strip_prefix("gfx").unwrap_or(processor);
+    let digits = digits.split('-').next().unwrap_or(digits);
+    // The family is the number without its last two characters (stepping, minor).
+    let keep = if processor.contains("-generic") { digits.len() } else { digits.len().saturating_sub(2) };
+    format!("gfx{}", &digits[..keep])
 }

@@ -18,6 +18,8 @@ const TOOLS: &[&str] = &[
     "jsonschema==4.26.0",
     "uv==0.13.9",
     "cyclonedx-python-lib[json-validation]==11.12.0",
+    "msgpack==1.1.2",
+    "zstandard==0.25.0",
 ];
 
 /// The system's Python 3.

@@ -22,9 +22,266 @@ pub fn archive_paths(binary: &str, search_paths: &[String], arch: &str) -> Vec<S
         .collect()
 }
 
+/// HIP's wrapper magic (`__hipFatMAGIC2`) and kpack's, as the wrapper's first four file bytes.
+pub const HIPF: [u8; 4] = *b"FPIH";
+pub const HIPK: [u8; 4] = *b"HIPK";
+/// One `__hip_fatbin_wrapper` record: u32 magic, u32 version, u64 pointer, u64 reserved1.
+pub const WRAPPER_LEN: u64 = 24;
+
+/// The reference a split host binary keeps where each of its bundles was: the MessagePack map
+/// `{kernel_name, kpack_search_paths}` the kpack runtime reads at the wrapper's pointer.
+pub fn marker(kernel_name: &str, search_paths: &[String]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write::map_len(&mut out, 2);
+    write::str(&mut out, "kernel_name");
+    write::str(&mut out, kernel_name);
+    write::str(&mut out, "kpack_search_paths");
+    write::array_len(&mut out, search_paths.len());
+    for path in search_paths {
+        write::str(&mut out, path);
+    }
+    out
+}
+
+/// The most of a marker read: the runtime reads at most 64 KiB.
+pub const MARKER_MAX: u64 = 64 << 10;
+
+/// A kpack marker at the start of `bytes`: its kernel name and search paths, when it is one
+/// (a map with a string `kernel_name` and a non-empty array of strings `kpack_search_paths`).
+pub fn read_marker(bytes: &[u8]) -> Option<(String, Vec<String>)> {
+    // A map of 1-15 entries or a map16/map32; anything else is not a marker.
+    if !matches!(bytes.first()?, 0x81..=0x8f | 0xde | 0xdf) {
+        return None;
+    }
+    let value = crate::msgpack::parse(bytes).ok()?;
+    let name = value.get("kernel_name")?.as_str()?.to_string();
+    let paths: Vec<String> =
+        value.get("kpack_search_paths")?.as_array()?.iter().filter_map(|p| p.as_str()).map(String::from).collect();
+    (!paths.is_empty()).then_some((name, paths))
+}
+
+/// Just enough MessagePack writing for markers and tables of contents (the smallest encoding of
+/// each value, as every MessagePack writer chooses).
+pub mod write {
+    pub fn str(out: &mut Vec<u8>, s: &str) {
+        let n = s.len();
+        match n {
+            0..=31 => out.push(0xa0 | n as u8),
+            32..=0xff => out.extend([0xd9, n as u8]),
+            0x100..=0xffff => {
+                out.push(0xda);
+                out.extend((n as u16).to_be_bytes());
+            }
+            _ => {
+                out.push(0xdb);
+                out.extend((n as u32).to_be_bytes());
+            }
+        }
+        out.extend(s.as_bytes());
+    }
+
+    pub fn uint(out: &mut Vec<u8>, v: u64) {
+        match v {
+            0..=0x7f => out.push(v as u8),
+            0x80..=0xff => out.extend([0xcc, v as u8]),
+            0x100..=0xffff => {
+                out.push(0xcd);
+                out.extend((v as u16).to_be_bytes());
+            }
+            0x1_0000..=0xffff_ffff => {
+                out.push(0xce);
+                out.extend((v as u32).to_be_bytes());
+            }
+            _ => {
+                out.push(0xcf);
+                out.extend(v.to_be_bytes());
+            }
+        }
+    }
+
+    fn len(out: &mut Vec<u8>, n: usize, fix: u8, wide: u8) {
+        if n < 16 {
+            out.push(fix | n as u8);
+        } else if n <= 0xffff {
+            out.push(wide);
+            out.extend((n as u16).to_be_bytes());
+        } else {
+            out.push(wide + 1);
+            out.extend((n as u32).to_be_bytes());
+        }
+    }
+
+    pub fn map_len(out: &mut Vec<u8>, n: usize) {
+        len(out, n, 0x80, 0xde);
+    }
+
+    pub fn array_len(out: &mut Vec<u8>, n: usize) {
+        len(out, n, 0x90, 0xdc);
+    }
+}
+
+/// The header of an archive: `KPAK`, u32 version 1, u64 offset of the table of contents, then
+/// zeros up to the first blob.
+const ARCHIVE_HEADER: u64 = 64;
+/// zstd level of archived code objects: they are written once and read at every first launch.
+const ARCHIVE_ZSTD_LEVEL: i32 = 19;
+
+/// A kpack archive being written (`zstd-per-kernel`): each code object one zstd frame, in order
+/// after the header, and at the end the table of contents naming, for each
+/// `<kernel_name>#<index>` and target id, its frame. Written to a file as objects arrive: one
+/// object is held at a time.
+pub struct ArchiveWriter {
+    file: std::io::BufWriter<std::fs::File>,
+    /// Where the next frame's length prefix goes.
+    at: u64,
+    /// (key, target id) → (ordinal, original size), in key order for the table.
+    toc: std::collections::BTreeMap<String, std::collections::BTreeMap<String, (u64, u64)>>,
+    frames: u64,
+}
+
+impl ArchiveWriter {
+    pub fn new(file: std::fs::File) -> std::io::Result<ArchiveWriter> {
+        use std::io::Write;
+        let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
+        // The table's offset and the frame count are written by `finish`.
+        file.write_all(&[0u8; ARCHIVE_HEADER as usize + 4])?;
+        Ok(ArchiveWriter { file, at: ARCHIVE_HEADER + 4, toc: Default::default(), frames: 0 })
+    }
+
+    /// Add the code object of `key` (`<kernel_name>#<index>`) for `target` (a target id).
+    pub fn add(&mut self, key: &str, target: &str, code_object: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let frame = zstd::bulk::compress(code_object, ARCHIVE_ZSTD_LEVEL)?;
+        let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::other("a code object over 4 GiB"))?;
+        self.file.write_all(&len.to_le_bytes())?;
+        self.file.write_all(&frame)?;
+        self.at += 4 + frame.len() as u64;
+        let previous = self
+            .toc
+            .entry(key.to_string())
+            .or_default()
+            .insert(target.to_string(), (self.frames, code_object.len() as u64));
+        if previous.is_some() {
+            return Err(std::io::Error::other(format!("two code objects for {target} in {key}")));
+        }
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// The target ids the archive holds code for.
+    pub fn targets(&self) -> std::collections::BTreeSet<&str> {
+        self.toc.values().flat_map(|per| per.keys().map(String::as_str)).collect()
+    }
+
+    /// Write the table of contents and the header; the archive is complete.
+    pub fn finish(self, group_name: &str, family: &str) -> std::io::Result<std::fs::File> {
+        use std::io::{Seek, SeekFrom, Write};
+        let arches = self.targets();
+        let mut toc = Vec::new();
+        write::map_len(&mut toc, 8);
+        write::str(&mut toc, "format_version");
+        write::uint(&mut toc, 1);
+        write::str(&mut toc, "group_name");
+        write::str(&mut toc, group_name);
+        write::str(&mut toc, "gfx_arch_family");
+        write::str(&mut toc, family);
+        write::str(&mut toc, "gfx_arches");
+        write::array_len(&mut toc, arches.len());
+        for arch in &arches {
+            write::str(&mut toc, arch);
+        }
+        write::str(&mut toc, "compression_scheme");
+        write::str(&mut toc, "zstd-per-kernel");
+        write::str(&mut toc, "zstd_offset");
+        write::uint(&mut toc, ARCHIVE_HEADER);
+        write::str(&mut toc, "zstd_size");
+        write::uint(&mut toc, self.at - ARCHIVE_HEADER);
+        write::str(&mut toc, "toc");
+        write::map_len(&mut toc, self.toc.len());
+        for (key, per_target) in &self.toc {
+            write::str(&mut toc, key);
+            write::map_len(&mut toc, per_target.len());
+            for (target, (ordinal, size)) in per_target {
+                write::str(&mut toc, target);
+                write::map_len(&mut toc, 3);
+                write::str(&mut toc, "type");
+                write::str(&mut toc, "hsaco");
+                write::str(&mut toc, "ordinal");
+                write::uint(&mut toc, *ordinal);
+                write::str(&mut toc, "original_size");
+                write::uint(&mut toc, *size);
+            }
+        }
+        let (at, frames) = (self.at, self.frames);
+        let mut file = self.file;
+        file.write_all(&toc)?;
+        let mut file = file.into_inner().map_err(|e| e.into_error())?;
+        let mut header = Vec::with_capacity(ARCHIVE_HEADER as usize + 4);
+        header.extend(b"KPAK");
+        header.extend(1u32.to_le_bytes());
+        header.extend(at.to_le_bytes());
+        header.resize(ARCHIVE_HEADER as usize, 0);
+        header.extend(u32::try_from(frames).map_err(|_| std::io::Error::other("too many code objects"))?.to_le_bytes());
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header)?;
+        file.flush()?;
+        Ok(file)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_archive_reads_back_through_its_table() {
+        let mut w = ArchiveWriter::new(tempfile::tempfile().unwrap()).unwrap();
+        w.add("lib/k.so#0", "gfx942", b"first object").unwrap();
+        w.add("lib/k.so#1", "gfx942:xnack+", &[7u8; 300]).unwrap();
+        assert!(w.add("lib/k.so#0", "gfx942", b"again").is_err(), "one object per key and target");
+        let mut file = w.finish("k", "gfx9").unwrap();
+        let mut bytes = Vec::new();
+        use std::io::{Read, Seek};
+        file.rewind().unwrap();
+        file.read_to_end(&mut bytes).unwrap();
+        assert_eq!(&bytes[..8], b"KPAK\x01\0\0\0");
+        let (toc_at, _) = crate::kpack_toc_range(&bytes[..16], bytes.len() as u64).unwrap();
+        let toc = crate::msgpack::parse(&bytes[toc_at as usize..]).unwrap();
+        let arches: Vec<&str> =
+            toc.get("gfx_arches").unwrap().as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+        assert_eq!(arches, ["gfx942", "gfx942:xnack+"]);
+        let entry = toc.get("toc").unwrap().get("lib/k.so#1").unwrap().get("gfx942:xnack+").unwrap();
+        assert_eq!(entry.get("original_size"), Some(&crate::msgpack::Value::Int(300)));
+        let ordinal = match entry.get("ordinal") {
+            Some(crate::msgpack::Value::Int(n)) => *n as usize,
+            _ => panic!(),
+        };
+        // Frames: u32 count, then u32 length + frame each.
+        let mut at = 64;
+        let count = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        assert_eq!(count, 2);
+        at += 4;
+        for _ in 0..ordinal {
+            at += 4 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        }
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        assert_eq!(zstd::bulk::decompress(&bytes[at + 4..at + 4 + len], 1 << 20).unwrap(), vec![7u8; 300]);
+    }
+
+    #[test]
+    fn markers_are_the_map_the_runtime_reads() {
+        let m = marker("p/lib/libk.so", &[".kpack/libk.so_@GFXARCH@.kpack".into()]);
+        assert_eq!(read_marker(&m).unwrap().1, [".kpack/libk.so_@GFXARCH@.kpack"]);
+        assert_eq!(read_marker(b"\x82\xa1a\x01"), None);
+        let v = crate::msgpack::parse(&m).unwrap();
+        assert_eq!(v.get("kernel_name").and_then(|k| k.as_str()), Some("p/lib/libk.so"));
+        assert_eq!(v.get("kpack_search_paths").unwrap().as_array().unwrap().len(), 1);
+        let long = "x".repeat(70000);
+        assert_eq!(
+            crate::msgpack::parse(&marker(&long, &[])).unwrap().get("kernel_name").and_then(|k| k.as_str()),
+            Some(long.as_str())
+        );
+    }
 
     #[test]
     fn search_paths_resolve_against_the_binarys_directory() {

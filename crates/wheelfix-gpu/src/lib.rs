@@ -423,6 +423,20 @@ pub fn host_binary_view<V: FileView + ?Sized>(
         for &(start, end) in &fatbin_pieces {
             hits.blob(start, end, &mut code);
         }
+        let split = fatbin_pieces.first().filter(|_| code.objects == 0).and_then(|&(start, end)| {
+            let bytes = view.get(start, (end - start).min(kpack::MARKER_MAX)).ok()?;
+            kpack::read_marker(bytes)
+        });
+        if let Some((kernel_name, search_paths)) = split {
+            // `wheelfix split`'s layout: the bundles' space holds kpack markers, the wrappers are HIPK.
+            let mut code = GpuCode::new(file, Container::KpackSplit);
+            code.notes.push("device code was split out by kpack: it lives in .kpack archives, not in this file".into());
+            code.notes.push(format!("kernel name: {kernel_name}"));
+            code.notes.push(format!("kpack search paths: {}", search_paths.join(", ")));
+            code.kpack_search_paths = search_paths;
+            found.push(code.finish());
+            return found;
+        }
         if code.objects == 0 && code.notes.is_empty() {
             code.notes.push("the .hip_fatbin section holds no offload bundle".into());
         }

@@ -476,15 +476,15 @@ impl Write for Room {
     }
 }
 
-/// Thin the compressed bundle at `at`: returns its old length.
-fn thin_ccob<F: Positional>(
-    file: &mut F,
+/// The compressed bundle at `at` (its room ends at `end`): its header, the header's length, the
+/// bytes it takes, and its stream decoding, bounded by what the header claims.
+type CcobDecoder<'a, F> = Bounded<DecodingReader<io::BufReader<RangeReader<'a, F>>>>;
+
+fn open_ccob<F: Positional>(
+    file: &F,
     at: u64,
     end: u64,
-    keep: &Keep,
-    freed: FreedLayout,
-    thinned: &mut Thinned,
-) -> Result<u64, RewriteError> {
+) -> Result<(CcobHeader, u64, u64, CcobDecoder<'_, F>), RewriteError> {
     let header = ccob_header_at(file, at, end)?.map_err(|e| lie(at, format!("compressed: {e}")))?;
     let header_len = CcobHeader::len(header.version).expect("parsed") as u64;
     let room = match header.total {
@@ -499,13 +499,26 @@ fn thin_ccob<F: Positional>(
     if header.uncompressed > most {
         return Err(lie(at, format!("compressed: claims to decode to {} bytes from {room}", header.uncompressed)));
     }
-    let source = RangeReader { file: &*file, pos: at + header_len, end: at + room };
+    let source = RangeReader { file, pos: at + header_len, end: at + room };
     let stream = match StreamDecoder::for_method(header.method) {
         Some(stream) => stream.map_err(|e| lie(at, e.to_string()))?,
         None => return Err(lie(at, format!("compressed: unknown method {}", header.method))),
     };
     let source = io::BufReader::with_capacity(64 << 10, source);
-    let mut decoder = Bounded { inner: DecodingReader::new(source, stream), read: 0, limit: header.uncompressed };
+    let decoder = Bounded { inner: DecodingReader::new(source, stream), read: 0, limit: header.uncompressed };
+    Ok((header, header_len, room, decoder))
+}
+
+/// Thin the compressed bundle at `at`: returns its old length.
+fn thin_ccob<F: Positional>(
+    file: &mut F,
+    at: u64,
+    end: u64,
+    keep: &Keep,
+    freed: FreedLayout,
+    thinned: &mut Thinned,
+) -> Result<u64, RewriteError> {
+    let (header, header_len, room, mut decoder) = open_ccob(&*file, at, end)?;
     let bad = |e: io::Error| lie(at, format!("compressed: cannot decode: {e}"));
     let entries = read_table(&mut |buf: &mut [u8]| decoder.read_exact(buf), at)?;
     let layout = layout(&entries, header.uncompressed, keep, at, thinned)?;
@@ -924,4 +937,169 @@ mod tests {
         holes.remove(0, 100);
         assert!(holes.is_empty());
     }
+}
+
+/// One code object read out of a bundle: its entry (offset and size within the uncompressed
+/// bundle) and its bytes.
+pub type ObjectSink<'a> = dyn FnMut(&BundleEntry, Vec<u8>) -> io::Result<()> + 'a;
+
+/// A code object of a bundle, given the bundle's ordinal in the range read.
+pub type BundleObjectSink<'a> = dyn FnMut(usize, &BundleEntry, Vec<u8>) -> io::Result<()> + 'a;
+
+/// Hand each device code object of the bundle at `at` (plain or compressed; its room ends at
+/// `end`) to `sink`, in the order of their offsets, host entries left out. Returns the bundle's
+/// length in the file. One code object is held at a time; a compressed bundle is decoded as a
+/// stream, bounded as [`thin_range`] bounds it.
+pub fn read_objects<F: Positional>(
+    file: &F,
+    at: u64,
+    end: u64,
+    wants: &dyn Fn(&BundleEntry) -> bool,
+    sink: &mut ObjectSink<'_>,
+) -> Result<u64, RewriteError> {
+    let mut head = [0u8; 4];
+    file.read_exact_at(&mut head[..(end - at).min(4) as usize], at)?;
+    if head != CCOB_MAGIC {
+        let entries = table_at(file, at, end)?;
+        let mut len = table_len(&entries);
+        let mut order: Vec<&BundleEntry> = entries.iter().collect();
+        order.sort_by_key(|e| e.offset);
+        for e in order {
+            let stop = e.offset.checked_add(e.size).filter(|&s| s <= end - at);
+            let stop = stop.ok_or_else(|| lie(at, format!("entry `{}` runs past the end", e.id)))?;
+            len = len.max(stop);
+            if e.id.starts_with("host-") || !wants(e) {
+                continue;
+            }
+            let mut bytes = vec![0u8; e.size as usize];
+            file.read_exact_at(&mut bytes, at + e.offset)?;
+            sink(e, bytes)?;
+        }
+        return Ok(len);
+    }
+    let (header, header_len, _, mut decoder) = open_ccob(file, at, end)?;
+    let bad = |e: io::Error| lie(at, format!("compressed: cannot decode: {e}"));
+    let entries = read_table(&mut |buf: &mut [u8]| decoder.read_exact(buf), at)?;
+    let mut order: Vec<&BundleEntry> = entries.iter().collect();
+    order.sort_by_key(|e| e.offset);
+    let mut consumed = table_len(&entries);
+    let mut buf = vec![0u8; MOVE_CHUNK];
+    for e in order {
+        if e.offset < consumed || e.offset.saturating_add(e.size) > header.uncompressed {
+            return Err(lie(at, format!("compressed: entry `{}` overlaps another or runs past the end", e.id)));
+        }
+        skip(&mut decoder, e.offset - consumed, &mut buf).map_err(bad)?;
+        consumed = e.offset;
+        if e.id.starts_with("host-") || !wants(e) {
+            continue;
+        }
+        let mut bytes = vec![0u8; e.size as usize];
+        decoder.read_exact(&mut bytes).map_err(bad)?;
+        consumed = e.offset + e.size;
+        sink(e, bytes)?;
+    }
+    skip(&mut decoder, header.uncompressed - consumed, &mut buf).map_err(bad)?;
+    if decoder.read(&mut buf).map_err(bad)? != 0 {
+        return Err(lie(at, "compressed: decodes to more than its header claims"));
+    }
+    Ok(header.total.unwrap_or_else(|| header_len + decoder.inner.consumed()))
+}
+
+/// Every bundle of [start, end) in order, each as (offset, length in the file), with the code
+/// objects `wants` wants handed to `sink` (given the bundle's ordinal) as [`read_objects`]
+/// reads them; `seen` is told of every device entry.
+pub fn read_bundles<F: Positional>(
+    file: &F,
+    start: u64,
+    end: u64,
+    wants: &dyn Fn(&BundleEntry) -> bool,
+    sink: &mut BundleObjectSink<'_>,
+) -> Result<Vec<(u64, u64)>, RewriteError> {
+    let mut found = Vec::new();
+    let mut at = start;
+    while let Some((offset, _)) = next_magic(file, at, end)? {
+        let ordinal = found.len();
+        let len = read_objects(file, offset, end, wants, &mut |e, bytes| sink(ordinal, e, bytes))?;
+        found.push((offset, len));
+        at = offset + len.max(1);
+    }
+    Ok(found)
+}
+
+/// What splitting a host binary's device code out did ([`split_host`]).
+#[derive(Debug, Clone, Default)]
+pub struct SplitHost {
+    /// Bundles replaced by the marker, in wrapper order.
+    pub bundles: usize,
+    /// Code objects moved out, by target id.
+    pub moved: BTreeMap<String, Count>,
+    /// The space the bundles no longer use, after each marker.
+    pub freed: Vec<Freed>,
+}
+
+/// Move every bundle of a host binary out (kpack's layout): each code object goes to `sink`
+/// with the ordinal of its bundle, each bundle's space becomes `marker` followed by zeros, and
+/// each `__hip_fatbin_wrapper` in `wrappers` (the `.hipFatBinSegment` section's file range)
+/// becomes a `HIPK` wrapper whose `reserved1` holds its index. The wrapper's pointer still
+/// points where its bundle started, now at the marker: no relocation changes. Wrapper `i`
+/// belongs to the `i`-th bundle by address, as linkers lay out both sections from the same
+/// objects in the same order; a count that differs is refused.
+pub fn split_host<F: Positional>(
+    file: &mut F,
+    fatbins: &[(u64, u64)],
+    wrappers: (u64, u64),
+    marker: &[u8],
+    wants: &dyn Fn(&str) -> bool,
+    sink: &mut BundleObjectSink<'_>,
+) -> Result<SplitHost, RewriteError> {
+    let mut done = SplitHost::default();
+    let mut spans = Vec::new();
+    for &(start, end) in fatbins {
+        let first = spans.len();
+        // Every device entry is counted as it is met; only those a group wants are read.
+        let moved = std::cell::RefCell::new(&mut done.moved);
+        let wants = |e: &BundleEntry| {
+            let target = bundle_target(&e.id).unwrap_or(&e.id);
+            moved.borrow_mut().entry(target.to_string()).or_default().add(e.size);
+            wants(target)
+        };
+        let found = read_bundles(&*file, start, end, &wants, &mut |i, e, bytes| sink(first + i, e, bytes))?;
+        // Each bundle's space runs to the next bundle, or the end of its piece.
+        for (k, &(at, _)) in found.iter().enumerate() {
+            let next = found.get(k + 1).map_or(end, |&(n, _)| n);
+            spans.push((at, next));
+        }
+    }
+    let (wrapper_at, wrapper_len) = wrappers;
+    let count = (wrapper_len / super::kpack::WRAPPER_LEN) as usize;
+    if count != spans.len() || wrapper_len % super::kpack::WRAPPER_LEN != 0 {
+        return Err(lie(
+            wrapper_at,
+            format!(
+                "{} bundles but {count} wrappers in .hipFatBinSegment: which wrapper points where is not known",
+                spans.len()
+            ),
+        ));
+    }
+    for (i, &(at, next)) in spans.iter().enumerate() {
+        let w = wrapper_at + i as u64 * super::kpack::WRAPPER_LEN;
+        let mut magic = [0u8; 4];
+        file.read_exact_at(&mut magic, w)?;
+        if magic != super::kpack::HIPF {
+            return Err(lie(w, format!("wrapper {i} does not start with HIP's magic (found {magic:02x?})")));
+        }
+        if marker.len() as u64 > next - at {
+            return Err(lie(
+                at,
+                format!("the kpack marker ({} bytes) does not fit the bundle's {} bytes", marker.len(), next - at),
+            ));
+        }
+        file.write_all_at(marker, at)?;
+        file.zero_range(at + marker.len() as u64, next)?;
+        done.freed.push(Freed { from: at + marker.len() as u64, to: next, frame: None });
+        file.write_all_at(&super::kpack::HIPK, w)?;
+        file.write_all_at(&(i as u64).to_le_bytes(), w + 16)?;
+    }
+    done.bundles = spans.len();
+    Ok(done)
 }

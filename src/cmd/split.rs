@@ -1,0 +1,254 @@
+//! `split`: one fat wheel becomes a host wheel (same name, version and tags; its device code
+//! replaced by kpack references) and one device wheel per GPU target group, which holds that
+//! group's kpack archives and requires the host at the exact version; the host declares the
+//! extras `device-<group>` and `device-all` ([`plan::split`]). Every wheel is examined and
+//! planned, then the host written (its archives made as each binary is rewritten), then the
+//! device wheels.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
+use super::write::{Destination, Placement, place};
+use super::{Common, Output, display_name};
+use crate::analysis::CopyRoom;
+use crate::elf::gpu::targets::Keep;
+use crate::plan::split::{Group, SplitPlan, all_groups, split};
+use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
+use crate::wheel::WheelFilename;
+use crate::wheel::name::PackageName;
+use crate::wheel::zip::Spilled;
+use crate::{parallel, wheel};
+
+/// The most bytes of inflated copies a run keeps on disk at once.
+const COPY_ROOM: u64 = 16 << 30;
+
+/// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
+pub const DEFAULT_DEVICE_NAME: &str = "{name}-device-{target}";
+
+/// `split`'s request.
+#[derive(Debug, Clone)]
+pub struct SplitRequest {
+    pub wheels: Vec<PathBuf>,
+    pub common: Common,
+    pub wheel_dir: PathBuf,
+    /// The groups asked for (`--gpu-target`); empty with `all_targets`.
+    pub targets: Vec<String>,
+    pub all_targets: bool,
+    /// The device wheels' name, `{name}` and `{target}` filled in.
+    pub device_name: String,
+    pub compact: bool,
+}
+
+/// Run `split`: what each wheel became, errors on stderr.
+pub fn run(request: &SplitRequest) -> Output {
+    let mut settings = match request.common.settings() {
+        Ok(settings) => settings,
+        Err(e) => return Output::usage(e),
+    };
+    if let Err(e) = check_device_name(&request.device_name) {
+        return Output::usage(e);
+    }
+    let asked: Result<Vec<Group>, String> = match (request.all_targets, request.targets.is_empty()) {
+        (true, false) => return Output::usage("give --gpu-target or --all-targets, not both"),
+        (false, true) if settings.gpu_targets.value.is_empty() => {
+            return Output::usage("split needs --gpu-target (repeatable) or --all-targets: the device wheels to write");
+        }
+        (false, true) => settings.gpu_targets.value.iter().map(|t| group_of(t)).collect(),
+        _ => request.targets.iter().map(|t| group_of(t)).collect(),
+    };
+    let asked = match asked {
+        Ok(groups) => groups,
+        Err(e) => return Output::usage(e),
+    };
+    if let Err(e) = std::fs::create_dir_all(&request.wheel_dir) {
+        return Output::failure(format!("cannot create {}: {e}", request.wheel_dir.display()));
+    }
+    // Every code object a group takes must be in the kept copy: with --all-targets, all of them.
+    let copy_keep = if request.all_targets {
+        None
+    } else {
+        Some(Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect()))
+    };
+    if let Some(keep) = copy_keep {
+        settings.analyze.keep_bundled_copies = Some(CopyRoom::new(request.wheel_dir.clone(), COPY_ROOM, keep));
+    }
+    let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
+    let examined = examine_all(&request.wheels, &settings, progress.as_ref());
+    drop(progress);
+    let level = settings.zip_compression_level.value;
+    let mut planned: Vec<Result<(Examined, SplitPlan, PathBuf), Error>> = examined
+        .into_iter()
+        .zip(&request.wheels)
+        .map(|(e, path)| {
+            let examined = e?;
+            let groups = if request.all_targets { all_groups(&examined.analysis) } else { asked.clone() };
+            plan_one(examined, &groups, request, level, path)
+        })
+        .collect();
+    refuse_collisions(&mut planned, |(_, _, d)| d.as_path(), &request.wheels);
+    let work: Vec<_> = planned.into_iter().zip(&request.wheels).collect();
+    let destination = Destination::Directory(request.wheel_dir.clone());
+    let results: Vec<Result<SplitOutcome, String>> = parallel::map_owned(work, |(planned, path)| {
+        planned
+            .and_then(|(examined, plan, dest)| {
+                write_one(&examined, &plan, &dest, path, &settings, &destination, request)
+            })
+            .map_err(|e| format!("{}: {e}", path.display()))
+    });
+    let named: Vec<(String, &Result<SplitOutcome, String>)> =
+        request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
+    let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
+    let stderr = named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    Output { stdout, stderr, code: 0 }.finish(failed, results.len())
+}
+
+/// One group from a target a user names: a processor (`gfx942`); features are not a group.
+fn group_of(target: &str) -> Result<Group, String> {
+    if target.contains(':') {
+        return Err(format!(
+            "`{target}`: split writes one device wheel per processor (its xnack/sramecc variants go in the same wheel); name the processor"
+        ));
+    }
+    Group::of(target)
+}
+
+/// A device-name template makes project names: `{target}` in it, nothing pip would refuse.
+fn check_device_name(template: &str) -> Result<(), String> {
+    if !template.contains("{target}") {
+        return Err(format!(
+            "--device-name `{template}` has no {{target}}: every device wheel would have the same name"
+        ));
+    }
+    let example = template.replace("{name}", "pkg").replace("{target}", "gfx942");
+    if !crate::release::metapackage::is_project_name(&example) {
+        return Err(format!("--device-name `{template}` does not make a project name (`{example}`)"));
+    }
+    Ok(())
+}
+
+/// The device wheel's project name for a group.
+fn device_name(template: &str, host: &str, group: &str) -> String {
+    template.replace("{name}", host).replace("{target}", group)
+}
+
+fn plan_one(
+    examined: Examined,
+    groups: &[Group],
+    request: &SplitRequest,
+    level: u32,
+    path: &Path,
+) -> Result<(Examined, SplitPlan, PathBuf), Error> {
+    let (wheel, analysis) = (&examined.wheel, &examined.analysis);
+    if !wheel.installer_problems.is_empty() {
+        return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
+    }
+    let host = wheel.metadata.name.clone();
+    let name = |group: &str| device_name(&request.device_name, &host, group);
+    let plan = split(wheel, analysis, groups, &name, request.compact, level, &request.wheel_dir);
+    if let Some((file, problem)) = plan.unreadable.first() {
+        return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
+    }
+    let dest = request.wheel_dir.join(wheel.filename.to_string());
+    let _ = path;
+    Ok((examined, plan, dest))
+}
+
+fn write_one(
+    examined: &Examined,
+    plan: &SplitPlan,
+    dest: &Path,
+    path: &Path,
+    settings: &crate::settings::Settings,
+    destination: &Destination,
+    request: &SplitRequest,
+) -> Result<SplitOutcome, Error> {
+    let wheel = &examined.wheel;
+    let changed = !plan.binaries.is_empty();
+    let rewrite = changed || !examined.analysis.record_findings.is_empty();
+    let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
+    let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
+    let output = output.unwrap_or_else(|| dest.to_path_buf());
+    let mut devices = Vec::new();
+    for group in &plan.groups {
+        let name = device_name(&request.device_name, &wheel.metadata.name, group);
+        devices.push(write_device(wheel, plan, group, &name, &request.wheel_dir)?);
+    }
+    Ok(SplitOutcome {
+        wheel: wheel.filename.to_string(),
+        host: output.display().to_string(),
+        size_before,
+        size_after: std::fs::metadata(&output).map(|m| m.len()).ok(),
+        installed_before: Some(wheel.archive.installed_size()),
+        installed_after: wheel::Archive::open(&output).ok().map(|a| a.installed_size()),
+        binaries: plan.binaries.len(),
+        devices,
+        cut: plan.cut.clone(),
+        left: plan.left.clone(),
+    })
+}
+
+/// Write the device wheel of one group: its archives from every binary, stored (zstd frames do
+/// not deflate), and a `.dist-info` requiring the host at its exact version, with the host's tags.
+fn write_device(
+    wheel: &wheel::Wheel,
+    plan: &SplitPlan,
+    group: &str,
+    name: &str,
+    dir: &Path,
+) -> Result<DeviceWheel, Error> {
+    let version = &wheel.filename.version;
+    let filename = WheelFilename {
+        distribution: name.replace(['-', '.'], "_"),
+        name: PackageName::new(name),
+        build: None,
+        ..wheel.filename.clone()
+    };
+    let dist_info =
+        format!("{}-{}.dist-info", filename.distribution, crate::wheel::filename::escape_version(&version.text));
+    let io =
+        |what: &str, e: std::io::Error| Error::CreateDir { path: format!("{} ({what})", dir.display()), source: e };
+    let mut spilled = Vec::new();
+    for binary in &plan.binaries {
+        let archives = binary.archives.lock().map_err(|_| io("archives", std::io::Error::other("poisoned")))?;
+        let Some(file) = archives.get(group) else { continue };
+        let len = file.metadata().map_err(|e| io("archive", e))?.len();
+        let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_exact_at(file, buf, at);
+        let stored = Spilled::from_reader(len, 0, dir, None, read).map_err(|e| io("archive", e))?;
+        spilled.push((binary.archive_path(group), Arc::new(stored)));
+    }
+    let metadata = format!(
+        "Metadata-Version: 2.1\nName: {name}\nVersion: {}\nSummary: {group} device code of {} {}, split out by wheelfix (kpack archives)\nRequires-Dist: {}=={}\n",
+        version.text, wheel.metadata.name, version.text, wheel.metadata.name, version.text
+    );
+    let tags: Vec<String> = wheel
+        .filename
+        .python_abi_pairs()
+        .iter()
+        .flat_map(|pair| wheel.filename.platform_tags.iter().map(move |p| format!("Tag: {pair}-{p}\n")))
+        .collect();
+    let wheel_text = format!(
+        "Wheel-Version: 1.0\nGenerator: wheelfix {}\nRoot-Is-Purelib: false\n{}",
+        env!("CARGO_PKG_VERSION"),
+        tags.concat()
+    );
+    let members = vec![
+        (format!("{dist_info}/METADATA"), metadata.into_bytes()),
+        (format!("{dist_info}/WHEEL"), wheel_text.into_bytes()),
+    ];
+    let dest = dir.join(filename.to_string());
+    let archives = spilled.len();
+    let path = crate::writer::write_new_wheel_with(&dist_info, &spilled, &members, &dest)?;
+    let size = std::fs::metadata(&path).map(|m| m.len()).ok();
+    let installed = wheel::Archive::open(&path).ok().map(|a| a.installed_size());
+    Ok(DeviceWheel {
+        target: group.to_string(),
+        name: name.to_string(),
+        wheel: path.display().to_string(),
+        extra: format!("device-{group}"),
+        archives,
+        size,
+        installed,
+    })
+}

@@ -1,0 +1,260 @@
+//! `split`'s plan: one fat wheel becomes a host wheel and one device wheel per GPU target group,
+//! in kpack's layout (`../shared/reference/gpu-code-formats.md` §4.1). In every host binary
+//! whose `.hip_fatbin` holds offload bundles, each bundle's space becomes a kpack marker (the
+//! MessagePack map `{kernel_name, kpack_search_paths}`) and each wrapper a `HIPK` wrapper with
+//! its index ([`crate::elf::gpu::rewrite::split_host`]); the code objects go, per group, into
+//! an archive the marker's search path names: `<dir>/.kpack/<file>_<group>.kpack` beside the
+//! binary. The host's METADATA gains one extra per group (`device-<group>`) and `device-all`,
+//! each requiring its device wheel at the exact version.
+//!
+//! The host wheel is written by the same writer as `thin`'s ([`ThinChange`] with
+//! [`SplitTo`]); the archives are written as each binary is, and gathered into device wheels
+//! afterwards.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::thin::{FileCut, ThinChange};
+use super::{Content, NewMember, Plan};
+use crate::analysis::Analysis;
+use crate::elf::gpu::targets::{Keep, Requested};
+use crate::elf::gpu::{Container, GpuCode};
+use crate::wheel::Wheel;
+
+/// A group of targets one device wheel holds: the code objects `keep` keeps. Ex) `gfx942`
+/// (its feature variants, and the generic targets that cover it)
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub name: String,
+    pub keep: Keep,
+}
+
+impl Group {
+    /// The group of one processor (`gfx942`, or a generic one no other group covers).
+    pub fn of(processor: &str) -> Result<Group, String> {
+        Ok(Group { name: processor.to_string(), keep: Keep::new(vec![Requested::parse(processor)?]) })
+    }
+}
+
+/// Where one host binary's device code goes, and the archives its rewrite wrote.
+#[derive(Debug)]
+pub struct SplitTo {
+    /// The TOC key's stem: the binary's install path. Ex) `pkg/lib/libk.so`
+    pub kernel_name: String,
+    /// The marker each bundle's space starts with.
+    pub marker: Vec<u8>,
+    /// The `.hipFatBinSegment` section's file range.
+    pub wrappers: (u64, u64),
+    pub groups: Arc<Vec<Group>>,
+    /// Archives are made in this directory.
+    pub dir: PathBuf,
+    /// Each group's archive member path is this, `_<group>.kpack` appended.
+    /// Ex) `pkg/lib/.kpack/libk.so`
+    pub archive_stem: String,
+    /// The finished archives, by group (a group the binary has no code for has none).
+    pub archives: Mutex<BTreeMap<String, std::fs::File>>,
+}
+
+impl SplitTo {
+    /// The archive member path for a group. Ex) `pkg/lib/.kpack/libk.so_gfx942.kpack`
+    pub fn archive_path(&self, group: &str) -> String {
+        format!("{}_{group}.kpack", self.archive_stem)
+    }
+}
+
+/// The plan of one wheel's split.
+#[derive(Debug)]
+pub struct SplitPlan {
+    /// The host wheel's plan.
+    pub plan: Plan,
+    /// Each binary whose device code moves out.
+    pub binaries: Vec<Arc<SplitTo>>,
+    /// What each of them loses, by target id.
+    pub cut: Vec<FileCut>,
+    /// Device code in other forms, left in the host wheel.
+    pub left: Vec<GpuCode>,
+    /// Files whose bundles cannot be read or moved, and why: the wheel is not written.
+    pub unreadable: Vec<(String, String)>,
+    /// The groups some binary has code for, in the order people read them.
+    pub groups: Vec<String>,
+}
+
+/// The groups of `--all-targets`: every processor the wheel's offload bundles have code for,
+/// and each generic processor whose covered processors none of those is. Ex) gfx90a:xnack+,
+/// gfx942, gfx9-4-generic → gfx90a, gfx942
+pub fn all_groups(analysis: &Analysis) -> Vec<Group> {
+    let targets: Vec<&str> = analysis
+        .gpu
+        .iter()
+        .filter(|c| c.container == Container::HipFatbin)
+        .flat_map(|c| c.target_bytes.keys().map(String::as_str))
+        .collect();
+    let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
+    let mut names: Vec<String> = targets.iter().map(|t| processor(t)).filter(|p| !p.ends_with("-generic")).collect();
+    names.sort();
+    names.dedup();
+    let mut groups: Vec<Group> = names.iter().filter_map(|n| Group::of(n).ok()).collect();
+    for generic in targets.iter().map(|t| processor(t)).filter(|p| p.ends_with("-generic")) {
+        if !groups.iter().any(|g| g.keep.keeps(&generic)) && !groups.iter().any(|g| g.name == generic) {
+            groups.extend(Group::of(&generic).ok());
+        }
+    }
+    groups
+}
+
+/// Plan the split of one wheel into `groups`; archives are made in `dir`.
+pub fn split(
+    wheel: &Wheel,
+    analysis: &Analysis,
+    groups: &[Group],
+    device_name: &dyn Fn(&str) -> String,
+    compact: bool,
+    compression_level: u32,
+    dir: &std::path::Path,
+) -> SplitPlan {
+    let mut plan = Plan::new(wheel.filename.clone());
+    plan.compression_level = compression_level;
+    let groups = Arc::new(groups.to_vec());
+    let (mut binaries, mut cut, mut left, mut unreadable) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut present: Vec<&Group> = Vec::new();
+    for code in &analysis.gpu {
+        if code.container != Container::HipFatbin || code.target_bytes.is_empty() {
+            left.push(code.clone());
+            continue;
+        }
+        if let Some(problem) = code.bundle_problems.first() {
+            unreadable.push((code.file.clone(), problem.clone()));
+            continue;
+        }
+        let Some(member) = analysis.elf.iter().find(|m| m.path == code.file) else {
+            left.push(code.clone());
+            continue;
+        };
+        let facts = &member.facts;
+        let Some(wrappers) = facts.section(".hipFatBinSegment").filter(|s| s.kind != 8) else {
+            unreadable.push((code.file.clone(), "offload bundles but no .hipFatBinSegment wrappers".into()));
+            continue;
+        };
+        // The binary's install path keys its code objects; a binary in `.data/` other than
+        // purelib/platlib installs elsewhere than its archives would.
+        let Some(kernel_name) = wheel.install_path(&code.file) else {
+            left.push(code.clone());
+            continue;
+        };
+        if kernel_name != code.file && code.file.contains(".data/") && !code.file.contains("lib/") {
+            left.push(code.clone());
+            continue;
+        }
+        let (dir_part, file_name) = code.file.rsplit_once('/').map_or(("", code.file.as_str()), |(d, f)| (d, f));
+        let archive_stem =
+            if dir_part.is_empty() { format!(".kpack/{file_name}") } else { format!("{dir_part}/.kpack/{file_name}") };
+        let search = vec![format!(".kpack/{file_name}_{}.kpack", crate::elf::gpu::kpack::GFXARCH)];
+        let to = Arc::new(SplitTo {
+            marker: crate::elf::gpu::kpack::marker(&kernel_name, &search),
+            kernel_name,
+            wrappers: (wrappers.offset, wrappers.size),
+            groups: groups.clone(),
+            dir: dir.to_path_buf(),
+            archive_stem,
+            archives: Mutex::new(BTreeMap::new()),
+        });
+        let ranges: Vec<(u64, u64)> = facts
+            .sections_named(".hip_fatbin")
+            .filter(|s| s.kind != 8)
+            .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
+            .collect();
+        // Every code object leaves the binary.
+        let file_cut = FileCut {
+            file: code.file.clone(),
+            container: Some(code.container),
+            kept: BTreeMap::new(),
+            dropped: code.target_bytes.clone(),
+        };
+        for g in groups.iter() {
+            if code.target_bytes.keys().any(|t| g.keep.keeps(t)) && !present.iter().any(|p| p.name == g.name) {
+                present.push(g);
+            }
+        }
+        let change = ThinChange {
+            member: code.file.clone(),
+            compact: if compact { ranges.clone() } else { Vec::new() },
+            ranges,
+            keep: Keep::new(Vec::new()),
+            expected: file_cut.clone(),
+            copy: analysis.bundled_copies.get(&code.file).cloned(),
+            layout_note: Default::default(),
+            split: Some(to.clone()),
+        };
+        plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });
+        binaries.push(to);
+        cut.push(file_cut);
+    }
+    let names: Vec<&str> = present.iter().map(|g| g.name.as_str()).collect();
+    let groups: Vec<String> =
+        crate::elf::gpu::targets::natural_order(names.iter().copied()).into_iter().map(str::to_string).collect();
+    if !binaries.is_empty() {
+        let metadata = with_device_extras(&wheel.metadata_text, &groups, device_name, &wheel.metadata.version.text);
+        let path = format!("{}/METADATA", wheel.dist_info);
+        plan.replace.insert(path, NewMember { content: Content::Bytes(metadata.into_bytes()), mode: None });
+    }
+    SplitPlan { plan, binaries, cut, left, unreadable, groups }
+}
+
+/// METADATA with an extra per group, `device-<group>`, requiring that device wheel at exactly
+/// `version`, and `device-all` requiring every one; the new header lines go after the others,
+/// before the description. Extras of those names already declared are left out (a host split
+/// before).
+pub fn with_device_extras(
+    metadata: &str,
+    groups: &[String],
+    device_name: &dyn Fn(&str) -> String,
+    version: &str,
+) -> String {
+    let mut lines = String::new();
+    let declared = |extra: &str| {
+        metadata.lines().take_while(|l| !l.is_empty()).any(|l| {
+            l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("Provides-Extra") && v.trim() == extra)
+        })
+    };
+    for group in groups {
+        let extra = format!("device-{group}");
+        if declared(&extra) {
+            continue;
+        }
+        lines.push_str(&format!("Provides-Extra: {extra}\n"));
+        lines.push_str(&format!("Requires-Dist: {}=={version}; extra == \"{extra}\"\n", device_name(group)));
+    }
+    if !groups.is_empty() && !declared("device-all") {
+        lines.push_str("Provides-Extra: device-all\n");
+        for group in groups {
+            lines.push_str(&format!("Requires-Dist: {}=={version}; extra == \"device-all\"\n", device_name(group)));
+        }
+    }
+    // Headers end at the first empty line; the body after it is the description.
+    let (head, body) = match metadata.find("\n\n") {
+        Some(i) => (&metadata[..i + 1], &metadata[i + 1..]),
+        None if metadata.ends_with('\n') || metadata.is_empty() => (metadata, ""),
+        None => return format!("{metadata}\n{lines}"),
+    };
+    format!("{head}{lines}{body}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extras_go_after_the_headers_and_before_the_description() {
+        let name = |g: &str| format!("k-device-{g}");
+        let text = "Metadata-Version: 2.1\nName: k\nVersion: 1.0\n\nThe description.\n";
+        let out = with_device_extras(text, &["gfx942".into(), "gfx950".into()], &name, "1.0");
+        assert_eq!(
+            out,
+            "Metadata-Version: 2.1\nName: k\nVersion: 1.0\nProvides-Extra: device-gfx942\nRequires-Dist: k-device-gfx942==1.0; extra == \"device-gfx942\"\nProvides-Extra: device-gfx950\nRequires-Dist: k-device-gfx950==1.0; extra == \"device-gfx950\"\nProvides-Extra: device-all\nRequires-Dist: k-device-gfx942==1.0; extra == \"device-all\"\nRequires-Dist: k-device-gfx950==1.0; extra == \"device-all\"\n\nThe description.\n"
+        );
+        let again = with_device_extras(&out, &["gfx942".into(), "gfx950".into()], &name, "1.0");
+        assert_eq!(again, out, "a second split declares nothing twice");
+        assert!(with_device_extras("Name: k\n", &["gfx942".into()], &name, "1").ends_with("extra == \"device-all\"\n"));
+    }
+}

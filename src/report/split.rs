@@ -1,0 +1,107 @@
+//! What `split` did with each wheel, as JSON and text: the host wheel and its sizes, and per
+//! group the device wheel, the extra that installs it and its size.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::human_bytes;
+use super::json::{self, Entry, Failed, JSON_VERSION};
+use crate::elf::gpu::GpuCode;
+use crate::plan::thin::FileCut;
+
+/// One device wheel written.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceWheel {
+    /// The group it holds. Ex) `gfx942`
+    pub target: String,
+    /// Its project name. Ex) `torch-device-gfx942`
+    pub name: String,
+    pub wheel: String,
+    /// The host's extra that requires it. Ex) `device-gfx942`
+    pub extra: String,
+    /// kpack archives in it (one per host binary with code for the group).
+    pub archives: usize,
+    pub size: Option<u64>,
+    pub installed: Option<u64>,
+}
+
+/// What `split` did with one wheel.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitOutcome {
+    pub wheel: String,
+    /// The host wheel written.
+    pub host: String,
+    pub size_before: Option<u64>,
+    pub size_after: Option<u64>,
+    pub installed_before: Option<u64>,
+    pub installed_after: Option<u64>,
+    /// Host binaries whose device code moved out.
+    pub binaries: usize,
+    pub devices: Vec<DeviceWheel>,
+    /// What each of those binaries lost, by target id.
+    pub cut: Vec<FileCut>,
+    /// Device code in other forms, left in the host wheel.
+    pub left: Vec<GpuCode>,
+}
+
+#[derive(Serialize)]
+struct OutcomeJson<'a> {
+    version: u32,
+    #[serde(flatten)]
+    outcome: &'a SplitOutcome,
+}
+
+/// One wheel of the batch: its name as given (for a failure) and what happened.
+pub type Split<'a> = (String, &'a Result<SplitOutcome, String>);
+
+/// The batch's JSON document: one entry per wheel, in order.
+pub fn to_json(results: &[Split<'_>]) -> String {
+    let entries: Vec<Entry<'_, OutcomeJson<'_>>> = results
+        .iter()
+        .map(|(name, result)| match result {
+            Ok(outcome) => Entry::Done(OutcomeJson { version: JSON_VERSION, outcome }),
+            Err(e) => Entry::Failed(Failed::new(name, e)),
+        })
+        .collect();
+    json::to_text(&entries)
+}
+
+/// The batch as text.
+pub fn to_text(results: &[Split<'_>]) -> String {
+    let mut out = String::new();
+    let size = |s: Option<u64>| s.map_or_else(|| "?".to_string(), human_bytes);
+    for o in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+        if o.binaries == 0 {
+            let _ = writeln!(out, "{}: no offload bundles to split; copied to {}", o.wheel, o.host);
+            continue;
+        }
+        let _ = writeln!(out, "{}: host {}", o.wheel, o.host);
+        let _ = writeln!(
+            out,
+            "  size: {} -> {} download, {} -> {} installed ({} moved out)",
+            size(o.size_before),
+            size(o.size_after),
+            size(o.installed_before),
+            size(o.installed_after),
+            crate::log::plural(o.binaries, "binary's device code")
+        );
+        for d in &o.devices {
+            let _ = writeln!(
+                out,
+                "  {}: {} ({} download, {} installed; extra `{}`)",
+                d.target,
+                d.wheel,
+                size(d.size),
+                size(d.installed),
+                d.extra
+            );
+        }
+        for code in &o.left {
+            let targets = if code.targets.is_empty() { "-".to_string() } else { code.targets.join(" ") };
+            let _ =
+                writeln!(out, "    {}: left in the host wheel ({}): {targets}", code.file, super::container_name(code));
+        }
+    }
+    out
+}

@@ -1,0 +1,309 @@
+//! `split` on real HIP fat binaries (three translation units: a plain bundle with xnack
+//! variants, a compressed one, one with a generic target; linked by lld and by GNU ld): the
+//! host and device wheels are served from a local directory and installed by pip with an
+//! extra, then read by readers that are not wheelfix's: a kpack reader written here in Python
+//! from the documented format (`msgpack` and `zstandard` from PyPI) follows each wrapper to
+//! its archive and gets the code object clang's bundler unbundles from the original; the stub
+//! HIP runtime follows each `HIPK` wrapper as the kpack runtime does and the host code runs.
+//! Each check also runs on an install without the device wheel, where it must fail.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::hip::{STUB, bundler_unbundle, bundles, library, load_with_stub, objects};
+use support::python::{assert_true_record, run, system_python, tools_venv};
+use support::wheelgen::WheelSpec;
+use support::{read_member, stderr, stdout, wheelfix};
+
+/// The binaries of the wheel, by member path: one per linker, one in a subdirectory.
+const MEMBERS: &[(&str, &str)] = &[("fatpkg/libk-lld.so", "lld"), ("fatpkg/sub/libk-bfd.so", "bfd")];
+
+/// A kpack reader from the documented format: for each `HIPK` wrapper of an installed binary,
+/// the marker at its pointer (found through the `R_X86_64_RELATIVE` relocation of the pointer,
+/// or the pointer itself), the archive its search path names for `arch`, and the code object of
+/// `<kernel_name>#<reserved1>` for `arch` in it. Prints per wrapper: its index, the sha256 of
+/// the code object (or MISSING and why), and the architectures the archive lists.
+const READER: &str = r#"
+import hashlib, json, os, struct, sys
+import msgpack, zstandard
+
+path, arch = sys.argv[1], sys.argv[2]
+data = open(path, 'rb').read()
+shoff, = struct.unpack_from('<Q', data, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from('<HHH', data, 0x3a)
+def section(i):
+    return struct.unpack_from('<IIQQQQIIQQ', data, shoff + i * shentsize)
+names = section(shstrndx)
+def name(s):
+    start = names[4] + s[0]
+    return data[start:data.index(b'\0', start)].decode()
+sections = {name(s): s for s in map(section, range(shnum))}
+phoff, = struct.unpack_from('<Q', data, 0x20)
+phentsize, phnum = struct.unpack_from('<HH', data, 0x36)
+loads = [struct.unpack_from('<IIQQQQQQ', data, phoff + i * phentsize) for i in range(phnum)]
+def file_offset(address):
+    for p_type, _, offset, vaddr, _, filesz, _, _ in loads:
+        if p_type == 1 and vaddr <= address < vaddr + filesz:
+            return offset + address - vaddr
+    raise SystemExit(f'address {address:#x} is not in the file')
+relative = {}
+for s in sections.values():
+    if s[1] == 4:  # SHT_RELA
+        for k in range(s[5] // 24):
+            r_offset, r_info, r_addend = struct.unpack_from('<QQq', data, s[4] + 24 * k)
+            if r_info & 0xffffffff == 8:  # R_X86_64_RELATIVE
+                relative[r_offset] = r_addend
+segment = sections['.hipFatBinSegment']
+out = []
+for i in range(segment[5] // 24):
+    magic, version, pointer, reserved = struct.unpack_from('<IIQQ', data, segment[4] + 24 * i)
+    assert magic == 0x4B504948, f'wrapper {i}: magic {magic:#x}'
+    pointer = pointer or relative[segment[3] + 24 * i + 8]
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(data[file_offset(pointer):file_offset(pointer) + 65536])
+    marker = next(unpacker)
+    key = f"{marker['kernel_name']}#{reserved}"
+    found = None
+    for pattern in marker['kpack_search_paths']:
+        archive = os.path.join(os.path.dirname(path), pattern.replace('@GFXARCH@', arch))
+        if not os.path.exists(archive):
+            continue
+        blob = open(archive, 'rb').read()
+        assert blob[:4] == b'KPAK' and struct.unpack_from('<I', blob, 4)[0] == 1
+        toc = msgpack.unpackb(blob[struct.unpack_from('<Q', blob, 8)[0]:], raw=False)
+        assert toc['compression_scheme'] == 'zstd-per-kernel'
+        entry = toc['toc'].get(key, {}).get(arch)
+        if entry is None:
+            continue
+        at = toc['zstd_offset']
+        count, = struct.unpack_from('<I', blob, at)
+        at += 4
+        for _ in range(entry['ordinal']):
+            at += 4 + struct.unpack_from('<I', blob, at)[0]
+        size, = struct.unpack_from('<I', blob, at)
+        code = zstandard.ZstdDecompressor().decompress(blob[at + 4:at + 4 + size])
+        assert len(code) == entry['original_size']
+        found = (hashlib.sha256(code).hexdigest(), sorted(toc['gfx_arches']))
+        break
+    out.append([i, key, found[0] if found else 'MISSING', found[1] if found else []])
+print(json.dumps(out))
+"#;
+
+/// The tools venv, with the reader's packages.
+fn reader_python() -> PathBuf {
+    let python = tools_venv().join("bin/python");
+    let ok = Command::new(&python).args(["-c", "import msgpack, zstandard"]).status().is_ok_and(|s| s.success());
+    assert!(ok, "the tools venv lacks msgpack and zstandard");
+    python
+}
+
+/// What the reader finds in an installed binary for `arch`.
+fn read_installed(binary: &Path, arch: &str) -> Vec<(String, String, Vec<String>)> {
+    let out = run(Command::new(reader_python()).args(["-c", READER]).arg(binary).arg(arch));
+    let rows: Vec<serde_json::Value> = serde_json::from_str(out.trim()).unwrap();
+    rows.iter()
+        .map(|r| {
+            let arches = r[3].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+            (r[1].as_str().unwrap().to_string(), r[2].as_str().unwrap().to_string(), arches)
+        })
+        .collect()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// pip installs `requirement` from the directory `wheels` alone into a fresh target.
+fn pip_install(dir: &Path, wheels: &Path, requirement: &str, name: &str) -> PathBuf {
+    let site = dir.join(name);
+    run(Command::new(system_python())
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-index", "--find-links"])
+        .arg(wheels)
+        .arg("--target")
+        .arg(&site)
+        .arg(requirement));
+    site
+}
+
+/// The `.kpack` files under a directory, relative to it, sorted.
+fn archives_in(site: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![site.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "kpack") {
+                found.push(path.strip_prefix(site).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Load an installed binary with the stub runtime as an agent of `agent` (and `generic`).
+fn load_as(dir: &Path, stub: &Path, binary: &Path, agent: &str, generic: Option<&str>) -> (Vec<String>, String) {
+    let log = dir.join("stub.log");
+    let _ = std::fs::remove_file(&log);
+    let mut cmd = Command::new(system_python());
+    cmd.args(["-c", support::hip::LOAD]).arg(stub).arg(binary).env("STUB_LOG", &log).env("STUB_AGENT", agent);
+    if let Some(generic) = generic {
+        cmd.env("STUB_GENERIC", generic);
+    }
+    let value = run(&mut cmd);
+    // `MISSING <key> w<offset>` is compared by its wrapper alone.
+    let line = |l: &str| match l.strip_prefix("MISSING ") {
+        Some(rest) => format!("MISSING {}", rest.rsplit(' ').next().unwrap()),
+        None => l.to_string(),
+    };
+    let mut lines: Vec<String> = std::fs::read_to_string(&log).unwrap_or_default().lines().map(line).collect();
+    lines.sort();
+    (lines, value.trim().to_string())
+}
+
+/// The original's registered code objects the runtime picks for an agent, per wrapper: the
+/// first of `preferred` (target ids, most specific first) the wrapper's bundle has.
+fn expected_for(original: &[String], preferred: &[&str]) -> Vec<String> {
+    let wrapper = |line: &String| line.rsplit(' ').next().unwrap().to_string();
+    let mut wrappers: Vec<String> = original.iter().map(wrapper).collect();
+    wrappers.sort();
+    wrappers.dedup();
+    let mut out = Vec::new();
+    for w in wrappers {
+        let pick = preferred.iter().find_map(|id| {
+            original.iter().find(|l| wrapper(l) == w && l.starts_with(&format!("hipv4-amdgcn-amd-amdhsa--{id} ")))
+        });
+        out.push(pick.cloned().unwrap_or_else(|| format!("MISSING {w}")));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let stub = support::python::cc_shared(d, STUB, "libamdhip64.so", &["-ldl"]);
+    let objects = objects(d);
+    let mut spec = WheelSpec::new("fatpkg", "1.0", "py3-none-linux_x86_64").file("fatpkg/__init__.py", "");
+    let mut originals = Vec::new();
+    for (member, linker) in MEMBERS {
+        let lib = library(d, &objects, linker);
+        let bytes = std::fs::read(&lib).unwrap();
+        let (registered, value) = load_with_stub(d, &stub, &lib);
+        assert_eq!((registered.len(), value.as_str()), (9, "42"), "{member}: the untouched library");
+        spec = spec.file(member, bytes.clone());
+        originals.push((member, bytes, registered));
+    }
+    let wheel = spec.write(&d.join("in"));
+
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let out_dir = d.join("out");
+    let mut written: Vec<String> =
+        std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+    written.sort();
+    assert_eq!(
+        written,
+        [
+            "fatpkg-1.0-py3-none-linux_x86_64.whl",
+            "fatpkg_device_gfx1100-1.0-py3-none-linux_x86_64.whl",
+            "fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl",
+            "fatpkg_device_gfx942-1.0-py3-none-linux_x86_64.whl",
+        ],
+        "{text}"
+    );
+    for name in &written {
+        assert_true_record(&out_dir.join(name));
+    }
+    let host = out_dir.join(&written[0]);
+    let metadata = String::from_utf8(read_member(&host, "fatpkg-1.0.dist-info/METADATA")).unwrap();
+    for group in ["gfx90a", "gfx942", "gfx1100"] {
+        assert!(metadata.contains(&format!("Provides-Extra: device-{group}\n")), "{metadata}");
+        assert!(
+            metadata.contains(&format!("Requires-Dist: fatpkg-device-{group}==1.0; extra == \"device-{group}\"\n")),
+            "{metadata}"
+        );
+        assert!(metadata.contains(&format!("Requires-Dist: fatpkg-device-{group}==1.0; extra == \"device-all\"\n")));
+    }
+    let device =
+        String::from_utf8(read_member(&out_dir.join(&written[3]), "fatpkg_device_gfx942-1.0.dist-info/METADATA"))
+            .unwrap();
+    assert!(device.contains("Requires-Dist: fatpkg==1.0\n"), "{device}");
+    // No device code stays in the host: its binaries install smaller than the originals.
+    for (member, bytes, _) in &originals {
+        let split = read_member(&host, member);
+        assert!(split.len() + 40 * 4096 < bytes.len(), "{member}: {} of {} bytes", split.len(), bytes.len());
+        assert!(bundles(&split).is_empty(), "{member}: an offload bundle is left");
+    }
+
+    // wheelfix reads its own output: the host's binaries as split out, the device wheel's
+    // archives with their targets.
+    let report = support::show_json(d, &host, &[]);
+    for (member, _, _) in &originals {
+        let gpu = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == **member).expect("listed");
+        assert_eq!(gpu["container"], "kpack-split", "{gpu}");
+        assert_eq!(
+            gpu["kpack_search_paths"][0],
+            format!(".kpack/{}_@GFXARCH@.kpack", member.rsplit('/').next().unwrap())
+        );
+    }
+    let report = support::show_json(d, &out_dir.join(&written[2]), &[]);
+    let targets: Vec<&serde_json::Value> = report["gpu"].as_array().unwrap().iter().map(|g| &g["targets"]).collect();
+    assert_eq!(targets.len(), 2, "{report}");
+    for t in targets {
+        assert_eq!(*t, serde_json::json!(["gfx90a", "gfx90a:xnack+", "gfx90a:xnack-"]), "{report}");
+    }
+
+    let full = pip_install(d, &out_dir, "fatpkg[device-gfx942]", "site-gfx942");
+    assert_eq!(
+        archives_in(&full),
+        ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"],
+        "the gfx942 archives and no other target's"
+    );
+    let host_only = pip_install(d, &out_dir, "fatpkg", "site-host");
+    assert!(archives_in(&host_only).is_empty());
+
+    for (member, original, registered) in &originals {
+        let installed = full.join(member);
+        // The reader gets, per wrapper, exactly what clang's bundler unbundles from the bundle
+        // that wrapper pointed at, and the archive lists gfx942 alone.
+        let found = read_installed(&installed, "gfx942");
+        let bundles = bundles(original);
+        assert_eq!(found.len(), bundles.len(), "{member}: one wrapper per bundle");
+        for (i, (key, sha, arches)) in found.iter().enumerate() {
+            assert_eq!(key, &format!("{member}#{i}"));
+            let expected = sha256_hex(&bundler_unbundle(d, &bundles[i], "hipv4-amdgcn-amd-amdhsa--gfx942"));
+            assert_eq!((sha, arches.as_slice()), (&expected, &["gfx942".to_string()][..]), "{member} wrapper {i}");
+        }
+        let missing = read_installed(&host_only.join(member), "gfx942");
+        assert!(missing.iter().all(|(_, sha, _)| sha == "MISSING"), "{member}: without the device wheel: {missing:?}");
+
+        // The stub runtime registers, per wrapper, the original's gfx942 code object.
+        let (lines, value) = load_as(d, &stub, &installed, "gfx942:sramecc+:xnack-", Some("gfx9-4-generic"));
+        assert_eq!(value, "42", "{member}: the host code runs");
+        assert_eq!(lines, expected_for(registered, &["gfx942"]), "{member}");
+        let (lines, value) = load_as(d, &stub, &host_only.join(member), "gfx942", None);
+        assert_eq!(value, "42");
+        assert!(lines.iter().all(|l| l.starts_with("MISSING")), "{member}: without the device wheel: {lines:?}");
+    }
+
+    // xnack variants and generic targets, as the runtime falls back.
+    let gfx90a = pip_install(d, &out_dir, "fatpkg[device-gfx90a]", "site-gfx90a");
+    let gfx1100 = pip_install(d, &out_dir, "fatpkg[device-gfx1100]", "site-gfx1100");
+    for (member, _, registered) in &originals {
+        let (lines, _) = load_as(d, &stub, &gfx90a.join(member), "gfx90a:xnack+", None);
+        assert_eq!(lines, expected_for(registered, &["gfx90a:xnack+", "gfx90a"]), "{member} on gfx90a:xnack+");
+        let (lines, _) = load_as(d, &stub, &gfx90a.join(member), "gfx90a:xnack-", None);
+        assert_eq!(lines, expected_for(registered, &["gfx90a:xnack-", "gfx90a"]), "{member} on gfx90a:xnack-");
+        let (lines, _) = load_as(d, &stub, &gfx1100.join(member), "gfx1100", Some("gfx11-generic"));
+        assert_eq!(lines, expected_for(registered, &["gfx1100", "gfx11-generic"]), "{member} on gfx1100");
+        assert!(!lines.iter().any(|l| l.starts_with("MISSING")), "{lines:?}");
+    }
+}
