@@ -17,6 +17,9 @@ use support::python::{assert_true_record, run, system_python, tools_venv};
 use support::wheelgen::WheelSpec;
 use support::{read_member, stderr, stdout, wheelfix};
 
+/// The release's version: a ROCm build's, with its local label.
+const VERSION: &str = "1.0+rocm7.1.0";
+
 /// The binaries of the wheel, by member path: one per linker, one in a subdirectory.
 const MEMBERS: &[(&str, &str)] = &[("fatpkg/libk-lld.so", "lld"), ("fatpkg/sub/libk-bfd.so", "bfd")];
 
@@ -190,7 +193,7 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     let d = dir.path();
     let stub = support::python::cc_shared(d, STUB, "libamdhip64.so", &["-ldl"]);
     let objects = objects(d);
-    let mut spec = WheelSpec::new("fatpkg", "1.0", "py3-none-linux_x86_64").file("fatpkg/__init__.py", "");
+    let mut spec = WheelSpec::new("fatpkg", VERSION, "py3-none-linux_x86_64").file("fatpkg/__init__.py", "");
     let mut originals = Vec::new();
     for (member, linker) in MEMBERS {
         let lib = library(d, &objects, linker);
@@ -212,10 +215,10 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     assert_eq!(
         written,
         [
-            "fatpkg-1.0-py3-none-linux_x86_64.whl",
-            "fatpkg_device_gfx1100-1.0-py3-none-linux_x86_64.whl",
-            "fatpkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl",
-            "fatpkg_device_gfx942-1.0-py3-none-linux_x86_64.whl",
+            "fatpkg-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
+            "fatpkg_device_gfx1100-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
+            "fatpkg_device_gfx90a-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
+            "fatpkg_device_gfx942-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
         ],
         "{text}"
     );
@@ -223,24 +226,77 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         assert_true_record(&out_dir.join(name));
     }
     let host = out_dir.join(&written[0]);
-    let metadata = String::from_utf8(read_member(&host, "fatpkg-1.0.dist-info/METADATA")).unwrap();
+    let metadata = String::from_utf8(read_member(&host, "fatpkg-1.0+rocm7.1.0.dist-info/METADATA")).unwrap();
     for group in ["gfx90a", "gfx942", "gfx1100"] {
         assert!(metadata.contains(&format!("Provides-Extra: device-{group}\n")), "{metadata}");
         assert!(
-            metadata.contains(&format!("Requires-Dist: fatpkg-device-{group}==1.0; extra == \"device-{group}\"\n")),
+            metadata.contains(&format!(
+                "Requires-Dist: fatpkg-device-{group}==1.0+rocm7.1.0; extra == \"device-{group}\"\n"
+            )),
             "{metadata}"
         );
-        assert!(metadata.contains(&format!("Requires-Dist: fatpkg-device-{group}==1.0; extra == \"device-all\"\n")));
+        assert!(
+            metadata
+                .contains(&format!("Requires-Dist: fatpkg-device-{group}==1.0+rocm7.1.0; extra == \"device-all\"\n"))
+        );
     }
-    let device =
-        String::from_utf8(read_member(&out_dir.join(&written[3]), "fatpkg_device_gfx942-1.0.dist-info/METADATA"))
-            .unwrap();
-    assert!(device.contains("Requires-Dist: fatpkg==1.0\n"), "{device}");
+    let device = String::from_utf8(read_member(
+        &out_dir.join(&written[3]),
+        "fatpkg_device_gfx942-1.0+rocm7.1.0.dist-info/METADATA",
+    ))
+    .unwrap();
+    assert!(device.contains("Requires-Dist: fatpkg==1.0+rocm7.1.0\n"), "{device}");
     // No device code stays in the host: its binaries install smaller than the originals.
     for (member, bytes, _) in &originals {
         let split = read_member(&host, member);
         assert!(split.len() + 40 * 4096 < bytes.len(), "{member}: {} of {} bytes", split.len(), bytes.len());
         assert!(bundles(&split).is_empty(), "{member}: an offload bundle is left");
+    }
+
+    // `check` on the set: nothing to say; without a device wheel, or with one split from
+    // another build (one unit, one binary), it names the host, the binary and the target.
+    let check = |set: &Path| {
+        let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // Errors: the warnings are of the versions (no `+rocm` label on this test's wheels).
+        let errors = report["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error").cloned();
+        (out.status.code(), errors.collect::<Vec<_>>())
+    };
+    // The third unit has no gfx90a code (nor had the fat build): with [device-gfx90a], its
+    // wrapper finds nothing, in each binary. That, and nothing else, is what check says.
+    let (code, findings) = check(&out_dir);
+    let said: Vec<(&str, bool)> = findings
+        .iter()
+        .map(|f| {
+            let m = f["message"].as_str().unwrap();
+            (f["kind"].as_str().unwrap(), m.contains("1 of 3 wrappers") && m.contains("#2,") && m.contains("gfx90a"))
+        })
+        .collect();
+    assert_eq!((code, said), (Some(1), vec![("kpack-kernel-missing", true); 2]), "{findings:#?}");
+    let other = WheelSpec::new("fatpkg", VERSION, "py3-none-linux_x86_64")
+        .file("fatpkg/__init__.py", "")
+        .file(MEMBERS[0].0, std::fs::read(library(d, &objects[..1], "lld")).unwrap())
+        .write(&d.join("other-in"));
+    let out = wheelfix(d, &["split", "--gpu-target", "gfx942", "-w", "other", other.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (set, swap) in [("no-gfx942", None), ("mismatched", Some(d.join("other").join(&written[3])))] {
+        let set_dir = d.join(set);
+        std::fs::create_dir_all(&set_dir).unwrap();
+        for name in written.iter().filter(|n| !n.contains("gfx942")) {
+            std::fs::copy(out_dir.join(name), set_dir.join(name)).unwrap();
+        }
+        if let Some(swap) = &swap {
+            std::fs::copy(swap, set_dir.join(swap.file_name().unwrap())).unwrap();
+        }
+        let (code, findings) = check(&set_dir);
+        assert_eq!(code, Some(1), "{set}: {findings:#?}");
+        let text = serde_json::to_string(&findings).unwrap();
+        assert!(text.contains("gfx942"), "{set}: {text}");
+        if swap.is_some() {
+            let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+            assert!(kinds.contains(&"kpack-kernel-missing") && kinds.contains(&"kpack-unresolved"), "{set}: {text}");
+            assert!(text.contains("fatpkg/libk-lld.so#1") && text.contains("fatpkg/sub/libk-bfd.so"), "{text}");
+        }
     }
 
     // wheelfix reads its own output: the host's binaries as split out, the device wheel's

@@ -115,6 +115,13 @@ pub struct GpuCode {
     /// ([`Container::BundleInData`]): what `thin` rewrites.
     #[serde(skip)]
     pub bundle_spans: Vec<(u64, u64)>,
+    /// A kpack-split binary: its kernel name and how many HIP wrappers it has (each looks up
+    /// `<kernel_name>#<index>` in an archive).
+    #[serde(skip)]
+    pub kpack_kernel: Option<(String, usize)>,
+    /// A kpack archive: the target ids each key of its table of contents has a code object for.
+    #[serde(skip)]
+    pub kpack_toc: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl GpuCode {
@@ -130,6 +137,8 @@ impl GpuCode {
             kpack_search_paths: Vec::new(),
             bundle_problems: Vec::new(),
             bundle_spans: Vec::new(),
+            kpack_kernel: None,
+            kpack_toc: Default::default(),
         }
     }
 
@@ -399,6 +408,7 @@ pub fn host_binary_view<V: FileView + ?Sized>(
                 Ok(value) => {
                     if let Some(name) = value.get("kernel_name").and_then(|v| v.as_str()) {
                         code.notes.push(format!("kernel name: {name}"));
+                        code.kpack_kernel = Some((name.to_string(), wrapper_count(facts)));
                     }
                     if let Some(paths) = value.get("kpack_search_paths").and_then(|v| v.as_array()) {
                         code.kpack_search_paths = paths.iter().filter_map(|p| p.as_str()).map(String::from).collect();
@@ -434,6 +444,7 @@ pub fn host_binary_view<V: FileView + ?Sized>(
             code.notes.push(format!("kernel name: {kernel_name}"));
             code.notes.push(format!("kpack search paths: {}", search_paths.join(", ")));
             code.kpack_search_paths = search_paths;
+            code.kpack_kernel = Some((kernel_name, wrapper_count(facts)));
             found.push(code.finish());
             return found;
         }
@@ -600,6 +611,11 @@ pub fn embedded_object(header: &[u8], room: u64) -> Option<(String, Option<u32>,
     Some((target, cov, length))
 }
 
+/// How many `__hip_fatbin_wrapper` records a host binary's `.hipFatBinSegment` holds.
+fn wrapper_count(facts: &ElfFacts) -> usize {
+    facts.section(".hipFatBinSegment").map_or(0, |s| (s.size / kpack::WRAPPER_LEN) as usize)
+}
+
 /// The sections [`host_binary_view`] reads from the view itself (not from the scan's hits).
 pub fn host_sections_read(facts: &ElfFacts) -> impl Iterator<Item = (u64, u64)> + '_ {
     facts.sections.iter().filter(|s| s.name == ".rocm_kpack_ref").map(|s| (s.offset, s.size))
@@ -637,6 +653,12 @@ fn kpack_archive<V: FileView + ?Sized>(file: &str, view: &V) -> GpuCode {
             }
             if let Some(toc) = value.get("toc").and_then(|v| v.as_map()) {
                 code.objects = toc.iter().map(|(_, per_arch)| per_arch.as_map().map_or(0, |m| m.len())).sum();
+                for (key, per_arch) in toc {
+                    let targets = per_arch.as_map().unwrap_or_default().iter().filter_map(|(t, _)| t.as_str());
+                    if let Some(key) = key.as_str() {
+                        code.kpack_toc.insert(key.to_string(), targets.map(str::to_string).collect());
+                    }
+                }
             }
             if let Some(scheme) = value.get("compression_scheme").and_then(|v| v.as_str()) {
                 code.notes.push(format!("compression: {scheme}"));

@@ -103,6 +103,11 @@ pub(super) struct WheelFacts {
     pub(super) kpack_refs: Vec<(String, Vec<String>)>,
     /// Its kpack archives by install path, with the processors their tables of contents list.
     pub(super) kpack_archives: BTreeMap<String, Vec<String>>,
+    /// Its kpack-split binaries with their kernel name and wrapper count: (install path, kernel
+    /// name, wrappers).
+    pub(super) kpack_kernels: Vec<(String, String, usize)>,
+    /// Its kpack archives' tables of contents: install path → key → target ids.
+    pub(super) kpack_tocs: BTreeMap<String, BTreeMap<String, Vec<String>>>,
     /// Host binaries the loader would refuse or misload, and the rule each breaks.
     pub(super) not_loadable: Vec<(String, crate::elf::lint::LintFinding)>,
 }
@@ -307,6 +312,20 @@ fn wheel_facts(
             .iter()
             .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
             .filter_map(|g| Some((wheel.install_path(&g.file)?, g.targets.clone())))
+            .collect(),
+        kpack_kernels: analysis
+            .gpu
+            .iter()
+            .filter_map(|g| {
+                let (kernel, wrappers) = g.kpack_kernel.clone()?;
+                Some((wheel.install_path(&g.file)?, kernel, wrappers))
+            })
+            .collect(),
+        kpack_tocs: analysis
+            .gpu
+            .iter()
+            .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+            .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_toc.clone())))
             .collect(),
         rocm_sonames: analysis
             .elf

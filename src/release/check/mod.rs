@@ -33,8 +33,9 @@ mod upstream;
 use facts::{Dist, Read, dist_facts, read_dist};
 pub use facts::{DistFacts, TagFacts};
 use rules::{
-    abi_findings, architecture_dir, interpreter_findings, kpack_findings, metapackage_findings, provider_findings,
-    selector_findings, self_requirement_findings, unmet_requirement_findings, version_findings, wheel_findings,
+    abi_findings, architecture_dir, interpreter_findings, kpack_findings, metapackage_findings, path_conflict_findings,
+    provider_findings, selector_findings, self_requirement_findings, split_set_findings, unmet_requirement_findings,
+    version_findings, wheel_findings,
 };
 pub use upstream::resolution_findings;
 use upstream::upstream_findings;
@@ -230,6 +231,8 @@ pub fn survey(
     findings.extend(self_requirement_findings(&dists));
     findings.extend(abi_findings(&dists));
     findings.extend(kpack_findings(&dists));
+    findings.extend(split_set_findings(&dists));
+    findings.extend(path_conflict_findings(&dists));
     for url in &upstream.urls {
         findings.extend(upstream_findings(&dists, &super::upstream::Upstream::new(url, upstream.timeout)));
     }

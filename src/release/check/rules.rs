@@ -722,6 +722,138 @@ pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
 /// it: a wheel of an architecture directory for that one, a wheel outside them for each of
 /// the set's architecture directories, and, in a set without any, for the processors of the
 /// archives the set holds.
+/// A kpack archive's table of contents: key → target ids.
+type Toc = BTreeMap<String, Vec<String>>;
+
+/// A split set (`wheelfix split`, TheRock's device wheels): for each `device-<target>` extra of
+/// a host with kpack-split binaries, every wrapper of every such binary finds, in the archives
+/// of the device wheels that extra requires, a code object for `<kernel_name>#<index>` that runs
+/// on the target (feature variants and generic targets as the runtime falls back); each of
+/// those device wheels requires the host back at its exact version.
+pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
+    use crate::elf::gpu::kpack::archive_paths;
+    let mut findings = Vec::new();
+    for host in dists {
+        let Some(w) = host.wheel.as_ref().filter(|w| !w.kpack_kernels.is_empty()) else { continue };
+        let file = vec![host.path.display().to_string()];
+        for extra in host.metadata.provides_extra.iter().filter(|e| e.starts_with("device-") && *e != "device-all") {
+            let Some(target) = extra.strip_prefix("device-").filter(|t| t.starts_with("gfx")) else { continue };
+            let Ok(requested) = crate::elf::gpu::targets::Requested::parse(target) else { continue };
+            let runs = crate::elf::gpu::targets::Keep::new(vec![requested]);
+            // The device wheels the extra brings, on the host's platform.
+            let devices: Vec<&Dist> = host
+                .metadata
+                .requires_dist
+                .iter()
+                .filter(|r| r.under_extra(extra))
+                .flat_map(|r| dists.iter().filter(move |d| d.project == r.package.as_str()))
+                .filter(|d| d.platform.is_none() || d.platform == host.platform)
+                .collect();
+            for d in &devices {
+                let pins_back =
+                    d.metadata.requires_dist.iter().any(|r| {
+                        r.package.as_str() == host.project && r.pinned.as_deref() == Some(host.version.as_str())
+                    });
+                if !pins_back {
+                    findings.push(Finding {
+                        kind: "device-pin-one-way",
+                        severity: Severity::Error,
+                        message: format!(
+                            "{}: {} requires it for `{extra}`, but it does not require {}=={}: installed alone or beside another version, its archives serve a host they were not split from",
+                            d.file_name, host.file_name, host.project, host.version
+                        ),
+                        files: vec![d.path.display().to_string()],
+                    });
+                }
+            }
+            let tocs: Vec<(&Dist, &String, &Toc)> = devices
+                .iter()
+                .flat_map(|d| d.wheel.iter().flat_map(move |dw| dw.kpack_tocs.iter().map(move |(p, t)| (*d, p, t))))
+                .collect();
+            for (binary, kernel, wrappers) in &w.kpack_kernels {
+                let paths = w.kpack_refs.iter().find(|(b, _)| b == binary).map(|(_, p)| p.clone()).unwrap_or_default();
+                let candidates = archive_paths(binary, &paths, target);
+                let archives: Vec<_> = tocs.iter().filter(|(_, p, _)| candidates.contains(p)).collect();
+                if archives.is_empty() {
+                    let names: Vec<&str> = devices.iter().map(|d| d.file_name.as_str()).collect();
+                    findings.push(Finding {
+                        kind: "kpack-unresolved",
+                        severity: Severity::Error,
+                        message: format!(
+                            "{}: `{extra}` installs {}, which holds no archive {binary} looks for ({}): installed with [{extra}], its first kernel launch fails (hipErrorInvalidImage)",
+                            host.file_name,
+                            if names.is_empty() { "no wheel of the set".to_string() } else { names.join(", ") },
+                            candidates.first().map(|c| format!("site-packages/{c}")).unwrap_or_else(|| "outside site-packages".into())
+                        ),
+                        files: file.clone(),
+                    });
+                    continue;
+                }
+                let missing: Vec<String> = (0..*wrappers)
+                    .map(|i| format!("{kernel}#{i}"))
+                    .filter(|key| {
+                        !archives
+                            .iter()
+                            .any(|(_, _, toc)| toc.get(key).is_some_and(|ts| ts.iter().any(|t| runs.keeps(t))))
+                    })
+                    .collect();
+                if let Some(first) = missing.first() {
+                    let (d, path, _) = archives[0];
+                    findings.push(Finding {
+                        kind: "kpack-kernel-missing",
+                        severity: Severity::Error,
+                        message: format!(
+                            "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}): installed with [{extra}], loading it fails (hipErrorInvalidImage)",
+                            host.file_name,
+                            missing.len(),
+                            d.file_name
+                        ),
+                        files: vec![host.path.display().to_string(), d.path.display().to_string()],
+                    });
+                }
+            }
+        }
+    }
+    findings
+}
+
+/// Files two distributions of the set would both install, on one platform and architecture
+/// directory: pip installs the second over the first, and uninstalling either removes it.
+pub(super) fn path_conflict_findings(dists: &[Dist]) -> Vec<Finding> {
+    // (platform, architecture directory, install path) → (project, dist index).
+    type Place<'a> = (Option<&'a str>, Option<String>, &'a str);
+    let mut owners: BTreeMap<Place<'_>, BTreeSet<(&str, usize)>> = BTreeMap::new();
+    for (i, d) in dists.iter().enumerate() {
+        let Some(w) = &d.wheel else { continue };
+        for path in &w.install_paths {
+            let place = (d.platform.as_deref(), architecture_dir(&d.path), path.as_str());
+            owners.entry(place).or_default().insert((d.project.as_str(), i));
+        }
+    }
+    let mut findings = Vec::new();
+    let mut reported = BTreeSet::new();
+    for ((_, _, path), list) in &owners {
+        let projects: BTreeSet<&str> = list.iter().map(|(p, _)| *p).collect();
+        if projects.len() < 2 || !reported.insert(projects.clone()) {
+            continue;
+        }
+        let count =
+            owners.iter().filter(|(_, l)| l.iter().map(|(p, _)| *p).collect::<BTreeSet<_>>() == projects).count();
+        findings.push(Finding {
+            kind: "path-conflict",
+            severity: Severity::Error,
+            message: format!(
+                "{} install the same file{} ({path}{}): installed together, one overwrites the other, and uninstalling either removes it",
+                projects.iter().copied().collect::<Vec<_>>().join(" and "),
+                if count == 1 { "" } else { "s" },
+                if count == 1 { String::new() } else { format!(" and {} more", count - 1) }
+            ),
+            files: list.iter().map(|(_, i)| dists[*i].path.display().to_string()).collect(),
+        });
+    }
+    findings
+}
+
 pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
     use crate::elf::gpu::kpack::archive_paths;
     let mut archives: BTreeMap<&str, Vec<(&Dist, &Vec<String>)>> = BTreeMap::new();
@@ -732,8 +864,14 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
     }
     let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
     let set_arches: BTreeSet<String> = dists.iter().filter_map(|d| architecture_dir(&d.path)).collect();
-    let archive_arches: BTreeSet<String> =
-        archives.values().flatten().flat_map(|(_, targets)| targets.iter().map(|t| processor(t))).collect();
+    // A generic target's code sits in the archives of the processors it covers (the runtime
+    // asks for the agent's processor first): it names no archive of its own.
+    let archive_arches: BTreeSet<String> = archives
+        .values()
+        .flatten()
+        .flat_map(|(_, targets)| targets.iter().map(|t| processor(t)))
+        .filter(|p| !p.ends_with("-generic"))
+        .collect();
     let mut findings = Vec::new();
     for d in dists {
         let Some(w) = d.wheel.as_ref().filter(|w| !w.kpack_refs.is_empty()) else { continue };
