@@ -20,6 +20,18 @@ use support::{read_member, stderr, stdout, wheelfix};
 /// The release's version: a ROCm build's, with its local label.
 const VERSION: &str = "1.0+rocm7.1.0";
 
+/// Kernel database files (kpack's naming rules), with the target each is for; `None` stays in
+/// the host wheel (no target, or a family's directory).
+const DATABASES: &[(&str, Option<&str>)] = &[
+    ("fatpkg/lib/rocblas/library/TensileLibrary_gfx942.co", Some("gfx942")),
+    ("fatpkg/lib/rocblas/library/TensileLibrary_Type_HH_gfx90a-xnack+.dat", Some("gfx90a")),
+    ("fatpkg/lib/rocblas/library/TensileLibrary_fallback.dat", None),
+    ("fatpkg/lib/hipblaslt/library/gfx1100/Kernels.hsaco", Some("gfx1100")),
+    ("fatpkg/share/miopen/db/gfx942130.kdb", Some("gfx942")),
+    ("fatpkg/share/miopen/db/gfx90a6e.HIP.fdb.txt", Some("gfx90a")),
+    ("fatpkg/lib/aotriton.images/amd-gfx11xx/flash/k.aks2", None),
+];
+
 /// The binaries of the wheel, by member path: one per linker, one in a subdirectory.
 const MEMBERS: &[(&str, &str)] = &[("fatpkg/libk-lld.so", "lld"), ("fatpkg/sub/libk-bfd.so", "bfd")];
 
@@ -203,6 +215,9 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         spec = spec.file(member, bytes.clone());
         originals.push((member, bytes, registered));
     }
+    for (i, (path, _)) in DATABASES.iter().enumerate() {
+        spec = spec.file(path, vec![i as u8; 5000 + i]);
+    }
     let wheel = spec.write(&d.join("in"));
 
     let out = wheelfix(d, &["split", "--all-targets", "-w", "out", wheel.to_str().unwrap()]);
@@ -325,6 +340,13 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     );
     let host_only = pip_install(d, &out_dir, "fatpkg", "site-host");
     assert!(archives_in(&host_only).is_empty());
+    // The gfx942 database files are installed and no other target's; files of no target stay.
+    for (i, (path, target)) in DATABASES.iter().enumerate() {
+        let in_full = std::fs::read(full.join(path)).ok();
+        let expected = matches!(target, None | Some("gfx942")).then(|| vec![i as u8; 5000 + i]);
+        assert_eq!(in_full, expected, "{path} with [device-gfx942]");
+        assert_eq!(host_only.join(path).exists(), target.is_none(), "{path} without a device wheel");
+    }
 
     for (member, original, registered) in &originals {
         let installed = full.join(member);
@@ -362,4 +384,36 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         assert_eq!(lines, expected_for(registered, &["gfx1100", "gfx11-generic"]), "{member} on gfx1100");
         assert!(!lines.iter().any(|l| l.starts_with("MISSING")), "{lines:?}");
     }
+}
+
+#[test]
+fn thin_prune_files_drops_other_targets_kernel_databases_and_show_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut spec = WheelSpec::new("fatpkg", VERSION, "py3-none-linux_x86_64").file("fatpkg/__init__.py", "");
+    for (i, (path, _)) in DATABASES.iter().enumerate() {
+        spec = spec.file(path, vec![i as u8; 5000 + i]);
+    }
+    let wheel = spec.write(&d.join("in"));
+    let report = support::show_json(d, &wheel, &[]);
+    let counts = &report["kernel_databases"];
+    assert_eq!(counts["gfx942"], serde_json::json!({"objects": 2, "bytes": 5000 + 5004}), "{report}");
+    assert_eq!(counts["gfx90a"]["objects"], 2);
+    assert_eq!(counts["gfx1100"]["objects"], 1);
+    assert_eq!(counts.as_object().unwrap().len(), 3, "{counts}");
+    let text = stdout(&wheelfix(d, &["show", wheel.to_str().unwrap()]));
+    assert!(text.contains("kernel databases: gfx90a"), "{text}");
+
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "--prune-files", "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let thinned = d.join("out").join(wheel.file_name().unwrap());
+    let record = assert_true_record(&thinned);
+    for (path, target) in DATABASES {
+        assert_eq!(record.contains(path), matches!(target, None | Some("gfx942")), "{path}: {record}");
+    }
+    // Without --prune-files, every file stays.
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "kept", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = assert_true_record(&d.join("kept").join(wheel.file_name().unwrap()));
+    assert!(DATABASES.iter().all(|(path, _)| record.contains(path)));
 }

@@ -10,6 +10,7 @@
 
 pub mod budget;
 pub mod copy;
+pub mod databases;
 pub mod lddtree;
 pub mod linkage;
 pub mod read;

@@ -82,7 +82,8 @@ pub fn run(request: &SplitRequest) -> Output {
         .zip(&request.wheels)
         .map(|(e, path)| {
             let examined = e?;
-            let groups = if request.all_targets { all_groups(&examined.analysis) } else { asked.clone() };
+            let groups =
+                if request.all_targets { all_groups(&examined.wheel, &examined.analysis) } else { asked.clone() };
             plan_one(examined, &groups, request, level, path)
         })
         .collect();
@@ -165,7 +166,7 @@ fn write_one(
     request: &SplitRequest,
 ) -> Result<SplitOutcome, Error> {
     let wheel = &examined.wheel;
-    let changed = !plan.binaries.is_empty();
+    let changed = !plan.binaries.is_empty() || !plan.databases.is_empty();
     let rewrite = changed || !examined.analysis.record_findings.is_empty();
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
     let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
@@ -218,6 +219,10 @@ fn write_device(
         let stored = Spilled::from_reader(len, 0, dir, None, read).map_err(|e| io("archive", e))?;
         spilled.push((binary.archive_path(group), Arc::new(stored)));
     }
+    let databases: Vec<_> = plan.databases.iter().filter(|m| m.group.as_deref() == Some(group)).collect();
+    for db in &databases {
+        spilled.push((db.member.clone(), Arc::new(copied(wheel, &db.member, dir, plan.plan.compression_level)?)));
+    }
     let metadata = format!(
         "Metadata-Version: 2.1\nName: {name}\nVersion: {}\nSummary: {group} device code of {} {}, split out by wheelfix (kpack archives)\nRequires-Dist: {}=={}\n",
         version.text, wheel.metadata.name, version.text, wheel.metadata.name, version.text
@@ -248,7 +253,22 @@ fn write_device(
         wheel: path.display().to_string(),
         extra: format!("device-{group}"),
         archives,
+        databases: databases.len(),
         size,
         installed,
     })
+}
+
+/// A member of the input, deflated anew into a file of its own (streamed: never whole in memory).
+fn copied(wheel: &wheel::Wheel, name: &str, dir: &Path, level: u32) -> Result<Spilled, Error> {
+    let fail = |e: String| Error::Write(crate::writer::WriteError::Thin { file: name.to_string(), message: e });
+    let member = wheel.archive.member(name).ok_or_else(|| fail("not a member of the wheel".into()))?;
+    let mut file = tempfile::tempfile_in(dir).map_err(|e| fail(e.to_string()))?;
+    let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
+    let mut out = std::io::BufWriter::new(&mut file);
+    let len = std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
+    std::io::Write::flush(&mut out).map_err(|e| fail(e.to_string()))?;
+    drop(out);
+    let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_exact_at(&file, buf, at);
+    Spilled::from_reader(len, level, dir, None, read).map_err(|e| fail(e.to_string()))
 }

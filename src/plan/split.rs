@@ -76,19 +76,34 @@ pub struct SplitPlan {
     pub left: Vec<GpuCode>,
     /// Files whose bundles cannot be read or moved, and why: the wheel is not written.
     pub unreadable: Vec<(String, String)>,
-    /// The groups some binary has code for, in the order people read them.
+    /// The groups some binary or database file has code for, in the order people read them.
     pub groups: Vec<String>,
+    /// Kernel database files leaving the host: each to its group's device wheel (at the same
+    /// path), or to none (a target no group takes).
+    pub databases: Vec<DatabaseMove>,
+}
+
+/// A kernel database file that leaves the host wheel.
+#[derive(Debug, Clone)]
+pub struct DatabaseMove {
+    pub member: String,
+    pub target: String,
+    /// The group whose device wheel takes it.
+    pub group: Option<String>,
+    pub size: u64,
 }
 
 /// The groups of `--all-targets`: every processor the wheel's offload bundles have code for,
 /// and each generic processor whose covered processors none of those is. Ex) gfx90a:xnack+,
 /// gfx942, gfx9-4-generic → gfx90a, gfx942
-pub fn all_groups(analysis: &Analysis) -> Vec<Group> {
+pub fn all_groups(wheel: &Wheel, analysis: &Analysis) -> Vec<Group> {
+    let databases = crate::analysis::databases::in_wheel(wheel);
     let targets: Vec<&str> = analysis
         .gpu
         .iter()
         .filter(|c| c.container == Container::HipFatbin)
         .flat_map(|c| c.target_bytes.keys().map(String::as_str))
+        .chain(databases.iter().map(|(_, db)| db.target.as_str()))
         .collect();
     let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
     let mut names: Vec<String> = targets.iter().map(|t| processor(t)).filter(|p| !p.ends_with("-generic")).collect();
@@ -118,7 +133,27 @@ pub fn split(
     let groups = Arc::new(groups.to_vec());
     let (mut binaries, mut cut, mut left, mut unreadable) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut present: Vec<&Group> = Vec::new();
+    // Kernel databases move whole, binaries among them (`libMIOpenCK*_gfx942.so`).
+    let mut databases = Vec::new();
+    for (member, db) in crate::analysis::databases::in_wheel(wheel) {
+        let group = groups.iter().find(|g| g.keep.keeps(&db.target));
+        if let Some(g) = group
+            && !present.iter().any(|p| p.name == g.name)
+        {
+            present.push(g);
+        }
+        plan.remove.insert(member.name.to_string());
+        databases.push(DatabaseMove {
+            member: member.name.to_string(),
+            target: db.target,
+            group: group.map(|g| g.name.clone()),
+            size: member.size,
+        });
+    }
     for code in &analysis.gpu {
+        if databases.iter().any(|d| d.member == code.file) {
+            continue;
+        }
         if code.container != Container::HipFatbin || code.target_bytes.is_empty() {
             left.push(code.clone());
             continue;
@@ -193,12 +228,12 @@ pub fn split(
     let names: Vec<&str> = present.iter().map(|g| g.name.as_str()).collect();
     let groups: Vec<String> =
         crate::elf::gpu::targets::natural_order(names.iter().copied()).into_iter().map(str::to_string).collect();
-    if !binaries.is_empty() {
+    if !binaries.is_empty() || !databases.is_empty() {
         let metadata = with_device_extras(&wheel.metadata_text, &groups, device_name, &wheel.metadata.version.text);
         let path = format!("{}/METADATA", wheel.dist_info);
         plan.replace.insert(path, NewMember { content: Content::Bytes(metadata.into_bytes()), mode: None });
     }
-    SplitPlan { plan, binaries, cut, left, unreadable, groups }
+    SplitPlan { plan, binaries, cut, left, unreadable, groups, databases }
 }
 
 /// METADATA with an extra per group, `device-<group>`, requiring that device wheel at exactly

@@ -114,7 +114,20 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOption
             _ => left.push(code.clone()),
         }
     }
-    let uncovered = crate::elf::gpu::targets::uncovered(&analysis.gpu, &keep.targets);
+    // Kernel databases for other targets go with their code objects (`--prune-files`).
+    for (member, db) in crate::analysis::databases::in_wheel(wheel).into_iter().filter(|_| prune_files) {
+        if keep.verdict(&db.target) != Verdict::Drop || plan.remove.contains(&*member.name) {
+            continue;
+        }
+        let mut file_cut = FileCut { file: member.name.to_string(), container: None, ..FileCut::default() };
+        file_cut.dropped.entry(db.target).or_default().add(member.size);
+        plan.remove.insert(member.name.to_string());
+        plan.replace.remove(&*member.name);
+        cut.retain(|c: &FileCut| c.file != *member.name);
+        pruned.push(file_cut);
+    }
+    let mut uncovered = crate::elf::gpu::targets::uncovered(&analysis.gpu, &keep.targets);
+    uncovered.retain(|u| !plan.remove.contains(&u.file));
     let missing = if analysis.gpu.is_empty() { Vec::new() } else { missing_targets(&analysis.gpu, keep, &uncovered) };
     ThinPlan { plan, cut, pruned, left, missing, uncovered, unreadable }
 }

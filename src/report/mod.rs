@@ -135,6 +135,10 @@ pub struct ShowReport {
     /// Library → every version the binaries need from it.
     pub versioned_symbols: BTreeMap<String, Vec<String>>,
     pub host_binaries: usize,
+    /// Kernel database files by the processor they are for ([`crate::analysis::databases`]):
+    /// files (as `objects`) and bytes.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_databases: BTreeMap<String, crate::elf::gpu::Count>,
     /// The wheel's download size (its file) and installed size (its members' sizes).
     pub size: WheelSize,
     /// Host binaries by format (ELF, PE, Mach-O), device code not counted.
@@ -216,6 +220,7 @@ impl ShowReport {
             retag_tags: true_tags(judged, analysis, &filename_tags, &TagRequest::default(), Basis::AsIs)
                 .unwrap_or_default(),
             host_binaries: analysis.binaries.len(),
+            kernel_databases: crate::analysis::databases::by_target(wheel),
             size: WheelSize { download: wheel.archive.download_size(), installed: wheel.archive.installed_size() },
             binaries: analysis.binary_formats,
             record: analysis.record_findings.items().to_vec(),
@@ -377,6 +382,7 @@ impl ShowReport {
                 "  pure: no host binaries for any platform; the tags stay as they are ({})",
                 join_tags(&self.tags)
             );
+            self.write_gpu(&mut out);
             self.write_record(&mut out);
             self.write_notes(&mut out);
             return out;
@@ -488,7 +494,7 @@ impl ShowReport {
     }
 
     fn write_gpu(&self, out: &mut String) {
-        if self.gpu.is_empty() {
+        if self.gpu.is_empty() && self.kernel_databases.is_empty() {
             return;
         }
         let natural =
@@ -517,6 +523,14 @@ impl ShowReport {
                 .map(|t| format!("{t} {}", human_bytes(bytes[t])))
                 .collect();
             let _ = writeln!(out, "  device code in bundles, uncompressed: {}", sizes.join(", "));
+        }
+        if !self.kernel_databases.is_empty() {
+            let dbs = &self.kernel_databases;
+            let sizes: Vec<String> = crate::elf::gpu::targets::natural_order(dbs.keys().map(String::as_str))
+                .into_iter()
+                .map(|t| format!("{t} {} ({})", human_bytes(dbs[t].bytes), plural(dbs[t].objects, "file")))
+                .collect();
+            let _ = writeln!(out, "  kernel databases: {}", sizes.join(", "));
         }
         // Every file: a summary that hides some (the ROCm libraries behind CUDA ones) misleads.
         for code in &self.gpu {

@@ -22,6 +22,8 @@ pub struct DeviceWheel {
     pub extra: String,
     /// kpack archives in it (one per host binary with code for the group).
     pub archives: usize,
+    /// Kernel database files moved into it from the host, at their paths.
+    pub databases: usize,
     pub size: Option<u64>,
     pub installed: Option<u64>,
 }
@@ -72,8 +74,8 @@ pub fn to_text(results: &[Split<'_>]) -> String {
     let mut out = String::new();
     let size = |s: Option<u64>| s.map_or_else(|| "?".to_string(), human_bytes);
     for o in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
-        if o.binaries == 0 {
-            let _ = writeln!(out, "{}: no offload bundles to split; copied to {}", o.wheel, o.host);
+        if o.binaries == 0 && o.devices.is_empty() {
+            let _ = writeln!(out, "{}: no device code to split; copied to {}", o.wheel, o.host);
             continue;
         }
         let _ = writeln!(out, "{}: host {}", o.wheel, o.host);
@@ -89,11 +91,13 @@ pub fn to_text(results: &[Split<'_>]) -> String {
         for d in &o.devices {
             let _ = writeln!(
                 out,
-                "  {}: {} ({} download, {} installed; extra `{}`)",
+                "  {}: {} ({} download, {} installed; {}, {}; extra `{}`)",
                 d.target,
                 d.wheel,
                 size(d.size),
                 size(d.installed),
+                crate::log::plural(d.archives, "archive"),
+                crate::log::plural(d.databases, "database file"),
                 d.extra
             );
         }
