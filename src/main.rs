@@ -62,6 +62,12 @@ enum Command {
         after_help = "Example:\n  wheelfix metapackage --name rocm-torch --rocm-version 10.1.0 --gpu-target gfx950 -o index-src/gfx950/ wheelhouse/gfx950/*.whl"
     )]
     Metapackage(MetapackageArgs),
+    /// Write the selector of a multi-architecture release: one wheel per platform whose extras
+    /// (`device-<target>`, `device-all`) are that platform's device wheels, pinned exactly.
+    #[command(
+        after_help = "Example:\n  wheelfix selector --name rocm -o selector/ dist-linux/*.whl dist-windows/*.whl\n  pip install --find-links selector/ --find-links dist-linux/ 'rocm[device-gfx950]'\n\nEvery input that is not a device wheel (`<name>-device-<target>`) is required at its exact\nversion on its platform. The output depends only on the set of inputs, not their order: build it\nonce from every platform's wheels, never once per platform."
+    )]
+    Selector(SelectorArgs),
     /// Write a static pip index (PEP 503 HTML, PEP 691 JSON, PEP 658 metadata) for directories of wheels.
     #[command(
         after_help = "Example:\n  wheelfix index -o site/gfx950/ --base-url https://example.org/releases/download/v1/ --python 3.14 wheelhouse/gfx950/"
@@ -127,6 +133,24 @@ struct MetapackageArgs {
     output_dir: PathBuf,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+#[derive(Args)]
+struct SelectorArgs {
+    #[arg(required = true, value_name = "WHEEL")]
+    wheels: Vec<PathBuf>,
+    /// The selector's project name. Ex) rocm
+    #[arg(long)]
+    name: String,
+    /// Its version; default: the one version every input has.
+    #[arg(long, value_name = "VERSION")]
+    version: Option<String>,
+    /// Output directory.
+    #[arg(short = 'o', long = "output-dir", value_name = "DIR", default_value = ".")]
+    output_dir: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -601,6 +625,13 @@ fn main() -> ExitCode {
         Command::Thin(args) => cmd::Command::Thin(thin_request(args)),
         Command::Split(args) => cmd::Command::Split(split_request(args)),
         Command::Repair(args) => cmd::Command::Repair(repair_request(args)),
+        Command::Selector(args) => cmd::Command::Selector(cmd::release::SelectorRequest {
+            wheels: args.wheels,
+            name: args.name,
+            version: args.version,
+            output_dir: args.output_dir,
+            json: args.json,
+        }),
         Command::Metapackage(args) => cmd::Command::Metapackage(cmd::release::MetapackageRequest {
             common: args.common.common(|_| {}),
             options: MetapackageOptions {

@@ -20,6 +20,57 @@ pub struct MetapackageRequest {
     pub options: MetapackageOptions,
 }
 
+/// `selector`'s request: the release's wheels of every platform.
+#[derive(Debug, Clone)]
+pub struct SelectorRequest {
+    pub wheels: Vec<PathBuf>,
+    pub name: String,
+    pub version: Option<String>,
+    pub output_dir: PathBuf,
+    pub json: bool,
+}
+
+pub fn run_selector(request: &SelectorRequest) -> Output {
+    let read: Vec<Result<release::selector::SelectorInput, String>> = crate::parallel::map(&request.wheels, |path| {
+        let wheel = crate::wheel::WheelMetadata::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(release::selector::SelectorInput {
+            name: wheel.metadata.name.clone(),
+            version: wheel.metadata.version.text.clone(),
+            platform_tags: wheel.filename.platform_tags.clone(),
+            wheel: wheel.filename.to_string(),
+        })
+    });
+    let mut inputs = Vec::new();
+    for r in read {
+        match r {
+            Ok(input) => inputs.push(input),
+            Err(e) => return Output::failure(e),
+        }
+    }
+    match release::selector::build(&inputs, &request.name, request.version.as_deref(), &request.output_dir) {
+        Ok(written) if request.json => {
+            #[derive(serde::Serialize)]
+            struct Written<'a> {
+                selectors: &'a [release::selector::SelectorWheel],
+            }
+            let body = Written { selectors: &written };
+            Output {
+                stdout: crate::report::json::to_text(&crate::report::json::Versioned::new(&body)),
+                ..Output::default()
+            }
+        }
+        Ok(written) => {
+            let mut text = String::new();
+            for w in &written {
+                text.push_str(&format!("wrote {} ({}: {})\n", w.path, w.platform, w.extras.join(", ")));
+            }
+            Output { stdout: text, ..Output::default() }
+        }
+        Err(e) if e.is_usage() => Output::usage(e),
+        Err(e) => Output::failure(e),
+    }
+}
+
 pub fn run_metapackage(request: &MetapackageRequest) -> Output {
     let settings = match request.common.settings() {
         Ok(settings) => settings,

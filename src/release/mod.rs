@@ -6,6 +6,7 @@ pub mod check;
 pub mod index;
 pub mod metapackage;
 pub mod resolve;
+pub mod selector;
 pub mod site;
 pub mod upload;
 pub mod upstream;

@@ -38,6 +38,11 @@ use rules::{
     version_findings, wheel_findings,
 };
 pub use upstream::resolution_findings;
+
+/// The GPU target a device package is for, from its name. Ex) `rocm-sdk-device-gfx950` → `gfx950`
+pub fn device_target_of(project: &str) -> Option<&str> {
+    rules::device_target(project)
+}
 use upstream::upstream_findings;
 
 /// How bad a finding is: errors fail `check` (exit 1); warnings only with `--strict`.

@@ -53,6 +53,8 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             .keys()
             .copied()
             .filter(|p| device_target(p).is_some() && families.iter().any(|f| p.starts_with(f.as_str())))
+            // A platform selector (`py3-none-win_amd64`) is about that platform's device wheels.
+            .filter(|p| d.platform.is_none() || present[p].contains(&d.platform.as_deref()))
             .collect();
         findings.extend(device_extra_findings(d, &devices, &file));
         for r in requirements.iter().filter(|r| r.extra.is_some()) {

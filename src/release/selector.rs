@@ -1,0 +1,180 @@
+//! `wheelfix selector`: the package people install with an extra (`pip install
+//! "rocm[device-gfx950]"`), written in one run from the wheels of every platform of a release.
+//!
+//! The seed's bug (`../shared/seeds/000_…`): each platform's job wrote one `rocm` sdist of the
+//! same name from its own target list, and the last upload won: Linux users lost their
+//! `device-gfx950` extra. Here every platform gets a wheel of its own (`py3-none-<platform>`,
+//! the seed's second solution): its extras are exactly the device wheels built for that
+//! platform, `device-all` requires all of them, and every other project of that platform is
+//! required at its exact version. File names differ per platform, so no upload overwrites
+//! another; the bytes depend on the set of inputs only (sorted, fixed timestamps), never on
+//! their order or on which machine runs it. On a platform without a target, pip says
+//! `rocm … does not provide the extra 'device-gfx950'` instead of installing nothing in silence.
+//!
+//! No sdist is written: one sdist serves every platform only through markers pip evaluates at
+//! install time (a build backend fetched from the index then, and a silent empty extra where a
+//! target is missing), which is what the per-platform wheels avoid.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::wheel::name::PackageName;
+use crate::wheel::platform_tag::{PlatformTag, sort_tags};
+use crate::writer::write_new_wheel;
+
+/// One input wheel: its project, version and platform tags.
+#[derive(Debug, Clone)]
+pub struct SelectorInput {
+    pub name: String,
+    pub version: String,
+    pub platform_tags: Vec<PlatformTag>,
+    pub wheel: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SelectorError {
+    #[error(
+        "--name `{0}` is not a project name (PEP 508: letters, digits, `.`, `-`, `_`, starting and ending with a letter or digit)"
+    )]
+    Name(String),
+    #[error("two versions of {project} for {platform}: {first} and {second}")]
+    TwoVersions { project: String, platform: String, first: String, second: String },
+    #[error("the wheels have versions {0}: give the selector's with --version")]
+    Versions(String),
+    #[error("--version `{0}` is not a version (PEP 440)")]
+    Version(String),
+    #[error("no platform wheel among the inputs: a selector chooses among platform wheels")]
+    Empty,
+    #[error("no device wheel (`<name>-device-<target>`) among the inputs for {0}: the selector would have no extra")]
+    NoDevices(String),
+    #[error(transparent)]
+    Write(#[from] crate::writer::WriteError),
+    #[error("cannot create {path}: {source}")]
+    CreateDir { path: String, source: std::io::Error },
+}
+
+impl SelectorError {
+    pub fn is_usage(&self) -> bool {
+        matches!(self, SelectorError::Name(_) | SelectorError::Version(_) | SelectorError::Versions(_))
+    }
+}
+
+/// One selector wheel written.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SelectorWheel {
+    pub path: String,
+    pub platform: String,
+    /// `device-<target>` extras, in the order people read targets.
+    pub extras: Vec<String>,
+    pub requirements: Vec<String>,
+}
+
+/// Write one selector wheel per platform of `inputs` into `output_dir`.
+pub fn build(
+    inputs: &[SelectorInput],
+    name: &str,
+    version: Option<&str>,
+    output_dir: &Path,
+) -> Result<Vec<SelectorWheel>, SelectorError> {
+    if !super::metapackage::is_project_name(name) {
+        return Err(SelectorError::Name(name.to_string()));
+    }
+    let own = PackageName::new(name);
+    // platform → project → (version, name as written, device target); platform tags per platform.
+    type Projects = BTreeMap<PackageName, (String, String, Option<String>)>;
+    let mut platforms: BTreeMap<String, (Projects, Vec<PlatformTag>)> = BTreeMap::new();
+    for input in inputs {
+        let project = PackageName::new(&input.name);
+        if project == own {
+            continue; // an earlier selector
+        }
+        let Some(platform) = super::platform_family(&input.platform_tags) else { continue };
+        let (projects, tags) = platforms.entry(platform.clone()).or_default();
+        let target = super::check::device_target_of(project.as_str()).map(str::to_string);
+        if let Some((first, _, _)) = projects.get(&project)
+            && *first != input.version
+        {
+            return Err(SelectorError::TwoVersions {
+                project: project.to_string(),
+                platform,
+                first: first.clone(),
+                second: input.version.clone(),
+            });
+        }
+        projects.insert(project, (input.version.clone(), input.name.clone(), target));
+        tags.extend(input.platform_tags.iter().filter(|t| !t.is_any()).cloned());
+    }
+    if platforms.is_empty() {
+        return Err(SelectorError::Empty);
+    }
+    let version = match version {
+        Some(v) => {
+            <pep440_rs::Version as std::str::FromStr>::from_str(v).map_err(|_| SelectorError::Version(v.into()))?;
+            v.to_string()
+        }
+        None => {
+            let all: BTreeSet<&str> =
+                platforms.values().flat_map(|(p, _)| p.values().map(|(v, _, _)| v.as_str())).collect();
+            if all.len() != 1 {
+                return Err(SelectorError::Versions(all.into_iter().collect::<Vec<_>>().join(", ")));
+            }
+            all.into_iter().next().expect("one").to_string()
+        }
+    };
+    std::fs::create_dir_all(output_dir)
+        .map_err(|source| SelectorError::CreateDir { path: output_dir.display().to_string(), source })?;
+    let escaped = name.replace(['-', '.'], "_");
+    let escaped_version = crate::wheel::filename::escape_version(&version);
+    let dist_info = format!("{escaped}-{escaped_version}.dist-info");
+    let mut written = Vec::new();
+    for (platform, (projects, mut tags)) in platforms {
+        sort_tags(&mut tags);
+        tags.dedup();
+        let devices: Vec<(&str, &str, &str)> = {
+            let mut list: Vec<(&str, &str, &str)> =
+                projects.values().filter_map(|(v, n, t)| Some((t.as_deref()?, n.as_str(), v.as_str()))).collect();
+            let order = crate::elf::gpu::targets::natural_order(list.iter().map(|d| d.0));
+            list.sort_by_key(|d| (order.iter().position(|t| *t == d.0), d.1.to_string()));
+            list
+        };
+        if devices.is_empty() {
+            return Err(SelectorError::NoDevices(platform));
+        }
+        let mut requirements: Vec<String> =
+            projects.values().filter(|(_, _, t)| t.is_none()).map(|(v, n, _)| format!("{n}=={v}")).collect();
+        let mut extras = Vec::new();
+        for (target, device, v) in &devices {
+            let extra = format!("device-{target}");
+            if !extras.contains(&extra) {
+                extras.push(extra.clone());
+            }
+            requirements.push(format!("{device}=={v}; extra == \"{extra}\""));
+        }
+        for (_, device, v) in &devices {
+            requirements.push(format!("{device}=={v}; extra == \"device-all\""));
+        }
+        let mut metadata = format!(
+            "Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: Choose the device code of {name} {version} for your GPU: pip install \"{name}[device-<target>]\" (or [device-all])\n"
+        );
+        for extra in extras.iter().map(String::as_str).chain(["device-all"]) {
+            metadata.push_str(&format!("Provides-Extra: {extra}\n"));
+        }
+        for r in &requirements {
+            metadata.push_str(&format!("Requires-Dist: {r}\n"));
+        }
+        let tag_text: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        let wheel_text = format!(
+            "Wheel-Version: 1.0\nGenerator: wheelfix {}\nRoot-Is-Purelib: false\n{}",
+            env!("CARGO_PKG_VERSION"),
+            tag_text.iter().map(|t| format!("Tag: py3-none-{t}\n")).collect::<String>()
+        );
+        let members = vec![
+            (format!("{dist_info}/METADATA"), metadata.into_bytes()),
+            (format!("{dist_info}/WHEEL"), wheel_text.into_bytes()),
+        ];
+        let path: PathBuf = output_dir.join(format!("{escaped}-{escaped_version}-py3-none-{}.whl", tag_text.join(".")));
+        write_new_wheel(&dist_info, &members, &path)?;
+        written.push(SelectorWheel { path: path.display().to_string(), platform, extras, requirements });
+    }
+    Ok(written)
+}
