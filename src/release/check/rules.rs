@@ -782,7 +782,7 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
                         kind: "kpack-unresolved",
                         severity: Severity::Error,
                         message: format!(
-                            "{}: `{extra}` installs {}, which holds no archive {binary} looks for ({}): installed with [{extra}], its first kernel launch fails (hipErrorInvalidImage)",
+                            "{}: `{extra}` installs {}, which holds no archive {binary} looks for ({}): installed with [{extra}], its first kernel launch fails (hipErrorInvalidImage). Either the build made no {target} code for this binary (as a fat wheel, it would fail the same way), or the device wheel is not from this host's split",
                             host.file_name,
                             if names.is_empty() { "no wheel of the set".to_string() } else { names.join(", ") },
                             candidates.first().map(|c| format!("site-packages/{c}")).unwrap_or_else(|| "outside site-packages".into())
@@ -805,7 +805,7 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
                         kind: "kpack-kernel-missing",
                         severity: Severity::Error,
                         message: format!(
-                            "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}): installed with [{extra}], loading it fails (hipErrorInvalidImage)",
+                            "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}): installed with [{extra}], loading it fails (hipErrorInvalidImage). Either those translation units were built without {target} (as a fat wheel, it would fail the same way), or the device wheel is not from this host's split",
                             host.file_name,
                             missing.len(),
                             d.file_name
@@ -877,6 +877,12 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
     let mut findings = Vec::new();
     for d in dists {
         let Some(w) = d.wheel.as_ref().filter(|w| !w.kpack_refs.is_empty()) else { continue };
+        // A host whose extras name its device wheels is checked by those ([`split_set_findings`]).
+        let split_host =
+            !w.kpack_kernels.is_empty() && d.metadata.provides_extra.iter().any(|e| e.starts_with("device-gfx"));
+        if split_host {
+            continue;
+        }
         let arches: Vec<String> = match architecture_dir(&d.path) {
             Some(a) => vec![a],
             None if !set_arches.is_empty() => set_arches.iter().cloned().collect(),
