@@ -5,7 +5,7 @@ mod support;
 
 use std::path::Path;
 
-use support::gpugen::{GFX950, bundle_for, host_with_fatbin};
+use support::gpugen::{GFX950, bundle_for, host_with_fatbin, host_with_wrapped_fatbin};
 use support::python::validate;
 use support::wheelgen::WheelSpec;
 use support::{stderr, wheelfix};
@@ -65,4 +65,16 @@ fn every_json_output_matches_its_schema() {
     validate("site.schema.json", &out.stdout);
     let out = wheelfix(d, &["check", "--json", "marked", "meta", "in"]);
     validate("check.schema.json", &out.stdout);
+    let wrapped = WheelSpec::new("torch", "2.15.0a0+git31a77fc", "cp312-cp312-linux_x86_64")
+        .file("torch/_C.so", host_with_wrapped_fatbin("_C", bundle_for(&[("gfx950", GFX950)], 6), 1))
+        .write(&d.join("wrapped"));
+    let w = wrapped.to_str().unwrap();
+    let out = wheelfix(d, &["split", "--json", "--all-targets", "-w", "split", w, g, b, t]);
+    validate("split.schema.json", &out.stdout);
+    let device = std::fs::read_dir(d.join("split")).unwrap().map(|e| e.unwrap().path());
+    let device: Vec<_> = device.filter(|p| p.to_string_lossy().contains("device_gfx950")).collect();
+    assert_eq!(device.len(), 1, "the gfx950 device wheel");
+    let out = wheelfix(d, &["selector", "--json", "--name", "rocm-torch", "-o", "sel", device[0].to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("selector.schema.json", &out.stdout);
 }

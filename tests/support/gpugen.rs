@@ -133,6 +133,19 @@ pub fn host_with_fatbin(module: &str, fatbin: Vec<u8>) -> Vec<u8> {
     ElfSpec { sections: vec![section(".hip_fatbin", 1, fatbin)], ..ElfSpec::extension(module) }.build()
 }
 
+/// [`host_with_fatbin`] with one HIP wrapper per bundle in `.hipFatBinSegment` (magic HIPF,
+/// version 1; the pointers left to relocations, as in a shared object): what `split` needs.
+pub fn host_with_wrapped_fatbin(module: &str, fatbin: Vec<u8>, bundles: usize) -> Vec<u8> {
+    let mut wrappers = Vec::new();
+    for _ in 0..bundles {
+        wrappers.extend(0x4849_5046u32.to_le_bytes());
+        wrappers.extend(1u32.to_le_bytes());
+        wrappers.extend([0u8; 16]);
+    }
+    let sections = vec![section(".hip_fatbin", 1, fatbin), section(".hipFatBinSegment", 1, wrappers)];
+    ElfSpec { sections, ..ElfSpec::extension(module) }.build()
+}
+
 pub fn section(name: &str, kind: u32, data: Vec<u8>) -> RawSection {
     RawSection { name: name.into(), kind, data, nobits_size: 0 }
 }
