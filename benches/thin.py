@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`thin` (compacting, the default, and `--no-compact`) against `retag` on the same fat GPU
-wheel, interleaved, with medians and the ratios.
+"""`thin` (compacting, the default, and `--no-compact`) and `split --all-targets` against
+`retag` on the same fat GPU wheel, interleaved, with medians and the ratios.
 
     python3 benches/thin.py [WHEEL] [--runs 5] [--target gfx942]
 
@@ -62,6 +62,7 @@ def main():
         "retag": ["retag", "-q", "-w", "{out}", str(wheel)],
         "thin": ["thin", "-q", "--gpu-target", args.target, "-w", "{out}", str(wheel)],
         "thin --no-compact": ["thin", "-q", "--no-compact", "--gpu-target", args.target, "-w", "{out}", str(wheel)],
+        "split --all-targets": ["split", "-q", "--all-targets", "-w", "{out}", str(wheel)],
     }
     results = {name: [] for name in commands}
     for _ in range(args.runs):
@@ -75,10 +76,10 @@ def main():
         system = statistics.median(r[2] for r in runs)
         rss = max(r[3] for r in runs)
         medians[name] = (wall, user, system)
-        print(f"  {name:17}: median {wall:.2f} s wall, {user:.2f} s user + {system:.2f} s system CPU, "
+        print(f"  {name:19}: median {wall:.2f} s wall, {user:.2f} s user + {system:.2f} s system CPU, "
               f"peak RSS {rss:.0f} MB "
               f"(runs {', '.join(f'{r[0]:.2f}' for r in runs)})")
-    for name in ("thin", "thin --no-compact"):
+    for name in ("thin", "thin --no-compact", "split --all-targets"):
         print(f"  {name} / retag: {medians[name][0] / medians['retag'][0]:.2f} wall, "
               f"{medians[name][1] / medians['retag'][1]:.2f} user CPU, "
               f"{sum(medians[name][1:]) / sum(medians['retag'][1:]):.2f} user + system CPU")

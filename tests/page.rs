@@ -240,11 +240,7 @@ fn commands(dom: &str) -> Vec<String> {
         .skip(1)
         .map(|rest| {
             let text = &rest[rest.find('>').unwrap() + 1..rest.find("</code>").unwrap()];
-            text.replace("&lt;", "<")
-                .replace("&gt;", ">")
-                .replace("&quot;", "\"")
-                .replace("&#39;", "'")
-                .replace("&amp;", "&")
+            support::html_text(text)
         })
         .collect()
 }

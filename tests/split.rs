@@ -314,6 +314,50 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         }
     }
 
+    // The release page of the set: per GPU, the command with its extra and the device wheel's
+    // size; the gfx942 command, run as printed, installs the host and the gfx942 device wheel.
+    let out = wheelfix(d, &["index", "-o", "site", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();
+    let rows: Vec<(&str, &str)> = page["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["target"].as_str().unwrap(), r["install"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("gfx90a", "fatpkg[device-gfx90a]"),
+            ("gfx942", "fatpkg[device-gfx942]"),
+            ("gfx1100", "fatpkg[device-gfx1100]")
+        ]
+    );
+    let html = std::fs::read_to_string(d.join("site/release.html")).unwrap();
+    let row = &html[html.find("<tr data-target=\"gfx942\">").expect("a gfx942 row")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    let cmd = &row[row.find("<code class=\"cmd\">").unwrap() + 18..];
+    let command = support::html_text(&cmd[..cmd.find("</code>").unwrap()]);
+    assert!(command.contains("'fatpkg[device-gfx942]'"), "{command}");
+    let venv = d.join("venv-page");
+    run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
+    let path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap());
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&command)
+        .env("PATH", path)
+        .env("VIRTUAL_ENV", &venv)
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "`{command}`: {}", String::from_utf8_lossy(&out.stderr));
+    let site_packages =
+        std::fs::read_dir(venv.join("lib")).unwrap().next().unwrap().unwrap().path().join("site-packages");
+    assert_eq!(
+        archives_in(&site_packages),
+        ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"]
+    );
+
     // wheelfix reads its own output: the host's binaries as split out, the device wheel's
     // archives with their targets.
     let report = support::show_json(d, &host, &[]);

@@ -34,6 +34,21 @@ pub struct ReleasePage {
     /// in `release.json` so that `site` renders the page the same.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu_names: BTreeMap<String, String>,
+    /// A multi-architecture index (`wheelfix split`): per processor, the host with its extra.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRow>,
+}
+
+/// What installs one processor's device code from a multi-architecture index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceRow {
+    /// Ex) `gfx942`
+    pub target: String,
+    /// Ex) `torch[device-gfx942]`
+    pub install: String,
+    /// The device wheels' download size.
+    pub size: u64,
+    pub files: Vec<String>,
 }
 
 /// One file of the index.
@@ -105,14 +120,28 @@ impl ReleasePage {
             .collect();
         files.sort_by(|a, b| (&a.project, &a.file_name).cmp(&(&b.project, &b.file_name)));
         files.dedup_by(|a, b| a.file_name == b.file_name && a.sha256 == b.sha256);
+        let devices = device_rows(survey);
+        let mut install = to_install(survey);
+        if install.is_empty() || (!devices.is_empty() && !survey.dists.iter().any(|d| d.metapackage)) {
+            // A split set: every host with all its device code (the table names each GPU's).
+            let hosts: BTreeSet<String> = devices
+                .iter()
+                .filter_map(|r| r.install.split_once('['))
+                .map(|(h, _)| format!("{h}[device-all]"))
+                .collect();
+            if !hosts.is_empty() {
+                install = hosts.into_iter().collect();
+            }
+        }
         ReleasePage {
             title: title.to_string(),
             site_url: site_url.to_string(),
             rocm: rocm_versions(survey),
-            install: to_install(survey),
+            install,
             files,
             check: page_check(&survey.findings),
             gpu_names: BTreeMap::new(),
+            devices,
         }
     }
 
@@ -123,6 +152,18 @@ impl ReleasePage {
         let files: Vec<FileView> = self.files.iter().map(FileView::new).collect();
         let targets: BTreeSet<&str> =
             self.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| t.split(':').next().unwrap_or(t))).collect();
+        let devices: Vec<serde_json::Value> = self
+            .devices
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "target": r.target,
+                    "serves": self.gpu_names.get(&r.target).or_else(|| gpu_names().get(&r.target)),
+                    "pip": pip_command(&self.site_url, std::slice::from_ref(&r.install)),
+                    "size": human_bytes(r.size),
+                })
+            })
+            .collect();
         let gpus: Vec<serde_json::Value> = crate::elf::gpu::targets::natural_order(targets)
             .into_iter()
             .map(|t| serde_json::json!({"target": t, "serves": self.gpu_names.get(t).or_else(|| gpu_names().get(t))}))
@@ -140,6 +181,7 @@ impl ReleasePage {
                 "files": files,
                 "check": CheckView::new(&self.check),
                 "pip": pip_command(&self.site_url, &self.install),
+                "devices": devices,
                 "uv": uv_command(&self.site_url, &self.install),
             }),
         )
@@ -355,6 +397,41 @@ fn to_install(survey: &Survey) -> Vec<String> {
     let roots: BTreeSet<String> =
         survey.dists.iter().map(|d| d.project.clone()).filter(|p| !required.contains(p.as_str())).collect();
     roots.into_iter().collect()
+}
+
+/// A multi-architecture index's rows: for each host's `device-<target>` extra, the device wheels
+/// of that target that require the host (what the extra brings), in the order people read
+/// targets.
+fn device_rows(survey: &Survey) -> Vec<DeviceRow> {
+    let mut rows = Vec::new();
+    for host in survey.dists.iter().filter(|d| !d.metapackage) {
+        for extra in host.extras.iter().filter(|e| e.starts_with("device-gfx")) {
+            let target = &extra["device-".len()..];
+            let devices: Vec<&crate::release::check::DistFacts> = survey
+                .dists
+                .iter()
+                .filter(|d| crate::release::check::device_target_of(&d.project) == Some(target))
+                .filter(|d| d.requires.contains(&host.project))
+                .collect();
+            if devices.is_empty() {
+                continue;
+            }
+            rows.push(DeviceRow {
+                target: target.to_string(),
+                install: format!("{}[{extra}]", host.project),
+                size: devices.iter().map(|d| d.size).sum(),
+                files: devices.iter().map(|d| d.file_name.clone()).collect(),
+            });
+        }
+    }
+    rows.sort_by(|a, b| a.install.cmp(&b.install));
+    rows.dedup();
+    let order: Vec<String> = crate::elf::gpu::targets::natural_order(rows.iter().map(|r| r.target.as_str()))
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    rows.sort_by_key(|r| (order.iter().position(|t| *t == r.target), r.install.clone()));
+    rows
 }
 
 fn page_check(findings: &[Finding]) -> PageCheck {

@@ -103,3 +103,8 @@ pub fn read_member(wheel: &Path, name: &str) -> Vec<u8> {
     std::io::Read::read_to_end(&mut file, &mut data).unwrap();
     data
 }
+
+/// HTML text as a person copies it: the entities a page escapes, decoded.
+pub fn html_text(text: &str) -> String {
+    text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
+}
