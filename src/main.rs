@@ -125,9 +125,10 @@ struct MetapackageArgs {
     /// The ROCm version, the public part of the metapackage's version. Ex) 10.1.0
     #[arg(long, value_name = "VERSION")]
     rocm_version: String,
-    /// The GPU architecture of this set. Ex) gfx950
-    #[arg(long, value_name = "TARGET")]
-    gpu_target: String,
+    /// The GPU architecture of this set. Ex) gfx950. Repeatable for a multi-architecture index
+    /// (one `device-<target>` extra each).
+    #[arg(long, value_name = "TARGET", required = true)]
+    gpu_target: Vec<String>,
     /// Output directory.
     #[arg(short = 'o', long = "output-dir", value_name = "DIR", default_value = ".")]
     output_dir: PathBuf,
@@ -637,7 +638,7 @@ fn main() -> ExitCode {
             options: MetapackageOptions {
                 name: args.name,
                 rocm_version: args.rocm_version,
-                gpu_target: args.gpu_target,
+                gpu_targets: args.gpu_target,
                 output_dir: args.output_dir,
             },
             wheels: args.wheels,

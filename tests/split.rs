@@ -416,6 +416,37 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         assert!(lines.iter().all(|l| l.starts_with("MISSING")), "{member}: without the device wheel: {lines:?}");
     }
 
+    // A metapackage of the multi-architecture set: one extra per target, each requiring the
+    // host with that target's extra; installed, it brings the gfx942 archives.
+    let mut args = vec!["metapackage", "--name", "rocm-fat", "--rocm-version", "7.1.0", "-o", "meta"];
+    args.extend(["--gpu-target", "gfx942", "--gpu-target", "gfx1100"]);
+    let paths: Vec<String> = written.iter().map(|n| out_dir.join(n).display().to_string()).collect();
+    args.extend(paths.iter().map(String::as_str));
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let meta = std::fs::read_dir(d.join("meta")).unwrap().next().unwrap().unwrap().path();
+    let dist_info =
+        format!("{}.dist-info/METADATA", meta.file_name().unwrap().to_str().unwrap().split("-py3").next().unwrap());
+    let text = String::from_utf8(read_member(&meta, &dist_info)).unwrap();
+    assert!(
+        text.contains(&format!("Requires-Dist: fatpkg[device-gfx942]=={VERSION}; extra == \"device-gfx942\"\n")),
+        "{text}"
+    );
+    assert!(!text.contains("fatpkg-device"), "device wheels come through the host's extra: {text}");
+    let site = d.join("site-meta");
+    run(Command::new(system_python())
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-index", "--find-links"])
+        .arg(&out_dir)
+        .arg("--find-links")
+        .arg(d.join("meta"))
+        .arg("--target")
+        .arg(&site)
+        .arg("rocm-fat[device-gfx942]"));
+    assert_eq!(
+        archives_in(&site),
+        ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"]
+    );
+
     // xnack variants and generic targets, as the runtime falls back.
     let gfx90a = pip_install(d, &out_dir, "fatpkg[device-gfx90a]", "site-gfx90a");
     let gfx1100 = pip_install(d, &out_dir, "fatpkg[device-gfx1100]", "site-gfx1100");

@@ -458,9 +458,15 @@ pub fn metapackage(
             wheel: wheel.filename.to_string(),
             platform_tags: wheel.filename.platform_tags.clone(),
             gpu_targets: analysis.gpu_targets(),
-            uncovered: crate::elf::gpu::targets::Requested::parse(&options.gpu_target)
-                .map(|r| crate::elf::gpu::targets::uncovered(&analysis.gpu, &[r]))
-                .unwrap_or_default(),
+            uncovered: {
+                let requested: Vec<_> = options
+                    .gpu_targets
+                    .iter()
+                    .filter_map(|t| crate::elf::gpu::targets::Requested::parse(t).ok())
+                    .collect();
+                crate::elf::gpu::targets::uncovered(&analysis.gpu, &requested)
+            },
+            extras: wheel.metadata.provides_extra.clone(),
         })
     });
     // The first failure in argument order is the one reported.

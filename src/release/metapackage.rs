@@ -65,12 +65,16 @@ impl MetapackageOptions {
         if release.is_none() {
             return Err(MetapackageError::RocmVersion(self.rocm_version.clone()));
         }
-        let t = &self.gpu_target;
-        let target_ok = !t.is_empty()
-            && t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && t.starts_with(|c: char| c.is_ascii_lowercase());
-        if !target_ok {
-            return Err(MetapackageError::GpuTarget(t.clone()));
+        if self.gpu_targets.is_empty() {
+            return Err(MetapackageError::GpuTarget(String::new()));
+        }
+        for t in &self.gpu_targets {
+            let target_ok = !t.is_empty()
+                && t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && t.starts_with(|c: char| c.is_ascii_lowercase());
+            if !target_ok {
+                return Err(MetapackageError::GpuTarget(t.clone()));
+            }
         }
         Ok(())
     }
@@ -83,8 +87,8 @@ pub struct MetapackageOptions {
     pub name: String,
     /// Ex) `10.1.0`
     pub rocm_version: String,
-    /// Ex) `gfx950`
-    pub gpu_target: String,
+    /// Ex) [`gfx950`]; several for a multi-architecture index (one extra each).
+    pub gpu_targets: Vec<String>,
     pub output_dir: PathBuf,
 }
 
@@ -108,19 +112,22 @@ pub struct Pinned {
     /// Its binaries with offload bundles that hold no code for the metapackage's target
     /// ([`crate::elf::gpu::targets::uncovered`]).
     pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
+    /// Its `Provides-Extra` names: a split host's `device-<target>` extras bring its device code.
+    pub extras: Vec<String>,
 }
 
 pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapackage, MetapackageError> {
     options.validate()?;
     let own = PackageName::new(&options.name);
-    let mut pins: BTreeMap<PackageName, (&str, &str, &str)> = BTreeMap::new();
+    type Pin<'a> = (&'a str, &'a str, &'a str, &'a Vec<String>);
+    let mut pins: BTreeMap<PackageName, Pin<'_>> = BTreeMap::new();
     let mut platforms: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for w in wheels {
         let project = PackageName::new(&w.name);
         if project == own {
             continue; // an earlier build of this metapackage
         }
-        if let Some((version, _, wheel)) = pins.get(&project)
+        if let Some((version, _, wheel, _)) = pins.get(&project)
             && *version != w.version
         {
             return Err(MetapackageError::TwoVersions {
@@ -131,20 +138,31 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
                 second_wheel: w.wheel.clone(),
             });
         }
-        if (!w.gpu_targets.is_empty() && !w.gpu_targets.contains(&options.gpu_target)) || !w.uncovered.is_empty() {
+        // A split set's device wheel comes with its host's extra, not as a pin of its own.
+        if let Some(target) = super::check::device_target_of(project.as_str())
+            && wheels.iter().any(|h| h.extras.iter().any(|e| e.strip_prefix("device-") == Some(target)))
+        {
+            continue;
+        }
+        let lacking: Vec<&String> = options.gpu_targets.iter().filter(|t| !w.gpu_targets.contains(t)).collect();
+        if (!w.gpu_targets.is_empty() && !lacking.is_empty()) || !w.uncovered.is_empty() {
             let found = if w.gpu_targets.is_empty() { "no GPU target".to_string() } else { w.gpu_targets.join(", ") };
             let files: Vec<String> = w.uncovered.iter().map(|u| u.file.clone()).collect();
+            let mut target: Vec<String> = w.uncovered.iter().flat_map(|u| u.targets.clone()).collect();
+            target.extend(lacking.into_iter().filter(|_| !w.gpu_targets.is_empty()).cloned());
+            target.sort();
+            target.dedup();
             return Err(MetapackageError::MissingTarget {
                 wheel: w.wheel.clone(),
                 found,
-                target: options.gpu_target.clone(),
+                target: target.join(", "),
                 files,
             });
         }
         if let Some(family) = super::platform_family(&w.platform_tags) {
             platforms.entry(family).or_default().push(w.wheel.clone());
         }
-        pins.insert(project, (&w.version, &w.name, &w.wheel));
+        pins.insert(project, (&w.version, &w.name, &w.wheel, &w.extras));
     }
     if pins.is_empty() {
         return Err(MetapackageError::Empty);
@@ -154,21 +172,33 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
         return Err(MetapackageError::MixedPlatforms(list.join("; ")));
     }
     let platform = platforms.keys().next().cloned().unwrap_or_else(|| "any".into());
-    let extra = format!("device-{}", options.gpu_target);
-    let requirements: Vec<String> =
-        pins.values().map(|(version, name, _)| format!("{name}=={version}; extra == \"{extra}\"")).collect();
+    // One extra per target; a pin that has that target's extra itself (a split host) is
+    // required with it.
+    let mut requirements: Vec<String> = Vec::new();
+    for target in &options.gpu_targets {
+        let extra = format!("device-{target}");
+        for (version, name, _, extras) in pins.values() {
+            let with = if extras.contains(&extra) { format!("[{extra}]") } else { String::new() };
+            requirements.push(format!("{name}{with}=={version}; extra == \"{extra}\""));
+        }
+    }
     let digest = Sha256::digest(requirements.join("\n").as_bytes());
-    let version =
-        format!("{}+{}.{}", options.rocm_version, options.gpu_target, &crate::wheel::digest::hex(&digest)[..8]);
+    let targets = options.gpu_targets.join(".");
+    let version = format!("{}+{targets}.{}", options.rocm_version, &crate::wheel::digest::hex(&digest)[..8]);
     <pep440_rs::Version as std::str::FromStr>::from_str(&version)
         .map_err(|e| MetapackageError::Version(version.clone(), e.to_string()))?;
 
     let escaped = options.name.replace(['-', '.'], "_");
     let dist_info = format!("{escaped}-{version}.dist-info");
     let mut metadata = format!(
-        "Metadata-Version: 2.1\nName: {}\nVersion: {version}\nSummary: The wheels built together for {} against ROCm {}, pinned exactly\nProvides-Extra: {extra}\n",
-        options.name, options.gpu_target, options.rocm_version
+        "Metadata-Version: 2.1\nName: {}\nVersion: {version}\nSummary: The wheels built together for {} against ROCm {}, pinned exactly\n",
+        options.name,
+        options.gpu_targets.join(", "),
+        options.rocm_version
     );
+    for target in &options.gpu_targets {
+        metadata.push_str(&format!("Provides-Extra: device-{target}\n"));
+    }
     for r in &requirements {
         metadata.push_str(&format!("Requires-Dist: {r}\n"));
     }
