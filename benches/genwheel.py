@@ -112,9 +112,11 @@ def fat_library(work: Path, module: str, bundles: int, object_size: int) -> Path
     """An extension whose `.hip_fatbin` is loaded, as a HIP build's is: the bundles made an
     object of an allocated read-only section, aligned to 4096, linked in."""
     blob = work / f"{module}.fatbin"
+    starts = []
     with open(blob, "wb") as f:
         for i in range(bundles):
             b = fat_bundle(object_size, i)
+            starts.append(f.tell())
             f.write(b + bytes((-len(b)) % 4096))
     obj = work / f"{module}.fatbin.o"
     subprocess.run(["objcopy", "-I", "binary", "-O", "elf64-x86-64", "-B", "i386:x86-64",
@@ -122,9 +124,18 @@ def fat_library(work: Path, module: str, bundles: int, object_size: int) -> Path
                     "--set-section-alignment", ".hip_fatbin=4096", blob.name, obj.name], check=True, cwd=work)
     blob.unlink()
     src = work / f"{module}.c"
-    src.write_text(f"int PyInit_{module}(void) {{ return 0; }}\n")
+    # One `__hip_fatbin_wrapper` per bundle in `.hipFatBinSegment`, pointing at its start (a
+    # relocation), as HIP's compiler emits them: what `split` follows.
+    symbol = f"_binary_{module}_fatbin_start"
+    wrappers = ", ".join(f"{{0x48495046u, 1u, {symbol} + {at}, 0}}" for at in starts)
+    src.write_text(
+        f"int PyInit_{module}(void) {{ return 0; }}\n"
+        f"extern const char {symbol}[];\n"
+        "struct wrapper { unsigned magic, version; const void *binary; void *reserved; };\n"
+        f"__attribute__((section(\".hipFatBinSegment\"), used)) const struct wrapper wrappers[{len(starts)}] = {{{wrappers}}};\n"
+    )
     out = work / f"fat-{module}.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(out), str(src), str(obj)], check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-Wl,-z,noexecstack", "-o", str(out), str(src), str(obj)], check=True)
     obj.unlink()
     return out
 

@@ -66,13 +66,11 @@ pub fn run(request: &SplitRequest) -> Output {
     }
     // Every code object a group takes must be in the kept copy: with --all-targets, all of them.
     let copy_keep = if request.all_targets {
-        None
+        Keep::everything()
     } else {
-        Some(Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect()))
+        Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect())
     };
-    if let Some(keep) = copy_keep {
-        settings.analyze.keep_bundled_copies = Some(CopyRoom::new(request.wheel_dir.clone(), COPY_ROOM, keep));
-    }
+    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(request.wheel_dir.clone(), COPY_ROOM, copy_keep));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);
@@ -171,11 +169,11 @@ fn write_one(
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
     let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
     let output = output.unwrap_or_else(|| dest.to_path_buf());
-    let mut devices = Vec::new();
-    for group in &plan.groups {
+    // The device wheels are independent: written on every core.
+    let devices = parallel::try_map(&plan.groups, |group| {
         let name = device_name(&request.device_name, &wheel.metadata.name, group);
-        devices.push(write_device(wheel, plan, group, &name, &request.wheel_dir)?);
-    }
+        write_device(wheel, plan, group, &name, &request.wheel_dir)
+    })?;
     Ok(SplitOutcome {
         wheel: wheel.filename.to_string(),
         host: output.display().to_string(),
@@ -214,9 +212,8 @@ fn write_device(
     for binary in &plan.binaries {
         let archives = binary.archives.lock().map_err(|_| io("archives", std::io::Error::other("poisoned")))?;
         let Some(file) = archives.get(group) else { continue };
-        let len = file.metadata().map_err(|e| io("archive", e))?.len();
-        let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_exact_at(file, buf, at);
-        let stored = Spilled::from_reader(len, 0, dir, None, read).map_err(|e| io("archive", e))?;
+        // zstd frames deflate no further: the archive is stored as it was written, not copied.
+        let stored = file.try_clone().and_then(Spilled::stored).map_err(|e| io("archive", e))?;
         spilled.push((binary.archive_path(group), Arc::new(stored)));
     }
     let databases: Vec<_> = plan.databases.iter().filter(|m| m.group.as_deref() == Some(group)).collect();

@@ -81,12 +81,12 @@ pub fn to_text(results: &[Split<'_>]) -> String {
         let _ = writeln!(out, "{}: host {}", o.wheel, o.host);
         let _ = writeln!(
             out,
-            "  size: {} -> {} download, {} -> {} installed ({} moved out)",
+            "  size: {} -> {} download, {} -> {} installed (the device code of {} moved out)",
             size(o.size_before),
             size(o.size_after),
             size(o.installed_before),
             size(o.installed_after),
-            crate::log::plural(o.binaries, "binary's device code")
+            if o.binaries == 1 { "1 binary".to_string() } else { format!("{} binaries", o.binaries) }
         );
         for d in &o.devices {
             let _ = writeln!(

@@ -123,8 +123,9 @@ pub mod write {
 /// The header of an archive: `KPAK`, u32 version 1, u64 offset of the table of contents, then
 /// zeros up to the first blob.
 const ARCHIVE_HEADER: u64 = 64;
-/// zstd level of archived code objects: they are written once and read at every first launch.
-const ARCHIVE_ZSTD_LEVEL: i32 = 19;
+/// zstd level of archived code objects: zstd's default, fast enough for GBs of device code (the
+/// archives are stored in the device wheel, not deflated again).
+const ARCHIVE_ZSTD_LEVEL: i32 = 1;
 
 /// A kpack archive being written (`zstd-per-kernel`): each code object one zstd frame, in order
 /// after the header, and at the end the table of contents naming, for each

@@ -110,6 +110,12 @@ impl Keep {
         if self.targets.iter().any(|r| runs_with(r, &[processor], &features)) { Verdict::Runs } else { Verdict::Drop }
     }
 
+    /// A keep of every processor LLVM knows: nothing is dropped (what `split` reads).
+    pub fn everything() -> Keep {
+        let names = (0..=0xff).filter_map(super::mach_name);
+        Keep::new(names.filter_map(|n| Requested::parse(n).ok()).collect())
+    }
+
     /// Whether a code object of `target` is kept.
     pub fn keeps(&self, target: &str) -> bool {
         self.verdict(target) != Verdict::Drop

@@ -101,6 +101,37 @@ impl Spilled {
         Spilled::from_blocks(len, level, dir, reuse, Source::Reader(&read_at))
     }
 
+    /// A file this run made, taken as it is to be stored (not deflated): its CRC-32 and sha256
+    /// are read from it, and it is not copied. Ex) a kpack archive, whose zstd frames deflate
+    /// no further.
+    pub fn stored(file: File) -> io::Result<Spilled> {
+        use sha2::Digest;
+        use std::io::{Read, Seek};
+        let mut crc = libdeflater::Crc::new();
+        let mut sha = sha2::Sha256::new();
+        let mut reader = &file;
+        reader.seek(io::SeekFrom::Start(0))?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut size = 0u64;
+        loop {
+            let n = reader.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            crc.update(&buf[..n]);
+            sha.update(&buf[..n]);
+            size += n as u64;
+        }
+        Ok(Spilled {
+            file,
+            method: Method::Stored,
+            crc32: crc.sum(),
+            size,
+            compressed_size: size,
+            sha256: sha.finalize().into(),
+        })
+    }
+
     fn from_blocks(
         len: u64,
         level: u32,
