@@ -492,3 +492,34 @@ fn thin_prune_files_drops_other_targets_kernel_databases_and_show_counts_them() 
     let record = assert_true_record(&d.join("kept").join(wheel.file_name().unwrap()));
     assert!(DATABASES.iter().all(|(path, _)| record.contains(path)));
 }
+
+#[test]
+fn split_refuses_bundles_no_wrapper_points_at_and_names_the_file() {
+    use support::gpugen::{GFX950, bundle_for, host_with_fatbin, host_with_wrapped_fatbin};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bundle = || bundle_for(&[("gfx950", GFX950)], 6);
+    let cases = [
+        ("nowrap", host_with_fatbin("_k", bundle()), "no .hipFatBinSegment wrappers"),
+        ("twowrap", host_with_wrapped_fatbin("_k", bundle(), 2), "1 bundles but 2 wrappers"),
+    ];
+    for (name, lib, why) in cases {
+        let wheel =
+            WheelSpec::new(name, "1.0", "cp312-cp312-linux_x86_64").file(&format!("{name}/_k.so"), lib).write(d);
+        let out = wheelfix(d, &["split", "--all-targets", "-w", name, wheel.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("cannot split `{name}/_k.so`")) && err.contains(why), "{err}");
+        let left: Vec<_> = std::fs::read_dir(d.join(name)).map(|r| r.collect()).unwrap_or_default();
+        assert!(left.is_empty(), "{name}: nothing is written");
+    }
+    // One good wheel beside a bad one is written.
+    let good = WheelSpec::new("good", "1.0", "cp312-cp312-linux_x86_64")
+        .file("good/_k.so", host_with_wrapped_fatbin("_k", bundle(), 1))
+        .write(d);
+    let bad = d.join("nowrap-1.0-cp312-cp312-linux_x86_64.whl");
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "both", bad.to_str().unwrap(), good.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(d.join("both/good-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    assert!(d.join("both/good_device_gfx950-1.0-cp312-cp312-linux_x86_64.whl").exists());
+}

@@ -44,6 +44,8 @@ pub enum Error {
     MissingTargets { missing: Vec<String>, present: Vec<String>, files: Vec<String> },
     #[error("cannot thin `{file}`: {problem}; nothing was written")]
     Unthinnable { file: String, problem: String },
+    #[error("cannot split `{file}`: {problem}; nothing was written")]
+    Unsplittable { file: String, problem: String },
     #[error("pip refuses to install it: {}; nothing was written (rebuild the wheel)", problems.join("; "))]
     Uninstallable { problems: Vec<String> },
 }

@@ -147,7 +147,7 @@ fn plan_one(
     let name = |group: &str| device_name(&request.device_name, &host, group);
     let plan = split(wheel, analysis, groups, &name, request.compact, level, &request.wheel_dir);
     if let Some((file, problem)) = plan.unreadable.first() {
-        return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
+        return Err(Error::Unsplittable { file: file.clone(), problem: problem.clone() });
     }
     let dest = request.wheel_dir.join(wheel.filename.to_string());
     let _ = path;

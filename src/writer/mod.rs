@@ -43,6 +43,8 @@ pub enum WriteError {
     Patch { file: String, source: PatchError },
     #[error("cannot thin `{file}`: {message}")]
     Thin { file: String, message: String },
+    #[error("cannot split `{file}`: {message}")]
+    Split { file: String, message: String },
     #[error("cannot strip {path}: {message}")]
     Strip { path: String, message: String },
     #[error("cannot write the patched `{file}` aside: {source}")]

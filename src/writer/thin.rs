@@ -48,7 +48,10 @@ fn thin_from(
     dir: &Path,
     copy: Option<&BundledCopy>,
 ) -> Result<Spilled, WriteError> {
-    let fail = |message: String| WriteError::Thin { file: change.member.clone(), message };
+    let fail = |message: String| match change.split {
+        Some(_) => WriteError::Split { file: change.member.clone(), message },
+        None => WriteError::Thin { file: change.member.clone(), message },
+    };
     let member = wheel.archive.member(&change.member).ok_or_else(|| fail("not a member of the wheel".into()))?;
     let inflated;
     let (file, holes, marks): (&std::fs::File, Ranges, Option<&BlockMarks>) = match copy {
