@@ -547,6 +547,10 @@ struct SplitArgs {
     /// Directory for the host and device wheels.
     #[arg(short = 'w', long = "wheel-dir", value_name = "DIR", default_value = "wheelhouse")]
     wheel_dir: PathBuf,
+    /// One device wheel per processor (`gfx1100`), sub-family (`gfx110x`) or family (`gfx11`);
+    /// the host has an extra per processor and per group either way.
+    #[arg(long, value_enum, default_value = "target")]
+    group_by: cmd::split::GroupBy,
     /// Take the pages the device code held out of each host binary (the default).
     #[arg(long, overrides_with = "no_compact")]
     compact: bool,
@@ -576,6 +580,7 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         targets: args.gpu_targets,
         all_targets: args.all_targets,
         device_name: args.device_name,
+        group_by: args.group_by,
         compact: !args.no_compact,
     }
 }

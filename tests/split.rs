@@ -447,6 +447,49 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"]
     );
 
+    // Grouped by family: one device wheel for gfx9 (gfx90a and gfx942), one for gfx11; the
+    // host keeps an extra per processor. Installed with [device-gfx942], the gfx942 code loads.
+    let out = wheelfix(d, &["split", "--all-targets", "--group-by", "family", "-w", "family", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut names: Vec<String> = std::fs::read_dir(d.join("family"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            format!("fatpkg-{VERSION}-py3-none-linux_x86_64.whl"),
+            format!("fatpkg_device_gfx11-{VERSION}-py3-none-linux_x86_64.whl"),
+            format!("fatpkg_device_gfx9-{VERSION}-py3-none-linux_x86_64.whl"),
+        ]
+    );
+    let metadata = String::from_utf8(read_member(
+        &d.join("family").join(&names[0]),
+        &format!("fatpkg-{VERSION}.dist-info/METADATA"),
+    ))
+    .unwrap();
+    for (extra, project) in
+        [("gfx942", "gfx9"), ("gfx90a", "gfx9"), ("gfx9", "gfx9"), ("gfx1100", "gfx11"), ("gfx11", "gfx11")]
+    {
+        let line = format!("Requires-Dist: fatpkg-device-{project}=={VERSION}; extra == \"device-{extra}\"\n");
+        assert!(metadata.contains(&line), "{line}{metadata}");
+    }
+    assert_eq!(metadata.matches("extra == \"device-all\"").count(), 2, "{metadata}");
+    let family = pip_install(d, &d.join("family"), "fatpkg[device-gfx942]", "site-family");
+    assert_eq!(
+        archives_in(&family),
+        [
+            "fatpkg/.kpack/libk-lld.so_gfx90a.kpack",
+            "fatpkg/.kpack/libk-lld.so_gfx942.kpack",
+            "fatpkg/sub/.kpack/libk-bfd.so_gfx90a.kpack",
+            "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"
+        ]
+    );
+    let (member, _, registered) = &originals[0];
+    let (lines, value) = load_as(d, &stub, &family.join(member), "gfx942", None);
+    assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"));
+
     // xnack variants and generic targets, as the runtime falls back.
     let gfx90a = pip_install(d, &out_dir, "fatpkg[device-gfx90a]", "site-gfx90a");
     let gfx1100 = pip_install(d, &out_dir, "fatpkg[device-gfx1100]", "site-gfx1100");

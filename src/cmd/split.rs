@@ -13,7 +13,7 @@ use super::write::{Destination, Placement, place};
 use super::{Common, Output, display_name};
 use crate::analysis::CopyRoom;
 use crate::elf::gpu::targets::Keep;
-use crate::plan::split::{Group, SplitPlan, all_groups, split};
+use crate::plan::split::{DeviceNames, Group, SplitPlan, all_groups, split};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::wheel::WheelFilename;
 use crate::wheel::name::PackageName;
@@ -26,6 +26,30 @@ const COPY_ROOM: u64 = 16 << 30;
 /// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
 pub const DEFAULT_DEVICE_NAME: &str = "{name}-device-{target}";
 
+/// What one device wheel holds: one processor's code, or a family's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    /// `gfx1100`
+    Target,
+    /// `gfx110x`: gfx1100–gfx1103 (the processor name without its last character)
+    Subfamily,
+    /// `gfx11`: every gfx11 processor (the name without its last two characters)
+    Family,
+}
+
+impl GroupBy {
+    /// The device wheel a processor's code goes to. Ex) (Subfamily, `gfx1151`) → `gfx115x`;
+    /// a generic processor is its own group.
+    pub fn wheel_of(self, processor: &str) -> String {
+        let digits = processor.strip_prefix("gfx").filter(|_| !processor.ends_with("-generic"));
+        match (self, digits) {
+            (GroupBy::Target, _) | (_, None) => processor.to_string(),
+            (GroupBy::Subfamily, Some(d)) => format!("gfx{}x", &d[..d.len().saturating_sub(1)]),
+            (GroupBy::Family, Some(d)) => format!("gfx{}", &d[..d.len().saturating_sub(2)]),
+        }
+    }
+}
+
 /// `split`'s request.
 #[derive(Debug, Clone)]
 pub struct SplitRequest {
@@ -37,6 +61,8 @@ pub struct SplitRequest {
     pub all_targets: bool,
     /// The device wheels' name, `{name}` and `{target}` filled in.
     pub device_name: String,
+    /// One device wheel per processor, or per (sub-)family of processors.
+    pub group_by: GroupBy,
     pub compact: bool,
 }
 
@@ -144,8 +170,10 @@ fn plan_one(
         return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
     }
     let host = wheel.metadata.name.clone();
-    let name = |group: &str| device_name(&request.device_name, &host, group);
-    let plan = split(wheel, analysis, groups, &name, request.compact, level, &request.wheel_dir);
+    let project = |group: &str| device_name(&request.device_name, &host, group);
+    let wheel_of = |processor: &str| request.group_by.wheel_of(processor);
+    let names = DeviceNames { wheel_of: &wheel_of, project: &project };
+    let plan = split(wheel, analysis, groups, &names, request.compact, level, &request.wheel_dir);
     if let Some((file, problem)) = plan.unreadable.first() {
         return Err(Error::Unsplittable { file: file.clone(), problem: problem.clone() });
     }
@@ -169,10 +197,19 @@ fn write_one(
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
     let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
     let output = output.unwrap_or_else(|| dest.to_path_buf());
-    // The device wheels are independent: written on every core.
-    let devices = parallel::try_map(&plan.groups, |group| {
+    // One device wheel per wheel group, with its processors' code; independent of each other,
+    // so written on every core.
+    let mut wheels: Vec<(String, Vec<&str>)> = Vec::new();
+    for processor in &plan.groups {
+        let group = request.group_by.wheel_of(processor);
+        match wheels.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, members)) => members.push(processor),
+            None => wheels.push((group, vec![processor])),
+        }
+    }
+    let devices = parallel::try_map(&wheels, |(group, processors)| {
         let name = device_name(&request.device_name, &wheel.metadata.name, group);
-        write_device(wheel, plan, group, &name, &request.wheel_dir)
+        write_device(wheel, plan, (group, processors), &name, &request.wheel_dir)
     })?;
     Ok(SplitOutcome {
         wheel: wheel.filename.to_string(),
@@ -193,7 +230,7 @@ fn write_one(
 fn write_device(
     wheel: &wheel::Wheel,
     plan: &SplitPlan,
-    group: &str,
+    (group, processors): (&str, &[&str]),
     name: &str,
     dir: &Path,
 ) -> Result<DeviceWheel, Error> {
@@ -211,18 +248,26 @@ fn write_device(
     let mut spilled = Vec::new();
     for binary in &plan.binaries {
         let archives = binary.archives.lock().map_err(|_| io("archives", std::io::Error::other("poisoned")))?;
-        let Some(file) = archives.get(group) else { continue };
-        // zstd frames deflate no further: the archive is stored as it was written, not copied.
-        let stored = file.try_clone().and_then(Spilled::stored).map_err(|e| io("archive", e))?;
-        spilled.push((binary.archive_path(group), Arc::new(stored)));
+        for processor in processors {
+            let Some(file) = archives.get(*processor) else { continue };
+            // zstd frames deflate no further: the archive is stored as it was written, not copied.
+            let stored = file.try_clone().and_then(Spilled::stored).map_err(|e| io("archive", e))?;
+            spilled.push((binary.archive_path(processor), Arc::new(stored)));
+        }
     }
-    let databases: Vec<_> = plan.databases.iter().filter(|m| m.group.as_deref() == Some(group)).collect();
+    let databases: Vec<_> =
+        plan.databases.iter().filter(|m| m.group.as_deref().is_some_and(|g| processors.contains(&g))).collect();
     for db in &databases {
         spilled.push((db.member.clone(), Arc::new(copied(wheel, &db.member, dir, plan.plan.compression_level)?)));
     }
     let metadata = format!(
-        "Metadata-Version: 2.1\nName: {name}\nVersion: {}\nSummary: {group} device code of {} {}, split out by wheelfix (kpack archives)\nRequires-Dist: {}=={}\n",
-        version.text, wheel.metadata.name, version.text, wheel.metadata.name, version.text
+        "Metadata-Version: 2.1\nName: {name}\nVersion: {}\nSummary: {} device code of {} {}, split out by wheelfix (kpack archives)\nRequires-Dist: {}=={}\n",
+        version.text,
+        processors.join(", "),
+        wheel.metadata.name,
+        version.text,
+        wheel.metadata.name,
+        version.text
     );
     let tags: Vec<String> = wheel
         .filename

@@ -123,7 +123,7 @@ pub fn split(
     wheel: &Wheel,
     analysis: &Analysis,
     groups: &[Group],
-    device_name: &dyn Fn(&str) -> String,
+    names: &DeviceNames<'_>,
     compact: bool,
     compression_level: u32,
     dir: &std::path::Path,
@@ -225,45 +225,67 @@ pub fn split(
         binaries.push(to);
         cut.push(file_cut);
     }
-    let names: Vec<&str> = present.iter().map(|g| g.name.as_str()).collect();
+    let present: Vec<&str> = present.iter().map(|g| g.name.as_str()).collect();
     let groups: Vec<String> =
-        crate::elf::gpu::targets::natural_order(names.iter().copied()).into_iter().map(str::to_string).collect();
+        crate::elf::gpu::targets::natural_order(present.iter().copied()).into_iter().map(str::to_string).collect();
     if !binaries.is_empty() || !databases.is_empty() {
-        let metadata = with_device_extras(&wheel.metadata_text, &groups, device_name, &wheel.metadata.version.text);
+        let extras = device_extras(&groups, names);
+        let metadata = with_device_extras(&wheel.metadata_text, &extras, &wheel.metadata.version.text);
         let path = format!("{}/METADATA", wheel.dist_info);
         plan.replace.insert(path, NewMember { content: Content::Bytes(metadata.into_bytes()), mode: None });
     }
     SplitPlan { plan, binaries, cut, left, unreadable, groups, databases }
 }
 
-/// METADATA with an extra per group, `device-<group>`, requiring that device wheel at exactly
-/// `version`, and `device-all` requiring every one; the new header lines go after the others,
-/// before the description. Extras of those names already declared are left out (a host split
-/// before).
-pub fn with_device_extras(
-    metadata: &str,
-    groups: &[String],
-    device_name: &dyn Fn(&str) -> String,
-    version: &str,
-) -> String {
+/// The host's extras: one per processor (`device-gfx1100`), and one per device wheel that holds
+/// several (`device-gfx110x`), each naming the device project of its wheel group.
+pub fn device_extras(processors: &[String], names: &DeviceNames<'_>) -> Vec<(String, String)> {
+    let mut extras: Vec<(String, String)> =
+        processors.iter().map(|p| (p.clone(), (names.project)(&(names.wheel_of)(p)))).collect();
+    for p in processors {
+        let group = (names.wheel_of)(p);
+        if !extras.iter().any(|(name, _)| *name == group) {
+            extras.push((group.clone(), (names.project)(&group)));
+        }
+    }
+    extras
+}
+
+/// How device wheels are named: the wheel group a processor's code goes to (itself, or its
+/// family: `gfx1100` → `gfx110x`), and a group's project name.
+pub struct DeviceNames<'a> {
+    pub wheel_of: &'a dyn Fn(&str) -> String,
+    pub project: &'a dyn Fn(&str) -> String,
+}
+
+/// METADATA with the extras `device-<name>`, each requiring its device wheel at exactly
+/// `version` (`extras`: extra name → device project; several extras may bring one wheel, a
+/// family's), and `device-all` requiring every device wheel once; the new header lines go after
+/// the others, before the description. Extras of those names already declared are left out (a
+/// host split before).
+pub fn with_device_extras(metadata: &str, extras: &[(String, String)], version: &str) -> String {
     let mut lines = String::new();
     let declared = |extra: &str| {
         metadata.lines().take_while(|l| !l.is_empty()).any(|l| {
             l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("Provides-Extra") && v.trim() == extra)
         })
     };
-    for group in groups {
-        let extra = format!("device-{group}");
+    let mut projects: Vec<&str> = Vec::new();
+    for (name, project) in extras {
+        if !projects.contains(&project.as_str()) {
+            projects.push(project);
+        }
+        let extra = format!("device-{name}");
         if declared(&extra) {
             continue;
         }
         lines.push_str(&format!("Provides-Extra: {extra}\n"));
-        lines.push_str(&format!("Requires-Dist: {}=={version}; extra == \"{extra}\"\n", device_name(group)));
+        lines.push_str(&format!("Requires-Dist: {project}=={version}; extra == \"{extra}\"\n"));
     }
-    if !groups.is_empty() && !declared("device-all") {
+    if !projects.is_empty() && !declared("device-all") {
         lines.push_str("Provides-Extra: device-all\n");
-        for group in groups {
-            lines.push_str(&format!("Requires-Dist: {}=={version}; extra == \"device-all\"\n", device_name(group)));
+        for project in projects {
+            lines.push_str(&format!("Requires-Dist: {project}=={version}; extra == \"device-all\"\n"));
         }
     }
     // Headers end at the first empty line; the body after it is the description.
@@ -281,15 +303,26 @@ mod tests {
 
     #[test]
     fn extras_go_after_the_headers_and_before_the_description() {
-        let name = |g: &str| format!("k-device-{g}");
+        let pairs = |gs: &[&str]| -> Vec<(String, String)> {
+            gs.iter().map(|g| (g.to_string(), format!("k-device-{g}"))).collect()
+        };
         let text = "Metadata-Version: 2.1\nName: k\nVersion: 1.0\n\nThe description.\n";
-        let out = with_device_extras(text, &["gfx942".into(), "gfx950".into()], &name, "1.0");
+        let out = with_device_extras(text, &pairs(&["gfx942", "gfx950"]), "1.0");
         assert_eq!(
             out,
             "Metadata-Version: 2.1\nName: k\nVersion: 1.0\nProvides-Extra: device-gfx942\nRequires-Dist: k-device-gfx942==1.0; extra == \"device-gfx942\"\nProvides-Extra: device-gfx950\nRequires-Dist: k-device-gfx950==1.0; extra == \"device-gfx950\"\nProvides-Extra: device-all\nRequires-Dist: k-device-gfx942==1.0; extra == \"device-all\"\nRequires-Dist: k-device-gfx950==1.0; extra == \"device-all\"\n\nThe description.\n"
         );
-        let again = with_device_extras(&out, &["gfx942".into(), "gfx950".into()], &name, "1.0");
+        let again = with_device_extras(&out, &pairs(&["gfx942", "gfx950"]), "1.0");
         assert_eq!(again, out, "a second split declares nothing twice");
-        assert!(with_device_extras("Name: k\n", &["gfx942".into()], &name, "1").ends_with("extra == \"device-all\"\n"));
+        assert!(with_device_extras("Name: k\n", &pairs(&["gfx942"]), "1").ends_with("extra == \"device-all\"\n"));
+        // A family's wheel: one per family in device-all, whatever the extras naming it.
+        let family = vec![
+            ("gfx1100".to_string(), "k-device-gfx110x".to_string()),
+            ("gfx1101".to_string(), "k-device-gfx110x".to_string()),
+            ("gfx110x".to_string(), "k-device-gfx110x".to_string()),
+        ];
+        let out = with_device_extras("Name: k\n", &family, "1");
+        assert_eq!(out.matches("extra == \"device-all\"").count(), 1, "{out}");
+        assert!(out.contains("Requires-Dist: k-device-gfx110x==1; extra == \"device-gfx1101\"\n"), "{out}");
     }
 }
