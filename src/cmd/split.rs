@@ -222,6 +222,7 @@ fn write_one(
         devices,
         cut: plan.cut.clone(),
         left: plan.left.clone(),
+        uncovered: plan.uncovered.clone(),
     })
 }
 

@@ -81,6 +81,9 @@ pub struct SplitPlan {
     /// Kernel database files leaving the host: each to its group's device wheel (at the same
     /// path), or to none (a target no group takes).
     pub databases: Vec<DatabaseMove>,
+    /// Binaries that have no code at all for some of the groups (as the fat wheel had none):
+    /// installed with those extras, they cannot load their kernels there.
+    pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
 }
 
 /// A kernel database file that leaves the host wheel.
@@ -234,7 +237,10 @@ pub fn split(
         let path = format!("{}/METADATA", wheel.dist_info);
         plan.replace.insert(path, NewMember { content: Content::Bytes(metadata.into_bytes()), mode: None });
     }
-    SplitPlan { plan, binaries, cut, left, unreadable, groups, databases }
+    let requested: Vec<_> = groups.iter().filter_map(|g| Requested::parse(g).ok()).collect();
+    let moved: Vec<GpuCode> = analysis.gpu.iter().filter(|c| cut.iter().any(|f| f.file == c.file)).cloned().collect();
+    let uncovered = crate::elf::gpu::targets::uncovered(&moved, &requested);
+    SplitPlan { plan, binaries, cut, left, unreadable, groups, databases, uncovered }
 }
 
 /// The host's extras: one per processor (`device-gfx1100`), and one per device wheel that holds

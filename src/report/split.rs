@@ -45,6 +45,10 @@ pub struct SplitOutcome {
     pub cut: Vec<FileCut>,
     /// Device code in other forms, left in the host wheel.
     pub left: Vec<GpuCode>,
+    /// Binaries with no code at all for some of the device wheels' targets (the fat wheel had
+    /// none either): installed with those extras, they cannot load their kernels.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
 }
 
 #[derive(Serialize)]
