@@ -261,11 +261,19 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     ))
     .unwrap();
     assert!(device.contains("Requires-Dist: fatpkg==1.0+rocm7.1.0\n"), "{device}");
-    // No device code stays in the host: its binaries install smaller than the originals.
+    // No device code stays in the host: its binaries install smaller than the originals, and
+    // readelf and eu-elflint say nothing of them they did not say of the originals.
     for (member, bytes, _) in &originals {
         let split = read_member(&host, member);
         assert!(split.len() + 40 * 4096 < bytes.len(), "{member}: {} of {} bytes", split.len(), bytes.len());
         assert!(bundles(&split).is_empty(), "{member}: an offload bundle is left");
+        let (old_path, new_path) = (d.join("original.so"), d.join("split.so"));
+        std::fs::write(&old_path, bytes).unwrap();
+        std::fs::write(&new_path, &split).unwrap();
+        assert_eq!(support::hip::readelf_warnings(&new_path), "", "{member}");
+        let before = support::hip::elflint(&old_path);
+        let new: Vec<String> = support::hip::elflint(&new_path).into_iter().filter(|l| !before.contains(l)).collect();
+        assert!(new.is_empty(), "{member}: eu-elflint says more than of the original: {new:?}");
     }
 
     // `check` on the set: nothing to say; without a device wheel, or with one split from
@@ -364,6 +372,7 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     for (member, _, _) in &originals {
         let gpu = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == **member).expect("listed");
         assert_eq!(gpu["container"], "kpack-split", "{gpu}");
+        assert!(!report.to_string().contains("not loadable"), "{report}");
         assert_eq!(
             gpu["kpack_search_paths"][0],
             format!(".kpack/{}_@GFXARCH@.kpack", member.rsplit('/').next().unwrap())
@@ -565,4 +574,14 @@ fn split_refuses_bundles_no_wrapper_points_at_and_names_the_file() {
     assert_eq!(out.status.code(), Some(1));
     assert!(d.join("both/good-1.0-cp312-cp312-linux_x86_64.whl").exists());
     assert!(d.join("both/good_device_gfx950-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    // TheRock's names, and a template that would name every device wheel alike.
+    let g = good.to_str().unwrap();
+    let out = wheelfix(d, &["split", "--all-targets", "--device-name", "amd-{name}-device-{target}", "-w", "amd", g]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(d.join("amd/amd_good_device_gfx950-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    let out = wheelfix(d, &["split", "--all-targets", "--device-name", "{name}-device", "-w", "same", g]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!d.join("same").exists());
+    let out = wheelfix(d, &["split", "--gpu-target", "gfx950:xnack+", "-w", "feat", g]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
