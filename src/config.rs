@@ -13,6 +13,8 @@
 //! memory = "2G"
 //! zip-compression-level = 6
 //! with-wheels = ["../deps"]
+//! device-name = "amd-{name}-device-{target}"
+//! group-by = "target"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -45,6 +47,10 @@ pub struct Config {
     pub zip_compression_level: Option<u32>,
     /// `--with-wheels`: wheel files or directories, relative to this file's directory.
     pub with_wheels: Option<Vec<String>>,
+    /// `split --device-name`.
+    pub device_name: Option<String>,
+    /// `split --group-by`: `target`, `subfamily` or `family`.
+    pub group_by: Option<String>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

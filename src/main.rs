@@ -541,16 +541,18 @@ struct SplitArgs {
     #[arg(long)]
     all_targets: bool,
     /// The device wheels' project name: `{name}` is the host's, `{target}` the processor
-    /// (`amd-{name}-device-{target}` gives TheRock's names).
-    #[arg(long, value_name = "TEMPLATE", default_value = cmd::split::DEFAULT_DEVICE_NAME)]
-    device_name: String,
+    /// (`amd-{name}-device-{target}` gives TheRock's names). Default: `device-name` of
+    /// [tool.wheelfix], else `{name}-device-{target}`.
+    #[arg(long, value_name = "TEMPLATE")]
+    device_name: Option<String>,
     /// Directory for the host and device wheels.
     #[arg(short = 'w', long = "wheel-dir", value_name = "DIR", default_value = "wheelhouse")]
     wheel_dir: PathBuf,
     /// One device wheel per processor (`gfx1100`), sub-family (`gfx110x`) or family (`gfx11`);
-    /// the host has an extra per processor and per group either way.
-    #[arg(long, value_enum, default_value = "target")]
-    group_by: cmd::split::GroupBy,
+    /// the host has an extra per processor and per group either way. Default: `group-by` of
+    /// [tool.wheelfix], else `target`.
+    #[arg(long, value_enum)]
+    group_by: Option<cmd::split::GroupBy>,
     /// Take the pages the device code held out of each host binary (the default).
     #[arg(long, overrides_with = "no_compact")]
     compact: bool,

@@ -584,4 +584,25 @@ fn split_refuses_bundles_no_wrapper_points_at_and_names_the_file() {
     assert!(!d.join("same").exists());
     let out = wheelfix(d, &["split", "--gpu-target", "gfx950:xnack+", "-w", "feat", g]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // [tool.wheelfix] gives the targets, the names and the grouping; flags win over it.
+    let project = d.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("pyproject.toml"),
+        "[tool.wheelfix]\ngpu-targets = [\"gfx950\"]\ndevice-name = \"amd-{name}-device-{target}\"\ngroup-by = \"family\"\n",
+    )
+    .unwrap();
+    let out = wheelfix(&project, &["split", "-w", "cfg", g]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(project.join("cfg/amd_good_device_gfx9-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    let out = wheelfix(
+        &project,
+        &["split", "--group-by", "target", "--device-name", "{name}-gpu-{target}", "-w", "flags", g],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(project.join("flags/good_gpu_gfx950-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    std::fs::write(project.join("pyproject.toml"), "[tool.wheelfix]\ngroup-by = \"galaxy\"\n").unwrap();
+    let out = wheelfix(&project, &["split", "--all-targets", "-w", "bad", g]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("group-by = \"galaxy\""), "{}", stderr(&out));
 }

@@ -59,10 +59,12 @@ pub struct SplitRequest {
     /// The groups asked for (`--gpu-target`); empty with `all_targets`.
     pub targets: Vec<String>,
     pub all_targets: bool,
-    /// The device wheels' name, `{name}` and `{target}` filled in.
-    pub device_name: String,
-    /// One device wheel per processor, or per (sub-)family of processors.
-    pub group_by: GroupBy,
+    /// `--device-name`: the device wheels' name, `{name}` and `{target}` filled in; else
+    /// `device-name` of `[tool.wheelfix]`, else [`DEFAULT_DEVICE_NAME`].
+    pub device_name: Option<String>,
+    /// `--group-by`: one device wheel per processor, or per (sub-)family; else `group-by` of
+    /// `[tool.wheelfix]`, else per processor.
+    pub group_by: Option<GroupBy>,
     pub compact: bool,
 }
 
@@ -72,9 +74,12 @@ pub fn run(request: &SplitRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    if let Err(e) = check_device_name(&request.device_name) {
-        return Output::usage(e);
-    }
+    let naming = match Naming::of(request) {
+        Ok(naming) => naming,
+        Err(e) => return Output::usage(e),
+    };
+    let request = &SplitRequest { device_name: Some(naming.0), group_by: Some(naming.1), ..request.clone() };
+
     let asked: Result<Vec<Group>, String> = match (request.all_targets, request.targets.is_empty()) {
         (true, false) => return Output::usage("give --gpu-target or --all-targets, not both"),
         (false, true) if settings.gpu_targets.value.is_empty() => {
@@ -129,6 +134,32 @@ pub fn run(request: &SplitRequest) -> Output {
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
 }
 
+/// The device wheels' name template and grouping: the flags, else `[tool.wheelfix]`, else the
+/// defaults; a template that does not make distinct project names is refused.
+struct Naming(String, GroupBy);
+
+impl Naming {
+    fn of(request: &SplitRequest) -> Result<Naming, String> {
+        let loaded = crate::config::resolve(request.common.config.as_deref()).map_err(|e| e.to_string())?;
+        let config = loaded.config;
+        let template =
+            request.device_name.clone().or(config.device_name).unwrap_or_else(|| DEFAULT_DEVICE_NAME.to_string());
+        check_device_name(&template)?;
+        let group_by = match (request.group_by, config.group_by.as_deref()) {
+            (Some(g), _) => g,
+            (None, None) => GroupBy::Target,
+            (None, Some(text)) => <GroupBy as clap::ValueEnum>::from_str(text, false)
+                .map_err(|_| format!("group-by = {text:?} in [tool.wheelfix]: target, subfamily or family"))?,
+        };
+        Ok(Naming(template, group_by))
+    }
+
+    /// The template of a request [`run`] completed.
+    fn template(request: &SplitRequest) -> &str {
+        request.device_name.as_deref().unwrap_or(DEFAULT_DEVICE_NAME)
+    }
+}
+
 /// One group from a target a user names: a processor (`gfx942`); features are not a group.
 fn group_of(target: &str) -> Result<Group, String> {
     if target.contains(':') {
@@ -170,8 +201,9 @@ fn plan_one(
         return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
     }
     let host = wheel.metadata.name.clone();
-    let project = |group: &str| device_name(&request.device_name, &host, group);
-    let wheel_of = |processor: &str| request.group_by.wheel_of(processor);
+    let project = |group: &str| device_name(Naming::template(request), &host, group);
+    let group_by = request.group_by.unwrap_or(GroupBy::Target);
+    let wheel_of = |processor: &str| group_by.wheel_of(processor);
     let names = DeviceNames { wheel_of: &wheel_of, project: &project };
     let plan = split(wheel, analysis, groups, &names, request.compact, level, &request.wheel_dir);
     if let Some((file, problem)) = plan.unreadable.first() {
@@ -201,14 +233,14 @@ fn write_one(
     // so written on every core.
     let mut wheels: Vec<(String, Vec<&str>)> = Vec::new();
     for processor in &plan.groups {
-        let group = request.group_by.wheel_of(processor);
+        let group = request.group_by.unwrap_or(GroupBy::Target).wheel_of(processor);
         match wheels.iter_mut().find(|(g, _)| *g == group) {
             Some((_, members)) => members.push(processor),
             None => wheels.push((group, vec![processor])),
         }
     }
     let devices = parallel::try_map(&wheels, |(group, processors)| {
-        let name = device_name(&request.device_name, &wheel.metadata.name, group);
+        let name = device_name(Naming::template(request), &wheel.metadata.name, group);
         write_device(wheel, plan, (group, processors), &name, &request.wheel_dir)
     })?;
     Ok(SplitOutcome {
