@@ -220,9 +220,14 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     }
     let wheel = spec.write(&d.join("in"));
 
-    let out = wheelfix(d, &["split", "--all-targets", "-w", "out", wheel.to_str().unwrap()]);
+    let out = wheelfix(d, &["split", "-v", "--all-targets", "-w", "out", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
+    // Each wrapper's RELATIVE relocation was read, and points at the bundle split as its.
+    for (member, _) in MEMBERS {
+        let said = format!("{member}: 3 of 3 wrappers found pointing at their bundles");
+        assert!(stderr(&out).contains(&said), "{said}: {}", stderr(&out));
+    }
     let out_dir = d.join("out");
     let mut written: Vec<String> =
         std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();

@@ -46,6 +46,8 @@ pub struct SplitTo {
     pub marker: Vec<u8>,
     /// The `.hipFatBinSegment` section's file range.
     pub wrappers: (u64, u64),
+    /// Where the file says its wrappers point.
+    pub pointers: crate::elf::gpu::rewrite::WrapperPointers,
     pub groups: Arc<Vec<Group>>,
     /// Archives are made in this directory.
     pub dir: PathBuf,
@@ -60,6 +62,27 @@ impl SplitTo {
     /// The archive member path for a group. Ex) `pkg/lib/.kpack/libk.so_gfx942.kpack`
     pub fn archive_path(&self, group: &str) -> String {
         format!("{}_{group}.kpack", self.archive_stem)
+    }
+}
+
+/// What a binary's headers say of where its wrappers point ([`WrapperPointers`]): its
+/// `.hip_fatbin` pieces' addresses and its RELA sections, on a 64-bit little-endian machine
+/// whose RELATIVE relocation wheelfix knows.
+fn wrapper_pointers(facts: &crate::elf::ElfFacts, wrappers_addr: u64) -> crate::elf::gpu::rewrite::WrapperPointers {
+    const SHT_RELA: u32 = 4;
+    let relative_type = match facts.machine {
+        _ if !facts.is_64 || !facts.little_endian => None,
+        62 => Some(8),     // R_X86_64_RELATIVE
+        183 => Some(1027), // R_AARCH64_RELATIVE
+        21 => Some(22),    // R_PPC64_RELATIVE
+        243 => Some(3),    // R_RISCV_RELATIVE
+        _ => None,
+    };
+    crate::elf::gpu::rewrite::WrapperPointers {
+        wrappers_addr,
+        piece_addrs: facts.sections_named(".hip_fatbin").map(|s| s.addr).collect(),
+        rela: facts.sections.iter().filter(|s| s.kind == SHT_RELA).map(|s| (s.offset, s.size)).collect(),
+        relative_type,
     }
 }
 
@@ -192,6 +215,7 @@ pub fn split(
             marker: crate::elf::gpu::kpack::marker(&kernel_name, &search),
             kernel_name,
             wrappers: (wrappers.offset, wrappers.size),
+            pointers: wrapper_pointers(facts, wrappers.addr),
             groups: groups.clone(),
             dir: dir.to_path_buf(),
             archive_stem,

@@ -304,8 +304,14 @@ fn split_out(
 ) -> Result<rewrite::SplitHost, rewrite::RewriteError> {
     let mut writers: Vec<Option<ArchiveWriter>> = to.groups.iter().map(|_| None).collect();
     let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
-    let done =
-        rewrite::split_host(zeroed, &change.ranges, to.wrappers, &to.marker, &wants, &mut |ordinal, entry, bytes| {
+    let done = rewrite::split_host(
+        zeroed,
+        &change.ranges,
+        to.wrappers,
+        &to.pointers,
+        &to.marker,
+        &wants,
+        &mut |ordinal, entry, bytes| {
             let target = crate::elf::gpu::scan::bundle_target(&entry.id).unwrap_or(&entry.id);
             let key = format!("{}#{ordinal}", to.kernel_name);
             for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
@@ -318,7 +324,14 @@ fn split_out(
                 writer.as_mut().expect("made above").add(&key, target, &bytes)?;
             }
             Ok(())
-        })?;
+        },
+    )?;
+    crate::debug!(
+        "{}: {} of {} wrappers found pointing at their bundles",
+        change.member,
+        done.pointers_checked,
+        done.bundles
+    );
     let mut finished = std::collections::BTreeMap::new();
     for (group, writer) in to.groups.iter().zip(writers) {
         if let Some(writer) = writer {

@@ -71,6 +71,8 @@ pub struct SectionInfo {
     pub flags: u64,
     pub offset: u64,
     pub size: u64,
+    /// `sh_addr`: where the section is loaded (0 for a section that is not).
+    pub addr: u64,
 }
 
 /// Everything wheelfix needs to know about one ELF file.
@@ -303,6 +305,7 @@ fn parse_facts<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
             flags: sh.sh_flags,
             offset: sh.sh_offset,
             size: sh.sh_size,
+            addr: sh.sh_addr,
         });
     }
 

@@ -720,6 +720,55 @@ mod tests {
     use super::*;
     use crate::fixtures::{bundle, keep};
 
+    /// Two bundles and two wrappers: the first wrapper's pointer in the file, the second's the
+    /// addend of a RELATIVE relocation; swapped, the split is refused naming the wrapper.
+    #[test]
+    fn wrappers_must_point_at_their_bundles_where_the_file_says() {
+        let one = bundle(&["gfx942"]);
+        let fatbin_at = 4096u64;
+        let second_at = fatbin_at + (one.len() as u64).next_multiple_of(64);
+        let (wrappers_at, rela_at) = (0u64, 256u64);
+        let (fatbin_addr, wrappers_addr) = (0x10_0000u64, 0x20_0000u64);
+        let build = |first: u64, second: u64| {
+            let mut data = vec![0u8; second_at as usize + one.len()];
+            data[fatbin_at as usize..][..one.len()].copy_from_slice(&one);
+            data[second_at as usize..][..one.len()].copy_from_slice(&one);
+            for (i, magic_at) in [0usize, 24].into_iter().enumerate() {
+                data[magic_at..magic_at + 4].copy_from_slice(&crate::kpack::HIPF);
+                data[magic_at + 4] = 1;
+                if i == 0 {
+                    data[magic_at + 8..magic_at + 16].copy_from_slice(&first.to_le_bytes());
+                }
+            }
+            let mut rela = (wrappers_addr + 24 + 8).to_le_bytes().to_vec();
+            rela.extend(8u64.to_le_bytes());
+            rela.extend(second.to_le_bytes());
+            data[rela_at as usize..][..24].copy_from_slice(&rela);
+            data
+        };
+        let pointers = WrapperPointers {
+            wrappers_addr,
+            piece_addrs: vec![fatbin_addr],
+            rela: vec![(rela_at, 24)],
+            relative_type: Some(8),
+        };
+        let end = second_at + one.len() as u64;
+        let bundle_addr = |at: u64| fatbin_addr + at - fatbin_at;
+        let split = |data: &mut Vec<u8>| {
+            split_host(data, &[(fatbin_at, end)], (wrappers_at, 48), &pointers, b"\x80", &|_| false, &mut |_, _, _| {
+                Ok(())
+            })
+        };
+        let mut good = build(bundle_addr(fatbin_at), bundle_addr(second_at));
+        let done = split(&mut good).unwrap();
+        assert_eq!((done.bundles, done.pointers_checked), (2, 2));
+        assert_eq!(&good[..4], b"HIPK");
+        let mut swapped = build(bundle_addr(second_at), bundle_addr(fatbin_at));
+        let err = split(&mut swapped).unwrap_err().to_string();
+        assert!(err.contains("wrapper 0 points at"), "{err}");
+        assert_eq!(&swapped[..4], &crate::kpack::HIPF, "nothing written");
+    }
+
     /// Nothing of a dropped target remains anywhere in the bundle's bytes: not its id in the old
     /// table's tail, not its code in the padding between kept objects.
     #[test]
@@ -1035,6 +1084,8 @@ pub struct SplitHost {
     pub moved: BTreeMap<String, Count>,
     /// The space the bundles no longer use, after each marker.
     pub freed: Vec<Freed>,
+    /// Wrappers whose pointer the file gives, each found pointing at its bundle.
+    pub pointers_checked: usize,
 }
 
 /// Move every bundle of a host binary out (kpack's layout): each code object goes to `sink`
@@ -1044,16 +1095,69 @@ pub struct SplitHost {
 /// points where its bundle started, now at the marker: no relocation changes. Wrapper `i`
 /// belongs to the `i`-th bundle by address, as linkers lay out both sections from the same
 /// objects in the same order; a count that differs is refused.
+/// What a host binary says of where its wrappers point, to check that wrapper `i` points at
+/// bundle `i`: the wrappers' address, each `.hip_fatbin` piece's address (in the order of the
+/// pieces), and its `SHT_RELA` sections (file ranges) with the machine's RELATIVE type. A
+/// wrapper's pointer is in the file (a program) or the addend of its RELATIVE relocation (a
+/// shared object); one found neither way is taken in order.
+#[derive(Debug, Clone, Default)]
+pub struct WrapperPointers {
+    pub wrappers_addr: u64,
+    pub piece_addrs: Vec<u64>,
+    pub rela: Vec<(u64, u64)>,
+    pub relative_type: Option<u32>,
+}
+
+impl WrapperPointers {
+    /// The address each of `count` wrappers points at, where the file says.
+    fn read<F: Positional>(&self, file: &F, wrappers_at: u64, count: usize) -> io::Result<Vec<Option<u64>>> {
+        let mut found = vec![None; count];
+        let mut wanted = BTreeMap::new();
+        for (i, slot) in found.iter_mut().enumerate() {
+            let mut pointer = [0u8; 8];
+            file.read_exact_at(&mut pointer, wrappers_at + i as u64 * super::kpack::WRAPPER_LEN + 8)?;
+            match u64::from_le_bytes(pointer) {
+                0 => {
+                    wanted.insert(self.wrappers_addr + i as u64 * super::kpack::WRAPPER_LEN + 8, i);
+                }
+                p => *slot = Some(p),
+            }
+        }
+        let Some(relative) = self.relative_type else { return Ok(found) };
+        let mut buf = vec![0u8; 24 * 4096];
+        for &(offset, size) in &self.rela {
+            let mut at = 0;
+            while at + 24 <= size && !wanted.is_empty() {
+                let n = ((size - at) / 24 * 24).min(buf.len() as u64) as usize;
+                file.read_exact_at(&mut buf[..n], offset + at)?;
+                for entry in buf[..n].chunks_exact(24) {
+                    let r_offset = u64::from_le_bytes(entry[..8].try_into().expect("8 bytes"));
+                    let r_type = u32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
+                    if r_type == relative
+                        && let Some(i) = wanted.remove(&r_offset)
+                    {
+                        found[i] = Some(u64::from_le_bytes(entry[16..24].try_into().expect("8 bytes")));
+                    }
+                }
+                at += n as u64;
+            }
+        }
+        Ok(found)
+    }
+}
+
 pub fn split_host<F: Positional>(
     file: &mut F,
     fatbins: &[(u64, u64)],
     wrappers: (u64, u64),
+    pointers: &WrapperPointers,
     marker: &[u8],
     wants: &dyn Fn(&str) -> bool,
     sink: &mut BundleObjectSink<'_>,
 ) -> Result<SplitHost, RewriteError> {
     let mut done = SplitHost::default();
     let mut spans = Vec::new();
+    let (mut addresses, mut bundle_addrs) = (Vec::new(), Vec::new());
     for &(start, end) in fatbins {
         let first = spans.len();
         // Every device entry is counted as it is met; only those a group wants are read.
@@ -1064,10 +1168,15 @@ pub fn split_host<F: Positional>(
             wants(target)
         };
         let found = read_bundles(&*file, start, end, &wants, &mut |i, e, bytes| sink(first + i, e, bytes))?;
-        // Each bundle's space runs to the next bundle, or the end of its piece.
+        // Each bundle's space runs to the next bundle, or the end of its piece; its address
+        // from the piece's.
+        let piece = addresses.len();
+        let piece_addr = pointers.piece_addrs.get(piece).copied();
+        addresses.push(piece_addr);
         for (k, &(at, _)) in found.iter().enumerate() {
             let next = found.get(k + 1).map_or(end, |&(n, _)| n);
             spans.push((at, next));
+            bundle_addrs.push(piece_addr.map(|a| a + (at - start)));
         }
     }
     let (wrapper_at, wrapper_len) = wrappers;
@@ -1080,6 +1189,21 @@ pub fn split_host<F: Positional>(
                 spans.len()
             ),
         ));
+    }
+    // Wrapper i must point at bundle i where the file says where it points.
+    for (i, pointer) in pointers.read(&*file, wrapper_at, count)?.into_iter().enumerate() {
+        if let (Some(pointer), Some(bundle)) = (pointer, bundle_addrs[i])
+            && pointer != bundle
+        {
+            let w = wrapper_at + i as u64 * super::kpack::WRAPPER_LEN;
+            return Err(lie(
+                w,
+                format!(
+                    "wrapper {i} points at {pointer:#x}, but bundle {i} starts at {bundle:#x}: the wrappers are not in the bundles' order"
+                ),
+            ));
+        }
+        done.pointers_checked += usize::from(pointer.is_some());
     }
     for (i, &(at, next)) in spans.iter().enumerate() {
         let w = wrapper_at + i as u64 * super::kpack::WRAPPER_LEN;
