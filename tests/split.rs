@@ -579,6 +579,17 @@ fn split_refuses_bundles_no_wrapper_points_at_and_names_the_file() {
     assert_eq!(out.status.code(), Some(1));
     assert!(d.join("both/good-1.0-cp312-cp312-linux_x86_64.whl").exists());
     assert!(d.join("both/good_device_gfx950-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    // A binary in `.data/platlib/` installs at the root of site-packages: its archive does too.
+    let py = support::python::python_tag();
+    let data = WheelSpec::new("datapkg", "1.0", &format!("{py}-{py}-linux_x86_64"))
+        .file("datapkg-1.0.data/platlib/datapkg/_k.so", host_with_wrapped_fatbin("_k", bundle(), 1))
+        .write(d);
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "data", data.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let site = pip_install(d, &d.join("data"), "datapkg[device-gfx950]", "site-data");
+    assert!(site.join("datapkg/_k.so").exists());
+    assert_eq!(archives_in(&site), ["datapkg/.kpack/_k.so_gfx950.kpack"]);
+
     // TheRock's names, and a template that would name every device wheel alike.
     let g = good.to_str().unwrap();
     let out = wheelfix(d, &["split", "--all-targets", "--device-name", "amd-{name}-device-{target}", "-w", "amd", g]);

@@ -197,17 +197,15 @@ pub fn split(
             unreadable.push((code.file.clone(), "offload bundles but no .hipFatBinSegment wrappers".into()));
             continue;
         };
-        // The binary's install path keys its code objects; a binary in `.data/` other than
-        // purelib/platlib installs elsewhere than its archives would.
+        // The binary's install path keys its code objects; one in `.data/scripts` or
+        // `.data/data` installs outside site-packages, where no archive path can follow it.
         let Some(kernel_name) = wheel.install_path(&code.file) else {
             left.push(code.clone());
             continue;
         };
-        if kernel_name != code.file && code.file.contains(".data/") && !code.file.contains("lib/") {
-            left.push(code.clone());
-            continue;
-        }
-        let (dir_part, file_name) = code.file.rsplit_once('/').map_or(("", code.file.as_str()), |(d, f)| (d, f));
+        // The archives go where the binary installs (a binary in `.data/platlib/` installs at
+        // the root of site-packages, as does the device wheel's archive beside it).
+        let (dir_part, file_name) = kernel_name.rsplit_once('/').map_or(("", kernel_name.as_str()), |(d, f)| (d, f));
         let archive_stem =
             if dir_part.is_empty() { format!(".kpack/{file_name}") } else { format!("{dir_part}/.kpack/{file_name}") };
         let search = vec![format!(".kpack/{file_name}_{}.kpack", crate::elf::gpu::kpack::GFXARCH)];
