@@ -8,6 +8,7 @@
 //! ([`Input`], the analysis, the judgement, the facts of the libraries to vendor).
 
 pub mod edit;
+pub mod kpack;
 pub mod repair;
 pub mod split;
 pub mod tags;

@@ -29,8 +29,8 @@ pub struct ThinChange {
     pub compact: Vec<(u64, u64)>,
     /// Why the writer left the file's layout as it was, when it did (for the report).
     pub layout_note: std::sync::Arc<std::sync::Mutex<Option<String>>>,
-    /// `split`: every bundle leaves the file for kpack archives instead ([`super::split`]).
-    pub split: Option<std::sync::Arc<super::split::SplitTo>>,
+    /// `split`: every bundle leaves the file for kpack archives instead ([`super::kpack`]).
+    pub split: Option<std::sync::Arc<super::kpack::SplitTo>>,
 }
 
 /// How `thin` rewrites.

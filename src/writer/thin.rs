@@ -13,7 +13,7 @@ use crate::analysis::BundledCopy;
 use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::rewrite::Ranges;
 use crate::elf::gpu::{Count, rewrite};
-use crate::plan::split::SplitTo;
+use crate::plan::kpack::SplitTo;
 use crate::plan::thin::ThinChange;
 use crate::wheel::Wheel;
 use crate::wheel::zip::blocks::{self, BlockMarks};

@@ -1,0 +1,52 @@
+//! Where a host binary's device code goes when `split` moves it out ([`super::split`]): the
+//! groups of targets device wheels hold, and per binary its kpack marker, its wrappers, and the
+//! archives its rewrite writes. `thin`'s writer path carries it ([`super::thin::ThinChange`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::elf::gpu::targets::{Keep, Requested};
+
+/// A group of targets one device wheel holds: the code objects `keep` keeps. Ex) `gfx942`
+/// (its feature variants, and the generic targets that cover it)
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub name: String,
+    pub keep: Keep,
+}
+
+impl Group {
+    /// The group of one processor (`gfx942`, or a generic one no other group covers).
+    pub fn of(processor: &str) -> Result<Group, String> {
+        Ok(Group { name: processor.to_string(), keep: Keep::new(vec![Requested::parse(processor)?]) })
+    }
+}
+
+/// Where one host binary's device code goes, and the archives its rewrite wrote.
+#[derive(Debug)]
+pub struct SplitTo {
+    /// The TOC key's stem: the binary's install path. Ex) `pkg/lib/libk.so`
+    pub kernel_name: String,
+    /// The marker each bundle's space starts with.
+    pub marker: Vec<u8>,
+    /// The `.hipFatBinSegment` section's file range.
+    pub wrappers: (u64, u64),
+    /// Where the file says its wrappers point.
+    pub pointers: crate::elf::gpu::rewrite::WrapperPointers,
+    pub groups: Arc<Vec<Group>>,
+    /// Archives are made in this directory.
+    pub dir: PathBuf,
+    /// Each group's archive member path is this, `_<group>.kpack` appended.
+    /// Ex) `pkg/lib/.kpack/libk.so`
+    pub archive_stem: String,
+    /// The finished archives, by group (a group the binary has no code for has none).
+    pub archives: Mutex<BTreeMap<String, std::fs::File>>,
+}
+
+impl SplitTo {
+    /// The archive member path for a group. Ex) `pkg/lib/.kpack/libk.so_gfx942.kpack`
+    pub fn archive_path(&self, group: &str) -> String {
+        format!("{}_{group}.kpack", self.archive_stem)
+    }
+}
