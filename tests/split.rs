@@ -346,6 +346,13 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
             ("gfx1100", "fatpkg[device-gfx1100]")
         ]
     );
+    // `site` renders the same page under the landing page, whose command installs everything.
+    let out = wheelfix(d, &["site", "-o", "public", "site"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again = std::fs::read_to_string(d.join("public/site/release.html")).unwrap();
+    assert!(again.contains("<tr data-target=\"gfx942\">"), "{again}");
+    let landing = support::html_text(&std::fs::read_to_string(d.join("public/index.html")).unwrap());
+    assert!(landing.contains("'fatpkg[device-all]'"), "{landing}");
     let html = std::fs::read_to_string(d.join("site/release.html")).unwrap();
     let row = &html[html.find("<tr data-target=\"gfx942\">").expect("a gfx942 row")..];
     let row = &row[..row.find("</tr>").unwrap()];
