@@ -45,7 +45,7 @@ impl GroupBy {
         match (self, digits) {
             (GroupBy::Target, _) | (_, None) => processor.to_string(),
             (GroupBy::Subfamily, Some(d)) => format!("gfx{}x", &d[..d.len().saturating_sub(1)]),
-            (GroupBy::Family, Some(d)) => format!("gfx{}", &d[..d.len().saturating_sub(2)]),
+            (GroupBy::Family, Some(_)) => crate::plan::kpack::family(processor),
         }
     }
 }

@@ -50,3 +50,30 @@ impl SplitTo {
         format!("{}_{group}.kpack", self.archive_stem)
     }
 }
+
+/// A processor's family, as kpack names it in an archive. Ex) `gfx942` → `gfx9`, `gfx1100` →
+/// `gfx11`, `gfx9-4-generic` → `gfx9`
+pub fn family(processor: &str) -> String {
+    let digits = processor.strip_prefix("gfx").unwrap_or(processor);
+    let digits = digits.split('-').next().unwrap_or(digits);
+    // The family is the number without its last two characters (stepping, minor).
+    let keep = if processor.contains("-generic") { digits.len() } else { digits.len().saturating_sub(2) };
+    format!("gfx{}", &digits[..keep])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn families_of_processors() {
+        let cases = [
+            ("gfx942", "gfx9"),
+            ("gfx90a", "gfx9"),
+            ("gfx1100", "gfx11"),
+            ("gfx1201", "gfx12"),
+            ("gfx9-4-generic", "gfx9"),
+        ];
+        for (processor, family) in cases {
+            assert_eq!(super::family(processor), family, "{processor}");
+        }
+    }
+}

@@ -335,20 +335,10 @@ fn split_out(
     let mut finished = std::collections::BTreeMap::new();
     for (group, writer) in to.groups.iter().zip(writers) {
         if let Some(writer) = writer {
-            let family = family_of(&group.name);
+            let family = crate::plan::kpack::family(&group.name);
             finished.insert(group.name.clone(), writer.finish(&to.kernel_name, &family)?);
         }
     }
     *to.archives.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = finished;
     Ok(done)
-}
-
-/// A processor's family, as kpack names it in an archive. Ex) `gfx942` → `gfx9`, `gfx1100` →
-/// `gfx11`, `gfx9-4-generic` → `gfx9`
-fn family_of(processor: &str) -> String {
-    let digits = processor.strip_prefix("gfx").unwrap_or(processor);
-    let digits = digits.split('-').next().unwrap_or(digits);
-    // The family is the number without its last two characters (stepping, minor).
-    let keep = if processor.contains("-generic") { digits.len() } else { digits.len().saturating_sub(2) };
-    format!("gfx{}", &digits[..keep])
 }
