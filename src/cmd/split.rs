@@ -282,10 +282,8 @@ fn write_device(
     for binary in &plan.binaries {
         let archives = binary.archives.lock().map_err(|_| io("archives", std::io::Error::other("poisoned")))?;
         for processor in processors {
-            let Some(file) = archives.get(*processor) else { continue };
-            // zstd frames deflate no further: the archive is stored as it was written, not copied.
-            let stored = file.try_clone().and_then(Spilled::stored).map_err(|e| io("archive", e))?;
-            spilled.push((binary.archive_path(processor), Arc::new(stored)));
+            let Some(stored) = archives.get(*processor) else { continue };
+            spilled.push((binary.archive_path(processor), stored.clone()));
         }
     }
     let databases: Vec<_> =

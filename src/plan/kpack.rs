@@ -40,8 +40,9 @@ pub struct SplitTo {
     /// Each group's archive member path is this, `_<group>.kpack` appended.
     /// Ex) `pkg/lib/.kpack/libk.so`
     pub archive_stem: String,
-    /// The finished archives, by group (a group the binary has no code for has none).
-    pub archives: Mutex<BTreeMap<String, std::fs::File>>,
+    /// The finished archives, by group (a group the binary has no code for has none), hashed
+    /// as members to store (zstd frames deflate no further).
+    pub archives: Mutex<BTreeMap<String, Arc<crate::wheel::zip::Spilled>>>,
 }
 
 impl SplitTo {

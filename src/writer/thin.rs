@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::WriteError;
 use crate::analysis::BundledCopy;
-use crate::elf::gpu::kpack::ArchiveWriter;
+use crate::elf::gpu::kpack::{self, ArchiveWriter};
 use crate::elf::gpu::rewrite::Ranges;
 use crate::elf::gpu::{Count, rewrite};
 use crate::plan::kpack::SplitTo;
@@ -294,6 +294,9 @@ fn thin_bundles(
     Ok(total)
 }
 
+/// The code object bytes `split` compresses at once, on every core.
+const SPLIT_BATCH: usize = 16 << 20;
+
 /// Move every bundle of the binary out into one kpack archive per group (`split`), each code
 /// object into every group whose targets it runs on; the archives are left, finished, on the
 /// plan's [`SplitTo`]. A second attempt (from a fresh copy) starts the archives afresh.
@@ -304,6 +307,29 @@ fn split_out(
 ) -> Result<rewrite::SplitHost, rewrite::RewriteError> {
     let mut writers: Vec<Option<ArchiveWriter>> = to.groups.iter().map(|_| None).collect();
     let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
+    // Code objects are compressed a batch at a time on every core (a binary's objects would
+    // otherwise be compressed on one), each once however many groups take it; a batch holds at
+    // most SPLIT_BATCH bytes (or one larger object), whatever the binary's size.
+    let mut batch: Vec<(String, String, Vec<u8>)> = Vec::new();
+    let mut flush = |batch: &mut Vec<(String, String, Vec<u8>)>| -> std::io::Result<()> {
+        let frames: Vec<std::io::Result<Vec<u8>>> = {
+            use rayon::prelude::*;
+            batch.par_iter().map(|(_, _, bytes)| kpack::compress_frame(bytes)).collect()
+        };
+        for ((key, target, bytes), frame) in batch.drain(..).zip(frames) {
+            let frame = frame?;
+            for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
+                if !group.keep.keeps(&target) {
+                    continue;
+                }
+                if writer.is_none() {
+                    *writer = Some(ArchiveWriter::new(tempfile::tempfile_in(&to.dir)?)?);
+                }
+                writer.as_mut().expect("made above").add_frame(&key, &target, bytes.len() as u64, &frame)?;
+            }
+        }
+        Ok(())
+    };
     let done = rewrite::split_host(
         zeroed,
         &change.ranges,
@@ -312,20 +338,15 @@ fn split_out(
         &to.marker,
         &wants,
         &mut |ordinal, entry, bytes| {
-            let target = crate::elf::gpu::scan::bundle_target(&entry.id).unwrap_or(&entry.id);
-            let key = format!("{}#{ordinal}", to.kernel_name);
-            for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
-                if !group.keep.keeps(target) {
-                    continue;
-                }
-                if writer.is_none() {
-                    *writer = Some(ArchiveWriter::new(tempfile::tempfile_in(&to.dir)?)?);
-                }
-                writer.as_mut().expect("made above").add(&key, target, &bytes)?;
+            let target = crate::elf::gpu::scan::bundle_target(&entry.id).unwrap_or(&entry.id).to_string();
+            batch.push((format!("{}#{ordinal}", to.kernel_name), target, bytes));
+            if batch.iter().map(|(_, _, b)| b.len()).sum::<usize>() >= SPLIT_BATCH {
+                flush(&mut batch)?;
             }
             Ok(())
         },
     )?;
+    flush(&mut batch)?;
     crate::debug!(
         "{}: {} of {} wrappers found pointing at their bundles",
         change.member,
@@ -336,7 +357,10 @@ fn split_out(
     for (group, writer) in to.groups.iter().zip(writers) {
         if let Some(writer) = writer {
             let family = crate::plan::kpack::family(&group.name);
-            finished.insert(group.name.clone(), writer.finish(&to.kernel_name, &family)?);
+            // Hashed here, where the binaries are rewritten on every core, not when the device
+            // wheels are gathered.
+            let stored = Spilled::stored(writer.finish(&to.kernel_name, &family)?)?;
+            finished.insert(group.name.clone(), std::sync::Arc::new(stored));
         }
     }
     *to.archives.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = finished;

@@ -140,6 +140,22 @@ pub struct ArchiveWriter {
     frames: u64,
 }
 
+/// A code object as one archive frame (zstd, level 1). Each thread keeps one compression
+/// context: a fresh one per object costs its allocation (several MB) every time.
+pub fn compress_frame(code_object: &[u8]) -> std::io::Result<Vec<u8>> {
+    thread_local! {
+        static CONTEXT: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    CONTEXT.with(|context| {
+        let mut context = context.borrow_mut();
+        if context.is_none() {
+            *context = Some(zstd::bulk::Compressor::new(ARCHIVE_ZSTD_LEVEL)?);
+        }
+        context.as_mut().expect("made above").compress(code_object)
+    })
+}
+
 impl ArchiveWriter {
     pub fn new(file: std::fs::File) -> std::io::Result<ArchiveWriter> {
         use std::io::Write;
@@ -151,17 +167,18 @@ impl ArchiveWriter {
 
     /// Add the code object of `key` (`<kernel_name>#<index>`) for `target` (a target id).
     pub fn add(&mut self, key: &str, target: &str, code_object: &[u8]) -> std::io::Result<()> {
+        self.add_frame(key, target, code_object.len() as u64, &compress_frame(code_object)?)
+    }
+
+    /// Add a code object of `original_size` bytes already made a frame by [`compress_frame`].
+    pub fn add_frame(&mut self, key: &str, target: &str, original_size: u64, frame: &[u8]) -> std::io::Result<()> {
         use std::io::Write;
-        let frame = zstd::bulk::compress(code_object, ARCHIVE_ZSTD_LEVEL)?;
         let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::other("a code object over 4 GiB"))?;
         self.file.write_all(&len.to_le_bytes())?;
-        self.file.write_all(&frame)?;
+        self.file.write_all(frame)?;
         self.at += 4 + frame.len() as u64;
-        let previous = self
-            .toc
-            .entry(key.to_string())
-            .or_default()
-            .insert(target.to_string(), (self.frames, code_object.len() as u64));
+        let previous =
+            self.toc.entry(key.to_string()).or_default().insert(target.to_string(), (self.frames, original_size));
         if previous.is_some() {
             return Err(std::io::Error::other(format!("two code objects for {target} in {key}")));
         }
