@@ -455,6 +455,11 @@ impl Settings {
         // on every thread of the pool (`off`, or unset: never). Opt-in: see `parallel_inflate`.
         if let Ok(text) = std::env::var("WHEELFIX_PARALLEL_INFLATE_MIN") {
             let min = if text == "off" { None } else { budget::parse_size(&text) };
+            if min.is_some() && !cfg!(feature = "parallel-inflate") {
+                eprintln!(
+                    "wheelfix: warning: WHEELFIX_PARALLEL_INFLATE_MIN is ignored: this build has no parallel inflate (cargo feature `parallel-inflate`)"
+                );
+            }
             analyze.parallel_inflate = min.and_then(crate::wheel::zip::ParallelInflate::with_pool_threads);
         }
         Ok(Settings {

@@ -65,6 +65,10 @@ fn show(d: &Path, wheel: &Path, min: &str) -> std::process::Output {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "parallel-inflate"),
+    ignore = "needs the parallel-inflate cargo feature; scripts/test runs it with --features parallel-inflate"
+)]
 fn a_member_inflated_on_several_threads_reads_as_in_one_stream() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -96,6 +100,10 @@ fn a_member_inflated_on_several_threads_reads_as_in_one_stream() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "parallel-inflate"),
+    ignore = "needs the parallel-inflate cargo feature; scripts/test runs it with --features parallel-inflate"
+)]
 fn a_corrupt_large_member_fails_naming_it_as_in_one_stream() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

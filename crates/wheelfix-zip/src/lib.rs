@@ -220,14 +220,22 @@ impl ZipReader {
         entry: &'a Entry,
         parallel: Option<&ParallelInflate>,
     ) -> Result<MemberStream<'a>, ZipError> {
-        let mut stream = self.plain_stream(entry)?;
-        if let Some(p) = parallel.filter(|p| p.wants(entry)) {
-            stream.parallel = p.reader(self.member_bytes(entry)?, entry.size);
-            if stream.parallel.is_some() {
-                wheelfix_base::debug!("member `{}`: inflated on up to {} threads", entry.name, p.threads);
+        #[cfg(feature = "parallel-inflate")]
+        {
+            let mut stream = self.plain_stream(entry)?;
+            if let Some(p) = parallel.filter(|p| p.wants(entry)) {
+                stream.parallel = p.reader(self.member_bytes(entry)?, entry.size);
+                if stream.parallel.is_some() {
+                    wheelfix_base::debug!("member `{}`: inflated on up to {} threads", entry.name, p.threads);
+                }
             }
+            Ok(stream)
         }
-        Ok(stream)
+        #[cfg(not(feature = "parallel-inflate"))]
+        {
+            let _ = parallel;
+            self.plain_stream(entry)
+        }
     }
 
     /// [`ZipReader::stream`] by an inflater that notes where its deflate blocks start
@@ -253,6 +261,7 @@ impl ZipReader {
             produced: 0,
             crc: libdeflater::Crc::new(),
             ended: false,
+            #[cfg(feature = "parallel-inflate")]
             parallel: None,
         })
     }
@@ -360,9 +369,14 @@ pub struct ParallelInflate {
 impl ParallelInflate {
     /// Every thread of the run's pool (`RAYON_NUM_THREADS`), for deflated members of
     /// `min_compressed` bytes and more; `None` on one core.
+    /// Always `None` in a build without the `parallel-inflate` feature.
     pub fn with_pool_threads(min_compressed: u64) -> Option<ParallelInflate> {
         let threads = rayon::current_num_threads();
-        (threads > 1).then_some(ParallelInflate { threads, min_compressed, chunk: 1 << 20 })
+        (cfg!(feature = "parallel-inflate") && threads > 1).then_some(ParallelInflate {
+            threads,
+            min_compressed,
+            chunk: 1 << 20,
+        })
     }
 
     /// Whether `entry` is inflated on several threads.
@@ -376,6 +390,7 @@ impl ParallelInflate {
         (self.threads * (2 * self.chunk + (1 << 20) + (64 << 10))) as u64
     }
 
+    #[cfg(feature = "parallel-inflate")]
     fn reader(&self, source: read::MemberBytes, size: u64) -> Option<rapidgzip_core::DecoderReader> {
         let decoder = rapidgzip_core::Decoder::builder()
             .format(rapidgzip_core::Format::RawDeflate)
@@ -424,6 +439,7 @@ pub struct MemberStream<'a> {
     crc: libdeflater::Crc,
     ended: bool,
     /// The member inflated on several threads ([`ZipReader::stream_with`]).
+    #[cfg(feature = "parallel-inflate")]
     parallel: Option<rapidgzip_core::DecoderReader>,
 }
 
@@ -444,6 +460,7 @@ impl MemberStream<'_> {
         }
     }
 
+    #[cfg(feature = "parallel-inflate")]
     /// The parallel decoder failed after `produced` bytes: inflate in one stream from the
     /// start, the bytes already given dropped, so that the one-stream path has the last word.
     fn fall_back(&mut self, error: &io::Error) -> io::Result<()> {
@@ -492,6 +509,7 @@ impl Read for MemberStream<'_> {
         if buf.is_empty() || self.ended {
             return Ok(0);
         }
+        #[cfg(feature = "parallel-inflate")]
         if let Some(parallel) = &mut self.parallel {
             match parallel.read(buf) {
                 Ok(0) => {

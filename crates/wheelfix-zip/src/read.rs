@@ -233,6 +233,7 @@ impl ZipReader {
 
     /// The member's compressed bytes as a source of their own (the archive opened once more),
     /// for a decoder that reads them by position from threads of its own.
+    #[cfg(feature = "parallel-inflate")]
     pub fn member_bytes(&self, entry: &Entry) -> Result<MemberBytes, ZipError> {
         let start = self.data_offset(entry)?;
         let file = self.file.try_clone().map_err(|e| self.io_error(entry, e))?;
@@ -289,12 +290,14 @@ impl ZipReader {
 
 /// A member's compressed bytes as a `Read`, by positional reads.
 /// One member's compressed bytes, read by position (offsets from the member's first byte).
+#[cfg(feature = "parallel-inflate")]
 pub struct MemberBytes {
     file: File,
     start: u64,
     len: u64,
 }
 
+#[cfg(feature = "parallel-inflate")]
 impl rapidgzip_core::ReadAt for MemberBytes {
     fn len(&self) -> io::Result<u64> {
         Ok(self.len)
