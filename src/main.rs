@@ -97,6 +97,13 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Write a man page per command (`wheelfix.1`, `wheelfix-show.1`, …) into DIR (for packagers;
+    /// the Python wheel installs them in share/man/man1).
+    #[command(hide = true)]
+    Manpages {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -711,10 +718,40 @@ fn main() -> ExitCode {
             print(&cmd::Output { stdout: String::from_utf8_lossy(&out).into_owned(), ..cmd::Output::default() });
             return ExitCode::SUCCESS;
         }
+        Command::Manpages { dir } => {
+            return match write_manpages(&dir) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("wheelfix: error: {}: {e}", dir.display());
+                    ExitCode::FAILURE
+                }
+            };
+        }
     };
     let output = cmd::run(command);
     print(&output);
     ExitCode::from(output.code)
+}
+
+/// The man pages of `wheelfix` and of each visible subcommand, from the same definitions as
+/// `--help`, so they cannot disagree with it.
+fn write_manpages(dir: &std::path::Path) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir)?;
+    let top = Cli::command().version(env!("CARGO_PKG_VERSION"));
+    let mut pages = vec![("wheelfix".to_string(), top.clone())];
+    for sub in top.get_subcommands().filter(|c| !c.is_hide_set() && c.get_name() != "help") {
+        let name = format!("wheelfix-{}", sub.get_name());
+        let bin_name = format!("wheelfix {}", sub.get_name());
+        let page = sub.clone().display_name(name.clone()).bin_name(bin_name).version(env!("CARGO_PKG_VERSION"));
+        pages.push((name, page));
+    }
+    for (name, command) in pages {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(command).render(&mut out)?;
+        std::fs::write(dir.join(format!("{name}.1")), out)?;
+    }
+    Ok(())
 }
 
 fn show_request(args: ShowArgs) -> cmd::show::ShowRequest {

@@ -188,7 +188,7 @@ fn rendered(url: &str) -> String {
     let out = Command::new("chromium")
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000", "--dump-dom", url])
         .output()
-        .expect("headless Chromium (`apt-get install chromium`; .ci/run installs it)");
+        .expect("headless Chromium (`apt-get install chromium`; scripts/test installs it)");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }

@@ -1,9 +1,9 @@
 //! The release page in a real browser: `index` writes `release.html` beside the PEP 503 pages,
 //! `site` gathers two architecture indexes under a landing page, `python -m http.server` serves
-//! them on 127.0.0.1, and headless Chromium (Debian's `chromium`, installed by `.ci/run`) loads
+//! them on 127.0.0.1, and headless Chromium (Debian's `chromium`, installed by `scripts/test`) loads
 //! them: the rendered DOM has a row per wheel and the install commands, and no element overflows
 //! the viewport at 390 and 1280 px (a probe page frames each page at that width and writes what
-//! it measured into its own DOM; `../shared/reference/browser.md`).
+//! it measured into its own DOM).
 
 mod support;
 
@@ -23,7 +23,7 @@ fn chromium() -> &'static str {
             return name;
         }
     }
-    panic!("headless Chromium is needed (`apt-get install chromium`; .ci/run installs it)");
+    panic!("headless Chromium is needed (`apt-get install chromium`; scripts/test installs it)");
 }
 
 /// The DOM Chromium renders for `url`, scripts run for up to 5 s of virtual time.
@@ -151,7 +151,7 @@ fn release_pages_render_in_a_browser_with_every_wheel_and_the_install_commands()
     assert!(landing.contains("2.15.0a0+git31a77fc.rocm10.1.0"), "the project matrix: {landing}");
 
     assert!(probe(&server, "wide.html", 390).starts_with("overflow"), "the probe sees an overflow");
-    // The README's screenshots: `WHEELFIX_PAGE_SCREENSHOTS=docs cargo test --test page`.
+    // The guide's screenshots: `WHEELFIX_PAGE_SCREENSHOTS=docs/src/images cargo test --test page`.
     if let Some(out) = std::env::var_os("WHEELFIX_PAGE_SCREENSHOTS") {
         for (page, name, size) in [
             ("public/gfx950/release.html", "release-page.png", "1280,1100"),

@@ -10,11 +10,12 @@ use support::gpugen::{GFX942, GFX950, bundle_for, host_with_fatbin};
 use support::python::{python_tag, system_python};
 use support::wheelgen::WheelSpec;
 
-/// The fenced block after `<!-- recipe: NAME -->` in README.md.
+/// The fenced block after `<!-- recipe: NAME -->` in the guide's recipes page.
 fn recipe(name: &str) -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/recipes.md")).unwrap();
     let marker = format!("<!-- recipe: {name} -->");
-    let after = &readme[readme.find(&marker).unwrap_or_else(|| panic!("README has no {marker}")) + marker.len()..];
+    let after =
+        &readme[readme.find(&marker).unwrap_or_else(|| panic!("docs/src/recipes.md has no {marker}")) + marker.len()..];
     let start = after.find("```").unwrap();
     let body = &after[start..];
     let body = &body[body.find('\n').unwrap() + 1..];

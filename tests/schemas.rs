@@ -72,7 +72,7 @@ fn every_json_output_matches_its_schema() {
     let out = wheelfix(d, &["split", "--json", "--all-targets", "-w", "split", w, g, b, t]);
     validate("split.schema.json", &out.stdout);
     let device = std::fs::read_dir(d.join("split")).unwrap().map(|e| e.unwrap().path());
-    let device: Vec<_> = device.filter(|p| p.to_string_lossy().contains("device_gfx950")).collect();
+    let device: Vec<_> = device.filter(|p| p.to_string_lossy().contains("torch_device_gfx950")).collect();
     assert_eq!(device.len(), 1, "the gfx950 device wheel");
     let out = wheelfix(d, &["selector", "--json", "--name", "rocm-torch", "-o", "sel", device[0].to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));

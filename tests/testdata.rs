@@ -9,16 +9,25 @@ use support::elfgen::{ElfSpec, RawSection};
 use support::gpugen::{GFX942, GFX950, bundle_for};
 use support::wheelgen::WheelSpec;
 
-/// The demo wheel of the README: a ROCm extension mislabeled `manylinux2014` (it needs
-/// GLIBCXX_3.4.21, so its true tag is `manylinux_2_24`), with device code for two GPUs.
+/// The demo wheel of the README and the guide: a ROCm extension mislabeled `manylinux2014` (it
+/// needs GLIBCXX_3.4.21, so its true tag is `manylinux_2_24`), with device code for two GPUs in
+/// one offload bundle and the HIP wrapper that registers it (so that `thin` and `split` work).
 pub fn rocm_demo() -> WheelSpec {
+    // One `__hip_fatbin_wrapper`: magic HIPF, version 1, its pointer left to a relocation.
+    let mut wrapper = Vec::new();
+    wrapper.extend(0x4849_5046u32.to_le_bytes());
+    wrapper.extend(1u32.to_le_bytes());
+    wrapper.extend([0u8; 16]);
     let kernels = ElfSpec {
-        sections: vec![RawSection {
-            name: ".hip_fatbin".into(),
-            kind: 1,
-            data: bundle_for(&[("gfx942", GFX942), ("gfx950", GFX950)], 6),
-            nobits_size: 0,
-        }],
+        sections: vec![
+            RawSection {
+                name: ".hip_fatbin".into(),
+                kind: 1,
+                data: bundle_for(&[("gfx942", GFX942), ("gfx950", GFX950)], 6),
+                nobits_size: 0,
+            },
+            RawSection { name: ".hipFatBinSegment".into(), kind: 1, data: wrapper, nobits_size: 0 },
+        ],
         ..ElfSpec::extension("_kernels")
     }
     .needs_version(

@@ -105,7 +105,7 @@ impl BlockerReport {
     }
 }
 
-/// The `show --json` object for one wheel. See the README for the contract.
+/// The `show --json` object for one wheel. See the guide's JSON page (docs/src/json.md) and schemas/show.schema.json for the contract.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
 pub struct ShowReport {
     pub version: u32,

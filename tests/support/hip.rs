@@ -17,7 +17,7 @@ pub fn toolchain() -> (String, String) {
         }
     }
     panic!(
-        "no clang++-19 or newer with clang-offload-bundler: `apt-get install clang-19 clang-tools-19 lld-19` (.ci/run does)"
+        "no clang++-19 or newer with clang-offload-bundler: `apt-get install clang-19 clang-tools-19 lld-19` (scripts/test does)"
     );
 }
 
