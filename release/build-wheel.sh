@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The release wheel of wheelfix: x86_64, glibc 2.17 (manylinux2014), so that pip accepts it in
-# every manylinux image where `repair-wheel-command` runs (manylinux2014, manylinux_2_28, …).
+# The release wheel of wheelfix: x86_64 or aarch64, glibc 2.17 (manylinux2014), so that pip
+# accepts it in every manylinux image where `repair-wheel-command` runs (manylinux2014,
+# manylinux_2_28, …).
 #
-#   release/build-wheel.sh [OUTPUT_DIR]      (default: dist/)
+#   release/build-wheel.sh [--target x86_64|aarch64] [OUTPUT_DIR]      (default: x86_64, dist/)
+#
+# aarch64 is cross-built on any machine (`rustup target add aarch64-unknown-linux-gnu` is run
+# when the target is missing); zig is the cross linker and C compiler.
 #
 # maturin links with zig (the `ziglang` package from PyPI) against glibc 2.17's symbols, whatever
 # the glibc of the build machine. Rust's std calls copy_file_range (glibc 2.27) through a weak
@@ -10,7 +14,20 @@
 # as the system call. Needs only Python 3 with pip, a Rust toolchain and network access to PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+arch=x86_64
+if [ "${1:-}" = "--target" ]; then
+    arch=${2:?--target needs x86_64 or aarch64}
+    shift 2
+fi
+case "$arch" in
+    x86_64|aarch64) ;;
+    *) echo "release/build-wheel.sh: --target must be x86_64 or aarch64, not $arch" >&2; exit 2 ;;
+esac
+triple="$arch-unknown-linux-gnu"
 out=${1:-dist}
+if ! rustup target list --installed 2>/dev/null | grep -qx "$triple"; then
+    rustup target add "$triple"
+fi
 venv=${WHEELFIX_RELEASE_VENV:-target/release-venv}
 if [ ! -x "$venv/bin/maturin" ] || [ ! -f "$venv/.ready" ]; then
     python3 -m venv "$venv"
@@ -18,7 +35,7 @@ if [ ! -x "$venv/bin/maturin" ] || [ ! -f "$venv/.ready" ]; then
     touch "$venv/.ready"
 fi
 mkdir -p target
-"$venv/bin/python" -m ziglang cc -c -O2 -target x86_64-linux-gnu.2.17 -o target/copy_file_range.o release/copy_file_range.c
-PATH="$PWD/$venv/bin:$PATH" RUSTFLAGS="-C link-arg=$PWD/target/copy_file_range.o" \
+"$venv/bin/python" -m ziglang cc -c -O2 -target "$arch-linux-gnu.2.17" -o "target/copy_file_range-$arch.o" release/copy_file_range.c
+PATH="$PWD/$venv/bin:$PATH" RUSTFLAGS="-C link-arg=$PWD/target/copy_file_range-$arch.o" \
     "$venv/bin/maturin" build --release --quiet --zig --compatibility manylinux2014 \
-    --target x86_64-unknown-linux-gnu -o "$out"
+    --target "$triple" -o "$out"

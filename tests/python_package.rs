@@ -73,3 +73,34 @@ fn the_release_wheel_is_manylinux2014_and_passes_its_own_audit() {
     let page = std::fs::read_to_string(man.join("wheelfix-retag.1")).unwrap();
     assert!(page.contains(".TH wheelfix-retag") && page.contains("rocm\\-version"), "{page}");
 }
+
+/// The aarch64 release wheel (`release/build-wheel.sh --target aarch64`, cross-built with zig
+/// against glibc 2.17): it cannot run here, so wheelfix audits it: an aarch64 binary whose
+/// symbol versions meet `manylinux_2_17_aarch64`, the tag its name claims, with its man pages.
+#[test]
+fn the_aarch64_release_wheel_is_manylinux2014_by_its_own_audit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let dist = dir.path().join("dist");
+    run(Command::new(root.join("release/build-wheel.sh")).args(["--target", "aarch64"]).arg(&dist).current_dir(root));
+    let wheel = built_wheel(&dist);
+    let name = wheel.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(name.ends_with("-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl"), "{name}");
+
+    let audit = run(Command::new(env!("CARGO_BIN_EXE_wheelfix")).args(["show", "--json"]).arg(&wheel));
+    let report: serde_json::Value = serde_json::from_str(&audit).unwrap();
+    assert_eq!(report[0]["arch"], "aarch64", "{audit}");
+    assert_eq!(report[0]["host_binaries"], 1, "{audit}");
+    let set = Policies::embedded().for_platform(Arch::Aarch64, Libc::Glibc, &[]);
+    let priority = |tag: &str| set.by_tag(&wheelfix::wheel::platform_tag::PlatformTag::parse(tag)).map(|p| p.priority);
+    let derived = report[0]["platform_tag"].as_str().unwrap();
+    assert!(
+        priority(derived).unwrap() >= priority("manylinux_2_17_aarch64").unwrap(),
+        "the aarch64 binary must load with glibc 2.17, but meets {derived}: {audit}"
+    );
+    let listing = run(Command::new(system_python())
+        .args(["-c", "import sys, zipfile; print('\\n'.join(zipfile.ZipFile(sys.argv[1]).namelist()))"])
+        .arg(&wheel));
+    assert!(listing.contains(".data/data/share/man/man1/wheelfix-split.1"), "{listing}");
+    assert!(listing.contains(".data/scripts/wheelfix"), "{listing}");
+}
