@@ -743,7 +743,11 @@ fn write_manpages(dir: &std::path::Path) -> std::io::Result<()> {
     for sub in top.get_subcommands().filter(|c| !c.is_hide_set() && c.get_name() != "help") {
         let name = format!("wheelfix-{}", sub.get_name());
         let bin_name = format!("wheelfix {}", sub.get_name());
-        let page = sub.clone().display_name(name.clone()).bin_name(bin_name).version(env!("CARGO_PKG_VERSION"));
+        let mut page = sub.clone().display_name(name.clone()).bin_name(bin_name);
+        // A command with a `--version` of its own (selector's) keeps it; the others name ours.
+        if !sub.get_arguments().any(|a| a.get_id() == "version") {
+            page = page.version(env!("CARGO_PKG_VERSION"));
+        }
         pages.push((name, page));
     }
     for (name, command) in pages {

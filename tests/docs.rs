@@ -125,6 +125,7 @@ fn run(step: &Step, dir: &Path) -> (String, i32) {
         .env("NO_COLOR", "1")
         .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
         .env("PIP_NO_INPUT", "1")
+        .env("PIP_ROOT_USER_ACTION", "ignore")
         .env_remove("WHEELFIX_DEBUG")
         .output()
         .expect("sh runs");
