@@ -29,12 +29,17 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$triple"; then
     rustup target add "$triple"
 fi
 venv=${WHEELFIX_RELEASE_VENV:-target/release-venv}
+mkdir -p target
+# Two builds at once (x86_64 and aarch64) make the tools venv once: the second waits.
+exec 9>"target/.release-venv.lock"
+flock 9
 if [ ! -x "$venv/bin/maturin" ] || [ ! -f "$venv/.ready" ]; then
+    rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --disable-pip-version-check -q maturin==1.16.0 ziglang==0.17.1
     touch "$venv/.ready"
 fi
-mkdir -p target
+flock -u 9
 "$venv/bin/python" -m ziglang cc -c -O2 -target "$arch-linux-gnu.2.17" -o "target/copy_file_range-$arch.o" release/copy_file_range.c
 PATH="$PWD/$venv/bin:$PATH" RUSTFLAGS="-C link-arg=$PWD/target/copy_file_range-$arch.o" \
     "$venv/bin/maturin" build --release --quiet --zig --compatibility manylinux2014 \
