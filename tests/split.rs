@@ -15,7 +15,7 @@ use std::process::Command;
 use support::hip::{STUB, bundler_unbundle, bundles, library, load_with_stub, objects};
 use support::python::{assert_true_record, run, system_python, tools_venv};
 use support::wheelgen::WheelSpec;
-use support::{read_member, stderr, stdout, wheelfix};
+use support::{read_member, stderr, stdout, wheelfix, wheelfix_env};
 
 /// The release's version: a ROCm build's, with its local label.
 const VERSION: &str = "1.0+rocm7.1.0";
@@ -126,6 +126,29 @@ fn read_installed(binary: &Path, arch: &str) -> Vec<(String, String, Vec<String>
         .collect()
 }
 
+/// `args` run again on `wheel` with no room for inflated copies (`WHEELFIX_COPY_ROOM=0`) write
+/// the same files, byte for byte, as `out` holds.
+fn same_without_copies(d: &Path, args: &[&str], wheel: &Path, out: &Path) {
+    let again = d.join(format!("{}-no-copies", out.file_name().unwrap().to_string_lossy()));
+    let mut all = args.to_vec();
+    all.extend(["-v", "-w", again.to_str().unwrap(), wheel.to_str().unwrap()]);
+    let run = wheelfix_env(d, &all, &[("WHEELFIX_COPY_ROOM", "0")]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(stderr(&run).contains("; 0 plain code objects taken as it streamed"), "{}", stderr(&run));
+    let names = |dir: &Path| {
+        let mut n: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(out), names(&again));
+    for name in names(out) {
+        assert!(
+            std::fs::read(out.join(&name)).unwrap() == std::fs::read(again.join(&name)).unwrap(),
+            "{name:?} differs"
+        );
+    }
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
@@ -225,7 +248,7 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     let text = stdout(&out);
     // Each wrapper's RELATIVE relocation was read, and points at the bundle split as its.
     for (member, _) in MEMBERS {
-        let said = format!("{member}: 3 of 3 wrappers found pointing at their bundles");
+        let said = format!("{member}: 3 of 3 wrappers found pointing at their bundles;");
         assert!(stderr(&out).contains(&said), "{said}: {}", stderr(&out));
     }
     let out_dir = d.join("out");
@@ -245,6 +268,15 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     for name in &written {
         assert_true_record(&out_dir.join(name));
     }
+    // The code objects were taken as the binaries streamed past (none was copied raw); with
+    // no room for copies each binary is inflated again and its objects read from it, to the
+    // same bytes.
+    for (member, _) in MEMBERS {
+        let said = format!("{member}: 3 of 3 wrappers found pointing at their bundles; ");
+        let line = stderr(&out).lines().find(|l| l.contains(&said)).map(str::to_string).unwrap_or_default();
+        assert!(!line.contains("; 0 plain code objects taken") && line.ends_with(", 0 read from it"), "{line}");
+    }
+    same_without_copies(d, &["split", "--all-targets"], &wheel, &out_dir);
     let host = out_dir.join(&written[0]);
     let metadata = String::from_utf8(read_member(&host, "fatpkg-1.0+rocm7.1.0.dist-info/METADATA")).unwrap();
     for group in ["gfx90a", "gfx942", "gfx1100"] {
@@ -472,6 +504,8 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     // host keeps an extra per processor. Installed with [device-gfx942], the gfx942 code loads.
     let out = wheelfix(d, &["split", "--all-targets", "--group-by", "family", "-w", "family", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // Groups of several targets take copies of the captured frames: the same bytes again.
+    same_without_copies(d, &["split", "--all-targets", "--group-by", "family"], &wheel, &d.join("family"));
     let mut names: Vec<String> = std::fs::read_dir(d.join("family"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())

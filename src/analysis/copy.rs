@@ -5,6 +5,13 @@
 //! bytes it keeps rather than all of them. The writer never serves a hole's bytes: it reads the
 //! copy through [`crate::elf::gpu::rewrite::ZeroedFile`], which fails a read of any hole its
 //! rewrite has not written or zeroed, and then inflates the member afresh.
+//!
+//! For `split` ([`CopyRoom::capturing`]) no payload is written: each code object a group
+//! takes is compressed as it streams past, a batch at a time on every core, into an archive in
+//! the making per target id whose keys are the payloads' offsets ([`Captured`]). The writer
+//! names them when it meets their bundles, and an archive whose one target one group takes
+//! becomes that group's archive as it is: the code objects are never written raw, nor read
+//! back.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -14,9 +21,27 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::elf::gpu::BUNDLE_MAGIC;
+use crate::elf::gpu::kpack::{self, ArchiveWriter};
 use crate::elf::gpu::rewrite::{self, Ranges};
+use crate::elf::gpu::scan::bundle_target;
 use crate::elf::gpu::targets::Keep;
 use crate::wheel::zip::blocks::BlockMarks;
+
+/// The most bytes of inflated copies a run keeps on disk at once, by default.
+const DEFAULT_ROOM: u64 = 16 << 30;
+
+/// The most bytes of inflated copies a run keeps on disk at once: `WHEELFIX_COPY_ROOM` (a
+/// size; `0` keeps none, and each fat binary is inflated again when it is written), else 16 GiB.
+pub fn room_bytes() -> u64 {
+    match std::env::var("WHEELFIX_COPY_ROOM") {
+        Ok(text) if text.trim() == "0" => 0,
+        Ok(text) => super::budget::parse_size(&text).unwrap_or_else(|| {
+            eprintln!("wheelfix: warning: WHEELFIX_COPY_ROOM={text} is not a size (like 4G or 0): 16G is used");
+            DEFAULT_ROOM
+        }),
+        Err(_) => DEFAULT_ROOM,
+    }
+}
 
 /// Where inflated copies are kept, how many bytes of them a run may hold at once (a batch is
 /// examined whole before it is written, and beyond this room the writer inflates again), and
@@ -26,11 +51,19 @@ pub struct CopyRoom {
     pub dir: PathBuf,
     left: Arc<AtomicU64>,
     keep: Keep,
+    /// Code objects the keep keeps are compressed as they pass, not copied (`split`).
+    capture: bool,
 }
 
 impl CopyRoom {
     pub fn new(dir: PathBuf, bytes: u64, keep: Keep) -> CopyRoom {
-        CopyRoom { dir, left: Arc::new(AtomicU64::new(bytes)), keep }
+        CopyRoom { dir, left: Arc::new(AtomicU64::new(bytes)), keep, capture: false }
+    }
+
+    /// A room whose copies hold no payload: the code objects `keep` keeps are taken as they
+    /// stream past, each a zstd frame ([`Captured`]); the others are left out.
+    pub fn capturing(dir: PathBuf, bytes: u64, keep: Keep) -> CopyRoom {
+        CopyRoom { capture: true, ..CopyRoom::new(dir, bytes, keep) }
     }
 
     /// Take room for `bytes`; false when there is not enough left.
@@ -56,7 +89,118 @@ impl CopyRoom {
             buf: Vec::with_capacity(BUF),
             buf_at: 0,
             marks: None,
+            capture: self.capture.then(|| Capture { dir: self.dir.clone(), ..Default::default() }),
         })
+    }
+}
+
+/// The code objects a copy took as they streamed past, compressed, by target id: each an
+/// archive in the making ([`ArchiveWriter`]) keyed by the payload's offset in the member
+/// ([`Captured::key`]).
+#[derive(Default)]
+pub struct Captured {
+    pub by_target: std::collections::BTreeMap<String, ArchiveWriter>,
+}
+
+impl std::fmt::Debug for Captured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Captured").field("targets", &self.by_target.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl Captured {
+    /// The key a code object is captured under: its payload's offset in the member.
+    pub fn key(at: u64) -> String {
+        format!("@{at}")
+    }
+
+    /// The offset a key names.
+    pub fn offset(key: &str) -> Option<u64> {
+        key.strip_prefix('@')?.parse().ok()
+    }
+}
+
+/// The code object bytes compressed at once, on every core.
+const CAPTURE_BATCH: usize = 8 << 20;
+
+/// What a capturing copy holds in memory at most (but for a single larger code object): the
+/// batch, its frames, the buffers kept for the next, and the copy's own buffer.
+pub const CAPTURE_MEMORY: u64 = 3 * CAPTURE_BATCH as u64 + BUF as u64;
+
+/// Payloads being taken from the stream, and the archives they go to.
+#[derive(Default)]
+struct Capture {
+    dir: PathBuf,
+    /// Payloads not yet complete, in the order of their offsets: start, end, target id, bytes.
+    taking: std::collections::VecDeque<(u64, u64, String, Vec<u8>)>,
+    /// Complete ones waiting to be compressed: offset, target id, bytes.
+    batch: Vec<(u64, String, Vec<u8>)>,
+    batch_bytes: usize,
+    /// Buffers used again, for payloads and for frames: a fresh large one is mapped and
+    /// faulted in, page by page, every time.
+    spare: Vec<Vec<u8>>,
+    frames: Vec<Vec<u8>>,
+    done: Captured,
+}
+
+impl Capture {
+    /// Take the bytes of `data` (at `at`) that belong to payloads being taken.
+    fn take(&mut self, data: &[u8], at: u64) -> io::Result<()> {
+        let end = at + data.len() as u64;
+        let mut left = std::collections::VecDeque::with_capacity(self.taking.len());
+        for (from, to, target, mut bytes) in self.taking.drain(..) {
+            let next = from + bytes.len() as u64;
+            if next < at.min(to) {
+                // Bytes of it went past before it was known: it is not taken (its hole stays,
+                // and the writer inflates the member afresh).
+                continue;
+            }
+            let stop = to.min(end);
+            if next < stop {
+                bytes.extend_from_slice(&data[(next - at) as usize..(stop - at) as usize]);
+            }
+            if bytes.len() as u64 == to - from {
+                self.batch_bytes += bytes.len();
+                self.batch.push((from, target, bytes));
+            } else {
+                left.push_back((from, to, target, bytes));
+            }
+        }
+        self.taking = left;
+        if self.batch_bytes >= CAPTURE_BATCH { self.compress() } else { Ok(()) }
+    }
+
+    /// Compress the batch on every core, each object into its target's archive.
+    fn compress(&mut self) -> io::Result<()> {
+        self.frames.resize_with(self.frames.len().max(self.batch.len()), Vec::new);
+        {
+            use rayon::prelude::*;
+            self.batch
+                .par_iter()
+                .zip(self.frames.par_iter_mut())
+                .map(|((_, _, bytes), frame)| kpack::compress_frame_into(bytes, frame))
+                .collect::<io::Result<()>>()?;
+        }
+        for ((at, target, bytes), frame) in self.batch.drain(..).zip(&self.frames) {
+            let archive = match self.done.by_target.entry(target.clone()) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(ArchiveWriter::new(tempfile::tempfile_in(&self.dir)?)?)
+                }
+            };
+            archive.add_frame(&Captured::key(at), &target, bytes.len() as u64, frame)?;
+            self.spare.push(bytes);
+        }
+        self.batch_bytes = 0;
+        Ok(())
+    }
+
+    /// A buffer for a payload of `size` bytes.
+    fn buffer(&mut self, size: u64) -> Vec<u8> {
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.reserve(size.min(CAPTURE_BATCH as u64) as usize);
+        bytes
     }
 }
 
@@ -68,6 +212,9 @@ pub struct BundledCopy {
     pub file: File,
     pub holes: Ranges,
     pub marks: Option<BlockMarks>,
+    /// The code objects taken as they passed (a capturing room's copy), for the one writer
+    /// that takes them.
+    pub captured: std::sync::Mutex<Option<Captured>>,
 }
 
 /// Bytes written to the copy at a time.
@@ -94,6 +241,7 @@ pub struct HoledCopy<'k> {
     buf: Vec<u8>,
     buf_at: u64,
     marks: Option<BlockMarks>,
+    capture: Option<Capture>,
 }
 
 impl HoledCopy<'_> {
@@ -101,12 +249,31 @@ impl HoledCopy<'_> {
     pub fn finish(mut self) -> io::Result<BundledCopy> {
         self.flush_buf()?;
         self.file.set_len(self.size.max(self.at))?;
-        Ok(BundledCopy { file: self.file, holes: self.holes, marks: self.marks })
+        // A payload the member ended inside of was not taken: its hole stays, and the writer,
+        // finding neither bytes nor frame, inflates the member afresh.
+        let captured = match self.capture.as_mut() {
+            Some(capture) => {
+                capture.compress()?;
+                Some(std::mem::take(&mut capture.done))
+            }
+            None => None,
+        };
+        Ok(BundledCopy {
+            file: self.file,
+            holes: self.holes,
+            marks: self.marks,
+            captured: std::sync::Mutex::new(captured),
+        })
     }
 
     /// The ranges it will not hold from `at` on, as known so far (payloads of tables read).
     pub fn holes_from(&self, at: u64) -> Vec<(u64, u64)> {
         self.holes.within(at, u64::MAX)
+    }
+
+    /// The memory it may hold beyond the stream's (for the budget of the pass that fills it).
+    pub fn memory(&self) -> u64 {
+        if self.capture.is_some() { CAPTURE_MEMORY } else { BUF as u64 }
     }
 
     /// Where the member's deflate blocks start (from the inflater that gave the bytes).
@@ -162,6 +329,30 @@ impl HoledCopy<'_> {
             let want = (table.len() * 2).clamp(FIRST_TAKE, MAX_TABLE).saturating_sub(table.len()).min(more.len());
             table.extend_from_slice(&more[..want]);
             more = &more[want..];
+            if let Some(capture) = self.capture.as_mut() {
+                match rewrite::payload_entries(table) {
+                    rewrite::Tabled::Entries(entries) => {
+                        for e in entries {
+                            let (from, to) = (start + e.offset, start + e.offset + e.size);
+                            self.holes.add(from, to);
+                            let target = bundle_target(&e.id).unwrap_or(&e.id);
+                            if !e.id.starts_with("host-") && self.keep.keeps(target) {
+                                let bytes = capture.buffer(e.size);
+                                capture.taking.push_back((from, to, target.to_string(), bytes));
+                            }
+                        }
+                        return;
+                    }
+                    rewrite::Tabled::Short if table.len() < MAX_TABLE => {
+                        if more.is_empty() {
+                            self.pending = Some((start, std::mem::take(table)));
+                            return;
+                        }
+                        continue;
+                    }
+                    _ => return,
+                }
+            }
             match rewrite::dropped_payloads(table, self.keep) {
                 rewrite::Dropped::Payloads(dropped) => {
                     for (from, to) in dropped {
@@ -218,6 +409,9 @@ impl HoledCopy<'_> {
 impl Write for HoledCopy<'_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         self.learn(data);
+        if let Some(capture) = self.capture.as_mut() {
+            capture.take(data, self.at)?;
+        }
         self.put(data)?;
         self.at += data.len() as u64;
         Ok(data.len())
@@ -232,6 +426,7 @@ impl Write for HoledCopy<'_> {
 mod tests {
     use super::*;
     use crate::elf::gpu::rewrite::{ZeroedFile, thin_range};
+    use crate::elf::gpu::scan::bundle_target;
     use wheelfix_gpu::fixtures::{keep, member};
 
     /// `data` streamed into a kept copy (that leaves out what `keep` drops), `chunk` bytes a write.
@@ -264,6 +459,61 @@ mod tests {
             let mut back = vec![0u8; data.len()];
             zeroed.read_at(&mut back, 0).unwrap();
             assert!(back == whole, "writes of {chunk}: the copy thins to other bytes");
+        }
+    }
+
+    /// Every payload of a plain bundle with its offset in `data` and target id.
+    fn payloads(data: &[u8]) -> Vec<(u64, u64, String)> {
+        let mut found = Vec::new();
+        for at in memchr::memmem::find_iter(data, BUNDLE_MAGIC) {
+            if let rewrite::Tabled::Entries(entries) = rewrite::payload_entries(&data[at..]) {
+                for e in entries {
+                    let target = bundle_target(&e.id).unwrap_or(&e.id).to_string();
+                    found.push((at as u64 + e.offset, at as u64 + e.offset + e.size, target));
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_capturing_copy_holds_no_payload_and_takes_each_wanted_one_as_a_frame() {
+        use std::io::Write;
+        let data = member();
+        let all = payloads(&data);
+        assert_eq!(all.len(), 6);
+        for (keep, wanted) in [(Keep::everything(), 6), (keep("gfx942"), 2)] {
+            // Writes of every size: magic, tables and payloads straddle writes.
+            for chunk in [1usize, 23, 1000, 4096, 1 << 20] {
+                let room = CopyRoom::capturing(std::env::temp_dir(), u64::MAX, keep.clone());
+                let mut copy = room.start(data.len() as u64).unwrap();
+                for piece in data.chunks(chunk) {
+                    copy.write_all(piece).unwrap();
+                }
+                let copy = copy.finish().unwrap();
+                let mut captured = copy.captured.lock().unwrap().take().unwrap();
+                let mut taken = 0;
+                for (from, to, target) in &all {
+                    assert!(
+                        copy.holes.covers(*from) && copy.holes.covers(to - 1),
+                        "writes of {chunk}: a payload copied"
+                    );
+                    let Some(archive) = captured.by_target.get_mut(target) else { continue };
+                    let (size, frame) = archive.frame(&Captured::key(*from), target).unwrap();
+                    assert_eq!(size, to - from);
+                    let object = zstd::bulk::decompress(&frame, size as usize).unwrap();
+                    assert!(object == data[*from as usize..*to as usize], "writes of {chunk}: {target} at {from}");
+                    taken += 1;
+                }
+                assert_eq!(taken, wanted, "writes of {chunk}");
+                let frames: usize = captured.by_target.values().map(|a| a.entries().count()).sum();
+                assert_eq!(frames, wanted, "writes of {chunk}: nothing else taken");
+                // The copy holds the rest: the prefix, the tables, the suffix.
+                let zeroed = ZeroedFile::with_holes(&copy.file, copy.holes.clone());
+                let mut head = vec![0u8; 3000];
+                zeroed.read_at(&mut head, 0).unwrap();
+                assert_eq!(head, vec![7u8; 3000]);
+            }
         }
     }
 

@@ -390,6 +390,7 @@ pub fn first_pass<'b>(
     let elf = matches!(what, FirstPass::Elf | FirstPass::ElfFactsOnly);
     let cost = if elf { base + prefix_cap } else { STREAM_COST };
     let beside = if hash.is_some() && hashes_beside(member) { HASH_BESIDE_COST } else { 0 };
+    let beside = beside + copy.as_ref().map_or(0, |c| c.memory());
     let permit = budget.take(cost + beside);
     // Several threads for a member large enough to split, when their buffers are free now
     // (else it streams as every other member does).

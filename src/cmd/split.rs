@@ -15,13 +15,11 @@ use crate::analysis::CopyRoom;
 use crate::elf::gpu::targets::Keep;
 use crate::plan::split::{DeviceNames, Group, SplitPlan, all_groups, split};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
+use crate::settings::Settings;
 use crate::wheel::WheelFilename;
 use crate::wheel::name::PackageName;
 use crate::wheel::zip::Spilled;
 use crate::{parallel, wheel};
-
-/// The most bytes of inflated copies a run keeps on disk at once.
-const COPY_ROOM: u64 = 16 << 30;
 
 /// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
 pub const DEFAULT_DEVICE_NAME: &str = "{name}-device-{target}";
@@ -74,7 +72,7 @@ pub fn run(request: &SplitRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    let naming = match Naming::of(request) {
+    let naming = match Naming::of(request, &settings) {
         Ok(naming) => naming,
         Err(e) => return Output::usage(e),
     };
@@ -101,7 +99,8 @@ pub fn run(request: &SplitRequest) -> Output {
     } else {
         Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect())
     };
-    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(request.wheel_dir.clone(), COPY_ROOM, copy_keep));
+    settings.analyze.keep_bundled_copies =
+        Some(CopyRoom::capturing(request.wheel_dir.clone(), crate::analysis::copy::room_bytes(), copy_keep));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);
@@ -139,13 +138,14 @@ pub fn run(request: &SplitRequest) -> Output {
 struct Naming(String, GroupBy);
 
 impl Naming {
-    fn of(request: &SplitRequest) -> Result<Naming, String> {
-        let loaded = crate::config::resolve(request.common.config.as_deref()).map_err(|e| e.to_string())?;
-        let config = loaded.config;
-        let template =
-            request.device_name.clone().or(config.device_name).unwrap_or_else(|| DEFAULT_DEVICE_NAME.to_string());
+    fn of(request: &SplitRequest, settings: &Settings) -> Result<Naming, String> {
+        let template = request
+            .device_name
+            .clone()
+            .or(settings.device_name.clone())
+            .unwrap_or_else(|| DEFAULT_DEVICE_NAME.to_string());
         check_device_name(&template)?;
-        let group_by = match (request.group_by, config.group_by.as_deref()) {
+        let group_by = match (request.group_by, settings.group_by.as_deref()) {
             (Some(g), _) => g,
             (None, None) => GroupBy::Target,
             (None, Some(text)) => <GroupBy as clap::ValueEnum>::from_str(text, false)

@@ -14,9 +14,6 @@ use crate::report::thin::{ThinOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::{parallel, wheel};
 
-/// The most bytes of inflated copies a run keeps on disk at once.
-const COPY_ROOM: u64 = 16 << 30;
-
 /// `thin`'s request.
 #[derive(Debug, Clone)]
 pub struct ThinRequest {
@@ -52,7 +49,8 @@ pub fn run(request: &ThinRequest) -> Output {
         Ok(keep) => keep,
         Err(e) => return Output::usage(e),
     };
-    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, COPY_ROOM, keep.clone()));
+    settings.analyze.keep_bundled_copies =
+        Some(CopyRoom::new(copies_dir, crate::analysis::copy::room_bytes(), keep.clone()));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);

@@ -9,8 +9,12 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use super::WriteError;
+use std::collections::BTreeMap;
+
 use crate::analysis::BundledCopy;
+use crate::analysis::copy::Captured;
 use crate::elf::gpu::kpack::{self, ArchiveWriter};
+use crate::elf::gpu::rewrite::Payload;
 use crate::elf::gpu::rewrite::Ranges;
 use crate::elf::gpu::{Count, rewrite};
 use crate::plan::kpack::SplitTo;
@@ -91,7 +95,8 @@ fn thin_from(
         }
     }
     if let Some(to) = &change.split {
-        let moved = split_out(&mut zeroed, change, to).map_err(|e| fail(e.to_string()))?;
+        let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
+        let moved = split_out(&mut zeroed, change, to, captured).map_err(|e| fail(e.to_string()))?;
         Count::sum_into(&mut cut.dropped, moved.moved);
         freed.extend(moved.freed);
     }
@@ -300,32 +305,50 @@ const SPLIT_BATCH: usize = 16 << 20;
 /// Move every bundle of the binary out into one kpack archive per group (`split`), each code
 /// object into every group whose targets it runs on; the archives are left, finished, on the
 /// plan's [`SplitTo`]. A second attempt (from a fresh copy) starts the archives afresh.
+///
+/// The code objects of plain bundles go first into an archive per target id, keyed by their
+/// offsets, as the analysis takes them from the stream (`captured`); those it did not take
+/// (no copy was kept) are read and compressed here into the same. They are named as their
+/// bundles are met, and placed in the groups' archives at the end ([`place_captured`]), in
+/// one order whichever way they came: the same bytes out.
 fn split_out(
     zeroed: &mut rewrite::ZeroedFile<'_>,
     change: &ThinChange,
     to: &SplitTo,
+    captured: Option<Captured>,
 ) -> Result<rewrite::SplitHost, rewrite::RewriteError> {
+    let mut captured = captured.unwrap_or_default();
+    let taken: usize = captured.by_target.values().map(|a| a.entries().count()).sum();
     let mut writers: Vec<Option<ArchiveWriter>> = to.groups.iter().map(|_| None).collect();
     let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
-    // Code objects are compressed a batch at a time on every core (a binary's objects would
-    // otherwise be compressed on one), each once however many groups take it; a batch holds at
-    // most SPLIT_BATCH bytes (or one larger object), whatever the binary's size.
-    let mut batch: Vec<(String, String, Vec<u8>)> = Vec::new();
-    let mut flush = |batch: &mut Vec<(String, String, Vec<u8>)>| -> std::io::Result<()> {
+    // Per target id, each plain object's offset → its name in the archives.
+    let mut names: BTreeMap<String, BTreeMap<u64, String>> = BTreeMap::new();
+    // Code objects read here are compressed a batch at a time on every core (a binary's
+    // objects would otherwise be compressed on one), each once however many groups take it; a
+    // batch holds at most SPLIT_BATCH bytes (or one larger object), whatever the binary's size.
+    // Each is (its offset for a plain bundle's, its name, target id, bytes).
+    type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
+    let mut batch: Batch = Vec::new();
+    let mut flush = |batch: &mut Batch, captured: &mut Captured| -> std::io::Result<()> {
         let frames: Vec<std::io::Result<Vec<u8>>> = {
             use rayon::prelude::*;
-            batch.par_iter().map(|(_, _, bytes)| kpack::compress_frame(bytes)).collect()
+            batch.par_iter().map(|(_, _, _, bytes)| kpack::compress_frame(bytes)).collect()
         };
-        for ((key, target, bytes), frame) in batch.drain(..).zip(frames) {
+        for ((at, key, target, bytes), frame) in batch.drain(..).zip(frames) {
             let frame = frame?;
+            let size = bytes.len() as u64;
+            if let Some(at) = at {
+                let archive = match captured.by_target.entry(target.clone()) {
+                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => v.insert(new_archive(&to.dir)?),
+                };
+                archive.add_frame(&Captured::key(at), &target, size, &frame)?;
+                continue;
+            }
             for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
-                if !group.keep.keeps(&target) {
-                    continue;
+                if group.keep.keeps(&target) {
+                    archive_of(writer, &to.dir)?.add_frame(&key, &target, size, &frame)?;
                 }
-                if writer.is_none() {
-                    *writer = Some(ArchiveWriter::new(tempfile::tempfile_in(&to.dir)?)?);
-                }
-                writer.as_mut().expect("made above").add_frame(&key, &target, bytes.len() as u64, &frame)?;
             }
         }
         Ok(())
@@ -337,23 +360,46 @@ fn split_out(
         &to.pointers,
         &to.marker,
         &wants,
-        &mut |ordinal, entry, bytes| {
+        &mut |ordinal, entry, payload| {
             let target = crate::elf::gpu::scan::bundle_target(&entry.id).unwrap_or(&entry.id).to_string();
-            batch.push((format!("{}#{ordinal}", to.kernel_name), target, bytes));
-            if batch.iter().map(|(_, _, b)| b.len()).sum::<usize>() >= SPLIT_BATCH {
-                flush(&mut batch)?;
+            let key = format!("{}#{ordinal}", to.kernel_name);
+            let (at, bytes) = match payload {
+                Payload::Plain(bytes, at) => (Some(at), bytes),
+                Payload::Decoded(bytes) => (None, bytes),
+                Payload::NotHeld(at) => {
+                    let taken = Captured::key(at);
+                    let size = captured.by_target.get(&target).and_then(|a| {
+                        a.entries().find(|&(k, t, _)| k == taken && t == target).map(|(_, _, size)| size)
+                    });
+                    if size != Some(entry.size) {
+                        return Err(std::io::Error::other(format!(
+                            "the code object for {target} at {at} was neither copied nor taken as it streamed past"
+                        )));
+                    }
+                    names.entry(target).or_default().insert(at, key);
+                    return Ok(());
+                }
+            };
+            if let Some(at) = at {
+                names.entry(target.clone()).or_default().insert(at, key.clone());
+            }
+            batch.push((at, key, target, bytes));
+            if batch.iter().map(|(_, _, _, b)| b.len()).sum::<usize>() >= SPLIT_BATCH {
+                flush(&mut batch, &mut captured)?;
             }
             Ok(())
         },
     )?;
-    flush(&mut batch)?;
+    flush(&mut batch, &mut captured)?;
     crate::debug!(
-        "{}: {} of {} wrappers found pointing at their bundles",
+        "{}: {} of {} wrappers found pointing at their bundles; {taken} plain code objects taken as it streamed, {} read from it",
         change.member,
         done.pointers_checked,
-        done.bundles
+        done.bundles,
+        captured.by_target.values().map(|a| a.entries().count()).sum::<usize>() - taken,
     );
-    let mut finished = std::collections::BTreeMap::new();
+    place_captured(&mut captured, &names, to, &mut writers)?;
+    let mut finished = BTreeMap::new();
     for (group, writer) in to.groups.iter().zip(writers) {
         if let Some(writer) = writer {
             let family = crate::plan::kpack::family(&group.name);
@@ -365,4 +411,56 @@ fn split_out(
     }
     *to.archives.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = finished;
     Ok(done)
+}
+
+fn new_archive(dir: &Path) -> std::io::Result<ArchiveWriter> {
+    ArchiveWriter::new(tempfile::tempfile_in(dir)?)
+}
+
+/// A group's archive, made when it gets its first code object.
+fn archive_of<'w>(writer: &'w mut Option<ArchiveWriter>, dir: &Path) -> std::io::Result<&'w mut ArchiveWriter> {
+    if writer.is_none() {
+        *writer = Some(new_archive(dir)?);
+    }
+    Ok(writer.as_mut().expect("made above"))
+}
+
+/// Put the captured code objects the binary's bundles named (`names`) into the groups'
+/// archives. A target's captured archive becomes its group's own when that group takes no
+/// other code and no other group takes the target, and the binary named every object in it
+/// (the usual case: one device wheel per processor); else its frames are copied, as they are.
+fn place_captured(
+    captured: &mut Captured,
+    names: &BTreeMap<String, BTreeMap<u64, String>>,
+    to: &SplitTo,
+    writers: &mut [Option<ArchiveWriter>],
+) -> std::io::Result<()> {
+    let takers = |target: &str| to.groups.iter().filter(|g| g.keep.keeps(target)).count();
+    for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
+        let targets: Vec<String> =
+            captured.by_target.keys().filter(|t| group.keep.keeps(t) && names.contains_key(*t)).cloned().collect();
+        if let [target] = targets.as_slice()
+            && writer.is_none()
+            && takers(target) == 1
+            && captured.by_target[target].entries().count() == names[target].len()
+        {
+            let mut archive = captured.by_target.remove(target).expect("listed above");
+            archive.rename_keys(&|taken| Captured::offset(taken).and_then(|at| names[target].get(&at)).cloned())?;
+            *writer = Some(archive);
+            continue;
+        }
+        for target in &targets {
+            let from = captured.by_target.get_mut(target).expect("listed above");
+            for (&at, key) in &names[target] {
+                let (size, frame) = from.frame(&Captured::key(at), target)?;
+                archive_of(writer, &to.dir)?.add_frame(key, target, size, &frame)?;
+            }
+        }
+    }
+    let unnamed: usize = captured.by_target.values().map(|a| a.entries().count()).sum::<usize>()
+        - names.iter().filter(|(t, _)| captured.by_target.contains_key(*t)).map(|(_, n)| n.len()).sum::<usize>();
+    if unnamed > 0 {
+        crate::debug!("{unnamed} code objects taken from the stream lie outside the binary's bundles: left out");
+    }
+    Ok(())
 }

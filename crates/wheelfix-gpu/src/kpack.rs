@@ -137,22 +137,33 @@ pub struct ArchiveWriter {
     at: u64,
     /// (key, target id) → (ordinal, original size), in key order for the table.
     toc: std::collections::BTreeMap<String, std::collections::BTreeMap<String, (u64, u64)>>,
-    frames: u64,
+    /// Each frame's offset (past its length prefix) and length, by ordinal.
+    frames: Vec<(u64, u32)>,
 }
 
-/// A code object as one archive frame (zstd, level 1). Each thread keeps one compression
-/// context: a fresh one per object costs its allocation (several MB) every time.
+/// A code object as one archive frame (zstd, level 1).
 pub fn compress_frame(code_object: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut frame = Vec::new();
+    compress_frame_into(code_object, &mut frame)?;
+    Ok(frame)
+}
+
+/// A code object as one archive frame, into `frame` (its old content replaced; a buffer used
+/// again is not faulted in afresh for every object). Each thread keeps one compression context:
+/// a fresh one per object costs its allocation (several MB) every time.
+pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::Result<()> {
     thread_local! {
         static CONTEXT: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
+    frame.clear();
+    frame.reserve(zstd::zstd_safe::compress_bound(code_object.len()));
     CONTEXT.with(|context| {
         let mut context = context.borrow_mut();
         if context.is_none() {
             *context = Some(zstd::bulk::Compressor::new(ARCHIVE_ZSTD_LEVEL)?);
         }
-        context.as_mut().expect("made above").compress(code_object)
+        context.as_mut().expect("made above").compress_to_buffer(code_object, frame).map(|_| ())
     })
 }
 
@@ -162,7 +173,7 @@ impl ArchiveWriter {
         let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
         // The table's offset and the frame count are written by `finish`.
         file.write_all(&[0u8; ARCHIVE_HEADER as usize + 4])?;
-        Ok(ArchiveWriter { file, at: ARCHIVE_HEADER + 4, toc: Default::default(), frames: 0 })
+        Ok(ArchiveWriter { file, at: ARCHIVE_HEADER + 4, toc: Default::default(), frames: Vec::new() })
     }
 
     /// Add the code object of `key` (`<kernel_name>#<index>`) for `target` (a target id).
@@ -174,15 +185,51 @@ impl ArchiveWriter {
     pub fn add_frame(&mut self, key: &str, target: &str, original_size: u64, frame: &[u8]) -> std::io::Result<()> {
         use std::io::Write;
         let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::other("a code object over 4 GiB"))?;
-        self.file.write_all(&len.to_le_bytes())?;
-        self.file.write_all(frame)?;
-        self.at += 4 + frame.len() as u64;
+        let ordinal = self.frames.len() as u64;
         let previous =
-            self.toc.entry(key.to_string()).or_default().insert(target.to_string(), (self.frames, original_size));
+            self.toc.entry(key.to_string()).or_default().insert(target.to_string(), (ordinal, original_size));
         if previous.is_some() {
             return Err(std::io::Error::other(format!("two code objects for {target} in {key}")));
         }
-        self.frames += 1;
+        self.file.write_all(&len.to_le_bytes())?;
+        self.file.write_all(frame)?;
+        self.frames.push((self.at + 4, len));
+        self.at += 4 + frame.len() as u64;
+        Ok(())
+    }
+
+    /// The keys and, for each, the target ids and original sizes of its code objects.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str, u64)> {
+        self.toc.iter().flat_map(|(key, per)| per.iter().map(move |(t, &(_, size))| (key.as_str(), t.as_str(), size)))
+    }
+
+    /// The frame of `key` for `target` and its code object's size, read back from the file.
+    pub fn frame(&mut self, key: &str, target: &str) -> std::io::Result<(u64, Vec<u8>)> {
+        use std::io::Write;
+        let &(ordinal, size) = self
+            .toc
+            .get(key)
+            .and_then(|per| per.get(target))
+            .ok_or_else(|| std::io::Error::other(format!("no code object for {target} in {key}")))?;
+        self.file.flush()?;
+        let (at, len) = self.frames[ordinal as usize];
+        let mut frame = vec![0u8; len as usize];
+        std::os::unix::fs::FileExt::read_exact_at(self.file.get_ref(), &mut frame, at)?;
+        Ok((size, frame))
+    }
+
+    /// Give every key the name `rename` gives it (frames written before their keys were known);
+    /// an error, nothing renamed, if it gives one none or two keys the same name.
+    pub fn rename_keys(&mut self, rename: &dyn Fn(&str) -> Option<String>) -> std::io::Result<()> {
+        let mut renamed = std::collections::BTreeMap::new();
+        for (key, per) in &self.toc {
+            let new =
+                rename(key).ok_or_else(|| std::io::Error::other(format!("no name for the code objects of {key}")))?;
+            if renamed.insert(new.clone(), per.clone()).is_some() {
+                return Err(std::io::Error::other(format!("two keys named {new}")));
+            }
+        }
+        self.toc = renamed;
         Ok(())
     }
 
@@ -230,7 +277,7 @@ impl ArchiveWriter {
                 write::uint(&mut toc, *size);
             }
         }
-        let (at, frames) = (self.at, self.frames);
+        let (at, frames) = (self.at, self.frames.len());
         let mut file = self.file;
         file.write_all(&toc)?;
         let mut file = file.into_inner().map_err(|e| e.into_error())?;
@@ -284,6 +331,22 @@ mod tests {
         }
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
         assert_eq!(zstd::bulk::decompress(&bytes[at + 4..at + 4 + len], 1 << 20).unwrap(), vec![7u8; 300]);
+    }
+
+    #[test]
+    fn frames_written_before_their_keys_are_named_after() {
+        let mut w = ArchiveWriter::new(tempfile::tempfile().unwrap()).unwrap();
+        w.add("@4096", "gfx942", b"first").unwrap();
+        w.add("@8192", "gfx942", &[3u8; 100]).unwrap();
+        let (size, frame) = w.frame("@8192", "gfx942").unwrap();
+        assert_eq!((size, zstd::bulk::decompress(&frame, 100).unwrap()), (100, vec![3u8; 100]));
+        assert!(w.frame("@1", "gfx942").is_err());
+        assert!(w.rename_keys(&|k| (k == "@4096").then(|| "k.so#0".to_string())).is_err(), "one left unnamed");
+        assert!(w.rename_keys(&|_| Some("k.so#0".to_string())).is_err(), "two named the same");
+        w.rename_keys(&|k| Some(if k == "@4096" { "k.so#0" } else { "k.so#1" }.to_string())).unwrap();
+        let keys: Vec<(&str, &str, u64)> = w.entries().collect();
+        assert_eq!(keys, [("k.so#0", "gfx942", 5), ("k.so#1", "gfx942", 100)]);
+        assert_eq!(w.frame("k.so#1", "gfx942").unwrap().1, frame);
     }
 
     #[test]

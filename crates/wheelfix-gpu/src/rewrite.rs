@@ -274,6 +274,28 @@ pub enum Dropped {
 /// The payloads that thinning with `keep` drops from the plain bundle whose first bytes are
 /// `table`.
 pub fn dropped_payloads(table: &[u8], keep: &Keep) -> Dropped {
+    match payload_entries(table) {
+        Tabled::Entries(entries) => Dropped::Payloads(
+            entries.iter().filter(|e| !stays(e, keep)).map(|e| (e.offset, e.offset + e.size)).collect(),
+        ),
+        Tabled::Short => Dropped::Short,
+        Tabled::NotATable => Dropped::NotATable,
+    }
+}
+
+/// What the first bytes of a plain bundle say of its entries.
+pub enum Tabled {
+    /// The entries that have a payload, in the order of their offsets (from the bundle's
+    /// start), each after the table and the one before it.
+    Entries(Vec<BundleEntry>),
+    /// Too few bytes to hold its entry table.
+    Short,
+    /// Not a table whose payloads lie after it and apart.
+    NotATable,
+}
+
+/// The entries with a payload of the plain bundle whose first bytes are `table`.
+pub fn payload_entries(table: &[u8]) -> Tabled {
     let mut pos = 0usize;
     let mut short = false;
     let read = read_table(
@@ -292,19 +314,19 @@ pub fn dropped_payloads(table: &[u8], keep: &Keep) -> Dropped {
     );
     let entries = match read {
         Ok(entries) => entries,
-        Err(_) if short => return Dropped::Short,
-        Err(_) => return Dropped::NotATable,
+        Err(_) if short => return Tabled::Short,
+        Err(_) => return Tabled::NotATable,
     };
-    let mut payloads: Vec<&BundleEntry> = entries.iter().filter(|e| e.size > 0).collect();
-    payloads.sort_by_key(|e| e.offset);
     let mut previous_end = table_len(&entries);
+    let mut payloads: Vec<BundleEntry> = entries.into_iter().filter(|e| e.size > 0).collect();
+    payloads.sort_by_key(|e| e.offset);
     for e in &payloads {
         match e.offset.checked_add(e.size) {
             Some(end) if e.offset >= previous_end => previous_end = end,
-            _ => return Dropped::NotATable,
+            _ => return Tabled::NotATable,
         }
     }
-    Dropped::Payloads(payloads.iter().filter(|e| !stays(e, keep)).map(|e| (e.offset, e.offset + e.size)).collect())
+    Tabled::Entries(payloads)
 }
 
 /// Decide what stays of a bundle of `entries` that has `room` bytes: entries must lie after the
@@ -990,10 +1012,22 @@ mod tests {
 
 /// One code object read out of a bundle: its entry (offset and size within the uncompressed
 /// bundle) and its bytes.
-pub type ObjectSink<'a> = dyn FnMut(&BundleEntry, Vec<u8>) -> io::Result<()> + 'a;
+pub type ObjectSink<'a> = dyn FnMut(&BundleEntry, Payload) -> io::Result<()> + 'a;
 
 /// A code object of a bundle, given the bundle's ordinal in the range read.
-pub type BundleObjectSink<'a> = dyn FnMut(usize, &BundleEntry, Vec<u8>) -> io::Result<()> + 'a;
+pub type BundleObjectSink<'a> = dyn FnMut(usize, &BundleEntry, Payload) -> io::Result<()> + 'a;
+
+/// A code object's bytes as a sink is given them.
+#[derive(Debug)]
+pub enum Payload {
+    /// A plain bundle's code object, and its offset in the file.
+    Plain(Vec<u8>, u64),
+    /// A code object decoded from a compressed bundle (it has no offset of its own).
+    Decoded(Vec<u8>),
+    /// A plain bundle's payload at this offset of the file, which the file does not hold: a
+    /// kept copy left it out because its bytes were taken as they streamed past.
+    NotHeld(u64),
+}
 
 /// Hand each device code object of the bundle at `at` (plain or compressed; its room ends at
 /// `end`) to `sink`, in the order of their offsets, host entries left out. Returns the bundle's
@@ -1020,9 +1054,14 @@ pub fn read_objects<F: Positional>(
             if e.id.starts_with("host-") || !wants(e) {
                 continue;
             }
+            let from = at + e.offset;
+            if file.held_until(from, from + e.size) < from + e.size {
+                sink(e, Payload::NotHeld(from))?;
+                continue;
+            }
             let mut bytes = vec![0u8; e.size as usize];
-            file.read_exact_at(&mut bytes, at + e.offset)?;
-            sink(e, bytes)?;
+            file.read_exact_at(&mut bytes, from)?;
+            sink(e, Payload::Plain(bytes, from))?;
         }
         return Ok(len);
     }
@@ -1045,7 +1084,7 @@ pub fn read_objects<F: Positional>(
         let mut bytes = vec![0u8; e.size as usize];
         decoder.read_exact(&mut bytes).map_err(bad)?;
         consumed = e.offset + e.size;
-        sink(e, bytes)?;
+        sink(e, Payload::Decoded(bytes))?;
     }
     skip(&mut decoder, header.uncompressed - consumed, &mut buf).map_err(bad)?;
     if decoder.read(&mut buf).map_err(bad)? != 0 {
