@@ -517,11 +517,20 @@ struct ThinArgs {
     /// Also remove standalone code-object files (`.co`, `.hsaco`) for other targets.
     #[arg(long)]
     prune_files: bool,
-    /// Take the pages the dropped device code held out of each host binary, so that it also
+    #[command(flatten)]
+    rewrite: RewriteArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// The flags of the commands that rewrite fat binaries (`thin`, `split`).
+#[derive(Args)]
+struct RewriteArgs {
+    /// Take the pages the removed device code held out of each host binary, so that it also
     /// installs smaller (the default; addresses stay, the loader fills them with zeros).
     #[arg(long, overrides_with = "no_compact")]
     compact: bool,
-    /// Leave the dropped device code's bytes in each host binary as zeros: the file keeps its
+    /// Leave the removed device code's bytes in each host binary as zeros: the file keeps its
     /// size and its layout.
     #[arg(long, overrides_with = "compact")]
     no_compact: bool,
@@ -532,8 +541,17 @@ struct ThinArgs {
     /// that would come out larger than it was).
     #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(u32).range(0..=9))]
     zip_compression_level: Option<u32>,
-    #[command(flatten)]
-    common: CommonArgs,
+}
+
+impl RewriteArgs {
+    /// The common flags, with these and the `--gpu-target`s.
+    fn common(&self, common: &CommonArgs, gpu_targets: &[String]) -> Common {
+        common.common(|f| {
+            f.writing(self.no_verify);
+            f.gpu_targets = gpu_targets.to_vec();
+            f.zip_compression_level = self.zip_compression_level;
+        })
+    }
 }
 
 #[derive(Args)]
@@ -560,28 +578,14 @@ struct SplitArgs {
     /// [tool.wheelfix], else `target`.
     #[arg(long, value_enum)]
     group_by: Option<cmd::split::GroupBy>,
-    /// Take the pages the device code held out of each host binary (the default).
-    #[arg(long, overrides_with = "no_compact")]
-    compact: bool,
-    /// Leave them as zeros: each host binary keeps its size and layout.
-    #[arg(long, overrides_with = "compact")]
-    no_compact: bool,
-    /// Skip the sha256 check of every member against RECORD.
-    #[arg(long)]
-    no_verify: bool,
-    /// Deflate level of the rewritten members (zlib levels 0-9).
-    #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(u32).range(0..=9))]
-    zip_compression_level: Option<u32>,
+    #[command(flatten)]
+    rewrite: RewriteArgs,
     #[command(flatten)]
     common: CommonArgs,
 }
 
 fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
-    let common = args.common.common(|f| {
-        f.writing(args.no_verify);
-        f.gpu_targets = args.gpu_targets.clone();
-        f.zip_compression_level = args.zip_compression_level;
-    });
+    let common = args.rewrite.common(&args.common, &args.gpu_targets);
     cmd::split::SplitRequest {
         wheels: args.wheels,
         common,
@@ -590,23 +594,19 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         all_targets: args.all_targets,
         device_name: args.device_name,
         group_by: args.group_by,
-        compact: !args.no_compact,
+        compact: !args.rewrite.no_compact,
     }
 }
 
 fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
-    let common = args.common.common(|f| {
-        f.writing(args.no_verify);
-        f.gpu_targets = args.gpu_targets.clone();
-        f.zip_compression_level = args.zip_compression_level;
-    });
+    let common = args.rewrite.common(&args.common, &args.gpu_targets);
     cmd::thin::ThinRequest {
         wheels: args.wheels,
         common,
         destination: Destination::chosen(args.in_place, args.wheel_dir),
         allow_missing: args.allow_missing,
         prune_files: args.prune_files,
-        compact: !args.no_compact,
+        compact: !args.rewrite.no_compact,
     }
 }
 

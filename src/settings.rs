@@ -179,6 +179,9 @@ pub struct Settings {
     /// The policies: auditwheel's, or `--policy-file`'s.
     pub policies: Policies,
     pub analyze: AnalyzeOptions,
+    /// `device-name` and `group-by` of `[tool.wheelfix]` (`split`'s flags win over them).
+    pub device_name: Option<String>,
+    pub group_by: Option<String>,
 }
 
 /// auditwheel's `--patcher` choice: `patchelf` and `lief-patchelf` both mean wheelfix's own ELF
@@ -464,6 +467,8 @@ impl Settings {
         }
         Ok(Settings {
             config_file: loaded.path.clone(),
+            device_name: config.device_name.clone(),
+            group_by: config.group_by.clone(),
             exclude,
             rocm_exclusion,
             plat,
@@ -503,6 +508,8 @@ impl Settings {
         let default = |v| Setting { value: v, origin: Origin::Default };
         Settings {
             config_file: None,
+            device_name: None,
+            group_by: None,
             exclude: default(Vec::new()),
             rocm_exclusion: Setting { value: true, origin: Origin::Default },
             plat: Setting { value: None, origin: Origin::Default },
