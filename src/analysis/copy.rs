@@ -144,19 +144,33 @@ struct Capture {
 }
 
 impl Capture {
-    /// Take the bytes of `data` (at `at`) that belong to payloads being taken.
+    /// Take the bytes of `data` (at `at`) that belong to payloads being taken. A payload that
+    /// lies whole in `data` is compressed from it (a member read whole is one write); the
+    /// others are gathered in buffers, and compressed a batch at a time.
     fn take(&mut self, data: &[u8], at: u64) -> io::Result<()> {
         let end = at + data.len() as u64;
-        let mut left = std::collections::VecDeque::with_capacity(self.taking.len());
-        for (from, to, target, mut bytes) in self.taking.drain(..) {
+        let mut within: Vec<(u64, String, std::ops::Range<usize>)> = Vec::new();
+        let mut left = std::collections::VecDeque::new();
+        for (from, to, target, mut bytes) in std::mem::take(&mut self.taking) {
             let next = from + bytes.len() as u64;
             if next < at.min(to) {
                 // Bytes of it went past before it was known: it is not taken (its hole stays,
                 // and the writer inflates the member afresh).
                 continue;
             }
+            if bytes.is_empty() && from >= at && to <= end {
+                within.push((from, target, (from - at) as usize..(to - at) as usize));
+                continue;
+            }
             let stop = to.min(end);
             if next < stop {
+                // A buffer is taken when the payload's first bytes arrive: a table announces
+                // all its payloads at once, and they stream past one after another.
+                if bytes.capacity() == 0 {
+                    bytes = self.spare.pop().unwrap_or_default();
+                    bytes.clear();
+                    bytes.reserve((to - from).min(CAPTURE_BATCH as u64) as usize);
+                }
                 bytes.extend_from_slice(&data[(next - at) as usize..(stop - at) as usize]);
             }
             if bytes.len() as u64 == to - from {
@@ -167,40 +181,84 @@ impl Capture {
             }
         }
         self.taking = left;
-        if self.batch_bytes >= CAPTURE_BATCH { self.compress() } else { Ok(()) }
+        // The batch's payloads lie before those within `data`: frames go in offset order.
+        if self.batch_bytes >= CAPTURE_BATCH || !within.is_empty() {
+            self.compress()?;
+        }
+        let mut rest = within.as_slice();
+        while !rest.is_empty() {
+            // As many as start within a batch's worth of bytes (at least one).
+            let mut bytes = 0;
+            let n = rest
+                .iter()
+                .take_while(|(_, _, r)| {
+                    let before = bytes;
+                    bytes += r.len();
+                    before < CAPTURE_BATCH
+                })
+                .count();
+            let (now, later) = rest.split_at(n.max(1));
+            let objects: Vec<(u64, &str, &[u8])> =
+                now.iter().map(|(from, target, r)| (*from, target.as_str(), &data[r.clone()])).collect();
+            self.archive(&objects)?;
+            rest = later;
+        }
+        Ok(())
     }
 
-    /// Compress the batch on every core, each object into its target's archive.
+    /// Compress the batch, each object into its target's archive.
     fn compress(&mut self) -> io::Result<()> {
-        self.frames.resize_with(self.frames.len().max(self.batch.len()), Vec::new);
-        {
-            use rayon::prelude::*;
-            self.batch
-                .par_iter()
-                .zip(self.frames.par_iter_mut())
-                .map(|((_, _, bytes), frame)| kpack::compress_frame_into(bytes, frame))
-                .collect::<io::Result<()>>()?;
-        }
-        for ((at, target, bytes), frame) in self.batch.drain(..).zip(&self.frames) {
-            let archive = match self.done.by_target.entry(target.clone()) {
-                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(ArchiveWriter::new(tempfile::tempfile_in(&self.dir)?)?)
-                }
-            };
-            archive.add_frame(&Captured::key(at), &target, bytes.len() as u64, frame)?;
-            self.spare.push(bytes);
+        let batch = std::mem::take(&mut self.batch);
+        let objects: Vec<(u64, &str, &[u8])> = batch.iter().map(|(at, t, b)| (*at, t.as_str(), b.as_slice())).collect();
+        self.archive(&objects)?;
+        for (_, _, bytes) in batch {
+            // Kept for the next payloads, no more than a batch's worth.
+            if self.spare.iter().map(Vec::capacity).sum::<usize>() + bytes.capacity() <= CAPTURE_BATCH {
+                self.spare.push(bytes);
+            }
         }
         self.batch_bytes = 0;
         Ok(())
     }
 
-    /// A buffer for a payload of `size` bytes.
-    fn buffer(&mut self, size: u64) -> Vec<u8> {
-        let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.reserve(size.min(CAPTURE_BATCH as u64) as usize);
-        bytes
+    /// Compress `objects` (offset, target id, bytes) on every core, and add each to its
+    /// target's archive, in their order.
+    fn archive(&mut self, objects: &[(u64, &str, &[u8])]) -> io::Result<()> {
+        if objects.is_empty() {
+            return Ok(());
+        }
+        self.frames.resize_with(self.frames.len().max(objects.len()), Vec::new);
+        // On threads of its own, not the pool's: a pool thread waiting for its batch would
+        // take up other members' analysis meanwhile, each with its memory, below this one's.
+        let threads = rayon::current_num_threads().clamp(1, objects.len());
+        let per = objects.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let jobs: Vec<_> = objects
+                .chunks(per)
+                .zip(self.frames.chunks_mut(per))
+                .map(|(objects, frames)| {
+                    scope.spawn(move || {
+                        objects.iter().zip(frames).try_for_each(|(&(_, _, b), f)| kpack::compress_frame_into(b, f))
+                    })
+                })
+                .collect();
+            jobs.into_iter()
+                .try_for_each(|job| job.join().unwrap_or_else(|_| Err(io::Error::other("a compressor panicked"))))
+        })?;
+        for (&(at, target, bytes), frame) in objects.iter().zip(&self.frames) {
+            let archive = match self.done.by_target.entry(target.to_string()) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(ArchiveWriter::new(tempfile::tempfile_in(&self.dir)?)?)
+                }
+            };
+            archive.add_frame(&Captured::key(at), target, bytes.len() as u64, frame)?;
+        }
+        // A frame buffer that took a large object is not kept.
+        for frame in self.frames.iter_mut().filter(|f| f.capacity() > CAPTURE_BATCH) {
+            *frame = Vec::new();
+        }
+        Ok(())
     }
 }
 
@@ -337,8 +395,7 @@ impl HoledCopy<'_> {
                             self.holes.add(from, to);
                             let target = bundle_target(&e.id).unwrap_or(&e.id);
                             if !e.id.starts_with("host-") && self.keep.keeps(target) {
-                                let bytes = capture.buffer(e.size);
-                                capture.taking.push_back((from, to, target.to_string(), bytes));
+                                capture.taking.push_back((from, to, target.to_string(), Vec::new()));
                             }
                         }
                         return;
