@@ -21,7 +21,7 @@ use support::{read_member, stderr, stdout, wheelfix, wheelfix_env};
 const VERSION: &str = "1.0+rocm7.1.0";
 
 /// Kernel database files (kpack's naming rules), with the target each is for; `None` stays in
-/// the host wheel (no target, or a family's directory).
+/// the host wheel (no target, or a family's directory when the split is per processor).
 const DATABASES: &[(&str, Option<&str>)] = &[
     ("fatpkg/lib/rocblas/library/TensileLibrary_gfx942.co", Some("gfx942")),
     ("fatpkg/lib/rocblas/library/TensileLibrary_Type_HH_gfx90a-xnack+.dat", Some("gfx90a")),
@@ -531,7 +531,19 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         assert!(metadata.contains(&line), "{line}{metadata}");
     }
     assert_eq!(metadata.matches("extra == \"device-all\"").count(), 2, "{metadata}");
+    // The family directory's file goes with its family's wheel; check finds what it found in
+    // the set split per processor (the third unit's missing gfx90a code), nothing more.
+    let holds = |name: &str, path: &str| {
+        let zip = zip::ZipArchive::new(std::fs::File::open(d.join("family").join(name)).unwrap()).unwrap();
+        zip.file_names().any(|n| n.is_ok_and(|n| n == path))
+    };
+    let aks2 = "fatpkg/lib/aotriton.images/amd-gfx11xx/flash/k.aks2";
+    assert!(holds(&names[1], aks2) && !holds(&names[0], aks2) && !holds(&names[2], aks2), "{aks2}");
+    let (code, findings) = check(&d.join("family"));
+    let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    assert_eq!((code, kinds), (Some(1), vec!["kpack-kernel-missing"; 2]), "{findings:#?}");
     let family = pip_install(d, &d.join("family"), "fatpkg[device-gfx942]", "site-family");
+    assert!(!family.join(aks2).exists(), "{aks2} installed with the gfx9 wheel");
     assert_eq!(
         archives_in(&family),
         [

@@ -3,7 +3,9 @@
 //! `aotriton.images/amd-gfx942/…`), as the rules of `policies/kernel-databases.json` (kpack's
 //! handlers' rules, as data) name them. `split` moves them into the device wheel of their
 //! target, `thin --prune-files` drops other targets', `show` counts their bytes per target.
-//! A file no rule matches, or whose target is a family (`amd-gfx11xx`), stays where it is.
+//! A file no rule matches stays where it is. A family directory (`amd-gfx11xx`, `gfx120x`)
+//! names no processor ([`family_database`]): `split` moves it only into a device wheel that
+//! takes its whole family.
 
 use std::sync::OnceLock;
 
@@ -54,6 +56,36 @@ pub struct Database {
 /// The kernel database a file installed at `path` is, if a rule names it and its target is one
 /// processor (a family directory, `gfx11xx`, is none).
 pub fn database(path: &str) -> Option<Database> {
+    match find(path)? {
+        (library, Named::Processor(target)) => Some(Database { library, target }),
+        (_, Named::Family(_)) => None,
+    }
+}
+
+/// The library and family of a kernel database file in a family directory. Ex)
+/// `torch/lib/aotriton.images/amd-gfx11xx/flash/k.aks2` → (`aotriton`, `gfx11xx`)
+pub fn family_database(path: &str) -> Option<(&'static str, String)> {
+    match find(path)? {
+        (library, Named::Family(family)) => Some((library, family)),
+        (_, Named::Processor(_)) => None,
+    }
+}
+
+/// Whether `processor` is of `family` (`gfx11xx`: the processors of `gfx11` and two more
+/// characters). Ex) (`gfx1101`, `gfx11xx`) → true; (`gfx1151`, `gfx110x`) → false
+pub fn in_family(processor: &str, family: &str) -> bool {
+    let stem = family.trim_end_matches('x');
+    processor.len() == family.len() && processor.starts_with(stem) && !processor.contains('-')
+}
+
+/// What a rule finds a file is for.
+enum Named {
+    Processor(String),
+    /// A family directory. Ex) `gfx11xx`
+    Family(String),
+}
+
+fn find(path: &str) -> Option<(&'static str, Named)> {
     let name = path.rsplit('/').next().unwrap_or(path);
     for rule in rules() {
         if !rule.suffixes.is_empty() && !rule.suffixes.iter().any(|s| name.ends_with(s.as_str())) {
@@ -69,15 +101,15 @@ pub fn database(path: &str) -> Option<Database> {
             },
             None => None,
         };
-        let from_name = || processor_in_name(name);
-        let from_dir = || below.and_then(processor_in_directories);
+        let from_name = || processor_in_name(name).map(Named::Processor);
+        let from_dir = || below.and_then(target_in_directories);
         let target = match rule.target {
             Where::Name => from_name(),
             Where::Directory => from_dir(),
             Where::NameOrDirectory => from_name().or_else(from_dir),
         };
         // A rule that matches names the file's library, target or not: the first rule decides.
-        return target.map(|target| Database { library: rule.library.as_str(), target });
+        return target.map(|target| (rule.library.as_str(), target));
     }
     None
 }
@@ -116,14 +148,24 @@ fn processor_in_name(name: &str) -> Option<String> {
     None
 }
 
-/// The first directory beneath an anchor that names one processor: `gfx942`, `gfx90a-xnack+`
-/// (Tensile's spelling). A family directory (`gfx11xx`, `gfx110x`) names none.
-fn processor_in_directories(below: &str) -> Option<String> {
+/// The first directory beneath an anchor that names a processor, `gfx942` or `gfx90a-xnack+`
+/// (Tensile's spelling), or a family, `gfx11xx` or `gfx120x`.
+fn target_in_directories(below: &str) -> Option<Named> {
     let mut parts: Vec<&str> = below.split('/').collect();
     parts.pop(); // the file name
     let dir = parts.into_iter().find(|p| p.starts_with("gfx"))?;
     let processor = dir.split('-').next().unwrap_or(dir);
-    Requested::parse(processor).is_ok().then(|| processor.to_string())
+    if Requested::parse(processor).is_ok() {
+        return Some(Named::Processor(processor.to_string()));
+    }
+    // A family: digits, then one or more `x` for the rest of a processor's name.
+    let digits = &processor[3..];
+    let stem = digits.trim_end_matches('x');
+    let family = !stem.is_empty()
+        && stem.len() < digits.len()
+        && (3..=4).contains(&digits.len())
+        && stem.chars().all(|c| c.is_ascii_digit());
+    family.then(|| Named::Family(processor.to_string()))
 }
 
 /// A wheel's kernel database files, by the processor they are for: files and bytes.
@@ -169,7 +211,15 @@ mod tests {
         assert_eq!(target("x/lib/libdevice_conv_operations_gfx950_xnackp.a").as_deref(), Some("gfx950"));
         assert_eq!(target("x/lib/libdevice_conv_operations.a"), None);
         assert_eq!(target("torch/lib/aotriton.images/amd-gfx942/flash/attn_fwd/k.aks2").as_deref(), Some("gfx942"));
-        assert_eq!(target("torch/lib/aotriton.images/amd-gfx11xx/flash/k.aks2"), None, "a family stays");
+        assert_eq!(target("torch/lib/aotriton.images/amd-gfx11xx/flash/k.aks2"), None, "a family is no processor");
+        let family = |p: &str| family_database(p).map(|(_, f)| f);
+        assert_eq!(family("torch/lib/aotriton.images/amd-gfx11xx/flash/k.aks2").as_deref(), Some("gfx11xx"));
+        assert_eq!(family("torch/lib/aotriton.images/amd-gfx120x/k.aks2").as_deref(), Some("gfx120x"));
+        assert_eq!(family("torch/lib/aotriton.images/amd-gfx942/k.aks2"), None);
+        assert_eq!(family("torch/lib/aotriton.images/amd-gfxyz/k.aks2"), None);
+        assert!(in_family("gfx1101", "gfx11xx") && in_family("gfx1151", "gfx11xx"));
+        assert!(in_family("gfx1201", "gfx120x") && !in_family("gfx1151", "gfx110x"));
+        assert!(!in_family("gfx90a", "gfx11xx") && !in_family("gfx9-4-generic", "gfx9xx"));
         assert_eq!(target("r/lib/hipdnn_plugins/engines/arch_content/rocke/gfx1100/k.bin").as_deref(), Some("gfx1100"));
         assert_eq!(target("torch/lib/librocblas.so.5"), None);
         assert_eq!(target("notrocblas/library/TensileLibrary_gfx942.co"), None, "segments, not substrings");

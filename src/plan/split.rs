@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 pub use super::kpack::{Group, SplitTo};
 use super::thin::{FileCut, ThinChange};
 use super::{Content, NewMember, Plan};
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, databases};
 use crate::elf::gpu::targets::{Keep, Requested};
 use crate::elf::gpu::{Container, GpuCode};
 use crate::wheel::Wheel;
@@ -118,7 +118,7 @@ pub fn split(
     let mut present: Vec<&Group> = Vec::new();
     // Kernel databases move whole, binaries among them (`libMIOpenCK*_gfx942.so`).
     let mut databases = Vec::new();
-    for (member, db) in crate::analysis::databases::in_wheel(wheel) {
+    for (member, db) in databases::in_wheel(wheel) {
         let group = groups.iter().find(|g| g.keep.keeps(&db.target));
         if let Some(g) = group
             && !present.iter().any(|p| p.name == g.name)
@@ -130,6 +130,30 @@ pub fn split(
             member: member.name.to_string(),
             target: db.target,
             group: group.map(|g| g.name.clone()),
+            size: member.size,
+        });
+    }
+    // A family directory's files go to the one device wheel that takes the whole family
+    // (`--group-by family`: `gfx11xx` → gfx11; `subfamily`: `gfx120x` → gfx120x), beside a
+    // processor of it that the split has; else they stay in the host.
+    for member in wheel.archive.members().iter().filter(|m| !m.is_dir()) {
+        let Some((_, family)) = wheel.install_path(&member.name).and_then(|p| databases::family_database(&p)) else {
+            continue;
+        };
+        let family_wheel = (names.wheel_of)(&family);
+        let Some(g) =
+            groups.iter().find(|g| databases::in_family(&g.name, &family) && (names.wheel_of)(&g.name) == family_wheel)
+        else {
+            continue;
+        };
+        if !present.iter().any(|p| p.name == g.name) {
+            present.push(g);
+        }
+        plan.remove.insert(member.name.to_string());
+        databases.push(DatabaseMove {
+            member: member.name.to_string(),
+            target: family,
+            group: Some(g.name.clone()),
             size: member.size,
         });
     }
