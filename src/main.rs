@@ -578,6 +578,11 @@ struct SplitArgs {
     /// [tool.wheelfix], else `target`.
     #[arg(long, value_enum)]
     group_by: Option<cmd::split::GroupBy>,
+    /// Put the device code of all the wheel's binaries in one kpack archive per processor,
+    /// `.kpack/NAME_<processor>.kpack` in their common directory (kpack's own layout, NAME its
+    /// group: `rocm`, `torch`). Default: an archive per binary, beside it.
+    #[arg(long = "group", value_name = "NAME", value_parser = kpack_group)]
+    kpack_group: Option<String>,
     #[command(flatten)]
     rewrite: RewriteArgs,
     #[command(flatten)]
@@ -594,6 +599,7 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         all_targets: args.all_targets,
         device_name: args.device_name,
         group_by: args.group_by,
+        kpack_group: args.kpack_group,
         compact: !args.rewrite.no_compact,
     }
 }
@@ -608,6 +614,14 @@ fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
         prune_files: args.prune_files,
         compact: !args.rewrite.no_compact,
     }
+}
+
+/// A kpack group name: it names archive files, so letters, digits, `.`, `_` and `-` only.
+fn kpack_group(text: &str) -> Result<String, String> {
+    let ok = !text.is_empty()
+        && !text.starts_with('.')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok { Ok(text.to_string()) } else { Err("letters, digits, `.`, `_` and `-` (an archive's file name)".into()) }
 }
 
 /// A URL a page links or a command prints: `http` or `https` only.

@@ -557,6 +557,32 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     let (lines, value) = load_as(d, &stub, &family.join(member), "gfx942", None);
     assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"));
 
+    // One kpack group (`--group`, kpack's own layout): both binaries' code in one archive per
+    // processor, in their common directory, each binary's marker naming it; the reader and the
+    // stub runtime find every code object through it, as through an archive per binary.
+    let out = wheelfix(d, &["split", "--all-targets", "--group", "fatpkg", "-w", "grouped", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    same_without_copies(d, &["split", "--all-targets", "--group", "fatpkg"], &wheel, &d.join("grouped"));
+    let grouped = pip_install(d, &d.join("grouped"), "fatpkg[device-gfx942]", "site-grouped");
+    assert_eq!(archives_in(&grouped), ["fatpkg/.kpack/fatpkg_gfx942.kpack"]);
+    for (member, original, registered) in &originals {
+        let found = read_installed(&grouped.join(member), "gfx942");
+        let bundles = bundles(original);
+        assert_eq!(found.len(), bundles.len(), "{member}: one wrapper per bundle");
+        for (i, (key, sha, _)) in found.iter().enumerate() {
+            assert_eq!(key, &format!("{member}#{i}"));
+            let expected = sha256_hex(&bundler_unbundle(d, &bundles[i], "hipv4-amdgcn-amd-amdhsa--gfx942"));
+            assert_eq!(sha, &expected, "{member} wrapper {i} through the group's archive");
+        }
+        let (lines, value) = load_as(d, &stub, &grouped.join(member), "gfx942", None);
+        assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"), "{member}");
+    }
+    let (code, findings) = check(&d.join("grouped"));
+    let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    assert_eq!((code, kinds), (Some(1), vec!["kpack-kernel-missing"; 2]), "{findings:#?}");
+    let bad = wheelfix(d, &["split", "--all-targets", "--group", "../up", "-w", "bad", wheel.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+
     // xnack variants and generic targets, as the runtime falls back.
     let gfx90a = pip_install(d, &out_dir, "fatpkg[device-gfx90a]", "site-gfx90a");
     let gfx1100 = pip_install(d, &out_dir, "fatpkg[device-gfx1100]", "site-gfx1100");

@@ -63,6 +63,9 @@ pub struct SplitRequest {
     /// `--group-by`: one device wheel per processor, or per (sub-)family; else `group-by` of
     /// `[tool.wheelfix]`, else per processor.
     pub group_by: Option<GroupBy>,
+    /// `--group`: the kpack group whose archives the wheel's binaries share (kpack's own
+    /// layout: `.kpack/<group>_gfx942.kpack`); else one archive per binary.
+    pub kpack_group: Option<String>,
     pub compact: bool,
 }
 
@@ -205,7 +208,16 @@ fn plan_one(
     let group_by = request.group_by.unwrap_or(GroupBy::Target);
     let wheel_of = |processor: &str| group_by.wheel_of(processor);
     let names = DeviceNames { wheel_of: &wheel_of, project: &project };
-    let plan = split(wheel, analysis, groups, &names, request.compact, level, &request.wheel_dir);
+    let plan = split(
+        wheel,
+        analysis,
+        groups,
+        &names,
+        request.compact,
+        level,
+        &request.wheel_dir,
+        request.kpack_group.as_deref(),
+    );
     if let Some((file, problem)) = plan.unreadable.first() {
         return Err(Error::Unsplittable { file: file.clone(), problem: problem.clone() });
     }
@@ -258,6 +270,37 @@ fn write_one(
     })
 }
 
+/// The archive of `processor` the wheel's binaries share (`--group`): every binary's code
+/// objects, in the binaries' order, under one table of contents; `None` without `--group` or
+/// without code for it.
+fn shared_archive(plan: &SplitPlan, processor: &str, dir: &Path) -> std::io::Result<Option<(String, Arc<Spilled>)>> {
+    let poisoned = || std::io::Error::other("an archive writer panicked");
+    let mut parts = Vec::new();
+    for binary in plan.binaries.iter().filter(|b| b.shared.is_some()) {
+        if let Some(part) = binary.unfinished.lock().map_err(|_| poisoned())?.remove(processor) {
+            parts.push((binary, part));
+        }
+    }
+    let Some((first, _)) = parts.first() else { return Ok(None) };
+    let (path, name) = (first.archive_path(processor), first.shared.clone().unwrap_or_default());
+    let family = crate::plan::kpack::family(processor);
+    let archive = if parts.len() == 1 {
+        parts.pop().expect("one").1
+    } else {
+        let mut merged = crate::elf::gpu::kpack::ArchiveWriter::new(tempfile::tempfile_in(dir)?)?;
+        for (_, part) in &mut parts {
+            let entries: Vec<(String, String)> =
+                part.entries().map(|(k, t, _)| (k.to_string(), t.to_string())).collect();
+            for (key, target) in entries {
+                let (size, frame) = part.frame(&key, &target)?;
+                merged.add_frame(&key, &target, size, &frame)?;
+            }
+        }
+        merged
+    };
+    Ok(Some((path, Arc::new(Spilled::stored(archive.finish(&name, &family)?)?))))
+}
+
 /// Write the device wheel of one group: its archives from every binary, stored (zstd frames do
 /// not deflate), and a `.dist-info` requiring the host at its exact version, with the host's tags.
 fn write_device(
@@ -284,6 +327,11 @@ fn write_device(
         for processor in processors {
             let Some(stored) = archives.get(*processor) else { continue };
             spilled.push((binary.archive_path(processor), stored.clone()));
+        }
+    }
+    for processor in processors {
+        if let Some(shared) = shared_archive(plan, processor, dir).map_err(|e| io("archives", e))? {
+            spilled.push(shared);
         }
     }
     let databases: Vec<_> =

@@ -43,6 +43,10 @@ pub struct SplitTo {
     /// The finished archives, by group (a group the binary has no code for has none), hashed
     /// as members to store (zstd frames deflate no further).
     pub archives: Mutex<BTreeMap<String, Arc<crate::wheel::zip::Spilled>>>,
+    /// `--group`: the archives are shared by the wheel's binaries, named after this kpack group;
+    /// this binary's are left unfinished in `unfinished`, for its device wheel to merge.
+    pub shared: Option<String>,
+    pub unfinished: Mutex<BTreeMap<String, crate::elf::gpu::kpack::ArchiveWriter>>,
 }
 
 impl SplitTo {

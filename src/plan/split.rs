@@ -101,7 +101,10 @@ pub fn all_groups(wheel: &Wheel, analysis: &Analysis) -> Vec<Group> {
     groups
 }
 
-/// Plan the split of one wheel into `groups`; archives are made in `dir`.
+/// Plan the split of one wheel into `groups`; archives are made in `dir`. With `kpack_group`,
+/// the wheel's binaries share one archive per group, `.kpack/<kpack_group>_<group>.kpack` in
+/// their common directory; else each binary has its own beside it.
+#[allow(clippy::too_many_arguments)]
 pub fn split(
     wheel: &Wheel,
     analysis: &Analysis,
@@ -110,6 +113,7 @@ pub fn split(
     compact: bool,
     compression_level: u32,
     dir: &std::path::Path,
+    kpack_group: Option<&str>,
 ) -> SplitPlan {
     let mut plan = Plan::new(wheel.filename.clone());
     plan.compression_level = compression_level;
@@ -157,6 +161,16 @@ pub fn split(
             size: member.size,
         });
     }
+    // The directory every binary to split installs in or below (for a shared archive).
+    let shared_dir = analysis
+        .gpu
+        .iter()
+        .filter(|c| c.container == Container::HipFatbin && !c.target_bytes.is_empty())
+        .filter(|c| !databases.iter().any(|d| d.member == c.file))
+        .filter_map(|c| wheel.install_path(&c.file))
+        .map(|path| parent_and_name(&path).0.to_string())
+        .reduce(|a, b| common_dir(&a, &b))
+        .unwrap_or_default();
     for code in &analysis.gpu {
         if databases.iter().any(|d| d.member == code.file) {
             continue;
@@ -185,11 +199,17 @@ pub fn split(
             continue;
         };
         // The archives go where the binary installs (a binary in `.data/platlib/` installs at
-        // the root of site-packages, as does the device wheel's archive beside it).
-        let (dir_part, file_name) = kernel_name.rsplit_once('/').map_or(("", kernel_name.as_str()), |(d, f)| (d, f));
-        let archive_stem =
-            if dir_part.is_empty() { format!(".kpack/{file_name}") } else { format!("{dir_part}/.kpack/{file_name}") };
-        let search = vec![format!(".kpack/{file_name}_{}.kpack", crate::elf::gpu::kpack::GFXARCH)];
+        // the root of site-packages, as does the device wheel's archive beside it), or, shared,
+        // in the directory of every binary the wheel splits.
+        let (dir_part, file_name) = parent_and_name(&kernel_name);
+        let (archive_stem, search) = match kpack_group {
+            None => (in_dir(dir_part, &format!(".kpack/{file_name}")), format!(".kpack/{file_name}")),
+            Some(name) => {
+                let up = "../".repeat(depth(dir_part) - depth(&shared_dir));
+                (in_dir(&shared_dir, &format!(".kpack/{name}")), format!("{up}.kpack/{name}"))
+            }
+        };
+        let search = vec![format!("{search}_{}.kpack", crate::elf::gpu::kpack::GFXARCH)];
         let to = Arc::new(SplitTo {
             marker: crate::elf::gpu::kpack::marker(&kernel_name, &search),
             kernel_name,
@@ -199,6 +219,8 @@ pub fn split(
             dir: dir.to_path_buf(),
             archive_stem,
             archives: Mutex::new(BTreeMap::new()),
+            shared: kpack_group.map(str::to_string),
+            unfinished: Mutex::new(BTreeMap::new()),
         });
         let ranges: Vec<(u64, u64)> = facts
             .sections_named(".hip_fatbin")
@@ -244,6 +266,27 @@ pub fn split(
     let moved: Vec<GpuCode> = analysis.gpu.iter().filter(|c| cut.iter().any(|f| f.file == c.file)).cloned().collect();
     let uncovered = crate::elf::gpu::targets::uncovered(&moved, &requested);
     SplitPlan { plan, binaries, cut, left, unreadable, groups, databases, uncovered }
+}
+
+/// A path's directory and file name. Ex) `p/lib/k.so` → (`p/lib`, `k.so`); `k.so` → (``, `k.so`)
+fn parent_and_name(path: &str) -> (&str, &str) {
+    path.rsplit_once('/').unwrap_or(("", path))
+}
+
+/// `name` in directory `dir` (`` for the top).
+fn in_dir(dir: &str, name: &str) -> String {
+    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
+}
+
+/// How many directories deep `dir` is. Ex) `` → 0, `p/lib` → 2
+fn depth(dir: &str) -> usize {
+    if dir.is_empty() { 0 } else { dir.split('/').count() }
+}
+
+/// The deepest directory both are in. Ex) (`p/lib`, `p/sub`) → `p`
+fn common_dir(a: &str, b: &str) -> String {
+    let common: Vec<&str> = a.split('/').zip(b.split('/')).take_while(|(x, y)| x == y).map(|(x, _)| x).collect();
+    common.join("/")
 }
 
 /// The host's extras: one per processor (`device-gfx1100`), and one per device wheel that holds

@@ -399,6 +399,11 @@ fn split_out(
         captured.by_target.values().map(|a| a.entries().count()).sum::<usize>() - taken,
     );
     place_captured(&mut captured, &names, to, &mut writers)?;
+    if to.shared.is_some() {
+        let unfinished = to.groups.iter().zip(writers).filter_map(|(g, w)| Some((g.name.clone(), w?))).collect();
+        *to.unfinished.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = unfinished;
+        return Ok(done);
+    }
     let mut finished = BTreeMap::new();
     for (group, writer) in to.groups.iter().zip(writers) {
         if let Some(writer) = writer {

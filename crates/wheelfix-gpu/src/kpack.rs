@@ -141,6 +141,12 @@ pub struct ArchiveWriter {
     frames: Vec<(u64, u32)>,
 }
 
+impl std::fmt::Debug for ArchiveWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchiveWriter").field("frames", &self.frames.len()).field("keys", &self.toc.len()).finish()
+    }
+}
+
 /// A code object as one archive frame (zstd, level 1).
 pub fn compress_frame(code_object: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut frame = Vec::new();
