@@ -15,6 +15,7 @@
 //! with-wheels = ["../deps"]
 //! device-name = "amd-{name}-device-{target}"
 //! group-by = "target"
+//! group = "rocm"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,8 @@ pub struct Config {
     pub device_name: Option<String>,
     /// `split --group-by`: `target`, `subfamily` or `family`.
     pub group_by: Option<String>,
+    /// `split --group`: the kpack group whose archives the wheel's binaries share.
+    pub group: Option<String>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

@@ -616,12 +616,9 @@ fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
     }
 }
 
-/// A kpack group name: it names archive files, so letters, digits, `.`, `_` and `-` only.
+/// A kpack group name ([`cmd::split::check_kpack_group`]).
 fn kpack_group(text: &str) -> Result<String, String> {
-    let ok = !text.is_empty()
-        && !text.starts_with('.')
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok { Ok(text.to_string()) } else { Err("letters, digits, `.`, `_` and `-` (an archive's file name)".into()) }
+    cmd::split::check_kpack_group(text).map(|()| text.to_string())
 }
 
 /// A URL a page links or a command prints: `http` or `https` only.

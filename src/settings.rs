@@ -179,9 +179,11 @@ pub struct Settings {
     /// The policies: auditwheel's, or `--policy-file`'s.
     pub policies: Policies,
     pub analyze: AnalyzeOptions,
-    /// `device-name` and `group-by` of `[tool.wheelfix]` (`split`'s flags win over them).
+    /// `device-name`, `group-by` and `group` of `[tool.wheelfix]` (`split`'s flags win over
+    /// them).
     pub device_name: Option<String>,
     pub group_by: Option<String>,
+    pub kpack_group: Option<String>,
 }
 
 /// auditwheel's `--patcher` choice: `patchelf` and `lief-patchelf` both mean wheelfix's own ELF
@@ -469,6 +471,7 @@ impl Settings {
             config_file: loaded.path.clone(),
             device_name: config.device_name.clone(),
             group_by: config.group_by.clone(),
+            kpack_group: config.group.clone(),
             exclude,
             rocm_exclusion,
             plat,
@@ -510,6 +513,7 @@ impl Settings {
             config_file: None,
             device_name: None,
             group_by: None,
+            kpack_group: None,
             exclude: default(Vec::new()),
             rocm_exclusion: Setting { value: true, origin: Origin::Default },
             plat: Setting { value: None, origin: Origin::Default },

@@ -684,18 +684,24 @@ fn split_refuses_bundles_no_wrapper_points_at_and_names_the_file() {
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(
         project.join("pyproject.toml"),
-        "[tool.wheelfix]\ngpu-targets = [\"gfx950\"]\ndevice-name = \"amd-{name}-device-{target}\"\ngroup-by = \"family\"\n",
+        "[tool.wheelfix]\ngpu-targets = [\"gfx950\"]\ndevice-name = \"amd-{name}-device-{target}\"\ngroup-by = \"family\"\ngroup = \"rocm\"\n",
     )
     .unwrap();
     let out = wheelfix(&project, &["split", "-w", "cfg", g]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(project.join("cfg/amd_good_device_gfx9-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    let device = project.join("cfg/amd_good_device_gfx9-1.0-cp312-cp312-linux_x86_64.whl");
+    let zip = zip::ZipArchive::new(std::fs::File::open(&device).unwrap()).unwrap();
+    assert!(zip.file_names().any(|n| n.is_ok_and(|n| n == "good/.kpack/rocm_gfx950.kpack")), "the group's archive");
     let out = wheelfix(
         &project,
         &["split", "--group-by", "target", "--device-name", "{name}-gpu-{target}", "-w", "flags", g],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(project.join("flags/good_gpu_gfx950-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    std::fs::write(project.join("pyproject.toml"), "[tool.wheelfix]\ngroup = \"../up\"\n").unwrap();
+    let out = wheelfix(&project, &["split", "--all-targets", "-w", "bad", g]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("group in [tool.wheelfix]"), "{}", stderr(&out));
     std::fs::write(project.join("pyproject.toml"), "[tool.wheelfix]\ngroup-by = \"galaxy\"\n").unwrap();
     let out = wheelfix(&project, &["split", "--all-targets", "-w", "bad", g]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));

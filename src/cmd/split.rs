@@ -79,7 +79,12 @@ pub fn run(request: &SplitRequest) -> Output {
         Ok(naming) => naming,
         Err(e) => return Output::usage(e),
     };
-    let request = &SplitRequest { device_name: Some(naming.0), group_by: Some(naming.1), ..request.clone() };
+    let kpack_group = request.kpack_group.clone().or(settings.kpack_group.clone());
+    if let Some(Err(e)) = kpack_group.as_deref().map(check_kpack_group) {
+        return Output::usage(format!("group in [tool.wheelfix]: {e}"));
+    }
+    let request =
+        &SplitRequest { device_name: Some(naming.0), group_by: Some(naming.1), kpack_group, ..request.clone() };
 
     let asked: Result<Vec<Group>, String> = match (request.all_targets, request.targets.is_empty()) {
         (true, false) => return Output::usage("give --gpu-target or --all-targets, not both"),
@@ -171,6 +176,19 @@ fn group_of(target: &str) -> Result<Group, String> {
         ));
     }
     Group::of(target)
+}
+
+/// A kpack group name names archive files: letters, digits, `.`, `_` and `-` only, not first
+/// a `.`.
+pub fn check_kpack_group(text: &str) -> Result<(), String> {
+    let ok = !text.is_empty()
+        && !text.starts_with('.')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("kpack group `{text}`: letters, digits, `.`, `_` and `-` (it names archive files)"))
+    }
 }
 
 /// A device-name template makes project names: `{target}` in it, nothing pip would refuse.
