@@ -16,7 +16,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -118,6 +118,45 @@ impl Captured {
     pub fn offset(key: &str) -> Option<u64> {
         key.strip_prefix('@')?.parse().ok()
     }
+
+    /// Add the frame of the code object of `size` bytes at `at` for `target`, its archive made
+    /// in `dir` when it is the target's first.
+    pub fn add(&mut self, dir: &Path, at: u64, target: &str, size: u64, frame: &[u8]) -> io::Result<()> {
+        let archive = match self.by_target.entry(target.to_string()) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => v.insert(ArchiveWriter::new(tempfile::tempfile_in(dir)?)?),
+        };
+        archive.add_frame(&Captured::key(at), target, size, frame)
+    }
+}
+
+/// Compress each code object into the frame of the same index (`frames` grows to their number;
+/// buffers kept from a call before are used again), on every core. On threads of its own, not
+/// the pool's: a pool thread waiting for its batch would take up other work meanwhile (other
+/// members' analysis, each with its memory), below this one's.
+pub fn compress_all(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>) -> io::Result<()> {
+    if objects.is_empty() {
+        return Ok(());
+    }
+    frames.resize_with(frames.len().max(objects.len()), Vec::new);
+    let threads = rayon::current_num_threads().clamp(1, objects.len());
+    let per = objects.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let jobs: Vec<_> = objects
+            .chunks(per)
+            .zip(frames.chunks_mut(per))
+            .map(|(objects, frames)| {
+                scope.spawn(move || objects.iter().zip(frames).try_for_each(|(b, f)| kpack::compress_frame_into(b, f)))
+            })
+            .collect();
+        jobs.into_iter()
+            .try_for_each(|job| job.join().unwrap_or_else(|_| Err(io::Error::other("a compressor panicked"))))
+    })?;
+    // A frame buffer that took a large object is not kept.
+    for frame in frames.iter_mut().filter(|f| f.capacity() > CAPTURE_BATCH) {
+        *frame = Vec::new();
+    }
+    Ok(())
 }
 
 /// The code object bytes compressed at once, on every core.
@@ -125,7 +164,7 @@ const CAPTURE_BATCH: usize = 8 << 20;
 
 /// What a capturing copy holds in memory at most (but for a single larger code object): the
 /// batch, its frames, the buffers kept for the next, and the copy's own buffer.
-pub const CAPTURE_MEMORY: u64 = 3 * CAPTURE_BATCH as u64 + BUF as u64;
+const CAPTURE_MEMORY: u64 = 3 * CAPTURE_BATCH as u64 + BUF as u64;
 
 /// Payloads being taken from the stream, and the archives they go to.
 #[derive(Default)]
@@ -135,7 +174,6 @@ struct Capture {
     taking: std::collections::VecDeque<(u64, u64, String, Vec<u8>)>,
     /// Complete ones waiting to be compressed: offset, target id, bytes.
     batch: Vec<(u64, String, Vec<u8>)>,
-    batch_bytes: usize,
     /// Buffers used again, for payloads and for frames: a fresh large one is mapped and
     /// faulted in, page by page, every time.
     spare: Vec<Vec<u8>>,
@@ -174,7 +212,6 @@ impl Capture {
                 bytes.extend_from_slice(&data[(next - at) as usize..(stop - at) as usize]);
             }
             if bytes.len() as u64 == to - from {
-                self.batch_bytes += bytes.len();
                 self.batch.push((from, target, bytes));
             } else {
                 left.push_back((from, to, target, bytes));
@@ -182,7 +219,8 @@ impl Capture {
         }
         self.taking = left;
         // The batch's payloads lie before those within `data`: frames go in offset order.
-        if self.batch_bytes >= CAPTURE_BATCH || !within.is_empty() {
+        let batch_bytes: usize = self.batch.iter().map(|(_, _, b)| b.len()).sum();
+        if batch_bytes >= CAPTURE_BATCH || !within.is_empty() {
             self.compress()?;
         }
         let mut rest = within.as_slice();
@@ -217,46 +255,16 @@ impl Capture {
                 self.spare.push(bytes);
             }
         }
-        self.batch_bytes = 0;
         Ok(())
     }
 
     /// Compress `objects` (offset, target id, bytes) on every core, and add each to its
     /// target's archive, in their order.
     fn archive(&mut self, objects: &[(u64, &str, &[u8])]) -> io::Result<()> {
-        if objects.is_empty() {
-            return Ok(());
-        }
-        self.frames.resize_with(self.frames.len().max(objects.len()), Vec::new);
-        // On threads of its own, not the pool's: a pool thread waiting for its batch would
-        // take up other members' analysis meanwhile, each with its memory, below this one's.
-        let threads = rayon::current_num_threads().clamp(1, objects.len());
-        let per = objects.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            let jobs: Vec<_> = objects
-                .chunks(per)
-                .zip(self.frames.chunks_mut(per))
-                .map(|(objects, frames)| {
-                    scope.spawn(move || {
-                        objects.iter().zip(frames).try_for_each(|(&(_, _, b), f)| kpack::compress_frame_into(b, f))
-                    })
-                })
-                .collect();
-            jobs.into_iter()
-                .try_for_each(|job| job.join().unwrap_or_else(|_| Err(io::Error::other("a compressor panicked"))))
-        })?;
+        let bytes: Vec<&[u8]> = objects.iter().map(|&(_, _, b)| b).collect();
+        compress_all(&bytes, &mut self.frames)?;
         for (&(at, target, bytes), frame) in objects.iter().zip(&self.frames) {
-            let archive = match self.done.by_target.entry(target.to_string()) {
-                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(ArchiveWriter::new(tempfile::tempfile_in(&self.dir)?)?)
-                }
-            };
-            archive.add_frame(&Captured::key(at), target, bytes.len() as u64, frame)?;
-        }
-        // A frame buffer that took a large object is not kept.
-        for frame in self.frames.iter_mut().filter(|f| f.capacity() > CAPTURE_BATCH) {
-            *frame = Vec::new();
+            self.done.add(&self.dir, at, target, bytes.len() as u64, frame)?;
         }
         Ok(())
     }

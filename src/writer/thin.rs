@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::analysis::BundledCopy;
 use crate::analysis::copy::Captured;
-use crate::elf::gpu::kpack::{self, ArchiveWriter};
+use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::rewrite::Payload;
 use crate::elf::gpu::rewrite::Ranges;
 use crate::elf::gpu::{Count, rewrite};
@@ -329,25 +329,19 @@ fn split_out(
     // Each is (its offset for a plain bundle's, its name, target id, bytes).
     type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
     let mut batch: Batch = Vec::new();
+    let mut frames = Vec::new();
     let mut flush = |batch: &mut Batch, captured: &mut Captured| -> std::io::Result<()> {
-        let frames: Vec<std::io::Result<Vec<u8>>> = {
-            use rayon::prelude::*;
-            batch.par_iter().map(|(_, _, _, bytes)| kpack::compress_frame(bytes)).collect()
-        };
-        for ((at, key, target, bytes), frame) in batch.drain(..).zip(frames) {
-            let frame = frame?;
+        let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
+        crate::analysis::copy::compress_all(&objects, &mut frames)?;
+        for ((at, key, target, bytes), frame) in batch.drain(..).zip(&frames) {
             let size = bytes.len() as u64;
             if let Some(at) = at {
-                let archive = match captured.by_target.entry(target.clone()) {
-                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::btree_map::Entry::Vacant(v) => v.insert(new_archive(&to.dir)?),
-                };
-                archive.add_frame(&Captured::key(at), &target, size, &frame)?;
+                captured.add(&to.dir, at, &target, size, frame)?;
                 continue;
             }
             for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
                 if group.keep.keeps(&target) {
-                    archive_of(writer, &to.dir)?.add_frame(&key, &target, size, &frame)?;
+                    archive_of(writer, &to.dir)?.add_frame(&key, &target, size, frame)?;
                 }
             }
         }
@@ -367,10 +361,8 @@ fn split_out(
                 Payload::Plain(bytes, at) => (Some(at), bytes),
                 Payload::Decoded(bytes) => (None, bytes),
                 Payload::NotHeld(at) => {
-                    let taken = Captured::key(at);
-                    let size = captured.by_target.get(&target).and_then(|a| {
-                        a.entries().find(|&(k, t, _)| k == taken && t == target).map(|(_, _, size)| size)
-                    });
+                    let size =
+                        captured.by_target.get(&target).and_then(|a| a.original_size(&Captured::key(at), &target));
                     if size != Some(entry.size) {
                         return Err(std::io::Error::other(format!(
                             "the code object for {target} at {at} was neither copied nor taken as it streamed past"
@@ -418,14 +410,10 @@ fn split_out(
     Ok(done)
 }
 
-fn new_archive(dir: &Path) -> std::io::Result<ArchiveWriter> {
-    ArchiveWriter::new(tempfile::tempfile_in(dir)?)
-}
-
 /// A group's archive, made when it gets its first code object.
 fn archive_of<'w>(writer: &'w mut Option<ArchiveWriter>, dir: &Path) -> std::io::Result<&'w mut ArchiveWriter> {
     if writer.is_none() {
-        *writer = Some(new_archive(dir)?);
+        *writer = Some(ArchiveWriter::new(tempfile::tempfile_in(dir)?)?);
     }
     Ok(writer.as_mut().expect("made above"))
 }
@@ -462,8 +450,8 @@ fn place_captured(
             }
         }
     }
-    let unnamed: usize = captured.by_target.values().map(|a| a.entries().count()).sum::<usize>()
-        - names.iter().filter(|(t, _)| captured.by_target.contains_key(*t)).map(|(_, n)| n.len()).sum::<usize>();
+    let unnamed: usize =
+        captured.by_target.iter().map(|(t, a)| a.entries().count() - names.get(t).map_or(0, BTreeMap::len)).sum();
     if unnamed > 0 {
         crate::debug!("{unnamed} code objects taken from the stream lie outside the binary's bundles: left out");
     }

@@ -209,6 +209,11 @@ impl ArchiveWriter {
         self.toc.iter().flat_map(|(key, per)| per.iter().map(move |(t, &(_, size))| (key.as_str(), t.as_str(), size)))
     }
 
+    /// The size of the code object of `key` for `target`, if the archive has one.
+    pub fn original_size(&self, key: &str, target: &str) -> Option<u64> {
+        self.toc.get(key)?.get(target).map(|&(_, size)| size)
+    }
+
     /// The frame of `key` for `target` and its code object's size, read back from the file.
     pub fn frame(&mut self, key: &str, target: &str) -> std::io::Result<(u64, Vec<u8>)> {
         use std::io::Write;
