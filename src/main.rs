@@ -583,6 +583,10 @@ struct SplitArgs {
     /// group: `rocm`, `torch`). Default: an archive per binary, beside it.
     #[arg(long = "group", value_name = "NAME", value_parser = kpack_group)]
     kpack_group: Option<String>,
+    /// Remove from the host the device code of processors no device wheel takes (with
+    /// --gpu-target). Without it, such code is a refusal: split never loses code silently.
+    #[arg(long)]
+    drop_other_targets: bool,
     #[command(flatten)]
     rewrite: RewriteArgs,
     #[command(flatten)]
@@ -600,6 +604,7 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         device_name: args.device_name,
         group_by: args.group_by,
         kpack_group: args.kpack_group,
+        drop_other_targets: args.drop_other_targets,
         compact: !args.rewrite.no_compact,
     }
 }
@@ -813,12 +818,13 @@ fn repair_request(args: RepairArgs) -> cmd::write::WriteRequest {
 /// its stderr lines.
 fn print(output: &cmd::Output) {
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(output.stdout.as_bytes()).and_then(|_| stdout.flush())
+    let text = wheelfix::report::escape_text(&output.stdout);
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         eprintln!("wheelfix: error: cannot write output: {e}");
     }
     for line in &output.stderr {
-        eprintln!("{line}");
+        eprintln!("{}", wheelfix::report::escape_text(line));
     }
 }

@@ -337,7 +337,10 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         .file("fatpkg/__init__.py", "")
         .file(MEMBERS[0].0, std::fs::read(library(d, &objects[..1], "lld")).unwrap())
         .write(&d.join("other-in"));
-    let out = wheelfix(d, &["split", "--gpu-target", "gfx942", "-w", "other", other.to_str().unwrap()]);
+    let out = wheelfix(
+        d,
+        &["split", "--gpu-target", "gfx942", "--drop-other-targets", "-w", "other", other.to_str().unwrap()],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     for (set, swap) in [("no-gfx942", None), ("mismatched", Some(d.join("other").join(&written[3])))] {
         let set_dir = d.join(set);
@@ -706,4 +709,123 @@ fn split_refuses_bundles_no_wrapper_points_at_and_names_the_file() {
     let out = wheelfix(&project, &["split", "--all-targets", "-w", "bad", g]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("group-by = \"galaxy\""), "{}", stderr(&out));
+}
+
+/// Deterministic bytes that do not compress: `len` of them from `seed` (xorshift).
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A fat library whose code objects are large: one translation unit per size (MiB), each for
+/// gfx942 and gfx1100, its device code carrying that many bytes of noise.
+fn large_library(d: &Path, sizes: &[usize]) -> PathBuf {
+    let (clang, _) = support::hip::toolchain();
+    let mut objects = Vec::new();
+    for (i, mib) in sizes.iter().enumerate() {
+        let blob = d.join(format!("noise{i}.bin"));
+        std::fs::write(&blob, noise(mib << 20, 1 + i as u64)).unwrap();
+        let src = d.join(format!("big{i}.hip"));
+        // The noise is an array the kernel reads (C23 `#embed`), so that no linker drops it.
+        let kernel = support::hip::KERNEL.replace("x[0] += TABLE[x[1]];", "x[0] += TABLE[x[1]] + NOISE[x[2]];");
+        let text = format!(
+            "#define __device__ __attribute__((device))\n__device__ const char NOISE[] = {{\n#embed \"{}\"\n}};\n{kernel}",
+            blob.display()
+        );
+        std::fs::write(&src, text).unwrap();
+        let object = d.join(format!("big{i}.o"));
+        run(Command::new(&clang)
+            .args(["-x", "hip", "-nogpulib", "-nogpuinc", "-fPIC", "-O1", "-c", "-Wno-unused-command-line-argument"])
+            .args(["-Wno-c23-extensions", "--offload-arch=gfx942", "--offload-arch=gfx1100"])
+            .args([format!("-DKERNEL=kernel_{i}"), format!("-DTABLE=table_{i}"), format!("-DHOST=host_{i}")])
+            .arg(format!("-DVALUE={i}"))
+            .arg(&src)
+            .arg("-o")
+            .arg(&object));
+        objects.push(object);
+    }
+    library(d, &objects, "lld")
+}
+
+/// Every member of the wheels extracted into one directory: what pip installs of them.
+fn extract_all(wheels: &[PathBuf], into: &Path) {
+    for wheel in wheels {
+        let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+        zip.extract(into).unwrap();
+    }
+}
+
+/// The wheels in a directory, sorted.
+fn wheels_in(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = large_library(d, &[7, 9, 20, 64]);
+    let original = std::fs::read(&lib).unwrap();
+    // What clang's bundler gives of the original, per target: the SHA-256 of each code object.
+    let mut expected: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for bundle in bundles(&original) {
+        for arch in ["gfx942", "gfx1100"] {
+            let object = bundler_unbundle(d, &bundle, &format!("hipv4-amdgcn-amd-amdhsa--{arch}"));
+            assert!(object.len() > 7 << 20, "the fixture's code objects carry their noise");
+            expected.entry(arch).or_default().push(sha256_hex(&object));
+        }
+    }
+    for list in expected.values_mut() {
+        list.sort();
+    }
+    let wheel = WheelSpec::new("bigpkg", VERSION, "py3-none-linux_x86_64")
+        .file("bigpkg/__init__.py", "")
+        .file("bigpkg/libbig.so", original.clone())
+        .write(&d.join("in"));
+    let w = wheel.to_str().unwrap();
+    for (name, args) in [
+        ("all", vec!["--all-targets"]),
+        ("one", vec!["--gpu-target", "gfx942", "--gpu-target", "gfx1100"]),
+        ("group", vec!["--all-targets", "--group", "rocm"]),
+        ("family", vec!["--all-targets", "--group-by", "family"]),
+    ] {
+        let mut all = vec!["split"];
+        all.extend(&args);
+        all.extend(["-w", name, w]);
+        let out = wheelfix(d, &all);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let installed = d.join(format!("{name}-site"));
+        extract_all(&wheels_in(&d.join(name)), &installed);
+        for (arch, want) in &expected {
+            let mut got: Vec<String> =
+                read_installed(&installed.join("bigpkg/libbig.so"), arch).into_iter().map(|(_, sha, _)| sha).collect();
+            got.sort();
+            assert_eq!(&got, want, "{name}: {arch}: the independent reader gets clang's code objects");
+        }
+        // wheelfix's own reader of the set finds nothing wrong either.
+        let out = wheelfix(d, &["check", "--json", d.join(name).to_str().unwrap()]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let errors: Vec<&serde_json::Value> =
+            report["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error").collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}");
+    }
+    // A frame damaged after it was written (the test hook) is caught by the proof: the wheel
+    // fails, naming the binary, the wrapper and the processor, and `-w` holds nothing.
+    let out =
+        wheelfix_env(d, &["split", "--all-targets", "-w", "damaged", w], &[("WHEELFIX_TEST_DAMAGE_ARCHIVE", "1")]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("does not hold what was put into it") && said.contains("bigpkg/libbig.so#"), "{said}");
+    let left: Vec<_> = std::fs::read_dir(d.join("damaged")).unwrap().collect();
+    assert!(left.is_empty(), "a refused split leaves -w as it was: {left:?}");
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::elf::gpu::BUNDLE_MAGIC;
-use crate::elf::gpu::kpack::{self, ArchiveWriter};
+use crate::elf::gpu::kpack::{self, ArchiveWriter, Object};
 use crate::elf::gpu::rewrite::{self, Ranges};
 use crate::elf::gpu::scan::bundle_target;
 use crate::elf::gpu::targets::Keep;
@@ -119,40 +119,55 @@ impl Captured {
         key.strip_prefix('@')?.parse().ok()
     }
 
-    /// Add the frame of the code object of `size` bytes at `at` for `target`, its archive made
-    /// in `dir` when it is the target's first.
-    pub fn add(&mut self, dir: &Path, at: u64, target: &str, size: u64, frame: &[u8]) -> io::Result<()> {
+    /// Add the frame of the code object `object` describes, at `at`, for `target`, its archive
+    /// made in `dir` when it is the target's first.
+    pub fn add(&mut self, dir: &Path, at: u64, target: &str, object: Object, frame: &[u8]) -> io::Result<()> {
         let archive = match self.by_target.entry(target.to_string()) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::btree_map::Entry::Vacant(v) => v.insert(ArchiveWriter::new(tempfile::tempfile_in(dir)?)?),
         };
-        archive.add_frame(&Captured::key(at), target, size, frame)
+        archive.add_frame(&Captured::key(at), target, object, frame)
     }
 }
 
+/// Where [`compress_all`] hands each frame: its index, its code object's description, the frame.
+pub type FrameSink<'a> = dyn FnMut(usize, Object, &[u8]) -> io::Result<()> + 'a;
+
 /// Compress each code object into the frame of the same index (`frames` grows to their number;
-/// buffers kept from a call before are used again), on every core. On threads of its own, not
-/// the pool's: a pool thread waiting for its batch would take up other work meanwhile (other
-/// members' analysis, each with its memory), below this one's.
-pub fn compress_all(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>) -> io::Result<()> {
+/// buffers kept from a call before are used again), on every core, and hand each frame in
+/// order to `sink` with the description of its code object (size and SHA-256, taken from the
+/// object itself, to prove the archive by). On threads of its own, not the pool's: a pool
+/// thread waiting for its batch would take up other work meanwhile (other members' analysis,
+/// each with its memory), below this one's.
+pub fn compress_all(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>, sink: &mut FrameSink<'_>) -> io::Result<()> {
     if objects.is_empty() {
         return Ok(());
     }
     frames.resize_with(frames.len().max(objects.len()), Vec::new);
+    let mut described = vec![None; objects.len()];
     let threads = rayon::current_num_threads().clamp(1, objects.len());
     let per = objects.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let jobs: Vec<_> = objects
             .chunks(per)
             .zip(frames.chunks_mut(per))
-            .map(|(objects, frames)| {
-                scope.spawn(move || objects.iter().zip(frames).try_for_each(|(b, f)| kpack::compress_frame_into(b, f)))
+            .zip(described.chunks_mut(per))
+            .map(|((objects, frames), described)| {
+                scope.spawn(move || {
+                    objects.iter().zip(frames).zip(described).try_for_each(|((b, f), d)| {
+                        *d = Some(Object::of(b));
+                        kpack::compress_frame_into(b, f)
+                    })
+                })
             })
             .collect();
         jobs.into_iter()
             .try_for_each(|job| job.join().unwrap_or_else(|_| Err(io::Error::other("a compressor panicked"))))
     })?;
-    // A frame buffer that took a large object is not kept.
+    for (i, (object, frame)) in described.into_iter().zip(frames.iter()).enumerate() {
+        sink(i, object.expect("described by its compressor"), frame)?;
+    }
+    // A frame buffer that took a large object is not kept, once its frame has gone to the sink.
     for frame in frames.iter_mut().filter(|f| f.capacity() > CAPTURE_BATCH) {
         *frame = Vec::new();
     }
@@ -262,11 +277,11 @@ impl Capture {
     /// target's archive, in their order.
     fn archive(&mut self, objects: &[(u64, &str, &[u8])]) -> io::Result<()> {
         let bytes: Vec<&[u8]> = objects.iter().map(|&(_, _, b)| b).collect();
-        compress_all(&bytes, &mut self.frames)?;
-        for (&(at, target, bytes), frame) in objects.iter().zip(&self.frames) {
-            self.done.add(&self.dir, at, target, bytes.len() as u64, frame)?;
-        }
-        Ok(())
+        let (done, dir) = (&mut self.done, &self.dir);
+        compress_all(&bytes, &mut self.frames, &mut |i, object, frame| {
+            let (at, target, _) = objects[i];
+            done.add(dir, at, target, object, frame)
+        })
     }
 }
 
@@ -564,9 +579,10 @@ mod tests {
                         "writes of {chunk}: a payload copied"
                     );
                     let Some(archive) = captured.by_target.get_mut(target) else { continue };
-                    let (size, frame) = archive.frame(&Captured::key(*from), target).unwrap();
-                    assert_eq!(size, to - from);
-                    let object = zstd::bulk::decompress(&frame, size as usize).unwrap();
+                    let (described, frame) = archive.frame(&Captured::key(*from), target).unwrap();
+                    assert_eq!(described.size, to - from);
+                    let object = zstd::bulk::decompress(&frame, described.size as usize).unwrap();
+                    assert_eq!(described, Object::of(&object));
                     assert!(object == data[*from as usize..*to as usize], "writes of {chunk}: {target} at {from}");
                     taken += 1;
                 }
@@ -579,6 +595,27 @@ mod tests {
                 zeroed.read_at(&mut head, 0).unwrap();
                 assert_eq!(head, vec![7u8; 3000]);
             }
+        }
+    }
+
+    #[test]
+    fn a_frame_larger_than_a_batch_reaches_its_sink_whole() {
+        // Code objects of 8 MiB and more once came out as empty frames: their buffers were
+        // dropped before the caller took them.
+        let big: Vec<u8> = (0..9u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let small = b"a small code object".to_vec();
+        let mut frames = Vec::new();
+        for _ in 0..2 {
+            let mut got = Vec::new();
+            compress_all(&[&big, &small], &mut frames, &mut |i, object, frame| {
+                got.push((i, object, frame.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(got.len(), 2);
+            assert_eq!(got[0].1, Object::of(&big));
+            assert!(zstd::bulk::decompress(&got[0].2, big.len()).unwrap() == big, "the large frame decodes whole");
+            assert_eq!(zstd::bulk::decompress(&got[1].2, 100).unwrap(), small);
         }
     }
 

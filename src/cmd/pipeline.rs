@@ -30,6 +30,8 @@ pub enum Error {
     ReplacesOtherInput { output: String, input: String },
     #[error("{} wheels of this run would be written to {output}: {}; none of them was written{}", wheels.len(), wheels.join(", "), if wheels.contains(output) { " (the directory still holds the output of an earlier run: give each run an empty directory, or remove the old files first)" } else { "" })]
     Collision { output: String, wheels: Vec<String> },
+    #[error("the output {0} would replace the input itself; nothing was written (choose another -w)")]
+    WouldReplaceOwnInput(PathBuf),
     #[error("cannot create {path}: {source}")]
     CreateDir { path: String, source: std::io::Error },
     #[error("{source}")]
@@ -46,6 +48,10 @@ pub enum Error {
     Unthinnable { file: String, problem: String },
     #[error("cannot split `{file}`: {problem}; nothing was written")]
     Unsplittable { file: String, problem: String },
+    #[error("its device code has nothing for {} (it has {}): there is no device wheel to write; nothing was written", missing.join(", "), if present.is_empty() { "no targets".to_string() } else { present.join(", ") })]
+    NoCodeFor { missing: Vec<String>, present: Vec<String> },
+    #[error("{} would go to no device wheel: {}; nothing was written (add --gpu-target for them, use --all-targets, or --drop-other-targets to remove them from the host)", if unclaimed.len() == 1 { "this device code" } else { "these device codes" }, unclaimed.iter().map(|(t, files)| format!("{t} in {}", files.join(", "))).collect::<Vec<_>>().join("; "))]
+    Unclaimed { unclaimed: Vec<(String, Vec<String>)> },
     #[error("pip refuses to install it: {}; nothing was written (rebuild the wheel)", problems.join("; "))]
     Uninstallable { problems: Vec<String> },
 }

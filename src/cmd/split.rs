@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
+use super::pipeline::{Error, Examined, examine_all};
 use super::write::{Destination, Placement, place};
 use super::{Common, Output, display_name};
 use crate::analysis::CopyRoom;
@@ -18,6 +18,7 @@ use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
 use crate::wheel::name::PackageName;
+use crate::wheel::output::{NAME_MAX, OutputKey, TempDir, publish_set};
 use crate::wheel::zip::Spilled;
 use crate::{parallel, wheel};
 
@@ -66,6 +67,8 @@ pub struct SplitRequest {
     /// `--group`: the kpack group whose archives the wheel's binaries share (kpack's own
     /// layout: `.kpack/<group>_gfx942.kpack`); else one archive per binary.
     pub kpack_group: Option<String>,
+    /// `--drop-other-targets`: code of processors no device wheel takes leaves the host anyway.
+    pub drop_other_targets: bool,
     pub compact: bool,
 }
 
@@ -101,6 +104,14 @@ pub fn run(request: &SplitRequest) -> Output {
     if let Err(e) = std::fs::create_dir_all(&request.wheel_dir) {
         return Output::failure(format!("cannot create {}: {e}", request.wheel_dir.display()));
     }
+    // Every output is written in a directory of this run inside `-w` and published from there
+    // as a set, once it is whole and proven: a split that fails or is interrupted leaves `-w`
+    // as it was. The directory goes with the run, on every exit path.
+    let stage = match TempDir::create(&request.wheel_dir.join(".split")) {
+        Ok(stage) => stage,
+        Err(e) => return Output::failure(format!("cannot write in {}: {e}", request.wheel_dir.display())),
+    };
+    let staged = stage.path().to_path_buf();
     // Every code object a group takes must be in the kept copy: with --all-targets, all of them.
     let copy_keep = if request.all_targets {
         Keep::everything()
@@ -108,37 +119,204 @@ pub fn run(request: &SplitRequest) -> Output {
         Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect())
     };
     settings.analyze.keep_bundled_copies =
-        Some(CopyRoom::capturing(request.wheel_dir.clone(), crate::analysis::copy::room_bytes(), copy_keep));
+        Some(CopyRoom::capturing(staged.clone(), crate::analysis::copy::room_bytes(), copy_keep));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);
     let level = settings.zip_compression_level.value;
-    let mut planned: Vec<Result<(Examined, SplitPlan, PathBuf), Error>> = examined
+    let mut planned: Vec<Result<Planned, Error>> = examined
         .into_iter()
-        .zip(&request.wheels)
-        .map(|(e, path)| {
+        .map(|e| {
             let examined = e?;
+            if let Some(reason) = already_split(&examined) {
+                return Ok(Planned::AlreadySplit(examined.wheel.filename.to_string(), reason));
+            }
             let groups =
                 if request.all_targets { all_groups(&examined.wheel, &examined.analysis) } else { asked.clone() };
-            plan_one(examined, &groups, request, level, path)
+            plan_one(examined, &groups, request, level)
         })
         .collect();
-    refuse_collisions(&mut planned, |(_, _, d)| d.as_path(), &request.wheels);
+    refuse_unsafe_outputs(&mut planned, request);
     let work: Vec<_> = planned.into_iter().zip(&request.wheels).collect();
-    let destination = Destination::Directory(request.wheel_dir.clone());
+    let destination = Destination::Directory(staged.clone());
     let results: Vec<Result<SplitOutcome, String>> = parallel::map_owned(work, |(planned, path)| {
         planned
-            .and_then(|(examined, plan, dest)| {
-                write_one(&examined, &plan, &dest, path, &settings, &destination, request)
+            .and_then(|planned| match planned {
+                Planned::AlreadySplit(wheel, reason) => Ok(SplitOutcome::left(wheel, reason)),
+                Planned::Split(planned) => {
+                    let (examined, plan) = *planned;
+                    let written = write_one(&examined, &plan, path, &settings, &destination, request, &staged)?;
+                    publish(written, &request.wheel_dir)
+                }
             })
             .map_err(|e| format!("{}: {e}", path.display()))
     });
+    drop(stage);
     let named: Vec<(String, &Result<SplitOutcome, String>)> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
     let stderr = named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
     let failed = results.iter().filter(|r| r.is_err()).count();
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
+}
+
+/// One wheel, planned: its split, or the reason it is left alone.
+enum Planned {
+    Split(Box<(Examined, SplitPlan)>),
+    /// A device wheel or a host already split: (its file name, why).
+    AlreadySplit(String, String),
+}
+
+/// Why a wheel is already the output of a split, if it is: it holds kpack archives or kpack
+/// markers and no offload bundle left to move (a device wheel, or a split host). Split again,
+/// a device wheel's database files would move to device wheels of their own.
+fn already_split(examined: &Examined) -> Option<String> {
+    let gpu = &examined.analysis.gpu;
+    let bundles =
+        gpu.iter().any(|c| c.container == crate::elf::gpu::Container::HipFatbin && !c.target_bytes.is_empty());
+    if bundles {
+        return None;
+    }
+    let archives = gpu.iter().filter(|c| c.container == crate::elf::gpu::Container::KpackArchive).count();
+    let markers = gpu.iter().filter(|c| !c.kpack_search_paths.is_empty()).count();
+    match (archives, markers) {
+        (0, 0) => None,
+        (_, 0) => Some(format!(
+            "a device wheel ({}, no offload bundles): left as it is",
+            crate::log::plural(archives, "kpack archive")
+        )),
+        _ => Some(format!(
+            "already split ({markers} {} with kpack markers, no offload bundles): left as it is",
+            if markers == 1 { "binary" } else { "binaries" }
+        )),
+    }
+}
+
+/// Refuse, before anything is written, each wheel whose outputs would destroy or shadow
+/// something: an output name shared with another output of the run (after PEP 503
+/// normalisation of the project), an output that is an input of the run (its own included),
+/// a device project that is the host's own, a file or archive name longer than a file system
+/// takes. Existing files in `-w` are checked when the set is published ([`publish`]).
+fn refuse_unsafe_outputs(planned: &mut [Result<Planned, Error>], request: &SplitRequest) {
+    let names: Vec<Option<Vec<OutputName>>> = planned
+        .iter_mut()
+        .map(|p| match p {
+            Ok(Planned::Split(planned)) => match output_names(&planned.0, &planned.1, request) {
+                Ok(names) => Some(names),
+                Err(e) => {
+                    *p = Err(e);
+                    None
+                }
+            },
+            _ => None,
+        })
+        .collect();
+    let inputs: Vec<OutputKey> = request.wheels.iter().map(|p| OutputKey::of(p)).collect();
+    let mut users: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
+    for (i, names) in names.iter().enumerate() {
+        for name in names.iter().flatten() {
+            users.entry(name.key.clone()).or_default().push(i);
+        }
+    }
+    for (i, names) in names.iter().enumerate() {
+        let Some(names) = names else { continue };
+        for name in names {
+            let dest = request.wheel_dir.join(&name.file);
+            let others: Vec<String> = users[&name.key]
+                .iter()
+                .filter(|&&j| j != i)
+                .map(|&j| request.wheels[j].display().to_string())
+                .collect();
+            if !others.is_empty() {
+                let mut wheels = vec![request.wheels[i].display().to_string()];
+                wheels.extend(others);
+                planned[i] = Err(Error::Collision { output: dest.display().to_string(), wheels });
+                break;
+            }
+            let key = OutputKey::of(&dest);
+            if let Some(j) = inputs.iter().position(|input| *input == key) {
+                if j == i {
+                    planned[i] = Err(Error::WouldReplaceOwnInput(dest));
+                    break;
+                }
+                planned[i] = Err(Error::ReplacesOtherInput {
+                    output: dest.display().to_string(),
+                    input: request.wheels[j].display().to_string(),
+                });
+                break;
+            }
+        }
+    }
+}
+
+/// One output file of a wheel's split: its file name, and the key two outputs collide by (the
+/// name with its project normalised as pip compares projects).
+struct OutputName {
+    file: String,
+    key: String,
+}
+
+/// The file names a wheel's split writes (host, then device wheels), checked: no device
+/// project is the host's own, and no file or archive name is longer than NAME_MAX.
+fn output_names(examined: &Examined, plan: &SplitPlan, request: &SplitRequest) -> Result<Vec<OutputName>, Error> {
+    let wheel = &examined.wheel;
+    let unsplittable = |problem: String| Error::Unsplittable { file: wheel.filename.to_string(), problem };
+    let host = PackageName::new(&wheel.metadata.name);
+    let key = |f: &WheelFilename| {
+        let file = f.to_string();
+        format!("{}{}", PackageName::new(&f.distribution), &file[f.distribution.len()..])
+    };
+    let mut names = vec![OutputName { file: wheel.filename.to_string(), key: key(&wheel.filename) }];
+    for (group, _) in device_groups(plan, request) {
+        let name = device_name(Naming::template(request), &wheel.metadata.name, &group);
+        if PackageName::new(&name) == host {
+            return Err(unsplittable(format!(
+                "the {group} device wheel would be named `{name}`, which is the host's own project; choose another --device-name"
+            )));
+        }
+        let filename = device_filename(wheel, &name);
+        names.push(OutputName { file: filename.to_string(), key: key(&filename) });
+    }
+    for name in &names {
+        if name.file.len() > NAME_MAX {
+            return Err(unsplittable(format!(
+                "the output file name {} is {} bytes, more than the {NAME_MAX} a file name may have",
+                name.file,
+                name.file.len()
+            )));
+        }
+    }
+    for binary in &plan.binaries {
+        for processor in &plan.groups {
+            let path = binary.archive_path(processor);
+            let file = path.rsplit('/').next().unwrap_or(&path);
+            if file.len() > NAME_MAX {
+                return Err(unsplittable(format!(
+                    "the archive name {file} is {} bytes, more than the {NAME_MAX} a file name may have (pip could not install it); --group NAME gives shorter names",
+                    file.len()
+                )));
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// Move a wheel's staged outputs into `-w` as a set ([`publish_set`]); the outcome then names
+/// where they are.
+fn publish(mut outcome: SplitOutcome, wheel_dir: &Path) -> Result<SplitOutcome, Error> {
+    let to_dest = |staged: &str| {
+        let staged = PathBuf::from(staged);
+        let dest = wheel_dir.join(staged.file_name().unwrap_or_default());
+        (staged, dest)
+    };
+    let mut files = vec![to_dest(&outcome.host)];
+    files.extend(outcome.devices.iter().map(|d| to_dest(&d.wheel)));
+    publish_set(&files)?;
+    outcome.host = files[0].1.display().to_string();
+    for (device, (_, dest)) in outcome.devices.iter_mut().zip(&files[1..]) {
+        device.wheel = dest.display().to_string();
+    }
+    Ok(outcome)
 }
 
 /// The device wheels' name template and grouping: the flags, else `[tool.wheelfix]`, else the
@@ -210,13 +388,7 @@ fn device_name(template: &str, host: &str, group: &str) -> String {
     template.replace("{name}", host).replace("{target}", group)
 }
 
-fn plan_one(
-    examined: Examined,
-    groups: &[Group],
-    request: &SplitRequest,
-    level: u32,
-    path: &Path,
-) -> Result<(Examined, SplitPlan, PathBuf), Error> {
+fn plan_one(examined: Examined, groups: &[Group], request: &SplitRequest, level: u32) -> Result<Planned, Error> {
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
     if !wheel.installer_problems.is_empty() {
         return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
@@ -239,28 +411,49 @@ fn plan_one(
     if let Some((file, problem)) = plan.unreadable.first() {
         return Err(Error::Unsplittable { file: file.clone(), problem: problem.clone() });
     }
-    let dest = request.wheel_dir.join(wheel.filename.to_string());
-    let _ = path;
-    Ok((examined, plan, dest))
+    account_for_every_target(&examined, groups, &plan, request)?;
+    Ok(Planned::Split(Box::new((examined, plan))))
 }
 
-fn write_one(
+/// Every processor the split moves code of goes to a device wheel, and every processor asked
+/// for has code: a target asked for without code (`--gpu-target gfx950` on a wheel without
+/// gfx950 code, `gfx9-4-generic` where no code is generic) is refused as `thin` refuses it, and
+/// code that no device wheel takes is refused unless `--drop-other-targets` says to drop it.
+fn account_for_every_target(
     examined: &Examined,
+    groups: &[Group],
     plan: &SplitPlan,
-    dest: &Path,
-    path: &Path,
-    settings: &crate::settings::Settings,
-    destination: &Destination,
     request: &SplitRequest,
-) -> Result<SplitOutcome, Error> {
-    let wheel = &examined.wheel;
-    let changed = !plan.binaries.is_empty() || !plan.databases.is_empty();
-    let rewrite = changed || !examined.analysis.record_findings.is_empty();
-    let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
-    let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
-    let output = output.unwrap_or_else(|| dest.to_path_buf());
-    // One device wheel per wheel group, with its processors' code; independent of each other,
-    // so written on every core.
+) -> Result<(), Error> {
+    let present: Vec<String> = all_groups(&examined.wheel, &examined.analysis).into_iter().map(|g| g.name).collect();
+    let missing: Vec<String> =
+        groups.iter().filter(|g| !plan.groups.contains(&g.name)).map(|g| g.name.clone()).collect();
+    if !missing.is_empty() && !request.all_targets {
+        return Err(Error::NoCodeFor { missing, present });
+    }
+    if request.drop_other_targets {
+        return Ok(());
+    }
+    let mut unclaimed: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let claimed = |target: &str| groups.iter().any(|g| g.keep.keeps(target));
+    for cut in &plan.cut {
+        for target in cut.dropped.keys().filter(|t| !claimed(t)) {
+            unclaimed.entry(target.clone()).or_default().push(cut.file.clone());
+        }
+    }
+    for db in plan.databases.iter().filter(|d| d.group.is_none()) {
+        unclaimed.entry(db.target.clone()).or_default().push(db.member.clone());
+    }
+    if unclaimed.is_empty() {
+        return Ok(());
+    }
+    let order: Vec<&str> = crate::elf::gpu::targets::natural_order(unclaimed.keys().map(String::as_str));
+    let unclaimed = order.iter().map(|t| (t.to_string(), unclaimed[*t].clone())).collect();
+    Err(Error::Unclaimed { unclaimed })
+}
+
+/// The device wheels of a plan: each wheel group, with the processors whose code it holds.
+fn device_groups<'p>(plan: &'p SplitPlan, request: &SplitRequest) -> Vec<(String, Vec<&'p str>)> {
     let mut wheels: Vec<(String, Vec<&str>)> = Vec::new();
     for processor in &plan.groups {
         let group = request.group_by.unwrap_or(GroupBy::Target).wheel_of(processor);
@@ -269,9 +462,32 @@ fn write_one(
             None => wheels.push((group, vec![processor])),
         }
     }
+    wheels
+}
+
+/// Write a wheel's host and device wheels into `staged` (the run's directory in `-w`).
+fn write_one(
+    examined: &Examined,
+    plan: &SplitPlan,
+    path: &Path,
+    settings: &crate::settings::Settings,
+    destination: &Destination,
+    request: &SplitRequest,
+    staged: &Path,
+) -> Result<SplitOutcome, Error> {
+    let wheel = &examined.wheel;
+    let dest = &staged.join(wheel.filename.to_string());
+    let changed = !plan.binaries.is_empty() || !plan.databases.is_empty();
+    let rewrite = changed || !examined.analysis.record_findings.is_empty();
+    let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
+    let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
+    let output = output.unwrap_or_else(|| dest.to_path_buf());
+    // One device wheel per wheel group, with its processors' code; independent of each other,
+    // so written on every core.
+    let wheels = device_groups(plan, request);
     let devices = parallel::try_map(&wheels, |(group, processors)| {
         let name = device_name(Naming::template(request), &wheel.metadata.name, group);
-        write_device(wheel, plan, (group, processors), &name, &request.wheel_dir)
+        write_device(wheel, plan, (group, processors), &name, staged)
     })?;
     Ok(SplitOutcome {
         wheel: wheel.filename.to_string(),
@@ -285,6 +501,7 @@ fn write_one(
         cut: plan.cut.clone(),
         left: plan.left.clone(),
         uncovered: plan.uncovered.clone(),
+        skipped: None,
     })
 }
 
@@ -310,13 +527,17 @@ fn shared_archive(plan: &SplitPlan, processor: &str, dir: &Path) -> std::io::Res
             let entries: Vec<(String, String)> =
                 part.entries().map(|(k, t, _)| (k.to_string(), t.to_string())).collect();
             for (key, target) in entries {
-                let (size, frame) = part.frame(&key, &target)?;
-                merged.add_frame(&key, &target, size, &frame)?;
+                let (object, frame) = part.frame(&key, &target)?;
+                merged.add_frame(&key, &target, object, &frame)?;
             }
         }
         merged
     };
-    Ok(Some((path, Arc::new(Spilled::stored(archive.finish(&name, &family)?)?))))
+    let expected = archive.expected();
+    let file = archive.finish(&name, &family)?;
+    crate::writer::proof::prove_archive(&file, &expected, &path, processor)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(Some((path, Arc::new(Spilled::stored(file)?))))
 }
 
 /// Write the device wheel of one group: its archives from every binary, stored (zstd frames do
@@ -329,12 +550,7 @@ fn write_device(
     dir: &Path,
 ) -> Result<DeviceWheel, Error> {
     let version = &wheel.filename.version;
-    let filename = WheelFilename {
-        distribution: name.replace(['-', '.'], "_"),
-        name: PackageName::new(name),
-        build: None,
-        ..wheel.filename.clone()
-    };
+    let filename = device_filename(wheel, name);
     let dist_info =
         format!("{}-{}.dist-info", filename.distribution, crate::wheel::filename::escape_version(&version.text));
     let io =
@@ -352,6 +568,7 @@ fn write_device(
             spilled.push(shared);
         }
     }
+    let archives = spilled.len();
     let databases: Vec<_> =
         plan.databases.iter().filter(|m| m.group.as_deref().is_some_and(|g| processors.contains(&g))).collect();
     for db in &databases {
@@ -382,7 +599,6 @@ fn write_device(
         (format!("{dist_info}/WHEEL"), wheel_text.into_bytes()),
     ];
     let dest = dir.join(filename.to_string());
-    let archives = spilled.len();
     let path = crate::writer::write_new_wheel_with(&dist_info, &spilled, &members, &dest)?;
     let size = std::fs::metadata(&path).map(|m| m.len()).ok();
     let installed = wheel::Archive::open(&path).ok().map(|a| a.installed_size());
@@ -396,6 +612,16 @@ fn write_device(
         size,
         installed,
     })
+}
+
+/// The file name of the device wheel of project `name`: the host's version and tags.
+fn device_filename(wheel: &wheel::Wheel, name: &str) -> WheelFilename {
+    WheelFilename {
+        distribution: name.replace(['-', '.'], "_"),
+        name: PackageName::new(name),
+        build: None,
+        ..wheel.filename.clone()
+    }
 }
 
 /// A member of the input, deflated anew into a file of its own (streamed: never whole in memory).

@@ -17,9 +17,11 @@ pub struct Group {
 }
 
 impl Group {
-    /// The group of one processor (`gfx942`, or a generic one no other group covers).
+    /// The group of one processor (`gfx942`, or a generic one no other group covers), its name
+    /// normalised as every GPU looks for it (`GFX942 ` → `gfx942`).
     pub fn of(processor: &str) -> Result<Group, String> {
-        Ok(Group { name: processor.to_string(), keep: Keep::new(vec![Requested::parse(processor)?]) })
+        let requested = Requested::parse(processor)?;
+        Ok(Group { name: requested.processor.clone(), keep: Keep::new(vec![requested]) })
     }
 }
 

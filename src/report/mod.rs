@@ -843,6 +843,26 @@ pub struct WheelSize {
     pub installed: u64,
 }
 
+/// Text for a terminal with every control character but newline and tab made visible
+/// (`\x1b` → `\u{1b}`): names, paths and messages read from wheels, archives and markers
+/// reach the report, and an escape sequence among them must not set the title, clear the
+/// screen or colour what follows. The one place text output passes before it is printed.
+pub fn escape_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let visible = |c: char| !c.is_control() || c == '\n' || c == '\t';
+    if text.chars().all(visible) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if visible(c) {
+            out.push(c);
+        } else {
+            out.push_str(&c.escape_unicode().to_string());
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A size for people. Ex) `40.2 MB`, `512 B`
 pub fn human_bytes(n: u64) -> String {
     // Decimal units, as pip prints download sizes: one convention across the tool.

@@ -49,6 +49,29 @@ pub struct SplitOutcome {
     /// none either): installed with those extras, they cannot load their kernels.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
+    /// Why the wheel was left as it is and nothing written (a device wheel, a split host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl SplitOutcome {
+    /// A wheel left as it is, for `reason`: nothing written.
+    pub fn left(wheel: String, reason: String) -> SplitOutcome {
+        SplitOutcome {
+            wheel,
+            host: String::new(),
+            size_before: None,
+            size_after: None,
+            installed_before: None,
+            installed_after: None,
+            binaries: 0,
+            devices: Vec::new(),
+            cut: Vec::new(),
+            left: Vec::new(),
+            uncovered: Vec::new(),
+            skipped: Some(reason),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -78,6 +101,10 @@ pub fn to_text(results: &[Split<'_>]) -> String {
     let mut out = String::new();
     let size = |s: Option<u64>| s.map_or_else(|| "?".to_string(), human_bytes);
     for o in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+        if let Some(reason) = &o.skipped {
+            let _ = writeln!(out, "{}: {reason}", o.wheel);
+            continue;
+        }
         if o.binaries == 0 && o.devices.is_empty() {
             let _ = writeln!(out, "{}: no device code to split; copied to {}", o.wheel, o.host);
             continue;

@@ -306,6 +306,50 @@ fn same_content(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Move a set of finished files (`(staged, destination)`, each pair in one directory's file
+/// system) into place together: first every destination is checked (an existing file with the
+/// same bytes is an earlier run's identical output, left as it is; any other existing file is
+/// refused, and then nothing moves); then each is renamed without replacing. A failure or a
+/// signal part-way removes what this call had moved, so the set appears whole or not at all.
+/// Returns the destinations.
+pub fn publish_set(files: &[(PathBuf, PathBuf)]) -> Result<Vec<PathBuf>, OutputError> {
+    let mut moving = Vec::new();
+    for (staged, dest) in files {
+        if std::fs::symlink_metadata(dest).is_ok() {
+            if !same_content(staged, dest) {
+                return Err(OutputError::Exists(dest.display().to_string()));
+            }
+            continue;
+        }
+        moving.push((staged, dest));
+    }
+    let mut moved: Vec<&PathBuf> = Vec::new();
+    let undo = |moved: &[&PathBuf]| {
+        for dest in moved {
+            let _ = std::fs::remove_file(dest);
+            unregister(dest);
+        }
+    };
+    for (staged, dest) in moving {
+        // Registered before the rename: a signal from here on removes it with the rest.
+        let renamed = register(dest, || rename_no_replace(staged, dest));
+        match renamed {
+            Ok(()) => moved.push(dest),
+            Err(e) => {
+                undo(&moved);
+                return Err(e);
+            }
+        }
+    }
+    for dest in &moved {
+        unregister(dest);
+    }
+    for dir in files.iter().map(|(_, d)| parent_dir(d)).collect::<BTreeSet<_>>() {
+        sync_dir(dir);
+    }
+    Ok(files.iter().map(|(_, d)| d.clone()).collect())
+}
+
 /// A directory built in a temporary place beside `dest` and swapped in whole when complete
 /// (`wheelfix index`); removed on every exit path otherwise.
 pub struct TempDir {
@@ -418,7 +462,7 @@ impl Drop for TempDir {
 }
 
 /// The longest file name most file systems take.
-const NAME_MAX: usize = 255;
+pub const NAME_MAX: usize = 255;
 
 /// The stem of every temporary name for the destination `name`: `.<name>`, or, for a name so
 /// long that the suffix would not fit, its start and a hash of the whole (a 250-byte wheel name

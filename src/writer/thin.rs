@@ -332,19 +332,19 @@ fn split_out(
     let mut frames = Vec::new();
     let mut flush = |batch: &mut Batch, captured: &mut Captured| -> std::io::Result<()> {
         let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
-        crate::analysis::copy::compress_all(&objects, &mut frames)?;
-        for ((at, key, target, bytes), frame) in batch.drain(..).zip(&frames) {
-            let size = bytes.len() as u64;
+        crate::analysis::copy::compress_all(&objects, &mut frames, &mut |i, object, frame| {
+            let (at, key, target, _) = &batch[i];
             if let Some(at) = at {
-                captured.add(&to.dir, at, &target, size, frame)?;
-                continue;
+                return captured.add(&to.dir, *at, target, object, frame);
             }
             for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
-                if group.keep.keeps(&target) {
-                    archive_of(writer, &to.dir)?.add_frame(&key, &target, size, frame)?;
+                if group.keep.keeps(target) {
+                    archive_of(writer, &to.dir)?.add_frame(key, target, object, frame)?;
                 }
             }
-        }
+            Ok(())
+        })?;
+        batch.clear();
         Ok(())
     };
     let done = rewrite::split_host(
@@ -400,9 +400,13 @@ fn split_out(
     for (group, writer) in to.groups.iter().zip(writers) {
         if let Some(writer) = writer {
             let family = crate::plan::kpack::family(&group.name);
+            let expected = writer.expected();
+            let file = writer.finish(&to.kernel_name, &family)?;
+            super::proof::prove_archive(&file, &expected, &change.member, &group.name)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
             // Hashed here, where the binaries are rewritten on every core, not when the device
             // wheels are gathered.
-            let stored = Spilled::stored(writer.finish(&to.kernel_name, &family)?)?;
+            let stored = Spilled::stored(file)?;
             finished.insert(group.name.clone(), std::sync::Arc::new(stored));
         }
     }
@@ -445,8 +449,8 @@ fn place_captured(
         for target in &targets {
             let from = captured.by_target.get_mut(target).expect("listed above");
             for (&at, key) in &names[target] {
-                let (size, frame) = from.frame(&Captured::key(at), target)?;
-                archive_of(writer, &to.dir)?.add_frame(key, target, size, &frame)?;
+                let (object, frame) = from.frame(&Captured::key(at), target)?;
+                archive_of(writer, &to.dir)?.add_frame(key, target, object, &frame)?;
             }
         }
     }

@@ -135,8 +135,8 @@ pub struct ArchiveWriter {
     file: std::io::BufWriter<std::fs::File>,
     /// Where the next frame's length prefix goes.
     at: u64,
-    /// (key, target id) → (ordinal, original size), in key order for the table.
-    toc: std::collections::BTreeMap<String, std::collections::BTreeMap<String, (u64, u64)>>,
+    /// (key, target id) → (ordinal, the code object's size and digest), in key order for the table.
+    toc: std::collections::BTreeMap<String, std::collections::BTreeMap<String, (u64, Object)>>,
     /// Each frame's offset (past its length prefix) and length, by ordinal.
     frames: Vec<(u64, u32)>,
 }
@@ -173,6 +173,29 @@ pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::
     })
 }
 
+/// What an archive writer was given of one code object, kept to prove the archive by: its size
+/// and SHA-256, taken from the code object itself before it was compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Object {
+    pub size: u64,
+    pub sha256: [u8; 32],
+}
+
+impl Object {
+    pub fn of(code_object: &[u8]) -> Object {
+        use sha2::Digest;
+        Object { size: code_object.len() as u64, sha256: sha2::Sha256::digest(code_object).into() }
+    }
+}
+
+/// A code object the archive should hold: where, for which target id, and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    pub key: String,
+    pub target: String,
+    pub object: Object,
+}
+
 impl ArchiveWriter {
     pub fn new(file: std::fs::File) -> std::io::Result<ArchiveWriter> {
         use std::io::Write;
@@ -184,16 +207,15 @@ impl ArchiveWriter {
 
     /// Add the code object of `key` (`<kernel_name>#<index>`) for `target` (a target id).
     pub fn add(&mut self, key: &str, target: &str, code_object: &[u8]) -> std::io::Result<()> {
-        self.add_frame(key, target, code_object.len() as u64, &compress_frame(code_object)?)
+        self.add_frame(key, target, Object::of(code_object), &compress_frame(code_object)?)
     }
 
-    /// Add a code object of `original_size` bytes already made a frame by [`compress_frame`].
-    pub fn add_frame(&mut self, key: &str, target: &str, original_size: u64, frame: &[u8]) -> std::io::Result<()> {
+    /// Add the code object `object` describes, already made a frame by [`compress_frame`].
+    pub fn add_frame(&mut self, key: &str, target: &str, object: Object, frame: &[u8]) -> std::io::Result<()> {
         use std::io::Write;
         let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::other("a code object over 4 GiB"))?;
         let ordinal = self.frames.len() as u64;
-        let previous =
-            self.toc.entry(key.to_string()).or_default().insert(target.to_string(), (ordinal, original_size));
+        let previous = self.toc.entry(key.to_string()).or_default().insert(target.to_string(), (ordinal, object));
         if previous.is_some() {
             return Err(std::io::Error::other(format!("two code objects for {target} in {key}")));
         }
@@ -206,18 +228,29 @@ impl ArchiveWriter {
 
     /// The keys and, for each, the target ids and original sizes of its code objects.
     pub fn entries(&self) -> impl Iterator<Item = (&str, &str, u64)> {
-        self.toc.iter().flat_map(|(key, per)| per.iter().map(move |(t, &(_, size))| (key.as_str(), t.as_str(), size)))
+        self.toc.iter().flat_map(|(key, per)| per.iter().map(move |(t, (_, o))| (key.as_str(), t.as_str(), o.size)))
+    }
+
+    /// Every code object the archive should hold, for its proof.
+    pub fn expected(&self) -> Vec<Expected> {
+        let mut all = Vec::new();
+        for (key, per) in &self.toc {
+            for (target, &(_, object)) in per {
+                all.push(Expected { key: key.clone(), target: target.clone(), object });
+            }
+        }
+        all
     }
 
     /// The size of the code object of `key` for `target`, if the archive has one.
     pub fn original_size(&self, key: &str, target: &str) -> Option<u64> {
-        self.toc.get(key)?.get(target).map(|&(_, size)| size)
+        self.toc.get(key)?.get(target).map(|(_, o)| o.size)
     }
 
-    /// The frame of `key` for `target` and its code object's size, read back from the file.
-    pub fn frame(&mut self, key: &str, target: &str) -> std::io::Result<(u64, Vec<u8>)> {
+    /// The frame of `key` for `target` and its code object's description, read back from the file.
+    pub fn frame(&mut self, key: &str, target: &str) -> std::io::Result<(Object, Vec<u8>)> {
         use std::io::Write;
-        let &(ordinal, size) = self
+        let &(ordinal, object) = self
             .toc
             .get(key)
             .and_then(|per| per.get(target))
@@ -226,7 +259,7 @@ impl ArchiveWriter {
         let (at, len) = self.frames[ordinal as usize];
         let mut frame = vec![0u8; len as usize];
         std::os::unix::fs::FileExt::read_exact_at(self.file.get_ref(), &mut frame, at)?;
-        Ok((size, frame))
+        Ok((object, frame))
     }
 
     /// Give every key the name `rename` gives it (frames written before their keys were known);
@@ -277,7 +310,7 @@ impl ArchiveWriter {
         for (key, per_target) in &self.toc {
             write::str(&mut toc, key);
             write::map_len(&mut toc, per_target.len());
-            for (target, (ordinal, size)) in per_target {
+            for (target, (ordinal, object)) in per_target {
                 write::str(&mut toc, target);
                 write::map_len(&mut toc, 3);
                 write::str(&mut toc, "type");
@@ -285,7 +318,7 @@ impl ArchiveWriter {
                 write::str(&mut toc, "ordinal");
                 write::uint(&mut toc, *ordinal);
                 write::str(&mut toc, "original_size");
-                write::uint(&mut toc, *size);
+                write::uint(&mut toc, object.size);
             }
         }
         let (at, frames) = (self.at, self.frames.len());
@@ -349,8 +382,9 @@ mod tests {
         let mut w = ArchiveWriter::new(tempfile::tempfile().unwrap()).unwrap();
         w.add("@4096", "gfx942", b"first").unwrap();
         w.add("@8192", "gfx942", &[3u8; 100]).unwrap();
-        let (size, frame) = w.frame("@8192", "gfx942").unwrap();
-        assert_eq!((size, zstd::bulk::decompress(&frame, 100).unwrap()), (100, vec![3u8; 100]));
+        let (object, frame) = w.frame("@8192", "gfx942").unwrap();
+        assert_eq!((object.size, zstd::bulk::decompress(&frame, 100).unwrap()), (100, vec![3u8; 100]));
+        assert_eq!(object, Object::of(&[3u8; 100]));
         assert!(w.frame("@1", "gfx942").is_err());
         assert!(w.rename_keys(&|k| (k == "@4096").then(|| "k.so#0".to_string())).is_err(), "one left unnamed");
         assert!(w.rename_keys(&|_| Some("k.so#0".to_string())).is_err(), "two named the same");

@@ -13,6 +13,7 @@ pub mod codec;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod kpack;
+pub mod kpack_read;
 pub mod pe;
 pub mod positional;
 pub mod rewrite;
@@ -265,7 +266,9 @@ pub fn amdgpu_target(flags: u32, os_abi: u8, abi_version: u8) -> (String, Option
     (target, cov)
 }
 
-/// `EF_AMDGPU_MACH` → processor name (LLVM main; generic targets included).
+/// `EF_AMDGPU_MACH` → processor name (LLVM main; generic targets included; and gfx940, gfx941,
+/// which LLVM 20 dropped and ROCm 6 wheels still ship). The one table of processors: what is
+/// not here is not a processor wheelfix accepts.
 pub fn mach_name(mach: u32) -> Option<&'static str> {
     const TABLE: &[(u32, &str)] = &[
         (0x20, "gfx600"),
@@ -299,6 +302,7 @@ pub fn mach_name(mach: u32) -> Option<&'static str> {
         (0x3d, "gfx1035"),
         (0x3e, "gfx1034"),
         (0x3f, "gfx90a"),
+        (0x40, "gfx940"),
         (0x41, "gfx1100"),
         (0x42, "gfx1013"),
         (0x43, "gfx1150"),
@@ -309,6 +313,7 @@ pub fn mach_name(mach: u32) -> Option<&'static str> {
         (0x48, "gfx1200"),
         (0x49, "gfx1250"),
         (0x4a, "gfx1151"),
+        (0x4b, "gfx941"),
         (0x4c, "gfx942"),
         (0x4e, "gfx1201"),
         (0x4f, "gfx950"),

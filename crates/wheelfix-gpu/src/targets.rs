@@ -6,9 +6,10 @@ use std::fmt;
 /// The processors each generic processor covers, as LLVM's AMDGPUUsage lists them
 /// (`../shared/reference/gpu-code-formats.md` §4.2). A generic processor not listed here is
 /// kept by [`Keep::verdict`]: what it covers is not known, and keeping code costs only bytes.
+/// `gfx9-4-generic` also covers gfx940 and gfx941 (LLVM 19, before they were dropped).
 const GENERIC: &[(&str, &[&str])] = &[
     ("gfx9-generic", &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"]),
-    ("gfx9-4-generic", &["gfx942", "gfx950"]),
+    ("gfx9-4-generic", &["gfx940", "gfx941", "gfx942", "gfx950"]),
     ("gfx10-1-generic", &["gfx1010", "gfx1011", "gfx1012", "gfx1013"]),
     ("gfx10-3-generic", &["gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036"]),
     ("gfx11-generic", &["gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"]),

@@ -1,0 +1,404 @@
+//! A kpack archive read back whole, as the runtime would read it: the header, the table of
+//! contents, the frame index, and every code object decoded, sized, hashed and its processor
+//! read from its own ELF header. It shares nothing with [`crate::kpack::ArchiveWriter`] but the
+//! format's description (`../shared/reference/gpu-code-formats.md` §4.1), so that what it
+//! finds is a proof of what the writer wrote, not a repetition of it. Memory stays a buffer's
+//! worth whatever the size of a code object.
+
+use std::io::Read;
+
+use crate::msgpack::Value;
+
+/// One code object the archive's table names, as decoded from its frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRead {
+    pub key: String,
+    pub target: String,
+    /// The size the table gives it.
+    pub original_size: u64,
+    /// What its frame decodes to: its size and SHA-256.
+    pub object: crate::kpack::Object,
+    /// The target id its own ELF header names (`None`: not an AMDGPU ELF file).
+    pub elf_target: Option<String>,
+}
+
+/// What is wrong with an archive. Each names the table's key and target id where it has one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArchiveProblem {
+    #[error("not a kpack archive (no KPAK header)")]
+    NotAnArchive,
+    #[error("kpack archive version {0}, not 1")]
+    Version(u32),
+    #[error("its table of contents lies at {at}, outside the file's {len} bytes")]
+    TocOutside { at: u64, len: u64 },
+    #[error("its table of contents cannot be read: {0}")]
+    Toc(String),
+    #[error("compression scheme {0:?}: neither zstd-per-kernel nor none")]
+    Scheme(String),
+    #[error("its frames ({from}..{to}) lie outside the file, or overlap its header or table of contents")]
+    FramesOutside { from: u64, to: u64 },
+    #[error("frame {ordinal} ({len} bytes at {at}) runs past the end of the frames")]
+    FramePast { ordinal: u64, at: u64, len: u64 },
+    #[error("{key} for {target}: ordinal {ordinal}, but the archive has {count} frames")]
+    OrdinalOutOfRange { key: String, target: String, ordinal: u64, count: u64 },
+    #[error("{key} for {target}: frame {ordinal} does not decode: {message}")]
+    Undecodable { key: String, target: String, ordinal: u64, message: String },
+    #[error("{key} for {target}: frame {ordinal} decodes to {got} bytes, the table says {expected}")]
+    WrongSize { key: String, target: String, ordinal: u64, got: u64, expected: u64 },
+    #[error("{key} for {target}: frame {ordinal} holds code for {found}")]
+    WrongProcessor { key: String, target: String, ordinal: u64, found: String },
+    #[error("{key} for {target}: frame {ordinal} is not an AMDGPU code object")]
+    NotCode { key: String, target: String, ordinal: u64 },
+    #[error("{key} for {target}: the table's entry has no {field}")]
+    Entry { key: String, target: String, field: &'static str },
+    #[error("cannot read the archive: {0}")]
+    Io(String),
+}
+
+/// The archive read: every object its table names, and what is wrong with it.
+#[derive(Debug, Default)]
+pub struct ArchiveRead {
+    pub group_name: Option<String>,
+    pub objects: Vec<ObjectRead>,
+    pub problems: Vec<ArchiveProblem>,
+}
+
+/// Read a whole archive of `len` bytes through `read_at` (bytes at an offset), decoding every
+/// code object its table names. Stops at the first problem of the header or table; records
+/// every problem of the objects.
+pub fn read_archive(read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>, len: u64) -> ArchiveRead {
+    let mut out = ArchiveRead::default();
+    if let Err(problem) = read_into(read_at, len, &mut out) {
+        out.problems.push(problem);
+    }
+    out
+}
+
+/// A table entry: key, target id, ordinal, original size.
+type Entry = (String, String, u64, u64);
+
+fn read_into(
+    read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+    len: u64,
+    out: &mut ArchiveRead,
+) -> Result<(), ArchiveProblem> {
+    let io = |e: std::io::Error| ArchiveProblem::Io(e.to_string());
+    let mut header = [0u8; 16];
+    if len < 16 {
+        return Err(ArchiveProblem::NotAnArchive);
+    }
+    read_at(&mut header, 0).map_err(io)?;
+    if &header[..4] != b"KPAK" {
+        return Err(ArchiveProblem::NotAnArchive);
+    }
+    let version = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    if version != 1 {
+        return Err(ArchiveProblem::Version(version));
+    }
+    let toc_at = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+    if toc_at < 16 || toc_at >= len {
+        return Err(ArchiveProblem::TocOutside { at: toc_at, len });
+    }
+    let toc_len = (len - toc_at).min(crate::KPACK_TOC_MAX);
+    let mut toc_bytes = vec![0u8; toc_len as usize];
+    read_at(&mut toc_bytes, toc_at).map_err(io)?;
+    let toc = crate::msgpack::parse(&toc_bytes).map_err(ArchiveProblem::Toc)?;
+    drop(toc_bytes);
+    out.group_name = toc.get("group_name").and_then(Value::as_str).map(str::to_string);
+    let entries = entries(&toc)?;
+    let scheme = toc.get("compression_scheme").and_then(Value::as_str).unwrap_or("");
+    // Each frame's (offset, length): from the frame index for zstd, from `blobs` for none.
+    let frames: Vec<(u64, u64)> = match scheme {
+        "zstd-per-kernel" => {
+            let from = uint(&toc, "zstd_offset").ok_or_else(|| ArchiveProblem::Toc("no zstd_offset".into()))?;
+            let size = uint(&toc, "zstd_size").ok_or_else(|| ArchiveProblem::Toc("no zstd_size".into()))?;
+            let to = from.checked_add(size).ok_or(ArchiveProblem::FramesOutside { from, to: u64::MAX })?;
+            if from < 16 || to > toc_at || size < 4 {
+                return Err(ArchiveProblem::FramesOutside { from, to });
+            }
+            frame_index(read_at, from, to)?
+        }
+        "none" => {
+            let blobs = toc.get("blobs").and_then(Value::as_array).unwrap_or_default();
+            let mut frames = Vec::new();
+            for blob in blobs {
+                let (Some(at), Some(size)) = (uint(blob, "offset"), uint(blob, "size")) else {
+                    return Err(ArchiveProblem::Toc("a blob without offset and size".into()));
+                };
+                if at < 16 || at.checked_add(size).is_none_or(|end| end > toc_at) {
+                    return Err(ArchiveProblem::FramesOutside { from: at, to: at.saturating_add(size) });
+                }
+                frames.push((at, size));
+            }
+            frames
+        }
+        other => return Err(ArchiveProblem::Scheme(other.to_string())),
+    };
+    let count = frames.len() as u64;
+    for (key, target, ordinal, original_size) in entries {
+        let Some(&(at, frame_len)) = frames.get(ordinal as usize) else {
+            out.problems.push(ArchiveProblem::OrdinalOutOfRange { key, target, ordinal, count });
+            continue;
+        };
+        let source = RangeReader { read_at, at, end: at + frame_len };
+        let decoded = if scheme == "none" { measure(source) } else { decode(source) };
+        let (object, head) = match decoded {
+            Ok(found) => found,
+            Err(message) => {
+                out.problems.push(ArchiveProblem::Undecodable { key, target, ordinal, message });
+                continue;
+            }
+        };
+        if object.size != original_size {
+            out.problems.push(ArchiveProblem::WrongSize {
+                key: key.clone(),
+                target: target.clone(),
+                ordinal,
+                got: object.size,
+                expected: original_size,
+            });
+        }
+        let elf_target = elf_target(&head);
+        match &elf_target {
+            None => out.problems.push(ArchiveProblem::NotCode { key: key.clone(), target: target.clone(), ordinal }),
+            Some(found) if processor(found) != processor(&target) => {
+                out.problems.push(ArchiveProblem::WrongProcessor {
+                    key: key.clone(),
+                    target: target.clone(),
+                    ordinal,
+                    found: found.clone(),
+                });
+            }
+            Some(_) => {}
+        }
+        out.objects.push(ObjectRead { key, target, original_size, object, elf_target });
+    }
+    Ok(())
+}
+
+/// The table's entries: `toc: {key: {target: {ordinal, original_size}}}`.
+fn entries(toc: &Value) -> Result<Vec<Entry>, ArchiveProblem> {
+    let map = toc.get("toc").and_then(Value::as_map).ok_or_else(|| ArchiveProblem::Toc("no toc map".into()))?;
+    let mut found = Vec::new();
+    for (key, per_target) in map {
+        let key = key.as_str().ok_or_else(|| ArchiveProblem::Toc("a key that is not a string".into()))?;
+        let per_target =
+            per_target.as_map().ok_or_else(|| ArchiveProblem::Toc(format!("{key}: not a map of target ids")))?;
+        for (target, entry) in per_target {
+            let target = target
+                .as_str()
+                .ok_or_else(|| ArchiveProblem::Toc(format!("{key}: a target id that is not a string")))?;
+            let missing = |field| ArchiveProblem::Entry { key: key.to_string(), target: target.to_string(), field };
+            let ordinal = uint(entry, "ordinal").ok_or_else(|| missing("ordinal"))?;
+            let size = uint(entry, "original_size").ok_or_else(|| missing("original_size"))?;
+            found.push((key.to_string(), target.to_string(), ordinal, size));
+        }
+    }
+    Ok(found)
+}
+
+fn uint(value: &Value, field: &str) -> Option<u64> {
+    match value.get(field)? {
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+/// The frames of a `zstd-per-kernel` blob in [from, to): u32 count, then u32 length and frame.
+fn frame_index(
+    read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+    from: u64,
+    to: u64,
+) -> Result<Vec<(u64, u64)>, ArchiveProblem> {
+    let io = |e: std::io::Error| ArchiveProblem::Io(e.to_string());
+    let mut word = [0u8; 4];
+    read_at(&mut word, from).map_err(io)?;
+    let count = u64::from(u32::from_le_bytes(word));
+    let mut frames = Vec::new();
+    let mut at = from + 4;
+    for ordinal in 0..count {
+        if at + 4 > to {
+            return Err(ArchiveProblem::FramePast { ordinal, at, len: 0 });
+        }
+        read_at(&mut word, at).map_err(io)?;
+        let len = u64::from(u32::from_le_bytes(word));
+        if at + 4 + len > to {
+            return Err(ArchiveProblem::FramePast { ordinal, at: at + 4, len });
+        }
+        frames.push((at + 4, len));
+        at += 4 + len;
+    }
+    Ok(frames)
+}
+
+/// Bytes [at, end) of the archive as a stream.
+struct RangeReader<'r> {
+    read_at: &'r dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+    at: u64,
+    end: u64,
+}
+
+impl Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min((self.end - self.at) as usize);
+        if n > 0 {
+            (self.read_at)(&mut buf[..n], self.at)?;
+            self.at += n as u64;
+        }
+        Ok(n)
+    }
+}
+
+/// The first bytes of a code object kept for its ELF header.
+const HEAD: usize = 64;
+
+/// Decode one zstd frame that must fill the whole range: its content's size, SHA-256 and head.
+fn decode(source: RangeReader<'_>) -> Result<(crate::kpack::Object, Vec<u8>), String> {
+    let mut decoder = zstd::stream::read::Decoder::new(source).map_err(|e| e.to_string())?.single_frame();
+    let found = measure(&mut decoder)?;
+    let rest = decoder.finish();
+    let left = rest.buffer().len() as u64 + (rest.get_ref().end - rest.get_ref().at);
+    if left != 0 {
+        return Err(format!("{left} bytes after the zstd frame"));
+    }
+    Ok(found)
+}
+
+/// Size, SHA-256 and head of everything `source` gives.
+fn measure(mut source: impl Read) -> Result<(crate::kpack::Object, Vec<u8>), String> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    let (mut size, mut head) = (0u64, Vec::with_capacity(HEAD));
+    loop {
+        let n = source.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        if head.len() < HEAD {
+            let take = (HEAD - head.len()).min(n);
+            head.extend_from_slice(&buf[..take]);
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((crate::kpack::Object { size, sha256: hasher.finalize().into() }, head))
+}
+
+/// The target id an AMDGPU code object's ELF header names.
+pub fn elf_target(head: &[u8]) -> Option<String> {
+    const EM_AMDGPU: u16 = 224;
+    if head.len() < 52 || &head[..4] != b"\x7fELF" || u16::from_le_bytes([head[18], head[19]]) != EM_AMDGPU {
+        return None;
+    }
+    let (flags, os_abi, abi_version) = wheelfix_elf::header::gpu_header_fields(head)?;
+    Some(crate::amdgpu_target(flags, os_abi, abi_version).0)
+}
+
+/// A target id's processor. Ex) `gfx90a:xnack+` → `gfx90a`
+fn processor(target: &str) -> &str {
+    target.split(':').next().unwrap_or(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kpack::{ArchiveWriter, Object};
+
+    /// A minimal AMDGPU ELF header for `mach`, then `body`.
+    fn code_object(mach: u32, body: &[u8]) -> Vec<u8> {
+        let mut head = vec![0u8; 64];
+        head[..4].copy_from_slice(b"\x7fELF");
+        head[4] = 2;
+        head[5] = 1;
+        head[7] = 64;
+        head[8] = 3;
+        head[18..20].copy_from_slice(&224u16.to_le_bytes());
+        head[48..52].copy_from_slice(&(mach | 0x400).to_le_bytes());
+        head.extend_from_slice(body);
+        head
+    }
+
+    fn written(objects: &[(&str, &str, &[u8])]) -> Vec<u8> {
+        let mut w = ArchiveWriter::new(tempfile::tempfile().unwrap()).unwrap();
+        for (key, target, bytes) in objects {
+            w.add(key, target, bytes).unwrap();
+        }
+        let mut file = w.finish("k", "gfx9").unwrap();
+        let mut bytes = Vec::new();
+        use std::io::Seek;
+        file.rewind().unwrap();
+        file.read_to_end(&mut bytes).unwrap();
+        bytes
+    }
+
+    fn read(bytes: &[u8]) -> ArchiveRead {
+        let read_at = |buf: &mut [u8], at: u64| {
+            let at = at as usize;
+            match bytes.get(at..at + buf.len()) {
+                Some(src) => {
+                    buf.copy_from_slice(src);
+                    Ok(())
+                }
+                None => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
+            }
+        };
+        read_archive(&read_at, bytes.len() as u64)
+    }
+
+    #[test]
+    fn every_object_reads_back_with_its_size_digest_and_processor() {
+        let a = code_object(0x4c, &[1u8; 5000]);
+        let b = code_object(0x3f, &[2u8; 300]);
+        let bytes = written(&[("k.so#0", "gfx942", &a), ("k.so#1", "gfx90a:xnack+", &b)]);
+        let found = read(&bytes);
+        assert!(found.problems.is_empty(), "{:?}", found.problems);
+        assert_eq!(found.objects.len(), 2);
+        assert_eq!(found.objects[0].object, Object::of(&a));
+        assert_eq!(found.objects[0].elf_target.as_deref(), Some("gfx942"));
+        assert_eq!(found.objects[1].object, Object::of(&b));
+    }
+
+    #[test]
+    fn corrupt_archives_are_named_for_what_is_wrong() {
+        let a = code_object(0x4c, &[1u8; 5000]);
+        let bytes = written(&[("k.so#0", "gfx942", &a)]);
+        // A frame byte flipped: it no longer decodes (or decodes to other bytes).
+        let mut flipped = bytes.clone();
+        flipped[64 + 4 + 4 + 6] ^= 0xff;
+        let found = read(&flipped);
+        assert!(!found.problems.is_empty() || found.objects[0].object != Object::of(&a));
+        // gfx90a code under the gfx942 key.
+        let other = code_object(0x3f, &[1u8; 5000]);
+        let found = read(&written(&[("k.so#0", "gfx942", &other)]));
+        assert!(matches!(found.problems[..], [ArchiveProblem::WrongProcessor { .. }]), "{:?}", found.problems);
+        // Not a code object at all.
+        let found = read(&written(&[("k.so#0", "gfx942", b"junk")]));
+        assert!(matches!(found.problems[..], [ArchiveProblem::NotCode { .. }]), "{:?}", found.problems);
+        // The table's offset past the end.
+        let mut past = bytes.clone();
+        past[8..16].copy_from_slice(&(bytes.len() as u64 + 5).to_le_bytes());
+        assert!(matches!(read(&past).problems[..], [ArchiveProblem::TocOutside { .. }]));
+        // An empty frame where the table says 5064 bytes.
+        let mut w = ArchiveWriter::new(tempfile::tempfile().unwrap()).unwrap();
+        w.add_frame("k.so#0", "gfx942", Object::of(&a), &[]).unwrap();
+        let mut file = w.finish("k", "gfx9").unwrap();
+        let mut empty = Vec::new();
+        use std::io::Seek;
+        file.rewind().unwrap();
+        file.read_to_end(&mut empty).unwrap();
+        assert!(!read(&empty).problems.is_empty(), "an empty frame passes");
+    }
+
+    #[test]
+    fn an_ordinal_past_the_frames_is_a_problem() {
+        let a = code_object(0x4c, &[1u8; 50]);
+        let mut bytes = written(&[("k.so#0", "gfx942", &a)]);
+        // The ordinal 0 in the table becomes 5 (a positive fixint, one byte).
+        let key = b"ordinal";
+        let pos = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+        assert_eq!(bytes[pos], 0);
+        bytes[pos] = 5;
+        assert!(matches!(read(&bytes).problems[..], [ArchiveProblem::OrdinalOutOfRange { .. }]));
+    }
+}
