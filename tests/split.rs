@@ -819,6 +819,39 @@ fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() 
             report["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error").collect();
         assert!(errors.is_empty(), "{name}: {errors:#?}");
     }
+    // An archive damaged in a published device wheel: `check` decodes it and says so.
+    let damaged_set = d.join("all-damaged");
+    std::fs::create_dir_all(&damaged_set).unwrap();
+    for wheel in wheels_in(&d.join("all")) {
+        let name = wheel.file_name().unwrap().to_owned();
+        let dest = damaged_set.join(&name);
+        if !name.to_string_lossy().contains("device_gfx1100") {
+            std::fs::copy(&wheel, &dest).unwrap();
+            continue;
+        }
+        let mut zip = zip::ZipArchive::new(std::fs::File::open(&wheel).unwrap()).unwrap();
+        let mut out = zip::ZipWriter::new(std::fs::File::create(&dest).unwrap());
+        for i in 0..zip.len() {
+            let mut member = zip.by_index(i).unwrap();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut member, &mut bytes).unwrap();
+            if member.name().ends_with(".kpack") {
+                // The first frame's middle byte: header 64, count 4, length 4.
+                let len = u32::from_le_bytes(bytes[68..72].try_into().unwrap()) as usize;
+                bytes[72 + len / 2] ^= 0x5a;
+            }
+            let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+            out.start_file(member.name(), options).unwrap();
+            std::io::Write::write_all(&mut out, &bytes).unwrap();
+        }
+        out.finish().unwrap();
+    }
+    let out = wheelfix(d, &["check", "--json", damaged_set.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = report["findings"].as_array().unwrap().iter().filter_map(|f| f["kind"].as_str()).collect();
+    assert!(kinds.contains(&"kpack-archive-damaged"), "{kinds:?}");
+    assert_eq!(out.status.code(), Some(1));
+
     // A frame damaged after it was written (the test hook) is caught by the proof: the wheel
     // fails, naming the binary, the wrapper and the processor, and `-w` holds nothing.
     let out =

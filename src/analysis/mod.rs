@@ -597,8 +597,10 @@ fn streamed_elf<'b>(
     loop {
         let extra = match ElfFacts::parse_view(&streamed.kept) {
             Ok(facts) => {
-                let missing: Vec<_> =
-                    gpu::host_sections_read(&facts).filter(|(o, s)| !streamed.kept.contains(*o, *s)).collect();
+                let missing: Vec<_> = gpu::host_sections_read(&facts, &streamed.hits)
+                    .into_iter()
+                    .filter(|(o, s)| !streamed.kept.contains(*o, *s))
+                    .collect();
                 if missing.is_empty() {
                     let code = gpu::host_binary_view(&member.name, &facts, &streamed.kept, &streamed.hits);
                     return Ok((facts, code));

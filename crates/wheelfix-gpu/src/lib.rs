@@ -621,9 +621,23 @@ fn wrapper_count(facts: &ElfFacts) -> usize {
     facts.section(".hipFatBinSegment").map_or(0, |s| (s.size / kpack::WRAPPER_LEN) as usize)
 }
 
-/// The sections [`host_binary_view`] reads from the view itself (not from the scan's hits).
-pub fn host_sections_read(facts: &ElfFacts) -> impl Iterator<Item = (u64, u64)> + '_ {
-    facts.sections.iter().filter(|s| s.name == ".rocm_kpack_ref").map(|s| (s.offset, s.size))
+/// The sections [`host_binary_view`] reads from the view itself (not from the scan's hits):
+/// `.rocm_kpack_ref`, and the start of a `.hip_fatbin` in which the scan found no bundle (where
+/// `split` leaves its kpack marker): a binary streamed past is read again for them rather than
+/// called empty.
+pub fn host_sections_read(facts: &ElfFacts, hits: &scan::Hits) -> Vec<(u64, u64)> {
+    let mut read: Vec<(u64, u64)> =
+        facts.sections.iter().filter(|s| s.name == ".rocm_kpack_ref").map(|s| (s.offset, s.size)).collect();
+    if let Some(first) = facts.sections_named(".hip_fatbin").find(|s| s.kind != 8 && s.size > 0) {
+        let mut found = GpuCode::new("", Container::HipFatbin);
+        for s in facts.sections_named(".hip_fatbin").filter(|s| s.kind != 8) {
+            hits.blob(s.offset, s.offset.saturating_add(s.size), &mut found);
+        }
+        if found.objects == 0 {
+            read.push((first.offset, first.size.min(kpack::MARKER_MAX)));
+        }
+    }
+    read
 }
 
 pub(crate) use bundle::{BundleEntry, TableError, bundle_table};

@@ -108,6 +108,9 @@ pub(super) struct WheelFacts {
     pub(super) kpack_kernels: Vec<(String, String, usize)>,
     /// Its kpack archives' tables of contents: install path → key → target ids.
     pub(super) kpack_tocs: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// Its kpack archives read back whole ([`crate::elf::gpu::kpack_read`]): install path →
+    /// what is wrong with it (archives with nothing wrong are not listed).
+    pub(super) kpack_damage: Vec<(String, Vec<String>)>,
     /// Host binaries the loader would refuse or misload, and the rule each breaks.
     pub(super) not_loadable: Vec<(String, crate::elf::lint::LintFinding)>,
 }
@@ -263,6 +266,56 @@ pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePa
     }
 }
 
+/// Every kpack archive of the wheel read back whole: each frame decoded against its table's
+/// size and key, its processor read from the code object's own ELF header. A stored archive
+/// (as split writes them) is read in place; a deflated one is inflated to a temporary file
+/// first. Memory stays a buffer's worth whatever the archive's size.
+fn archive_damage(wheel: &Wheel, analysis: &crate::analysis::Analysis) -> Vec<(String, Vec<String>)> {
+    use crate::elf::gpu::kpack_read;
+    let archives = analysis.gpu.iter().filter(|g| g.container == crate::elf::gpu::Container::KpackArchive);
+    let mut damaged = Vec::new();
+    for code in archives {
+        let Some(member) = wheel.archive.member(&code.file) else { continue };
+        let zip = &wheel.archive.zip;
+        let read = match member.method {
+            crate::wheel::zip::Method::Stored => match zip.data_offset(member) {
+                Ok(start) => {
+                    let read_at =
+                        |buf: &mut [u8], at: u64| zip.read_at(member, buf, start + at).map_err(std::io::Error::other);
+                    kpack_read::read_archive(&read_at, member.size)
+                }
+                Err(e) => {
+                    damaged.push((code.file.clone(), vec![format!("cannot be read: {e}")]));
+                    continue;
+                }
+            },
+            _ => {
+                let inflated = tempfile::tempfile().and_then(|mut file| {
+                    let mut stream = zip.stream(member).map_err(std::io::Error::other)?;
+                    std::io::copy(&mut stream, &mut std::io::BufWriter::new(&mut file))?;
+                    Ok(file)
+                });
+                match inflated {
+                    Ok(file) => {
+                        let read_at =
+                            |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_exact_at(&file, buf, at);
+                        kpack_read::read_archive(&read_at, member.size)
+                    }
+                    Err(e) => {
+                        damaged.push((code.file.clone(), vec![format!("cannot be inflated: {e}")]));
+                        continue;
+                    }
+                }
+            }
+        };
+        if !read.problems.is_empty() {
+            let path = wheel.install_path(&code.file).unwrap_or_else(|| code.file.clone());
+            damaged.push((path, read.problems.iter().map(ToString::to_string).collect()));
+        }
+    }
+    damaged
+}
+
 /// What the rules need of a wheel that opened whole.
 fn wheel_facts(
     wheel: &Wheel,
@@ -327,6 +380,7 @@ fn wheel_facts(
             .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
             .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_toc.clone())))
             .collect(),
+        kpack_damage: archive_damage(wheel, &analysis),
         rocm_sonames: analysis
             .elf
             .iter()

@@ -33,9 +33,9 @@ mod upstream;
 use facts::{Dist, Read, dist_facts, read_dist};
 pub use facts::{DistFacts, TagFacts};
 use rules::{
-    abi_findings, architecture_dir, interpreter_findings, kpack_findings, metapackage_findings, path_conflict_findings,
-    provider_findings, selector_findings, self_requirement_findings, split_set_findings, unmet_requirement_findings,
-    version_findings, wheel_findings,
+    abi_findings, architecture_dir, archive_damage_findings, interpreter_findings, kpack_findings,
+    metapackage_findings, path_conflict_findings, provider_findings, selector_findings, self_requirement_findings,
+    split_set_findings, unmet_requirement_findings, version_findings, wheel_findings,
 };
 pub use upstream::resolution_findings;
 
@@ -236,6 +236,7 @@ pub fn survey(
     findings.extend(self_requirement_findings(&dists));
     findings.extend(abi_findings(&dists));
     findings.extend(kpack_findings(&dists));
+    findings.extend(archive_damage_findings(&dists));
     findings.extend(split_set_findings(&dists));
     findings.extend(path_conflict_findings(&dists));
     for url in &upstream.urls {

@@ -57,7 +57,9 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             .filter(|p| d.platform.is_none() || present[p].contains(&d.platform.as_deref()))
             .collect();
         findings.extend(device_extra_findings(d, &devices, &file));
-        for r in requirements.iter().filter(|r| r.extra.is_some()) {
+        // Only the device extras: extras the project had before a split (`test`, `all`) are
+        // judged as they were on the fat wheel, not as a selector's.
+        for r in requirements.iter().filter(|r| r.extra.as_deref().is_some_and(|e| e.starts_with("device-"))) {
             findings.extend(extra_requirement_findings(d, r, &present, &set_families, &file));
         }
     }
@@ -852,6 +854,30 @@ pub(super) fn path_conflict_findings(dists: &[Dist]) -> Vec<Finding> {
             ),
             files: list.iter().map(|(_, i)| dists[*i].path.display().to_string()).collect(),
         });
+    }
+    findings
+}
+
+/// kpack archives whose frames do not read back as their table says (empty or junk frames,
+/// ordinals or offsets out of range, code for another processor under a key): the kernels they
+/// should hold fail to load on the user's GPU.
+pub(super) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for d in dists {
+        for (path, problems) in d.wheel.iter().flat_map(|w| &w.kpack_damage) {
+            let shown: Vec<&str> = problems.iter().take(3).map(String::as_str).collect();
+            let more = if problems.len() > 3 { format!(" (and {} more)", problems.len() - 3) } else { String::new() };
+            findings.push(Finding {
+                kind: "kpack-archive-damaged",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: the kpack archive {path} does not read back as its table of contents says: {}{more}; the kernels it should hold cannot load",
+                    d.file_name,
+                    shown.join("; ")
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+        }
     }
     findings
 }
