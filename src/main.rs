@@ -818,13 +818,13 @@ fn repair_request(args: RepairArgs) -> cmd::write::WriteRequest {
 /// its stderr lines.
 fn print(output: &cmd::Output) {
     let mut stdout = std::io::stdout().lock();
-    let text = wheelfix::report::escape_text(&output.stdout);
+    let text = wheelfix::cmd::escape_text(&output.stdout);
     if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         eprintln!("wheelfix: error: cannot write output: {e}");
     }
     for line in &output.stderr {
-        eprintln!("{}", wheelfix::report::escape_text(line));
+        eprintln!("{}", wheelfix::cmd::escape_text(line));
     }
 }

@@ -833,15 +833,16 @@ fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() 
         let mut out = zip::ZipWriter::new(std::fs::File::create(&dest).unwrap());
         for i in 0..zip.len() {
             let mut member = zip.by_index(i).unwrap();
+            let name = member.name().unwrap().to_string();
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(&mut member, &mut bytes).unwrap();
-            if member.name().ends_with(".kpack") {
+            if name.ends_with(".kpack") {
                 // The first frame's middle byte: header 64, count 4, length 4.
                 let len = u32::from_le_bytes(bytes[68..72].try_into().unwrap()) as usize;
                 bytes[72 + len / 2] ^= 0x5a;
             }
             let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-            out.start_file(member.name(), options).unwrap();
+            out.start_file(name, options).unwrap();
             std::io::Write::write_all(&mut out, &bytes).unwrap();
         }
         out.finish().unwrap();
@@ -861,4 +862,147 @@ fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() 
     assert!(said.contains("does not hold what was put into it") && said.contains("bigpkg/libbig.so#"), "{said}");
     let left: Vec<_> = std::fs::read_dir(d.join("damaged")).unwrap().collect();
     assert!(left.is_empty(), "a refused split leaves -w as it was: {left:?}");
+
+    // SIGINT while the set is being written: -w is as it was (an earlier file untouched).
+    let interrupted = d.join("interrupted");
+    std::fs::create_dir_all(&interrupted).unwrap();
+    std::fs::write(interrupted.join("earlier.txt"), "kept").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wheelfix"))
+        .args(["split", "--all-targets", "-w", interrupted.to_str().unwrap(), w])
+        .current_dir(d)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once the run's own directory in -w holds a file being written.
+    let started = std::time::Instant::now();
+    let writing = || {
+        std::fs::read_dir(&interrupted)
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().is_dir() && std::fs::read_dir(e.path()).is_ok_and(|mut inner| inner.any(|f| f.is_ok())))
+    };
+    while !writing() && started.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    run(Command::new("kill").args(["-INT", &child.id().to_string()]));
+    let status = child.wait().unwrap();
+    let mut left: Vec<String> =
+        std::fs::read_dir(&interrupted).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+    left.sort();
+    if status.code() == Some(130) {
+        assert_eq!(left, ["earlier.txt"], "an interrupted split leaves -w as it was");
+    } else {
+        // It finished before the signal arrived: then the whole set is there.
+        assert_eq!(status.code(), Some(0));
+        assert_eq!(left.len(), 1 + 1 + 2, "{left:?}");
+    }
+}
+
+/// The demo wheel shipped in `testdata/` (gfx942 and gfx950 code), copied into `dir`.
+fn demo_in(dir: &Path) -> PathBuf {
+    let name = "rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl";
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name), &path).unwrap();
+    path
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn split_never_writes_over_what_it_did_not_make_and_refuses_targets_without_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let demo = demo_in(&d.join("in"));
+    let w = demo.to_str().unwrap();
+    let before = std::fs::read(&demo).unwrap();
+    // The host would replace its own input.
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "in", w]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("would replace the input itself"), "{}", stderr(&out));
+    assert_eq!(files_in(&d.join("in")), ["rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl"]);
+    assert!(std::fs::read(&demo).unwrap() == before, "the input is untouched");
+    // A device project that is the host's own, after normalisation (`x-{target}` for the host
+    // `x_gfx942`).
+    let kernels = read_member(&demo, "rocm_demo/_kernels.cpython-312-x86_64-linux-gnu.so");
+    let own = WheelSpec::new("x_gfx942", "1.0", "cp312-cp312-linux_x86_64")
+        .file("x/_kernels.so", kernels)
+        .write(&d.join("own-in"));
+    let out =
+        wheelfix(d, &["split", "--all-targets", "--device-name", "x-{target}", "-w", "own", own.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the host's own project"), "{}", stderr(&out));
+    assert!(!d.join("own").exists() || files_in(&d.join("own")).is_empty());
+    // A file in -w that this run did not write, under an output's name: refused, left as it is.
+    std::fs::create_dir_all(d.join("taken")).unwrap();
+    let squatter = d.join("taken/rocm_demo_device_gfx950-1.0.0-cp312-cp312-manylinux2014_x86_64.whl");
+    std::fs::write(&squatter, "not a wheel of this run").unwrap();
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "taken", w]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&squatter).unwrap(), "not a wheel of this run");
+    assert_eq!(files_in(&d.join("taken")), ["rocm_demo_device_gfx950-1.0.0-cp312-cp312-manylinux2014_x86_64.whl"]);
+    // An earlier identical output is no conflict: the run is repeatable.
+    for _ in 0..2 {
+        let out = wheelfix(d, &["split", "--all-targets", "-w", "twice", w]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    assert_eq!(files_in(&d.join("twice")).len(), 3);
+    // Two inputs whose device wheels would share a file name: neither is written.
+    let copy = demo_in(&d.join("again"));
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "both", w, copy.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!d.join("both").exists() || files_in(&d.join("both")).is_empty());
+    // Targets: one without code, a generic one without code, one named loosely.
+    for (target, said) in [("gfx90a", "has nothing for gfx90a"), ("gfx9-4-generic", "has nothing for gfx9-4-generic")] {
+        let out = wheelfix(d, &["split", "--gpu-target", target, "--drop-other-targets", "-w", "none", w]);
+        assert_eq!(out.status.code(), Some(1), "{target}: {}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{}", stderr(&out));
+    }
+    let out = wheelfix(d, &["split", "--gpu-target", "GFX942 ", "--gpu-target", "gfx950", "-w", "loose", w]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        files_in(&d.join("loose"))
+            .contains(&"rocm_demo_device_gfx942-1.0.0-cp312-cp312-manylinux2014_x86_64.whl".to_string())
+    );
+    // Code that no device wheel takes is a refusal unless asked for.
+    let out = wheelfix(d, &["split", "--gpu-target", "gfx942", "-w", "partial", w]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("gfx950 in rocm_demo/"), "{}", stderr(&out));
+    // A split set split again: left as it is, nothing written.
+    let out = wheelfix(
+        d,
+        &[
+            "split",
+            "--all-targets",
+            "-w",
+            "resplit",
+            "twice/rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl",
+            "twice/rocm_demo_device_gfx942-1.0.0-cp312-cp312-manylinux2014_x86_64.whl",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("already split") && stdout(&out).contains("a device wheel"), "{}", stdout(&out));
+    assert!(files_in(&d.join("resplit")).is_empty());
+    // selector never takes an input's project (it would replace the input with a code-less wheel).
+    let out = wheelfix(
+        d,
+        &[
+            "selector",
+            "--name",
+            "rocm-demo",
+            "-o",
+            "twice",
+            "twice/rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl",
+            "twice/rocm_demo_device_gfx942-1.0.0-cp312-cp312-manylinux2014_x86_64.whl",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(files_in(&d.join("twice")).len(), 3);
 }

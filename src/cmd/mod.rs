@@ -14,6 +14,9 @@ pub mod split;
 pub mod thin;
 pub mod write;
 
+/// Text for a terminal, control characters made visible (every command's text output passes it).
+pub use crate::report::escape_text;
+
 use std::path::PathBuf;
 
 use crate::config::LoadedConfig;

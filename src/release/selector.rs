@@ -47,6 +47,10 @@ pub enum SelectorError {
     Empty,
     #[error("no device wheel (`<name>-device-<target>`) among the inputs for {0}: the selector would have no extra")]
     NoDevices(String),
+    #[error(
+        "--name `{name}` is the project of the input {wheel}: its selector would take that project's place (and could replace the input); choose another name"
+    )]
+    NameOfAnInput { name: String, wheel: String },
     #[error(transparent)]
     Write(#[from] crate::writer::WriteError),
     #[error("cannot create {path}: {source}")]
@@ -55,7 +59,13 @@ pub enum SelectorError {
 
 impl SelectorError {
     pub fn is_usage(&self) -> bool {
-        matches!(self, SelectorError::Name(_) | SelectorError::Version(_) | SelectorError::Versions(_))
+        matches!(
+            self,
+            SelectorError::Name(_)
+                | SelectorError::Version(_)
+                | SelectorError::Versions(_)
+                | SelectorError::NameOfAnInput { .. }
+        )
     }
 }
 
@@ -86,7 +96,12 @@ pub fn build(
     for input in inputs {
         let project = PackageName::new(&input.name);
         if project == own {
-            continue; // an earlier selector
+            // An earlier selector (a pure `py3-none` wheel of this name) is read past; a wheel
+            // with code of this project would be replaced by a selector without it.
+            if !input.wheel.contains("-py3-none-") {
+                return Err(SelectorError::NameOfAnInput { name: name.to_string(), wheel: input.wheel.clone() });
+            }
+            continue;
         }
         let Some(platform) = super::platform_family(&input.platform_tags) else { continue };
         let (projects, tags) = platforms.entry(platform.clone()).or_default();
