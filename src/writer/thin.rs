@@ -396,22 +396,51 @@ fn split_out(
         *to.unfinished.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = unfinished;
         return Ok(done);
     }
-    let mut finished = BTreeMap::new();
-    for (group, writer) in to.groups.iter().zip(writers) {
-        if let Some(writer) = writer {
-            let family = crate::plan::kpack::family(&group.name);
-            let expected = writer.expected();
-            let file = writer.finish(&to.kernel_name, &family)?;
-            super::proof::prove_archive(&file, &expected, &change.member, &group.name)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            // Hashed here, where the binaries are rewritten on every core, not when the device
-            // wheels are gathered.
-            let stored = Spilled::stored(file)?;
-            finished.insert(group.name.clone(), std::sync::Arc::new(stored));
-        }
-    }
+    let archives: Vec<(String, ArchiveWriter)> =
+        to.groups.iter().zip(writers).filter_map(|(g, w)| Some((g.name.clone(), w?))).collect();
+    let finished = finish_and_prove(archives, &to.kernel_name, &change.member)?;
     *to.archives.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = finished;
     Ok(done)
+}
+
+/// Finish each group's archive, prove it ([`super::proof`]) and hash it as a member to store;
+/// on every core (a binary's archives are independent, and the proof decodes every frame), on
+/// threads of their own rather than the pool's (a pool thread waiting here would take up other
+/// members' writing beneath this one, each with its memory).
+fn finish_and_prove(
+    archives: Vec<(String, ArchiveWriter)>,
+    kernel_name: &str,
+    binary: &str,
+) -> std::io::Result<BTreeMap<String, std::sync::Arc<Spilled>>> {
+    let one = |(group, writer): (String, ArchiveWriter)| -> std::io::Result<(String, std::sync::Arc<Spilled>)> {
+        let family = crate::plan::kpack::family(&group);
+        let expected = writer.expected();
+        let file = writer.finish(kernel_name, &family)?;
+        super::proof::prove_archive(&file, &expected, binary, &group)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        // Hashed here, where the binaries are rewritten on every core, not when the device
+        // wheels are gathered.
+        Ok((group, std::sync::Arc::new(Spilled::stored(file)?)))
+    };
+    let threads = rayon::current_num_threads().clamp(1, archives.len().max(1));
+    let mut queues: Vec<Vec<(String, ArchiveWriter)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, archive) in archives.into_iter().enumerate() {
+        queues[i % threads].push(archive);
+    }
+    std::thread::scope(|scope| {
+        let jobs: Vec<_> = queues
+            .into_iter()
+            .map(|queue| scope.spawn(move || queue.into_iter().map(one).collect::<Vec<_>>()))
+            .collect();
+        let mut finished = BTreeMap::new();
+        for job in jobs {
+            for result in job.join().map_err(|_| std::io::Error::other("an archive's proof panicked"))? {
+                let (group, stored) = result?;
+                finished.insert(group, stored);
+            }
+        }
+        Ok(finished)
+    })
 }
 
 /// A group's archive, made when it gets its first code object.

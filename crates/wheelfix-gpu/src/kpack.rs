@@ -147,7 +147,7 @@ impl std::fmt::Debug for ArchiveWriter {
     }
 }
 
-/// A code object as one archive frame (zstd, level 1).
+/// A code object as one archive frame (zstd, level 1, with the content's checksum).
 pub fn compress_frame(code_object: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut frame = Vec::new();
     compress_frame_into(code_object, &mut frame)?;
@@ -167,7 +167,12 @@ pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::
     CONTEXT.with(|context| {
         let mut context = context.borrow_mut();
         if context.is_none() {
-            *context = Some(zstd::bulk::Compressor::new(ARCHIVE_ZSTD_LEVEL)?);
+            let mut compressor = zstd::bulk::Compressor::new(ARCHIVE_ZSTD_LEVEL)?;
+            // Each frame carries the checksum of its content (4 bytes), which every zstd
+            // decoder verifies: an archive damaged after it was written fails to decode in
+            // `check` and at load time, instead of handing the GPU other bytes.
+            compressor.include_checksum(true)?;
+            *context = Some(compressor);
         }
         context.as_mut().expect("made above").compress_to_buffer(code_object, frame).map(|_| ())
     })

@@ -363,11 +363,28 @@ mod tests {
     fn corrupt_archives_are_named_for_what_is_wrong() {
         let a = code_object(0x4c, &[1u8; 5000]);
         let bytes = written(&[("k.so#0", "gfx942", &a)]);
-        // A frame byte flipped: it no longer decodes (or decodes to other bytes).
-        let mut flipped = bytes.clone();
-        flipped[64 + 4 + 4 + 6] ^= 0xff;
-        let found = read(&flipped);
-        assert!(!found.problems.is_empty() || found.objects[0].object != Object::of(&a));
+        // A frame byte flipped, anywhere: the frame's checksum no longer matches.
+        let frame_len = u32::from_le_bytes(bytes[68..72].try_into().unwrap()) as usize;
+        for at in [72 + 6, 72 + frame_len / 2, 72 + frame_len - 1] {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0xff;
+            let found = read(&flipped);
+            assert!(!found.problems.is_empty(), "a byte flipped at {at} passes");
+        }
+        // Incompressible content (stored as raw blocks) too.
+        let mut x = 88_172_645_463_325_252u64;
+        let noise: Vec<u8> = (0..20_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let raw = written(&[("k.so#0", "gfx942", &code_object(0x4c, &noise))]);
+        let mut flipped = raw.clone();
+        flipped[72 + 10_000] ^= 1;
+        assert!(!read(&flipped).problems.is_empty(), "a flipped byte of a raw block passes");
         // gfx90a code under the gfx942 key.
         let other = code_object(0x3f, &[1u8; 5000]);
         let found = read(&written(&[("k.so#0", "gfx942", &other)]));
