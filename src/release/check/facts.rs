@@ -308,7 +308,10 @@ fn archive_damage(wheel: &Wheel, analysis: &crate::analysis::Analysis) -> Vec<(S
                 }
             }
         };
-        if !read.problems.is_empty() {
+        // A file named `.kpack` without the `KPAK` header is no archive wheelfix can judge
+        // (fixtures, placeholders): only archives are read back.
+        let not_an_archive = matches!(read.problems[..], [kpack_read::ArchiveProblem::NotAnArchive]);
+        if !read.problems.is_empty() && !not_an_archive {
             let path = wheel.install_path(&code.file).unwrap_or_else(|| code.file.clone());
             damaged.push((path, read.problems.iter().map(ToString::to_string).collect()));
         }
