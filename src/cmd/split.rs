@@ -425,10 +425,11 @@ fn account_for_every_target(
     plan: &SplitPlan,
     request: &SplitRequest,
 ) -> Result<(), Error> {
-    let present: Vec<String> = all_groups(&examined.wheel, &examined.analysis).into_iter().map(|g| g.name).collect();
     let missing: Vec<String> =
         groups.iter().filter(|g| !plan.groups.contains(&g.name)).map(|g| g.name.clone()).collect();
     if !missing.is_empty() && !request.all_targets {
+        // What the wheel has, for the message only.
+        let present = all_groups(&examined.wheel, &examined.analysis).into_iter().map(|g| g.name).collect();
         return Err(Error::NoCodeFor { missing, present });
     }
     if request.drop_other_targets {
