@@ -264,6 +264,35 @@ fn missing_targets_fail_unless_allowed_and_files_are_pruned_when_asked() {
 }
 
 #[test]
+fn the_proof_of_a_thinned_file_catches_a_damaged_kept_code_object_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A plain bundle (the hook flips a byte of its kept code object) and, apart, a compressed
+    // one (the hook flips a byte in the middle of its stream), each in a wheel of its own.
+    let fat = fat_wheel(d);
+    let compressed = host_with_fatbin("m", ccob(&bundle_for(&[("gfx90a", 0x3f), ("gfx942", 0x4c)], 5), 3, true));
+    let compressed =
+        WheelSpec::new("cpkg", "1.0", "cp312-cp312-linux_x86_64").file("cpkg/m.so", compressed).write(&d.join("in"));
+    for (wheel, member) in [(&fat, "fatpkg/libk.so"), (&compressed, "cpkg/m.so")] {
+        let w = wheel.to_str().unwrap();
+        let clean = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "clean", w]);
+        assert!(clean.status.success(), "the same wheel undamaged passes its proof: {}", stderr(&clean));
+        for compact in [true, false] {
+            let mut args = vec!["thin", "--gpu-target", "gfx942", "-w", "damaged", w];
+            if !compact {
+                args.push("--no-compact");
+            }
+            let out = support::wheelfix_env(d, &args, &[("WHEELFIX_TEST_DAMAGE_OUTPUT", "1")]);
+            assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+            let err = stderr(&out);
+            assert!(err.contains(w) && err.contains(member), "names the wheel and the member: {err}");
+            assert!(err.contains("does not hold the code it keeps") && err.contains("gfx942"), "{err}");
+            assert!(!d.join("damaged").join(wheel.file_name().unwrap()).exists(), "nothing written: {err}");
+        }
+    }
+}
+
+#[test]
 fn wheels_without_device_code_are_copied_or_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -135,7 +135,7 @@ pub type FrameSink<'a> = dyn FnMut(usize, Object, &[u8]) -> io::Result<()> + 'a;
 
 /// Compress each code object into the frame of the same index (`frames` grows to their number;
 /// buffers kept from a call before are used again), on every core, and hand each frame in
-/// order to `sink` with the description of its code object (size and SHA-256, taken from the
+/// order to `sink` with the description of its code object (size and XXH3-128 digest, taken from the
 /// object itself, to prove the archive by). On threads of its own, not the pool's: a pool
 /// thread waiting for its batch would take up other work meanwhile (other members' analysis,
 /// each with its memory), below this one's.

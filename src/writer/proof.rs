@@ -1,7 +1,7 @@
 //! The proof of an archive before it is published: the finished file read back by the
 //! independent reader ([`crate::elf::gpu::kpack_read`]), every frame decoded, and each code
 //! object compared with what was recorded of it when it was taken from the fat binary (its size
-//! and SHA-256), and its processor read from its own ELF header. `split` runs it on every
+//! and XXH3-128 digest), and its processor read from its own ELF header. `split` runs it on every
 //! archive of every run; any difference refuses the wheel, naming the binary, the wrapper
 //! (the key's `#index`) and the processor, and nothing of it is written. A frame that is not an
 //! AMDGPU ELF file passes only when it decodes to exactly the bytes taken from the fat binary
@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use crate::elf::gpu::kpack::Expected;
+use crate::elf::gpu::bundle_read;
+use crate::elf::gpu::kpack::{Expected, Object};
 use crate::elf::gpu::kpack_read::{self, ArchiveProblem};
 
 /// Why an archive is not what was put into it.
@@ -23,16 +24,59 @@ pub struct ProofError {
     pub problems: Vec<String>,
 }
 
-/// The test hook that damages an archive before its proof (`WHEELFIX_TEST_DAMAGE_ARCHIVE=1`
-/// flips a byte in the middle of its first frame), so that a test can show the proof catches
-/// it. Read here only; never set outside tests.
-const DAMAGE_HOOK: &str = "WHEELFIX_TEST_DAMAGE_ARCHIVE";
+/// The test hook that damages what `split` and `thin` wrote before its proof: a byte flipped in
+/// the middle of an archive's first frame, or of a thinned file's first kept code object.
+const DAMAGE_HOOK: &str = "WHEELFIX_TEST_DAMAGE_OUTPUT";
+
+/// Whether the test hook that damages what a command wrote, before its proof, is set
+/// (`WHEELFIX_TEST_DAMAGE_OUTPUT=1`), so that a test can show the proof catches it. Read here
+/// only; never set outside tests.
+pub fn damage_hook_set() -> bool {
+    std::env::var_os(DAMAGE_HOOK).is_some_and(|v| v == "1")
+}
+
+/// Prove that the thinned file that `read_at` reads holds, in the bundles of `ranges`, exactly
+/// the code objects `kept` (entry id, size and digest, read from the original before the
+/// rewrite), read back by the independent reader ([`crate::elf::gpu::bundle_read`]): none
+/// lost, none changed, none that should have been dropped. Returns what differs.
+pub fn prove_thinned(
+    kept: &[(String, Object)],
+    read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+    ranges: &[(u64, u64)],
+) -> Result<(), Vec<String>> {
+    let mut wanted: BTreeMap<(&str, Object), usize> = BTreeMap::new();
+    for (id, object) in kept {
+        *wanted.entry((id.as_str(), *object)).or_default() += 1;
+    }
+    let mut problems = Vec::new();
+    let mut found = Vec::new();
+    for &(from, to) in ranges {
+        match bundle_read::read_bundles(read_at, from, to) {
+            Ok(read) => found.extend(read.objects),
+            Err(e) => problems.push(e),
+        }
+    }
+    for o in &found {
+        match wanted.get_mut(&(o.id.as_str(), o.object)) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => problems.push(format!("`{}` ({} bytes): not a code object it keeps, or changed", o.id, o.object.size)),
+        }
+    }
+    for ((id, object), n) in wanted.into_iter().filter(|&(_, n)| n > 0) {
+        problems.push(format!(
+            "`{id}` ({} bytes): missing{}",
+            object.size,
+            if n > 1 { format!(" ({n} times)") } else { String::new() }
+        ));
+    }
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
 
 /// Prove the finished archive `file` (of `binary`, for `group`) holds exactly `expected`.
 pub fn prove_archive(file: &File, expected: &[Expected], binary: &str, group: &str) -> Result<(), ProofError> {
     let fail = |problems: Vec<String>| ProofError { binary: binary.to_string(), group: group.to_string(), problems };
     let len = file.metadata().map_err(|e| fail(vec![format!("cannot read it back: {e}")]))?.len();
-    if std::env::var_os(DAMAGE_HOOK).is_some_and(|v| v == "1") {
+    if damage_hook_set() {
         damage_first_frame(file).map_err(|e| fail(vec![format!("the test hook failed: {e}")]))?;
     }
     let read_at = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at);
@@ -59,8 +103,8 @@ pub fn prove_archive(file: &File, expected: &[Expected], binary: &str, group: &s
                 "{} for {}: {} bytes decoded, {} taken from the binary",
                 found.key, found.target, found.object.size, e.object.size
             )),
-            Some(e) if e.object.sha256 != found.object.sha256 => problems.push(format!(
-                "{} for {}: its {} bytes differ from those taken from the binary (SHA-256)",
+            Some(e) if e.object.xxh3 != found.object.xxh3 => problems.push(format!(
+                "{} for {}: its {} bytes differ from those taken from the binary (XXH3-128)",
                 found.key, found.target, found.object.size
             )),
             Some(_) => {}

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::analysis::BundledCopy;
 use crate::analysis::copy::Captured;
-use crate::elf::gpu::kpack::ArchiveWriter;
+use crate::elf::gpu::kpack::{ArchiveWriter, Object};
 use crate::elf::gpu::rewrite::Payload;
 use crate::elf::gpu::rewrite::Ranges;
 use crate::elf::gpu::{Count, rewrite};
@@ -100,6 +100,11 @@ fn thin_from(
         Count::sum_into(&mut cut.dropped, moved.moved);
         freed.extend(moved.freed);
     }
+    // What the thinned file must hold, read from the original before the rewrite.
+    let kept_before = match change.split {
+        Some(_) => Vec::new(),
+        None => kept_objects(&zeroed, &change.ranges, &change.keep).map_err(|e| fail(e.to_string()))?,
+    };
     for &(start, end) in change.ranges.iter().filter(|_| change.split.is_none()) {
         let thinned = thin_bundles(&mut zeroed, start, end, &change.keep, laid_out).map_err(|e| fail(e.to_string()))?;
         Count::sum_into(&mut cut.kept, thinned.kept);
@@ -114,6 +119,9 @@ fn thin_from(
             cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
         )));
     }
+    if change.split.is_none() && super::proof::damage_hook_set() {
+        damage_first_kept(&mut zeroed, &change.ranges).map_err(|e| fail(format!("the test hook failed: {e}")))?;
+    }
     let compacted = if laid_out.page.is_some() { compacted(&mut zeroed, len, &freed, change) } else { None };
     let mut same: Vec<blocks::SameAs> = zeroed
         .same_as_original()
@@ -123,7 +131,26 @@ fn thin_from(
     if let Some(compacted) = &compacted {
         same = moved_with(&same, compacted);
     }
+    let original_len = len;
     let len = compacted.as_ref().map_or(len, |c| c.len);
+    if change.split.is_none() {
+        let thinned = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
+        let read = |buf: &mut [u8], at: u64| match &compacted {
+            Some(c) => c.read_at(&thinned, buf, at),
+            None => thinned(buf, at),
+        };
+        let ranges: Vec<(u64, u64)> = match &compacted {
+            Some(c) => change.ranges.iter().filter_map(|&r| moved_range(c, r)).collect(),
+            None => change.ranges.clone(),
+        };
+        debug_assert!(ranges.iter().all(|&(_, to)| to <= len.max(original_len)));
+        super::proof::prove_thinned(&kept_before, &read, &ranges).map_err(|problems| {
+            fail(format!(
+                "the thinned file does not hold the code it keeps: {}; nothing was written",
+                problems.join("; ")
+            ))
+        })?;
+    }
     let reuse = marks.map(|marks| Reuse {
         runs: blocks::reusable_runs(marks, &same, MIN_REUSED_RUN),
         marks,
@@ -223,6 +250,64 @@ fn page_size(file: &rewrite::ZeroedFile<'_>) -> Option<u64> {
     let mut head = [0u8; 20];
     file.read_at(&mut head, 0).ok()?;
     crate::elf::layout::page_size(crate::elf::header::ElfIdent::parse(&head)?.machine)
+}
+
+/// The code objects of the ranges that a thin keeps, as (entry id, size and digest), read from
+/// the file before it is rewritten.
+fn kept_objects(
+    zeroed: &rewrite::ZeroedFile<'_>,
+    ranges: &[(u64, u64)],
+    keep: &crate::elf::gpu::targets::Keep,
+) -> Result<Vec<(String, Object)>, rewrite::RewriteError> {
+    let stays = |e: &crate::elf::gpu::bundle::BundleEntry| {
+        crate::elf::gpu::scan::bundle_target(&e.id).is_none_or(|t| keep.keeps(t))
+    };
+    let mut kept = Vec::new();
+    for &(start, end) in ranges {
+        rewrite::read_bundles(zeroed, start, end, &stays, &mut |_, entry, payload| match payload {
+            Payload::Plain(bytes, _) | Payload::Decoded(bytes) => {
+                kept.push((entry.id.clone(), Object::of(&bytes)));
+                Ok(())
+            }
+            Payload::NotHeld(at) => {
+                Err(std::io::Error::other(format!("the code object `{}` at {at} is not in the copy", entry.id)))
+            }
+        })?;
+    }
+    Ok(kept)
+}
+
+/// Where the original range [from, to) lies in the compacted file: from the first of its
+/// bytes the file keeps to the last. `None` when none is kept.
+fn moved_range(compacted: &crate::elf::layout::Compacted, (from, to): (u64, u64)) -> Option<(u64, u64)> {
+    let mut out: Option<(u64, u64)> = None;
+    for (at, end, source) in compacted.copies() {
+        let (a, b) = (from.max(source), to.min(source + (end - at)));
+        if a < b {
+            let (start, stop) = (at + (a - source), at + (b - source));
+            out = Some(out.map_or((start, stop), |(s, e)| (s.min(start), e.max(stop))));
+        }
+    }
+    out
+}
+
+/// The test hook of the thin proof: flip a byte in the middle of the first code object kept
+/// in a plain bundle (else in the middle of the first compressed bundle).
+fn damage_first_kept(zeroed: &mut rewrite::ZeroedFile<'_>, ranges: &[(u64, u64)]) -> std::io::Result<()> {
+    let Some(&(from, to)) = ranges.first() else { return Ok(()) };
+    let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
+    let found = crate::elf::gpu::bundle_read::read_bundles(&read, from, to).map_err(std::io::Error::other)?;
+    let at = match found.objects.iter().find_map(|o| Some((o.at?, o.object.size))) {
+        Some((at, size)) => at + size / 2,
+        None => match found.spans.first() {
+            Some(&(start, end)) => start + (end - start) / 2,
+            None => return Ok(()),
+        },
+    };
+    let mut byte = [0u8; 1];
+    zeroed.read_at(&mut byte, at)?;
+    byte[0] ^= 0x5a;
+    rewrite::Positional::write_all_at(zeroed, &byte, at)
 }
 
 /// The spans equal to the original's, in the compacted file's offsets.

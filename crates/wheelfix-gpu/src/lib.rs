@@ -9,6 +9,7 @@ use serde::Serialize;
 
 pub mod aks2;
 pub mod bundle;
+pub mod bundle_read;
 pub mod codec;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
@@ -123,6 +124,10 @@ pub struct GpuCode {
     /// A kpack archive: the target ids each key of its table of contents has a code object for.
     #[serde(skip)]
     pub kpack_toc: std::collections::BTreeMap<String, Vec<String>>,
+    /// A kpack-split binary whose wrappers or markers the runtime could not use (each also a
+    /// note): that code fails to load.
+    #[serde(skip)]
+    pub kpack_marker_problems: Vec<String>,
 }
 
 impl GpuCode {
@@ -140,6 +145,7 @@ impl GpuCode {
             bundle_spans: Vec::new(),
             kpack_kernel: None,
             kpack_toc: Default::default(),
+            kpack_marker_problems: Vec::new(),
         }
     }
 
@@ -422,7 +428,11 @@ pub fn host_binary_view<V: FileView + ?Sized>(
                 }
                 Err(e) => code.notes.push(format!("unreadable .rocm_kpack_ref: {e}")),
             }
+            if let Err(e) = kpack::usable_marker(bytes) {
+                code.kpack_marker_problems.push(format!("its .rocm_kpack_ref marker: {e}"));
+            }
         }
+        kpack_wrapper_problems(facts, view, &mut code);
         return vec![code.finish()];
     }
     let mut found = Vec::new();
@@ -442,14 +452,20 @@ pub fn host_binary_view<V: FileView + ?Sized>(
             let bytes = view.get(start, (end - start).min(kpack::MARKER_MAX)).ok()?;
             kpack::read_marker(bytes)
         });
-        if let Some((kernel_name, search_paths)) = split {
-            // `wheelfix split`'s layout: the bundles' space holds kpack markers, the wrappers are HIPK.
+        // `wheelfix split`'s layout: the bundles' space holds kpack markers, the wrappers are
+        // HIPK. Either says so, so that a damaged first marker is reported, not taken for
+        // a binary without device code.
+        if split.is_some() || (code.objects == 0 && any_wrapper_hipk(facts, view)) {
             let mut code = GpuCode::new(file, Container::KpackSplit);
             code.notes.push("device code was split out by kpack: it lives in .kpack archives, not in this file".into());
-            code.notes.push(format!("kernel name: {kernel_name}"));
-            code.notes.push(format!("kpack search paths: {}", search_paths.join(", ")));
-            code.kpack_search_paths = search_paths;
-            code.kpack_kernel = Some((kernel_name, wrapper_count(facts)));
+            if let Some((kernel_name, search_paths)) = split {
+                code.notes.push(format!("kernel name: {kernel_name}"));
+                code.notes.push(format!("kpack search paths: {}", search_paths.join(", ")));
+                code.kpack_search_paths = search_paths;
+                code.kpack_kernel = Some((kernel_name, wrapper_count(facts)));
+            }
+            kpack_wrapper_problems(facts, view, &mut code);
+            kpack_marker_problems(&fatbin_pieces, wrapper_count(facts), view, &mut code);
             found.push(code.finish());
             return found;
         }
@@ -616,6 +632,96 @@ pub fn embedded_object(header: &[u8], room: u64) -> Option<(String, Option<u32>,
     Some((target, cov, length))
 }
 
+/// The most of a split host's `.hip_fatbin` pieces read to check every marker in them: split
+/// leaves a marker and the zeros of the page it starts, so a compacted host's pieces are a few
+/// pages each. A host left uncompacted (its zeros still in the file) has only its first marker
+/// checked, and says so.
+pub const MARKERS_READ_MAX: u64 = 16 << 20;
+
+/// Whether a wrapper of the host's `.hipFatBinSegment` (as far as the view holds it) is `HIPK`.
+fn any_wrapper_hipk<V: FileView + ?Sized>(facts: &ElfFacts, view: &V) -> bool {
+    let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.kind != 8) else { return false };
+    view.get(s.offset, s.size).is_ok_and(|b| b.chunks_exact(kpack::WRAPPER_LEN as usize).any(|w| w[..4] == kpack::HIPK))
+}
+
+/// A kpack-split host whose wrappers are not all `HIPK`: a wrapper still `HIPF` points at
+/// device code that is no longer there.
+fn kpack_wrapper_problems<V: FileView + ?Sized>(facts: &ElfFacts, view: &V, code: &mut GpuCode) {
+    let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.kind != 8) else { return };
+    let Ok(bytes) = view.get(s.offset, s.size) else { return };
+    let wrappers = bytes.chunks_exact(kpack::WRAPPER_LEN as usize);
+    let not_hipk: Vec<usize> = wrappers.enumerate().filter(|(_, w)| w[..4] != kpack::HIPK).map(|(i, _)| i).collect();
+    if let Some(first) = not_hipk.first() {
+        let problem = format!(
+            "{} of its {} HIP wrappers are not HIPK (the first: wrapper {first}): the runtime looks for their device code in this file, where there is none",
+            not_hipk.len(),
+            bytes.len() / kpack::WRAPPER_LEN as usize,
+        );
+        code.notes.push(problem.clone());
+        code.kpack_marker_problems.push(problem);
+    }
+}
+
+/// Check every kpack marker `split` left in a host's `.hip_fatbin` pieces, as the runtime
+/// reads the one each wrapper points at: a MessagePack map with a string `kernel_name` (the
+/// same in all) and a non-empty array of non-empty strings `kpack_search_paths`; between them
+/// only zeros; as many markers as wrappers.
+fn kpack_marker_problems<V: FileView + ?Sized>(pieces: &[(u64, u64)], wrappers: usize, view: &V, code: &mut GpuCode) {
+    let total: u64 = pieces.iter().map(|(a, b)| b - a).sum();
+    if total > MARKERS_READ_MAX {
+        code.notes.push(format!(
+            "only the first kpack marker was checked: the .hip_fatbin pieces hold {total} bytes (the zeros split left were not taken out)"
+        ));
+        return;
+    }
+    let mut expected_name = code.kpack_kernel.as_ref().map(|(name, _)| name.clone());
+    let mut problems = Vec::new();
+    let mut markers = 0usize;
+    for &(start, end) in pieces {
+        let Ok(bytes) = view.get(start, end - start) else {
+            problems.push(format!("the .hip_fatbin piece at {start} cannot be read"));
+            continue;
+        };
+        let mut at = 0;
+        while let Some(next) = bytes[at..].iter().position(|&b| b != 0) {
+            at += next;
+            let window = &bytes[at..bytes.len().min(at + kpack::MARKER_MAX as usize)];
+            match kpack::usable_marker(window) {
+                Ok((name, paths, len)) if expected_name.as_ref().is_none_or(|e| *e == name) => {
+                    // The first marker was not usable: the kernel name and paths are this one's.
+                    if expected_name.is_none() {
+                        code.notes.push(format!("kernel name: {name}"));
+                        code.kpack_search_paths = paths;
+                        code.kpack_kernel = Some((name.clone(), wrappers));
+                        expected_name = Some(name);
+                    }
+                    markers += 1;
+                    at += len;
+                }
+                Ok((name, _, len)) => {
+                    let expected = expected_name.as_deref().unwrap_or_default();
+                    problems
+                        .push(format!("the marker at {} names kernel `{name}`, not `{expected}`", start + at as u64));
+                    at += len;
+                }
+                Err(e) => {
+                    problems.push(format!("at {} of .hip_fatbin: {e}", start + at as u64));
+                    // Past the bytes that are not a marker, to the next zeros.
+                    at += bytes[at..].iter().position(|&b| b == 0).unwrap_or(bytes.len() - at);
+                }
+            }
+        }
+    }
+    if wrappers > 0 && markers + problems.len() < wrappers {
+        problems.push(format!("{wrappers} HIP wrappers, {markers} kpack markers"));
+    }
+    for problem in problems.into_iter().take(10) {
+        let problem = format!("a kpack marker the runtime cannot use: {problem}");
+        code.notes.push(problem.clone());
+        code.kpack_marker_problems.push(problem);
+    }
+}
+
 /// How many `__hip_fatbin_wrapper` records a host binary's `.hipFatBinSegment` holds.
 fn wrapper_count(facts: &ElfFacts) -> usize {
     facts.section(".hipFatBinSegment").map_or(0, |s| (s.size / kpack::WRAPPER_LEN) as usize)
@@ -634,9 +740,23 @@ pub fn host_sections_read(facts: &ElfFacts, hits: &scan::Hits) -> Vec<(u64, u64)
             hits.blob(s.offset, s.offset.saturating_add(s.size), &mut found);
         }
         if found.objects == 0 {
-            read.push((first.offset, first.size.min(kpack::MARKER_MAX)));
+            // Every piece when they are small enough to check each marker, else the first.
+            let pieces: Vec<(u64, u64)> =
+                facts.sections_named(".hip_fatbin").filter(|s| s.kind != 8).map(|s| (s.offset, s.size)).collect();
+            if pieces.iter().map(|p| p.1).sum::<u64>() <= MARKERS_READ_MAX {
+                read.extend(pieces);
+            } else {
+                read.push((first.offset, first.size.min(kpack::MARKER_MAX)));
+            }
         }
     }
+    // The wrappers of a split host, to check that each is HIPK.
+    if let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.kind != 8)
+        && !read.is_empty()
+    {
+        read.push((s.offset, s.size));
+    }
+    read.dedup();
     read
 }
 
@@ -720,8 +840,14 @@ pub mod msgpack {
 
     /// Parse one value from the start of `data`.
     pub fn parse(data: &[u8]) -> Result<Value, String> {
+        parse_prefix(data).map(|(value, _)| value)
+    }
+
+    /// Parse one value from the start of `data`, and how many bytes it took.
+    pub fn parse_prefix(data: &[u8]) -> Result<(Value, usize), String> {
         let mut at = 0;
-        value(data, &mut at, 0)
+        let value = value(data, &mut at, 0)?;
+        Ok((value, at))
     }
 
     fn take<'a>(data: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8], String> {

@@ -1072,15 +1072,13 @@ pub fn read_objects<F: Positional>(
     order.sort_by_key(|e| e.offset);
     let mut consumed = table_len(&entries);
     let mut buf = vec![0u8; MOVE_CHUNK];
-    for e in order {
+    // Entries not read are passed over wherever their tables place them (an empty host entry
+    // may point into the table).
+    for e in order.into_iter().filter(|e| !e.id.starts_with("host-") && wants(e)) {
         if e.offset < consumed || e.offset.saturating_add(e.size) > header.uncompressed {
             return Err(lie(at, format!("compressed: entry `{}` overlaps another or runs past the end", e.id)));
         }
         skip(&mut decoder, e.offset - consumed, &mut buf).map_err(bad)?;
-        consumed = e.offset;
-        if e.id.starts_with("host-") || !wants(e) {
-            continue;
-        }
         let mut bytes = vec![0u8; e.size as usize];
         decoder.read_exact(&mut bytes).map_err(bad)?;
         consumed = e.offset + e.size;

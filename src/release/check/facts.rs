@@ -111,6 +111,9 @@ pub(super) struct WheelFacts {
     /// Its kpack archives read back whole ([`crate::elf::gpu::kpack_read`]): install path →
     /// what is wrong with it (archives with nothing wrong are not listed).
     pub(super) kpack_damage: Vec<(String, Vec<String>)>,
+    /// Split hosts (installed path) whose HIPK wrappers or kpack markers the runtime cannot
+    /// use, and why.
+    pub(super) kpack_marker_problems: Vec<(String, Vec<String>)>,
     /// Host binaries the loader would refuse or misload, and the rule each breaks.
     pub(super) not_loadable: Vec<(String, crate::elf::lint::LintFinding)>,
 }
@@ -384,6 +387,12 @@ fn wheel_facts(
             .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_toc.clone())))
             .collect(),
         kpack_damage: archive_damage(wheel, &analysis),
+        kpack_marker_problems: analysis
+            .gpu
+            .iter()
+            .filter(|g| !g.kpack_marker_problems.is_empty())
+            .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_marker_problems.clone())))
+            .collect(),
         rocm_sonames: analysis
             .elf
             .iter()

@@ -737,6 +737,14 @@ type Toc = BTreeMap<String, Vec<String>>;
 pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
     use crate::elf::gpu::kpack::archive_paths;
     let mut findings = Vec::new();
+    // Every key some archive of the set holds code for: a wrapper with code for some processor
+    // but not this one was built so (a translation unit compiled for fewer targets, as in
+    // onnxruntime-rocm, whose fat wheel lacks the same code), not lost in a split.
+    let keys_with_code: BTreeSet<&str> = dists
+        .iter()
+        .flat_map(|d| d.wheel.iter().flat_map(|w| w.kpack_tocs.values()))
+        .flat_map(|toc| toc.iter().filter(|(_, targets)| !targets.is_empty()).map(|(key, _)| key.as_str()))
+        .collect();
     for host in dists {
         let Some(w) = host.wheel.as_ref().filter(|w| !w.kpack_kernels.is_empty()) else { continue };
         let file = vec![host.path.display().to_string()];
@@ -801,18 +809,34 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
                             .any(|(_, _, toc)| toc.get(key).is_some_and(|ts| ts.iter().any(|t| runs.keeps(t))))
                     })
                     .collect();
-                if let Some(first) = missing.first() {
-                    let (d, path, _) = archives[0];
+                let (built_without, lost): (Vec<String>, Vec<String>) =
+                    missing.into_iter().partition(|key| keys_with_code.contains(key.as_str()));
+                let (d, path, _) = archives[0];
+                let files = vec![host.path.display().to_string(), d.path.display().to_string()];
+                if let Some(first) = lost.first() {
                     findings.push(Finding {
                         kind: "kpack-kernel-missing",
                         severity: Severity::Error,
                         message: format!(
-                            "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}): installed with [{extra}], loading it fails (hipErrorInvalidImage). Either those translation units were built without {target} (as a fat wheel, it would fail the same way), or the device wheel is not from this host's split",
+                            "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}), nor for any processor in any archive of the set: installed with [{extra}], those kernels fail to load (hipErrorInvalidImage). The device wheel is not from this host's split, or its code was lost",
                             host.file_name,
-                            missing.len(),
+                            lost.len(),
                             d.file_name
                         ),
-                        files: vec![host.path.display().to_string(), d.path.display().to_string()],
+                        files: files.clone(),
+                    });
+                }
+                if let Some(first) = built_without.first() {
+                    findings.push(Finding {
+                        kind: "kpack-kernel-not-built",
+                        severity: Severity::Warning,
+                        message: format!(
+                            "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with code for other processors but none for {target} in {} ({path}): those translation units were built without {target}, and their kernels do not run there (as in the fat wheel)",
+                            host.file_name,
+                            built_without.len(),
+                            d.file_name
+                        ),
+                        files,
                     });
                 }
             }
@@ -861,19 +885,36 @@ pub(super) fn path_conflict_findings(dists: &[Dist]) -> Vec<Finding> {
 /// kpack archives whose frames do not read back as their table says (empty or junk frames,
 /// ordinals or offsets out of range, code for another processor under a key): the kernels they
 /// should hold fail to load on the user's GPU.
+/// Archives that do not read back as their tables say, and split hosts whose wrappers or
+/// markers the runtime cannot use: either way, kernels that cannot load.
 pub(super) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> {
     let mut findings = Vec::new();
+    let shown = |problems: &[String]| {
+        let first: Vec<&str> = problems.iter().take(3).map(String::as_str).collect();
+        let more = if problems.len() > 3 { format!(" (and {} more)", problems.len() - 3) } else { String::new() };
+        format!("{}{more}", first.join("; "))
+    };
     for d in dists {
         for (path, problems) in d.wheel.iter().flat_map(|w| &w.kpack_damage) {
-            let shown: Vec<&str> = problems.iter().take(3).map(String::as_str).collect();
-            let more = if problems.len() > 3 { format!(" (and {} more)", problems.len() - 3) } else { String::new() };
             findings.push(Finding {
                 kind: "kpack-archive-damaged",
                 severity: Severity::Error,
                 message: format!(
-                    "{}: the kpack archive {path} does not read back as its table of contents says: {}{more}; the kernels it should hold cannot load",
+                    "{}: the kpack archive {path} does not read back as its table of contents says: {}; the kernels it should hold cannot load",
                     d.file_name,
-                    shown.join("; ")
+                    shown(problems)
+                ),
+                files: vec![d.path.display().to_string()],
+            });
+        }
+        for (path, problems) in d.wheel.iter().flat_map(|w| &w.kpack_marker_problems) {
+            findings.push(Finding {
+                kind: "kpack-marker-unusable",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: {path} has its device code split out, but {}; the kernels of those wrappers cannot load",
+                    d.file_name,
+                    shown(problems)
                 ),
                 files: vec![d.path.display().to_string()],
             });
