@@ -946,6 +946,9 @@ fn check_and_show_find_split_hosts_whose_wrappers_or_markers_the_runtime_cannot_
     };
     assert!(!kinds(&d.join("clean")).contains(&"kpack-marker-unusable".to_string()), "the split as made is usable");
     let host_name = wheel.file_name().unwrap();
+    // The three wrappers share one marker (the rest of `.hip_fatbin` leaves the file whole).
+    let split_lib = read_member(&d.join("clean").join(host_name), "fatpkg/libk.so");
+    assert_eq!((find_all(&split_lib, b"kernel_name").len(), find_all(&split_lib, b"HIPK").len()), (1, 3));
     // Each damage alone, to one wrapper or marker of the binary's three.
     type Damage = fn(&mut Vec<u8>);
     let damages: [(&str, Damage); 5] = [

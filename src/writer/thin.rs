@@ -201,7 +201,16 @@ fn compacted(
     // Only the `.hip_fatbin` pieces' freed space: a bundle in `.rodata` (tensorflow-rocm's
     // generated kernels) has a symbol that spans its whole space.
     let inside = |f: &rewrite::Freed| change.compact.iter().any(|&(a, b)| a <= f.from && f.to <= b);
-    let spans: Vec<(u64, u64)> = freed.iter().filter(|f| inside(f)).map(|f| (f.from, f.to)).collect();
+    let mut pieces: Vec<(u64, u64)> = freed.iter().filter(|f| inside(f)).map(|f| (f.from, f.to)).collect();
+    pieces.sort_unstable();
+    // Spans that touch are one hole: a split host's bundles, freed one after another.
+    let mut spans: Vec<(u64, u64)> = Vec::with_capacity(pieces.len());
+    for (from, to) in pieces {
+        match spans.last_mut() {
+            Some(last) if last.1 == from => last.1 = to,
+            _ => spans.push((from, to)),
+        }
+    }
     let planned = {
         let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
         crate::elf::layout::compact(&read, len, &spans)

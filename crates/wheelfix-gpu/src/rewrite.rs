@@ -1123,6 +1123,8 @@ pub struct SplitHost {
     pub freed: Vec<Freed>,
     /// Wrappers whose pointer the file gives, each found pointing at its bundle.
     pub pointers_checked: usize,
+    /// Every wrapper now points at one marker, the first bundle's.
+    pub shared_marker: bool,
 }
 
 /// Move every bundle of a host binary out (kpack's layout): each code object goes to `sink`
@@ -1145,20 +1147,35 @@ pub struct WrapperPointers {
     pub relative_type: Option<u32>,
 }
 
+/// Where one wrapper's pointer lives: its value in the file (0 where a RELATIVE relocation
+/// supplies it) and the file offset of that relocation's entry, when there is one.
+#[derive(Debug, Clone, Copy, Default)]
+struct PointerAt {
+    in_file: u64,
+    rela_entry: Option<(u64, u64)>,
+}
+
+impl PointerAt {
+    /// The address the loader puts in the pointer: a relocation's addend, else the file's value.
+    fn value(&self) -> Option<u64> {
+        match (self.rela_entry, self.in_file) {
+            (Some((_, addend)), _) => Some(addend),
+            (None, 0) => None,
+            (None, p) => Some(p),
+        }
+    }
+}
+
 impl WrapperPointers {
-    /// The address each of `count` wrappers points at, where the file says.
-    fn read<F: Positional>(&self, file: &F, wrappers_at: u64, count: usize) -> io::Result<Vec<Option<u64>>> {
-        let mut found = vec![None; count];
+    /// Where each of `count` wrappers' pointers lives, in the file and in RELATIVE relocations.
+    fn locate<F: Positional>(&self, file: &F, wrappers_at: u64, count: usize) -> io::Result<Vec<PointerAt>> {
+        let mut found = vec![PointerAt::default(); count];
         let mut wanted = BTreeMap::new();
         for (i, slot) in found.iter_mut().enumerate() {
             let mut pointer = [0u8; 8];
             file.read_exact_at(&mut pointer, wrappers_at + i as u64 * super::kpack::WRAPPER_LEN + 8)?;
-            match u64::from_le_bytes(pointer) {
-                0 => {
-                    wanted.insert(self.wrappers_addr + i as u64 * super::kpack::WRAPPER_LEN + 8, i);
-                }
-                p => *slot = Some(p),
-            }
+            slot.in_file = u64::from_le_bytes(pointer);
+            wanted.insert(self.wrappers_addr + i as u64 * super::kpack::WRAPPER_LEN + 8, i);
         }
         let Some(relative) = self.relative_type else { return Ok(found) };
         let mut buf = vec![0u8; 24 * 4096];
@@ -1167,19 +1184,43 @@ impl WrapperPointers {
             while at + 24 <= size && !wanted.is_empty() {
                 let n = ((size - at) / 24 * 24).min(buf.len() as u64) as usize;
                 file.read_exact_at(&mut buf[..n], offset + at)?;
-                for entry in buf[..n].chunks_exact(24) {
+                for (k, entry) in buf[..n].chunks_exact(24).enumerate() {
                     let r_offset = u64::from_le_bytes(entry[..8].try_into().expect("8 bytes"));
                     let r_type = u32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
                     if r_type == relative
                         && let Some(i) = wanted.remove(&r_offset)
                     {
-                        found[i] = Some(u64::from_le_bytes(entry[16..24].try_into().expect("8 bytes")));
+                        let addend = u64::from_le_bytes(entry[16..24].try_into().expect("8 bytes"));
+                        found[i].rela_entry = Some((offset + at + k as u64 * 24, addend));
                     }
                 }
                 at += n as u64;
             }
         }
         Ok(found)
+    }
+
+    /// Point every wrapper at `address`: its relocation's addend, and its value in the file
+    /// where the file holds one. `false` (nothing written) when a pointer's place is not known.
+    fn retarget<F: Positional>(
+        &self,
+        file: &mut F,
+        wrappers_at: u64,
+        found: &[PointerAt],
+        address: u64,
+    ) -> io::Result<bool> {
+        if found.iter().any(|p| p.value().is_none()) {
+            return Ok(false);
+        }
+        for (i, p) in found.iter().enumerate() {
+            if p.in_file != 0 {
+                file.write_all_at(&address.to_le_bytes(), wrappers_at + i as u64 * super::kpack::WRAPPER_LEN + 8)?;
+            }
+            if let Some((entry, _)) = p.rela_entry {
+                file.write_all_at(&address.to_le_bytes(), entry + 16)?;
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -1228,7 +1269,8 @@ pub fn split_host<F: Positional>(
         ));
     }
     // Wrapper i must point at bundle i where the file says where it points.
-    for (i, pointer) in pointers.read(&*file, wrapper_at, count)?.into_iter().enumerate() {
+    let located = pointers.locate(&*file, wrapper_at, count)?;
+    for (i, pointer) in located.iter().map(PointerAt::value).enumerate() {
         if let (Some(pointer), Some(bundle)) = (pointer, bundle_addrs[i])
             && pointer != bundle
         {
@@ -1255,9 +1297,28 @@ pub fn split_host<F: Positional>(
                 format!("the kpack marker ({} bytes) does not fit the bundle's {} bytes", marker.len(), next - at),
             ));
         }
-        file.write_all_at(marker, at)?;
-        file.zero_range(at + marker.len() as u64, next)?;
-        done.freed.push(Freed { from: at + marker.len() as u64, to: next, frame: None });
+    }
+    // Every wrapper points at the first bundle's marker where the place of every pointer is
+    // known (the runtime tells the wrappers apart by their index, not by their marker): the
+    // rest of the section is free as one span, which a layout change takes out of the file
+    // whole. A marker in each bundle's space, where the pointers stay, leaves a span between
+    // each two, of which the program headers' room lets only the largest out (onnxruntime's
+    // 845 bundles left 461 MB of zeros in the file).
+    let shared = match (spans.first(), bundle_addrs.first().copied().flatten()) {
+        (Some(_), Some(address)) => pointers.retarget(file, wrapper_at, &located, address)?,
+        _ => false,
+    };
+    done.shared_marker = shared;
+    for (i, &(at, next)) in spans.iter().enumerate() {
+        let w = wrapper_at + i as u64 * super::kpack::WRAPPER_LEN;
+        let from = if shared && i > 0 {
+            at
+        } else {
+            file.write_all_at(marker, at)?;
+            at + marker.len() as u64
+        };
+        file.zero_range(from, next)?;
+        done.freed.push(Freed { from, to: next, frame: None });
         file.write_all_at(&super::kpack::HIPK, w)?;
         file.write_all_at(&(i as u64).to_le_bytes(), w + 16)?;
     }
