@@ -1050,6 +1050,20 @@ fn split_never_writes_over_what_it_did_not_make_and_refuses_targets_without_code
     assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&squatter).unwrap(), "not a wheel of this run");
     assert_eq!(files_in(&d.join("taken")), ["rocm_demo_device_gfx950-1.0.0-cp312-cp312-manylinux2014_x86_64.whl"]);
+    // A disk that fills part-way (a file size limit: writes past 1 KiB fail with EFBIG, as
+    // they would with ENOSPC): the wheel fails, naming itself, and -w is as it was.
+    std::fs::create_dir_all(d.join("full")).unwrap();
+    std::fs::write(d.join("full/keep.txt"), "an earlier file").unwrap();
+    let out = std::process::Command::new("bash")
+        .args(["-c", "ulimit -f 1; trap '' XFSZ; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_wheelfix"))
+        .args(["split", "--all-targets", "-w", "full", w])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains(w), "names the wheel: {}", stderr(&out));
+    assert_eq!(files_in(&d.join("full")), ["keep.txt"], "{}", stderr(&out));
     // An earlier identical output is no conflict: the run is repeatable.
     for _ in 0..2 {
         let out = wheelfix(d, &["split", "--all-targets", "-w", "twice", w]);

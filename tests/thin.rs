@@ -293,6 +293,35 @@ fn the_proof_of_a_thinned_file_catches_a_damaged_kept_code_object_and_nothing_is
 }
 
 #[test]
+fn a_fat_library_without_section_headers_is_listed_and_refused_not_copied_fat() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut lib = std::fs::read(fat_library(d)).unwrap();
+    // No section header table (e_shoff, e_shnum, e_shstrndx): it still loads.
+    lib[0x28..0x30].fill(0);
+    lib[0x3c..0x40].fill(0);
+    let wheel = WheelSpec::new("nosh", "1.0", "py3-none-linux_x86_64")
+        .file("nosh/__init__.py", "")
+        .file("nosh/libk.so", lib)
+        .write(&d.join("in"));
+    let w = wheel.to_str().unwrap();
+    let report = support::show_json(d, &wheel, &[]);
+    let lib = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == "nosh/libk.so").expect("listed").clone();
+    assert!(lib["targets"].as_array().unwrap().iter().any(|t| t == "gfx942"), "{lib}");
+    assert!(lib.to_string().contains("no section header table"), "{lib}");
+    for command in ["thin", "split"] {
+        let out = wheelfix(d, &[command, "--gpu-target", "gfx942", "-w", command, w]);
+        assert_eq!(out.status.code(), Some(1), "{command}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("no section header table") && stderr(&out).contains("nosh/libk.so"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!d.join(command).join(wheel.file_name().unwrap()).exists(), "{command}: nothing written");
+    }
+}
+
+#[test]
 fn wheels_without_device_code_are_copied_or_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

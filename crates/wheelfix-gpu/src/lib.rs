@@ -435,6 +435,9 @@ pub fn host_binary_view<V: FileView + ?Sized>(
         kpack_wrapper_problems(facts, view, &mut code);
         return vec![code.finish()];
     }
+    if facts.sections.is_empty() {
+        return sectionless_bundles(file, view.len(), hits).into_iter().collect();
+    }
     let mut found = Vec::new();
     let fatbins = fatbins_in_data(file, facts, view.len(), hits);
     // A compacted file has one `.hip_fatbin` section per piece (`wheelfix_elf::layout`).
@@ -557,6 +560,22 @@ fn bundles_in_data(file: &str, facts: &ElfFacts, len: u64, hits: &scan::Hits) ->
     }
     all.sort_unstable();
     (found, all)
+}
+
+/// A host binary without a section header table (stripped of it; it still loads): offload
+/// bundles found in it by their magic are listed, and the file is said to be unanalysable for
+/// `thin` and `split`, which refuse it rather than copy it fat or cut what they cannot place.
+fn sectionless_bundles(file: &str, len: u64, hits: &scan::Hits) -> Option<GpuCode> {
+    let mut code = GpuCode::new(file, Container::HipFatbin);
+    hits.blob(0, len, &mut code);
+    if code.objects == 0 && code.bundle_problems.is_empty() {
+        return None;
+    }
+    code.unreadable(format!(
+        "the file has no section header table: its {} code objects were found by their bundles' magic, and without `.hip_fatbin` and `.hipFatBinSegment` nothing says which wrapper owns which bundle; `thin` and `split` cannot rewrite it",
+        code.objects
+    ));
+    Some(code.finish())
 }
 
 /// NVIDIA fatbins in the data of a host binary outside `.nv_fatbin` (CUPTI keeps its kernels in

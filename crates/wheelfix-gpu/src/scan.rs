@@ -553,6 +553,10 @@ impl Hits {
     /// Scan only the device-code sections of a host binary held in memory (where
     /// [`super::host_binary_view`] looks).
     pub fn of_sections(data: &[u8], facts: &ElfFacts) -> Hits {
+        // No section header table: the whole file, as a streamed one is scanned.
+        if facts.sections.is_empty() {
+            return Hits::of(data, Patterns::HOST);
+        }
         let mut hits = Vec::new();
         const SHF_EXECINSTR: u64 = 4;
         // Data sections may hold bundles and code objects outside `.hip_fatbin`, and fatbins
