@@ -396,6 +396,18 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
             ("gfx1100", "fatpkg[device-gfx1100]")
         ]
     );
+    // With a selector beside the set, the page names one ROCm: the selector's own version
+    // (`1.0`) is not one.
+    let mut args = vec!["selector", "--name", "fatpkg-gpu", "-o", "selected"];
+    let outputs: Vec<String> = written.iter().map(|n| out_dir.join(n).display().to_string()).collect();
+    args.extend(outputs.iter().map(String::as_str));
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = wheelfix(d, &["index", "-o", "site-selected", out_dir.to_str().unwrap(), "selected"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let selected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("site-selected/release.json")).unwrap()).unwrap();
+    assert_eq!(selected["rocm"], serde_json::json!(["7.1.0"]), "{selected}");
     // `site` renders the same page under the landing page, whose command installs everything.
     let out = wheelfix(d, &["site", "-o", "public", "site"]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -502,6 +502,7 @@ fn write_one(
         cut: plan.cut.clone(),
         left: plan.left.clone(),
         uncovered: plan.uncovered.clone(),
+        rewritten: rewrite,
         skipped: None,
     })
 }

@@ -351,7 +351,9 @@ fn rocm_versions(survey: &Survey) -> Vec<String> {
     let mut found = BTreeSet::new();
     for d in &survey.dists {
         let Some((public, local)) = d.version.split_once('+') else { continue };
-        if d.metapackage {
+        // A selector (also a metapackage here) is versioned as its project is, with a `+rocm`
+        // label of its own: its public version is no ROCm version.
+        if d.metapackage && !local.contains("rocm") {
             found.insert(public.to_string());
         }
         if let Some(at) = local.find("rocm") {

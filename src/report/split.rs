@@ -49,6 +49,9 @@ pub struct SplitOutcome {
     /// none either): installed with those extras, they cannot load their kernels.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
+    /// The host is not a copy of the input: its RECORD was written anew (device code moved
+    /// out, or the input's RECORD disagreed with its archive).
+    pub rewritten: bool,
     /// Why the wheel was left as it is and nothing written (a device wheel, a split host).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -69,6 +72,7 @@ impl SplitOutcome {
             cut: Vec::new(),
             left: Vec::new(),
             uncovered: Vec::new(),
+            rewritten: false,
             skipped: Some(reason),
         }
     }
@@ -106,7 +110,14 @@ pub fn to_text(results: &[Split<'_>]) -> String {
             continue;
         }
         if o.binaries == 0 && o.devices.is_empty() {
-            let _ = writeln!(out, "{}: no device code to split; copied to {}", o.wheel, o.host);
+            let what = if o.left.is_empty() {
+                "no device code to split"
+            } else {
+                "no HIP offload bundles to split (its device code is in other forms, left in the host)"
+            };
+            let how = if o.rewritten { "written, with its RECORD made true, to" } else { "copied to" };
+            let _ = writeln!(out, "{}: {what}; {how} {}", o.wheel, o.host);
+            write_left(&mut out, &o.left);
             continue;
         }
         let _ = writeln!(out, "{}: host {}", o.wheel, o.host);
@@ -132,11 +143,15 @@ pub fn to_text(results: &[Split<'_>]) -> String {
                 d.extra
             );
         }
-        for code in &o.left {
-            let targets = if code.targets.is_empty() { "-".to_string() } else { code.targets.join(" ") };
-            let _ =
-                writeln!(out, "    {}: left in the host wheel ({}): {targets}", code.file, super::container_name(code));
-        }
+        write_left(&mut out, &o.left);
     }
     out
+}
+
+/// Device code in other forms than HIP bundles, which stays in the host wheel.
+fn write_left(out: &mut String, left: &[GpuCode]) {
+    for code in left {
+        let targets = if code.targets.is_empty() { "-".to_string() } else { code.targets.join(" ") };
+        let _ = writeln!(out, "    {}: left in the host wheel ({}): {targets}", code.file, super::container_name(code));
+    }
 }
