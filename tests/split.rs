@@ -1053,6 +1053,17 @@ fn split_never_writes_over_what_it_did_not_make_and_refuses_targets_without_code
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("the host's own project"), "{}", stderr(&out));
     assert!(!d.join("own").exists() || files_in(&d.join("own")).is_empty());
+    // A binary whose name holds `@GFXARCH@`: its archive is named so that the runtime's
+    // expansion of the marker's search path finds it.
+    let gfxarch = WheelSpec::new("gx", "1.0+rocm7.1.0", "cp312-cp312-linux_x86_64")
+        .file("gx/lib@GFXARCH@.so", read_member(&demo, "rocm_demo/_kernels.cpython-312-x86_64-linux-gnu.so"))
+        .write(&d.join("gx-in"));
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "gx", gfxarch.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = wheelfix(d, &["check", "--json", "gx"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = report["findings"].as_array().unwrap().iter().filter_map(|f| f["kind"].as_str()).collect();
+    assert!(!kinds.iter().any(|k| k.starts_with("kpack-")), "{kinds:?}");
     // A file in -w that this run did not write, under an output's name: refused, left as it is.
     std::fs::create_dir_all(d.join("taken")).unwrap();
     let squatter = d.join("taken/rocm_demo_device_gfx950-1.0.0-cp312-cp312-manylinux2014_x86_64.whl");

@@ -202,6 +202,10 @@ pub fn split(
         // the root of site-packages, as does the device wheel's archive beside it), or, shared,
         // in the directory of every binary the wheel splits.
         let (dir_part, file_name) = parent_and_name(&kernel_name);
+        // The runtime expands every `@GFXARCH@` of a search path: one in the binary's own name
+        // would be expanded too, and no archive would be found. The archive's name spells it
+        // otherwise.
+        let file_name = &file_name.replace(crate::elf::gpu::kpack::GFXARCH, "_GFXARCH_");
         let (archive_stem, search) = match kpack_group {
             None => (in_dir(dir_part, &format!(".kpack/{file_name}")), format!(".kpack/{file_name}")),
             Some(name) => {
