@@ -4,7 +4,7 @@
     python3 benches/genwheel.py huge  OUT_DIR [--libs 3] [--lib-size 1100M] [--blob 2400M] [--members 72000]
     python3 benches/genwheel.py tiny  OUT_DIR [--members 300000]
     python3 benches/genwheel.py patch OUT_DIR [--copies 4] [--lib-size 450M]
-    python3 benches/genwheel.py fat   OUT_DIR [--libs 7] [--bundles 16] [--object-size 1M]
+    python3 benches/genwheel.py fat   OUT_DIR [--libs 7] [--bundles 16] [--object-size 1M] [--targets 8]
 
 `huge`: a zip64 wheel over 4 GiB: `--libs` real ELF extensions (compiled with `cc`, padded with
 an unmapped section to `--lib-size`, deflated), a stored `--blob` of random bytes, and `--members`
@@ -12,8 +12,8 @@ small Python files. `tiny`: a wheel of `--members` one-line files. `patch`: `--c
 of `--lib-size` that all need `libwfext.so`, which is built beside the wheel in `OUT_DIR/ext/`:
 `wheelfix repair --ldpaths OUT_DIR/ext` vendors it and patches every copy. `fat`: a fat GPU
 build, as `thin` takes it: `--libs` extensions whose `.hip_fatbin` holds `--bundles` offload
-bundles, each with a host entry and one code object of `--object-size` for each of 8 targets
-(gfx908 gfx90a gfx942 gfx950 gfx1030 gfx1100 gfx1101 gfx1201), aligned to 4096 as HIP aligns
+bundles, each with a host entry and one code object of `--object-size` for each of `--targets`
+targets (the first of gfx908 gfx90a gfx942 gfx950 gfx1030 gfx1100 gfx1101 gfx1201), aligned to 4096 as HIP aligns
 them (by default about 900 MB of device code, a wheel of about 520 MB), in an allocated section
 the loader maps, as a HIP build's is.
 
@@ -88,9 +88,9 @@ def padded(work: Path, elf: Path, total: int) -> Path:
 FAT_TARGETS = ["gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1201"]
 
 
-def fat_bundle(object_size: int, seed: int) -> bytes:
+def fat_bundle(object_size: int, seed: int, targets: int = len(FAT_TARGETS)) -> bytes:
     """An offload bundle: the host entry and one code object of filler per target."""
-    ids = [b"host-x86_64-unknown-linux-gnu-"] + [f"hipv4-amdgcn-amd-amdhsa--{t}".encode() for t in FAT_TARGETS]
+    ids = [b"host-x86_64-unknown-linux-gnu-"] + [f"hipv4-amdgcn-amd-amdhsa--{t}".encode() for t in FAT_TARGETS[:targets]]
     table = 32 + sum(24 + len(i) for i in ids)
     at = (table + 4095) // 4096 * 4096
     head = bytearray(b"__CLANG_OFFLOAD_BUNDLE__" + len(ids).to_bytes(8, "little"))
@@ -108,14 +108,14 @@ def fat_bundle(object_size: int, seed: int) -> bytes:
     return bytes(out)
 
 
-def fat_library(work: Path, module: str, bundles: int, object_size: int) -> Path:
+def fat_library(work: Path, module: str, bundles: int, object_size: int, targets: int = len(FAT_TARGETS)) -> Path:
     """An extension whose `.hip_fatbin` is loaded, as a HIP build's is: the bundles made an
     object of an allocated read-only section, aligned to 4096, linked in."""
     blob = work / f"{module}.fatbin"
     starts = []
     with open(blob, "wb") as f:
         for i in range(bundles):
-            b = fat_bundle(object_size, i)
+            b = fat_bundle(object_size, i, targets)
             starts.append(f.tell())
             f.write(b + bytes((-len(b)) % 4096))
     obj = work / f"{module}.fatbin.o"
@@ -208,6 +208,7 @@ def main():
     parser.add_argument("kind", choices=["huge", "tiny", "patch", "fat"])
     parser.add_argument("--bundles", type=int, default=16)
     parser.add_argument("--object-size", type=size, default=size("1M"))
+    parser.add_argument("--targets", type=int, default=len(FAT_TARGETS))
     parser.add_argument("out", type=Path)
     parser.add_argument("--libs", type=int, default=3)
     parser.add_argument("--lib-size", type=size, default=None)
@@ -232,7 +233,7 @@ def main():
             path = args.out / f"fatpkg-1.0-{tag}.whl"
             w = Writer(path, "fatpkg", "1.0", tag)
             for i in range(args.libs if args.libs != 3 else 7):
-                elf = fat_library(work, f"_kernels{i}", args.bundles, args.object_size)
+                elf = fat_library(work, f"_kernels{i}", args.bundles, args.object_size, args.targets)
                 w.add_file(f"fatpkg/_kernels{i}.so", elf, compress=True)
                 elf.unlink()
         elif args.kind == "tiny":

@@ -121,3 +121,34 @@ fn thin_rewrites_a_library_larger_than_the_budget_within_it() {
     assert_eq!(report["gpu_targets"], serde_json::json!(["gfx942"]), "{report}");
     support::python::assert_true_record(&thinned);
 }
+
+#[test]
+fn split_moves_a_600_mib_code_object_out_within_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let small = WheelSpec::new("small", "1.0", "cp312-cp312-linux_x86_64")
+        .file("small/_s.cpython-312-x86_64-linux-gnu.so", ElfSpec::extension("_s").build())
+        .write(d);
+    // One bundle: a 600 MiB code object for gfx942 and a small one for gfx90a (a repeated
+    // pattern, so that building the fixture stays quick).
+    let pattern: Vec<u8> = (0..1021u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    let payload = |n: usize| -> Vec<u8> { pattern.iter().copied().cycle().take(n).collect() };
+    let fatbin = support::gpugen::bundle(&[("gfx942", payload(600 << 20)), ("gfx90a", payload(1 << 20))]);
+    let big = WheelSpec::new("fat", "1.0", "cp312-cp312-linux_x86_64")
+        .file("fat/_fat.cpython-312-x86_64-linux-gnu.so", support::gpugen::host_with_wrapped_fatbin("_fat", fatbin, 1))
+        .write(d);
+    let (small, big) = (small.to_str().unwrap(), big.to_str().unwrap());
+    let (out, footprint) = run_measured(d, &["show", "--verify", small]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The object streams past into its archive (a kept copy), or is read again and compressed
+    // as it is read (no room for a copy): neither holds it whole.
+    for (out_dir, room) in [("out", "16G"), ("out-no-room", "0")] {
+        let args = ["split", "--memory", "256M", "--all-targets", "-w", out_dir, big];
+        let (out, peak) = support::run_measured_env(d, &args, &[("WHEELFIX_COPY_ROOM", room)]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let bound = footprint + 96 * MIB;
+        assert!(peak < bound, "split ({out_dir}): peak RSS {} MiB, over {} MiB", peak / MIB, bound / MIB);
+        let written = std::fs::read_dir(d.join(out_dir)).unwrap().count();
+        assert_eq!(written, 3, "the host and two device wheels: {}", stdout(&out));
+    }
+}

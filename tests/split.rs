@@ -754,7 +754,9 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 
 /// A fat library whose code objects are large: one translation unit per size (MiB), each for
 /// gfx942 and gfx1100, its device code carrying that many bytes of noise.
-fn large_library(d: &Path, sizes: &[usize]) -> PathBuf {
+/// A library of one unit per size (MiB of noise in each code object); the units of the sizes in
+/// `compressed` are compressed bundles (`--offload-compress`).
+fn large_library(d: &Path, sizes: &[usize], compressed: &[usize]) -> PathBuf {
     let (clang, _) = support::hip::toolchain();
     let mut objects = Vec::new();
     for (i, mib) in sizes.iter().enumerate() {
@@ -774,6 +776,7 @@ fn large_library(d: &Path, sizes: &[usize]) -> PathBuf {
             .args(["-Wno-c23-extensions", "--offload-arch=gfx942", "--offload-arch=gfx1100"])
             .args([format!("-DKERNEL=kernel_{i}"), format!("-DTABLE=table_{i}"), format!("-DHOST=host_{i}")])
             .arg(format!("-DVALUE={i}"))
+            .args(compressed.contains(mib).then_some("--offload-compress"))
             .arg(&src)
             .arg("-o")
             .arg(&object));
@@ -801,8 +804,10 @@ fn wheels_in(dir: &Path) -> Vec<PathBuf> {
 fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let lib = large_library(d, &[7, 9, 20, 64]);
+    // The 20 MiB unit is a compressed bundle: its objects come decoded, as a stream.
+    let lib = large_library(d, &[7, 9, 20, 64], &[20]);
     let original = std::fs::read(&lib).unwrap();
+    assert!(bundles(&original).iter().any(|b| b.starts_with(b"CCOB")), "a compressed bundle");
     // What clang's bundler gives of the original, per target: the SHA-256 of each code object.
     let mut expected: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
     for bundle in bundles(&original) {
@@ -820,16 +825,21 @@ fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() 
         .file("bigpkg/libbig.so", original.clone())
         .write(&d.join("in"));
     let w = wheel.to_str().unwrap();
-    for (name, args) in [
-        ("all", vec!["--all-targets"]),
-        ("one", vec!["--gpu-target", "gfx942", "--gpu-target", "gfx1100"]),
-        ("group", vec!["--all-targets", "--group", "rocm"]),
-        ("family", vec!["--all-targets", "--group-by", "family"]),
+    // Objects over 8 MiB are compressed as they stream past, or, with no room for a kept copy
+    // (`WHEELFIX_COPY_ROOM=0`), as they are read again: the same bytes either way.
+    for (name, args, room) in [
+        ("all", vec!["--all-targets"], None),
+        ("all-no-room", vec!["--all-targets"], Some("0")),
+        ("one", vec!["--gpu-target", "gfx942", "--gpu-target", "gfx1100"], None),
+        ("group", vec!["--all-targets", "--group", "rocm"], None),
+        ("family", vec!["--all-targets", "--group-by", "family"], None),
+        ("family-no-room", vec!["--all-targets", "--group-by", "family"], Some("0")),
     ] {
         let mut all = vec!["split"];
         all.extend(&args);
         all.extend(["-w", name, w]);
-        let out = wheelfix(d, &all);
+        let env: Vec<(&str, &str)> = room.map(|r| ("WHEELFIX_COPY_ROOM", r)).into_iter().collect();
+        let out = wheelfix_env(d, &all, &env);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let installed = d.join(format!("{name}-site"));
         extract_all(&wheels_in(&d.join(name)), &installed);
@@ -838,6 +848,12 @@ fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() 
                 read_installed(&installed.join("bigpkg/libbig.so"), arch).into_iter().map(|(_, sha, _)| sha).collect();
             got.sort();
             assert_eq!(&got, want, "{name}: {arch}: the independent reader gets clang's code objects");
+        }
+        if let Some(kept) = name.strip_suffix("-no-room") {
+            for wheel in wheels_in(&d.join(name)) {
+                let same = std::fs::read(d.join(kept).join(wheel.file_name().unwrap())).unwrap();
+                assert!(std::fs::read(&wheel).unwrap() == same, "{name}: {}", wheel.display());
+            }
         }
         // wheelfix's own reader of the set finds nothing wrong either.
         let out = wheelfix(d, &["check", "--json", d.join(name).to_str().unwrap()]);

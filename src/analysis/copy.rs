@@ -122,11 +122,28 @@ impl Captured {
     /// Add the frame of the code object `object` describes, at `at`, for `target`, its archive
     /// made in `dir` when it is the target's first.
     pub fn add(&mut self, dir: &Path, at: u64, target: &str, object: Object, frame: &[u8]) -> io::Result<()> {
-        let archive = match self.by_target.entry(target.to_string()) {
+        self.archive(dir, target)?.add_frame(&Captured::key(at), target, object, frame)
+    }
+
+    /// Compress the code object at `at` for `target` (`size` bytes) into its target's archive as
+    /// `reader` gives it.
+    pub fn stream(
+        &mut self,
+        dir: &Path,
+        at: u64,
+        target: &str,
+        size: u64,
+        reader: &mut dyn io::Read,
+    ) -> io::Result<()> {
+        self.archive(dir, target)?.add_streamed(&Captured::key(at), target, size, reader).map(|_| ())
+    }
+
+    /// The archive of `target`, made in `dir` when it is the target's first.
+    fn archive(&mut self, dir: &Path, target: &str) -> io::Result<&mut ArchiveWriter> {
+        Ok(match self.by_target.entry(target.to_string()) {
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::btree_map::Entry::Vacant(v) => v.insert(ArchiveWriter::new(tempfile::tempfile_in(dir)?)?),
-        };
-        archive.add_frame(&Captured::key(at), target, object, frame)
+        })
     }
 }
 
@@ -177,16 +194,35 @@ pub fn compress_all(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>, sink: &mut Fra
 /// The code object bytes compressed at once, on every core.
 const CAPTURE_BATCH: usize = 8 << 20;
 
-/// What a capturing copy holds in memory at most (but for a single larger code object): the
-/// batch, its frames, the buffers kept for the next, and the copy's own buffer.
+/// What a capturing copy holds in memory at most: the batch, its frames, the buffers kept for
+/// the next, and the copy's own buffer (a code object larger than a batch is streamed into its
+/// archive, never held).
 const CAPTURE_MEMORY: u64 = 3 * CAPTURE_BATCH as u64 + BUF as u64;
+
+/// What a payload being taken has of its bytes.
+enum Taken {
+    /// Gathered in a buffer, to be compressed with its batch.
+    Bytes(Vec<u8>),
+    /// Larger than a batch: compressed into its target's archive as its bytes arrive (this
+    /// many so far), never held whole.
+    Streamed(u64),
+}
+
+impl Taken {
+    fn len(&self) -> u64 {
+        match self {
+            Taken::Bytes(bytes) => bytes.len() as u64,
+            Taken::Streamed(n) => *n,
+        }
+    }
+}
 
 /// Payloads being taken from the stream, and the archives they go to.
 #[derive(Default)]
 struct Capture {
     dir: PathBuf,
     /// Payloads not yet complete, in the order of their offsets: start, end, target id, bytes.
-    taking: std::collections::VecDeque<(u64, u64, String, Vec<u8>)>,
+    taking: std::collections::VecDeque<(u64, u64, String, Taken)>,
     /// Complete ones waiting to be compressed: offset, target id, bytes.
     batch: Vec<(u64, String, Vec<u8>)>,
     /// Buffers used again, for payloads and for frames: a fresh large one is mapped and
@@ -204,32 +240,55 @@ impl Capture {
         let end = at + data.len() as u64;
         let mut within: Vec<(u64, String, std::ops::Range<usize>)> = Vec::new();
         let mut left = std::collections::VecDeque::new();
-        for (from, to, target, mut bytes) in std::mem::take(&mut self.taking) {
-            let next = from + bytes.len() as u64;
+        for (from, to, target, mut taken) in std::mem::take(&mut self.taking) {
+            let next = from + taken.len();
             if next < at.min(to) {
                 // Bytes of it went past before it was known: it is not taken (its hole stays,
-                // and the writer inflates the member afresh).
+                // and the writer inflates the member afresh). A streamed frame is abandoned:
+                // the archive is not used.
+                if matches!(taken, Taken::Streamed(_)) {
+                    self.done.by_target.remove(&target);
+                }
                 continue;
             }
-            if bytes.is_empty() && from >= at && to <= end {
+            if taken.len() == 0 && from >= at && to <= end {
                 within.push((from, target, (from - at) as usize..(to - at) as usize));
                 continue;
             }
             let stop = to.min(end);
-            if next < stop {
-                // A buffer is taken when the payload's first bytes arrive: a table announces
-                // all its payloads at once, and they stream past one after another.
-                if bytes.capacity() == 0 {
-                    bytes = self.spare.pop().unwrap_or_default();
-                    bytes.clear();
-                    bytes.reserve((to - from).min(CAPTURE_BATCH as u64) as usize);
-                }
-                bytes.extend_from_slice(&data[(next - at) as usize..(stop - at) as usize]);
+            // What `data` holds of it (none when it starts past `data`).
+            let piece: &[u8] = if next < stop { &data[(next - at) as usize..(stop - at) as usize] } else { &[] };
+            if next < stop && next == from && to - from > CAPTURE_BATCH as u64 {
+                // Too large for a batch: its frame is streamed into the archive as its bytes
+                // arrive, after the batch before it (frames go in offset order).
+                self.compress()?;
+                self.done.archive(&self.dir, &target)?.begin_frame(&Captured::key(from), &target, to - from)?;
+                taken = Taken::Streamed(0);
             }
-            if bytes.len() as u64 == to - from {
-                self.batch.push((from, target, bytes));
-            } else {
-                left.push_back((from, to, target, bytes));
+            match &mut taken {
+                Taken::Streamed(n) if next < stop => {
+                    self.done.archive(&self.dir, &target)?.write_frame(piece)?;
+                    *n += piece.len() as u64;
+                }
+                Taken::Bytes(bytes) if next < stop => {
+                    // A buffer is taken when the payload's first bytes arrive: a table
+                    // announces all its payloads at once, and they stream past one after
+                    // another.
+                    if bytes.capacity() == 0 {
+                        *bytes = self.spare.pop().unwrap_or_default();
+                        bytes.clear();
+                        bytes.reserve((to - from).min(CAPTURE_BATCH as u64) as usize);
+                    }
+                    bytes.extend_from_slice(piece);
+                }
+                _ => {}
+            }
+            match taken {
+                Taken::Streamed(n) if n == to - from => {
+                    self.done.archive(&self.dir, &target)?.end_frame()?;
+                }
+                Taken::Bytes(bytes) if bytes.len() as u64 == to - from => self.batch.push((from, target, bytes)),
+                taken => left.push_back((from, to, target, taken)),
             }
         }
         self.taking = left;
@@ -335,6 +394,12 @@ impl HoledCopy<'_> {
         let captured = match self.capture.as_mut() {
             Some(capture) => {
                 capture.compress()?;
+                // A frame the member ended inside of is abandoned with its archive.
+                for (_, _, target, taken) in &capture.taking {
+                    if matches!(taken, Taken::Streamed(_)) {
+                        capture.done.by_target.remove(target);
+                    }
+                }
                 Some(std::mem::take(&mut capture.done))
             }
             None => None,
@@ -418,7 +483,7 @@ impl HoledCopy<'_> {
                             self.holes.add(from, to);
                             let target = bundle_target(&e.id).unwrap_or(&e.id);
                             if !e.id.starts_with("host-") && self.keep.keeps(target) {
-                                capture.taking.push_back((from, to, target.to_string(), Vec::new()));
+                                capture.taking.push_back((from, to, target.to_string(), Taken::Bytes(Vec::new())));
                             }
                         }
                         return;

@@ -529,8 +529,7 @@ fn shared_archive(plan: &SplitPlan, processor: &str, dir: &Path) -> std::io::Res
             let entries: Vec<(String, String)> =
                 part.entries().map(|(k, t, _)| (k.to_string(), t.to_string())).collect();
             for (key, target) in entries {
-                let (object, frame) = part.frame(&key, &target)?;
-                merged.add_frame(&key, &target, object, &frame)?;
+                merged.copy_frame(part, &key, &target, &key)?;
             }
         }
         merged

@@ -278,6 +278,10 @@ fn kept_objects(
                 kept.push((entry.id.clone(), Object::of(&bytes)));
                 Ok(())
             }
+            Payload::Streamed(reader, _) => {
+                kept.push((entry.id.clone(), Object::of_reader(reader)?));
+                Ok(())
+            }
             Payload::NotHeld(at) => {
                 Err(std::io::Error::other(format!("the code object `{}` at {at} is not in the copy", entry.id)))
             }
@@ -424,23 +428,24 @@ fn split_out(
     type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
     let mut batch: Batch = Vec::new();
     let mut frames = Vec::new();
-    let mut flush = |batch: &mut Batch, captured: &mut Captured| -> std::io::Result<()> {
-        let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
-        crate::analysis::copy::compress_all(&objects, &mut frames, &mut |i, object, frame| {
-            let (at, key, target, _) = &batch[i];
-            if let Some(at) = at {
-                return captured.add(&to.dir, *at, target, object, frame);
-            }
-            for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
-                if group.keep.keeps(target) {
-                    archive_of(writer, &to.dir)?.add_frame(key, target, object, frame)?;
+    let mut flush =
+        |batch: &mut Batch, captured: &mut Captured, writers: &mut [Option<ArchiveWriter>]| -> std::io::Result<()> {
+            let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
+            crate::analysis::copy::compress_all(&objects, &mut frames, &mut |i, object, frame| {
+                let (at, key, target, _) = &batch[i];
+                if let Some(at) = at {
+                    return captured.add(&to.dir, *at, target, object, frame);
                 }
-            }
+                for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
+                    if group.keep.keeps(target) {
+                        archive_of(writer, &to.dir)?.add_frame(key, target, object, frame)?;
+                    }
+                }
+                Ok(())
+            })?;
+            batch.clear();
             Ok(())
-        })?;
-        batch.clear();
-        Ok(())
-    };
+        };
     let done = rewrite::split_host(
         zeroed,
         &change.ranges,
@@ -454,6 +459,27 @@ fn split_out(
             let (at, bytes) = match payload {
                 Payload::Plain(bytes, at) => (Some(at), bytes),
                 Payload::Decoded(bytes) => (None, bytes),
+                Payload::Streamed(reader, at) => {
+                    // Too large to hold: after the batch before it (frames go in order),
+                    // compressed as it is read, into its target's captured archive (a plain
+                    // bundle's) or the first group's that takes it, and copied, as a frame,
+                    // into the others'.
+                    flush(&mut batch, &mut captured, &mut writers)?;
+                    if let Some(at) = at {
+                        names.entry(target.clone()).or_default().insert(at, key);
+                        return captured.stream(&to.dir, at, &target, entry.size, reader);
+                    }
+                    let takers: Vec<usize> =
+                        (0..to.groups.len()).filter(|&g| to.groups[g].keep.keeps(&target)).collect();
+                    let Some((&first, others)) = takers.split_first() else { return Ok(()) };
+                    archive_of(&mut writers[first], &to.dir)?.add_streamed(&key, &target, entry.size, reader)?;
+                    for &other in others {
+                        let (from, into) = two_of(&mut writers, first, other);
+                        let from = from.as_mut().expect("made above");
+                        archive_of(into, &to.dir)?.copy_frame(from, &key, &target, &key)?;
+                    }
+                    return Ok(());
+                }
                 Payload::NotHeld(at) => {
                     let size =
                         captured.by_target.get(&target).and_then(|a| a.original_size(&Captured::key(at), &target));
@@ -471,12 +497,12 @@ fn split_out(
             }
             batch.push((at, key, target, bytes));
             if batch.iter().map(|(_, _, _, b)| b.len()).sum::<usize>() >= SPLIT_BATCH {
-                flush(&mut batch, &mut captured)?;
+                flush(&mut batch, &mut captured, &mut writers)?;
             }
             Ok(())
         },
     )?;
-    flush(&mut batch, &mut captured)?;
+    flush(&mut batch, &mut captured, &mut writers)?;
     crate::debug!(
         "{}: {} of {} wrappers found pointing at their bundles; {taken} plain code objects taken as it streamed, {} read from it",
         change.member,
@@ -537,6 +563,18 @@ fn finish_and_prove(
     })
 }
 
+/// Two distinct elements of a slice, mutably.
+fn two_of<T>(items: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    assert_ne!(a, b, "two distinct elements");
+    if a < b {
+        let (left, right) = items.split_at_mut(b);
+        (&mut left[a], &mut right[0])
+    } else {
+        let (left, right) = items.split_at_mut(a);
+        (&mut right[0], &mut left[b])
+    }
+}
+
 /// A group's archive, made when it gets its first code object.
 fn archive_of<'w>(writer: &'w mut Option<ArchiveWriter>, dir: &Path) -> std::io::Result<&'w mut ArchiveWriter> {
     if writer.is_none() {
@@ -572,8 +610,7 @@ fn place_captured(
         for target in &targets {
             let from = captured.by_target.get_mut(target).expect("listed above");
             for (&at, key) in &names[target] {
-                let (object, frame) = from.frame(&Captured::key(at), target)?;
-                archive_of(writer, &to.dir)?.add_frame(key, target, object, &frame)?;
+                archive_of(writer, &to.dir)?.copy_frame(from, &Captured::key(at), target, key)?;
             }
         }
     }

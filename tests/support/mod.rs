@@ -57,6 +57,11 @@ pub fn show_json(cwd: &Path, wheel: &Path, extra: &[&str]) -> serde_json::Value 
 /// kernel carries the old address space's high-water mark across exec), and this test process
 /// holds the libraries it generated.
 pub fn run_measured(dir: &Path, args: &[&str]) -> (Output, u64) {
+    run_measured_env(dir, args, &[])
+}
+
+/// [`run_measured`] with environment variables set.
+pub fn run_measured_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Output, u64) {
     const MEASURE: &str = "import resource, subprocess, sys\n\
         code = subprocess.run(sys.argv[1:]).returncode\n\
         sys.stderr.write('\\nWHEELFIX-MAXRSS-KB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
@@ -66,6 +71,7 @@ pub fn run_measured(dir: &Path, args: &[&str]) -> (Output, u64) {
         .arg(MEASURE)
         .arg(env!("CARGO_BIN_EXE_wheelfix"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .stdin(Stdio::null())
         .output()

@@ -167,6 +167,9 @@ pub struct ArchiveWriter {
     toc: std::collections::BTreeMap<String, std::collections::BTreeMap<String, (u64, Object)>>,
     /// Each frame's offset (past its length prefix) and length, by ordinal.
     frames: Vec<(u64, u32)>,
+    /// The frame being streamed in ([`ArchiveWriter::begin_frame`]): its key, target id,
+    /// encoder and the frame's bytes written so far.
+    open: Option<(String, String, Box<FrameEncoder>, u64)>,
 }
 
 impl std::fmt::Debug for ArchiveWriter {
@@ -183,27 +186,100 @@ pub fn compress_frame(code_object: &[u8]) -> std::io::Result<Vec<u8>> {
 }
 
 /// A code object as one archive frame, into `frame` (its old content replaced; a buffer used
-/// again is not faulted in afresh for every object). Each thread keeps one compression context:
-/// a fresh one per object costs its allocation (several MB) every time.
+/// again is not faulted in afresh for every object). Each thread keeps one encoder: a fresh one
+/// per object costs its allocation (several MB) every time.
 pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::Result<()> {
     thread_local! {
-        static CONTEXT: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-            const { std::cell::RefCell::new(None) };
+        static ENCODER: std::cell::RefCell<Option<FrameEncoder>> = const { std::cell::RefCell::new(None) };
     }
     frame.clear();
     frame.reserve(zstd::zstd_safe::compress_bound(code_object.len()));
-    CONTEXT.with(|context| {
-        let mut context = context.borrow_mut();
-        if context.is_none() {
-            let mut compressor = zstd::bulk::Compressor::new(ARCHIVE_ZSTD_LEVEL)?;
-            // Each frame carries the checksum of its content (4 bytes), which every zstd
-            // decoder verifies: an archive damaged after it was written fails to decode in
-            // `check` and at load time, instead of handing the GPU other bytes.
-            compressor.include_checksum(true)?;
-            *context = Some(compressor);
+    ENCODER.with_borrow_mut(|encoder| {
+        if encoder.is_none() {
+            *encoder = Some(FrameEncoder::new()?);
         }
-        context.as_mut().expect("made above").compress_to_buffer(code_object, frame).map(|_| ())
+        let encoder = encoder.as_mut().expect("made above");
+        let mut out = |bytes: &[u8]| {
+            frame.extend_from_slice(bytes);
+            Ok(())
+        };
+        encoder.start(code_object.len() as u64)?;
+        encoder.write(code_object, &mut out)?;
+        encoder.finish(&mut out).map(|_| ())
     })
+}
+
+/// The encoder of archive frames: zstd level 1, the content's size in the frame header and its
+/// checksum at the end (4 bytes, which every zstd decoder verifies: an archive damaged after
+/// it was written fails to decode in `check` and at load time, instead of handing the GPU
+/// other bytes). It streams: a code object of any size is compressed in bounded memory, fed
+/// in pieces as it arrives, and zstd's streaming output does not depend on how the input is
+/// cut, so a frame is the same bytes whether its object was held whole or streamed.
+pub struct FrameEncoder {
+    encoder: zstd::stream::raw::Encoder<'static>,
+    hasher: xxhash_rust::xxh3::Xxh3,
+    size: u64,
+    expected: u64,
+    buf: Vec<u8>,
+}
+
+impl FrameEncoder {
+    pub fn new() -> std::io::Result<FrameEncoder> {
+        let mut encoder = zstd::stream::raw::Encoder::new(ARCHIVE_ZSTD_LEVEL)?;
+        encoder.set_parameter(zstd::stream::raw::CParameter::ChecksumFlag(true))?;
+        Ok(FrameEncoder {
+            encoder,
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            size: 0,
+            expected: 0,
+            buf: vec![0u8; 128 << 10],
+        })
+    }
+
+    /// Begin the frame of a code object of `size` bytes.
+    pub fn start(&mut self, size: u64) -> std::io::Result<()> {
+        use zstd::stream::raw::Operation;
+        self.encoder.reinit()?;
+        self.encoder.set_pledged_src_size(Some(size))?;
+        self.hasher.reset();
+        (self.size, self.expected) = (0, size);
+        Ok(())
+    }
+
+    /// Compress the object's next bytes, handing what comes out to `out`.
+    pub fn write(&mut self, data: &[u8], out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
+        use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+        self.hasher.update(data);
+        self.size += data.len() as u64;
+        let mut input = InBuffer::around(data);
+        while input.pos() < data.len() {
+            let mut output = OutBuffer::around(&mut self.buf[..]);
+            self.encoder.run(&mut input, &mut output)?;
+            let n = output.pos();
+            out(&self.buf[..n])?;
+        }
+        Ok(())
+    }
+
+    /// End the frame; the code object's description. An error if it was not the size begun with.
+    pub fn finish(&mut self, out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<Object> {
+        use zstd::stream::raw::{Operation, OutBuffer};
+        if self.size != self.expected {
+            return Err(std::io::Error::other(format!(
+                "a code object of {} bytes was to be {} bytes",
+                self.size, self.expected
+            )));
+        }
+        loop {
+            let mut output = OutBuffer::around(&mut self.buf[..]);
+            let left = self.encoder.finish(&mut output, true)?;
+            let n = output.pos();
+            out(&self.buf[..n])?;
+            if left == 0 {
+                return Ok(Object { size: self.size, xxh3: self.hasher.digest128() });
+            }
+        }
+    }
 }
 
 /// What an archive writer was given of one code object, kept to prove the archive by: its size
@@ -219,6 +295,21 @@ pub struct Object {
 impl Object {
     pub fn of(code_object: &[u8]) -> Object {
         Object { size: code_object.len() as u64, xxh3: xxhash_rust::xxh3::xxh3_128(code_object) }
+    }
+
+    /// The description of what `reader` gives, read to its end a buffer at a time.
+    pub fn of_reader(reader: &mut dyn std::io::Read) -> std::io::Result<Object> {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut size = 0u64;
+        loop {
+            let n = reader.read(&mut buf)?;
+            if n == 0 {
+                return Ok(Object { size, xxh3: hasher.digest128() });
+            }
+            hasher.update(&buf[..n]);
+            size += n as u64;
+        }
     }
 }
 
@@ -236,7 +327,7 @@ impl ArchiveWriter {
         let mut file = std::io::BufWriter::with_capacity(1 << 20, file);
         // The table's offset and the frame count are written by `finish`.
         file.write_all(&[0u8; ARCHIVE_HEADER as usize + 4])?;
-        Ok(ArchiveWriter { file, at: ARCHIVE_HEADER + 4, toc: Default::default(), frames: Vec::new() })
+        Ok(ArchiveWriter { file, at: ARCHIVE_HEADER + 4, toc: Default::default(), frames: Vec::new(), open: None })
     }
 
     /// Add the code object of `key` (`<kernel_name>#<index>`) for `target` (a target id).
@@ -247,6 +338,9 @@ impl ArchiveWriter {
     /// Add the code object `object` describes, already made a frame by [`compress_frame`].
     pub fn add_frame(&mut self, key: &str, target: &str, object: Object, frame: &[u8]) -> std::io::Result<()> {
         use std::io::Write;
+        if self.open.is_some() {
+            return Err(std::io::Error::other("a frame added while another is being streamed in"));
+        }
         let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::other("a code object over 4 GiB"))?;
         let ordinal = self.frames.len() as u64;
         let previous = self.toc.entry(key.to_string()).or_default().insert(target.to_string(), (ordinal, object));
@@ -258,6 +352,78 @@ impl ArchiveWriter {
         self.frames.push((self.at + 4, len));
         self.at += 4 + frame.len() as u64;
         Ok(())
+    }
+
+    /// Begin the frame of the code object of `key` for `target`, `size` bytes long, whose
+    /// bytes arrive in pieces ([`ArchiveWriter::write_frame`]): memory stays the encoder's
+    /// whatever the object's size.
+    pub fn begin_frame(&mut self, key: &str, target: &str, size: u64) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.open.is_some() {
+            return Err(std::io::Error::other("a frame begun before the last one ended"));
+        }
+        let mut encoder = Box::new(FrameEncoder::new()?);
+        encoder.start(size)?;
+        // The length prefix is written when the frame ends.
+        self.file.write_all(&[0u8; 4])?;
+        self.open = Some((key.to_string(), target.to_string(), encoder, 0));
+        Ok(())
+    }
+
+    /// Add the code object of `key` for `target` (`size` bytes) as `reader` gives it, a buffer
+    /// at a time ([`ArchiveWriter::begin_frame`]).
+    pub fn add_streamed(
+        &mut self,
+        key: &str,
+        target: &str,
+        size: u64,
+        reader: &mut dyn std::io::Read,
+    ) -> std::io::Result<Object> {
+        self.begin_frame(key, target, size)?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = reader.read(&mut buf)?;
+            if n == 0 {
+                return self.end_frame();
+            }
+            self.write_frame(&buf[..n])?;
+        }
+    }
+
+    /// The next bytes of the frame begun.
+    pub fn write_frame(&mut self, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let Some((_, _, encoder, written)) = self.open.as_mut() else {
+            return Err(std::io::Error::other("no frame begun"));
+        };
+        let file = &mut self.file;
+        encoder.write(data, &mut |bytes| {
+            *written += bytes.len() as u64;
+            file.write_all(bytes)
+        })
+    }
+
+    /// End the frame begun: its length written before it, and its object in the table.
+    pub fn end_frame(&mut self) -> std::io::Result<Object> {
+        use std::io::Write;
+        let (key, target, mut encoder, mut len) =
+            self.open.take().ok_or_else(|| std::io::Error::other("no frame begun"))?;
+        let file = &mut self.file;
+        let object = encoder.finish(&mut |bytes| {
+            len += bytes.len() as u64;
+            file.write_all(bytes)
+        })?;
+        let len32 = u32::try_from(len).map_err(|_| std::io::Error::other("a code object over 4 GiB"))?;
+        let ordinal = self.frames.len() as u64;
+        let previous = self.toc.entry(key.clone()).or_default().insert(target.clone(), (ordinal, object));
+        if previous.is_some() {
+            return Err(std::io::Error::other(format!("two code objects for {target} in {key}")));
+        }
+        self.file.flush()?;
+        std::os::unix::fs::FileExt::write_all_at(self.file.get_ref(), &len32.to_le_bytes(), self.at)?;
+        self.frames.push((self.at + 4, len32));
+        self.at += 4 + len;
+        Ok(object)
     }
 
     /// The keys and, for each, the target ids and original sizes of its code objects.
@@ -296,6 +462,45 @@ impl ArchiveWriter {
         Ok((object, frame))
     }
 
+    /// Copy the frame of `key` for `target` from the archive `from`, as it is, under `as_key`:
+    /// a piece at a time, whatever its size.
+    pub fn copy_frame(
+        &mut self,
+        from: &mut ArchiveWriter,
+        key: &str,
+        target: &str,
+        as_key: &str,
+    ) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.open.is_some() {
+            return Err(std::io::Error::other("a frame added while another is being streamed in"));
+        }
+        let &(ordinal, object) = from
+            .toc
+            .get(key)
+            .and_then(|per| per.get(target))
+            .ok_or_else(|| std::io::Error::other(format!("no code object for {target} in {key}")))?;
+        from.file.flush()?;
+        let (at, len) = from.frames[ordinal as usize];
+        let ordinal = self.frames.len() as u64;
+        let previous = self.toc.entry(as_key.to_string()).or_default().insert(target.to_string(), (ordinal, object));
+        if previous.is_some() {
+            return Err(std::io::Error::other(format!("two code objects for {target} in {as_key}")));
+        }
+        self.file.write_all(&len.to_le_bytes())?;
+        let mut buf = vec![0u8; (len as usize).min(1 << 20)];
+        let mut done = 0u64;
+        while done < u64::from(len) {
+            let n = (u64::from(len) - done).min(buf.len() as u64) as usize;
+            std::os::unix::fs::FileExt::read_exact_at(from.file.get_ref(), &mut buf[..n], at + done)?;
+            self.file.write_all(&buf[..n])?;
+            done += n as u64;
+        }
+        self.frames.push((self.at + 4, len));
+        self.at += 4 + u64::from(len);
+        Ok(())
+    }
+
     /// Give every key the name `rename` gives it (frames written before their keys were known);
     /// an error, nothing renamed, if it gives one none or two keys the same name.
     pub fn rename_keys(&mut self, rename: &dyn Fn(&str) -> Option<String>) -> std::io::Result<()> {
@@ -319,6 +524,9 @@ impl ArchiveWriter {
     /// Write the table of contents and the header; the archive is complete.
     pub fn finish(self, group_name: &str, family: &str) -> std::io::Result<std::fs::File> {
         use std::io::{Seek, SeekFrom, Write};
+        if self.open.is_some() {
+            return Err(std::io::Error::other("an archive finished with a frame still being streamed in"));
+        }
         let arches = self.targets();
         let mut toc = Vec::new();
         write::map_len(&mut toc, 8);
@@ -374,6 +582,30 @@ impl ArchiveWriter {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_frame_streamed_in_pieces_is_the_frame_of_the_whole_object() {
+        let object: Vec<u8> = (0..(9u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 27) as u8).collect();
+        let whole = {
+            let mut w = ArchiveWriter::new(tempfile::tempfile().unwrap()).unwrap();
+            w.add("k#0", "gfx942", &object).unwrap();
+            w.frame("k#0", "gfx942").unwrap()
+        };
+        let mut w = ArchiveWriter::new(tempfile::tempfile().unwrap()).unwrap();
+        w.begin_frame("k#0", "gfx942", object.len() as u64).unwrap();
+        for piece in object.chunks(777_777) {
+            w.write_frame(piece).unwrap();
+        }
+        assert_eq!(w.end_frame().unwrap(), Object::of(&object));
+        assert_eq!(w.frame("k#0", "gfx942").unwrap(), whole, "the same bytes however the object came");
+        let mut copied = ArchiveWriter::new(tempfile::tempfile().unwrap()).unwrap();
+        copied.copy_frame(&mut w, "k#0", "gfx942", "k#1").unwrap();
+        assert_eq!(copied.frame("k#1", "gfx942").unwrap(), whole);
+        // An object that is not the size begun with is an error, not a frame.
+        w.begin_frame("k#1", "gfx942", 10).unwrap();
+        w.write_frame(b"short").unwrap();
+        assert!(w.end_frame().is_err());
+    }
+
     use super::*;
 
     #[test]

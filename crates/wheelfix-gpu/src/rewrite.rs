@@ -1012,14 +1012,19 @@ mod tests {
 
 /// One code object read out of a bundle: its entry (offset and size within the uncompressed
 /// bundle) and its bytes.
-pub type ObjectSink<'a> = dyn FnMut(&BundleEntry, Payload) -> io::Result<()> + 'a;
+pub type ObjectSink<'a> = dyn FnMut(&BundleEntry, Payload<'_>) -> io::Result<()> + 'a;
 
 /// A code object of a bundle, given the bundle's ordinal in the range read.
-pub type BundleObjectSink<'a> = dyn FnMut(usize, &BundleEntry, Payload) -> io::Result<()> + 'a;
+pub type BundleObjectSink<'a> = dyn FnMut(usize, &BundleEntry, Payload<'_>) -> io::Result<()> + 'a;
+
+/// Code objects larger than this reach a sink as a stream ([`Payload::Streamed`]), never whole.
+pub const WHOLE_OBJECT: u64 = 8 << 20;
 
 /// A code object's bytes as a sink is given them.
-#[derive(Debug)]
-pub enum Payload {
+pub enum Payload<'r> {
+    /// A code object larger than [`WHOLE_OBJECT`]: its bytes, read as the sink reads them
+    /// (what it leaves unread is passed over), and the offset of a plain bundle's in the file.
+    Streamed(&'r mut dyn Read, Option<u64>),
     /// A plain bundle's code object, and its offset in the file.
     Plain(Vec<u8>, u64),
     /// A code object decoded from a compressed bundle (it has no offset of its own).
@@ -1059,6 +1064,11 @@ pub fn read_objects<F: Positional>(
                 sink(e, Payload::NotHeld(from))?;
                 continue;
             }
+            if e.size > WHOLE_OBJECT {
+                let mut reader = FileRange { file, at: from, end: from + e.size };
+                sink(e, Payload::Streamed(&mut reader, Some(from)))?;
+                continue;
+            }
             let mut bytes = vec![0u8; e.size as usize];
             file.read_exact_at(&mut bytes, from)?;
             sink(e, Payload::Plain(bytes, from))?;
@@ -1079,9 +1089,16 @@ pub fn read_objects<F: Positional>(
             return Err(lie(at, format!("compressed: entry `{}` overlaps another or runs past the end", e.id)));
         }
         skip(&mut decoder, e.offset - consumed, &mut buf).map_err(bad)?;
+        consumed = e.offset + e.size;
+        if e.size > WHOLE_OBJECT {
+            let mut object = (&mut decoder).take(e.size);
+            sink(e, Payload::Streamed(&mut object, None))?;
+            let rest = object.limit();
+            skip(&mut decoder, rest, &mut buf).map_err(bad)?;
+            continue;
+        }
         let mut bytes = vec![0u8; e.size as usize];
         decoder.read_exact(&mut bytes).map_err(bad)?;
-        consumed = e.offset + e.size;
         sink(e, Payload::Decoded(bytes))?;
     }
     skip(&mut decoder, header.uncompressed - consumed, &mut buf).map_err(bad)?;
@@ -1089,6 +1106,24 @@ pub fn read_objects<F: Positional>(
         return Err(lie(at, "compressed: decodes to more than its header claims"));
     }
     Ok(header.total.unwrap_or_else(|| header_len + decoder.inner.consumed()))
+}
+
+/// Bytes [at, end) of a file, read in order.
+struct FileRange<'f, F: Positional> {
+    file: &'f F,
+    at: u64,
+    end: u64,
+}
+
+impl<F: Positional> Read for FileRange<'_, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min((self.end - self.at) as usize);
+        if n > 0 {
+            self.file.read_exact_at(&mut buf[..n], self.at)?;
+            self.at += n as u64;
+        }
+        Ok(n)
+    }
 }
 
 /// Every bundle of [start, end) in order, each as (offset, length in the file), with the code
