@@ -13,6 +13,11 @@ use support::{run_measured, stderr, stdout};
 
 const MIB: u64 = 1 << 20;
 
+/// `n` bytes of a repeated pattern (code objects of a fixture that builds quickly).
+fn pattern(n: usize) -> Vec<u8> {
+    (0..1021u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).cycle().take(n).collect()
+}
+
 #[test]
 fn a_library_larger_than_the_budget_is_read_within_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,11 +103,9 @@ fn thin_rewrites_a_library_larger_than_the_budget_within_it() {
         .write(d);
     // 20 bundles of two 4 MiB code objects each: 160 MiB of device code in one library (a
     // repeated pattern, so that building the fixture stays quick).
-    let pattern: Vec<u8> = (0..1021u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
-    let payload = |n: usize| -> Vec<u8> { pattern.iter().copied().cycle().take(n).collect() };
     let mut fatbin = Vec::new();
     for _ in 0..20 {
-        let b = support::gpugen::bundle(&[("gfx90a", payload(4 << 20)), ("gfx942", payload(4 << 20))]);
+        let b = support::gpugen::bundle(&[("gfx90a", pattern(4 << 20)), ("gfx942", pattern(4 << 20))]);
         fatbin.extend_from_slice(&b);
         fatbin.resize(fatbin.len().next_multiple_of(4096), 0);
     }
@@ -131,9 +134,7 @@ fn split_moves_a_600_mib_code_object_out_within_the_budget() {
         .write(d);
     // One bundle: a 600 MiB code object for gfx942 and a small one for gfx90a (a repeated
     // pattern, so that building the fixture stays quick).
-    let pattern: Vec<u8> = (0..1021u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
-    let payload = |n: usize| -> Vec<u8> { pattern.iter().copied().cycle().take(n).collect() };
-    let fatbin = support::gpugen::bundle(&[("gfx942", payload(600 << 20)), ("gfx90a", payload(1 << 20))]);
+    let fatbin = support::gpugen::bundle(&[("gfx942", pattern(600 << 20)), ("gfx90a", pattern(1 << 20))]);
     let big = WheelSpec::new("fat", "1.0", "cp312-cp312-linux_x86_64")
         .file("fat/_fat.cpython-312-x86_64-linux-gnu.so", support::gpugen::host_with_wrapped_fatbin("_fat", fatbin, 1))
         .write(d);

@@ -152,7 +152,7 @@ fn plain_bundle(
             continue;
         }
         let source = RangeReader { read_at, at: start + offset, end: start + end };
-        let object = measure(source).map_err(io)?;
+        let object = Object::of_reader(&mut { source }).map_err(io)?;
         objects.push(BundledObject { id, object, at: Some(start + offset) });
     }
     Ok(Some((len, objects)))
@@ -212,7 +212,8 @@ fn compressed_bundle(
         std::io::copy(&mut (&mut decoded).take(gap), &mut std::io::sink())
             .map_err(|e| fail(format!("cannot decode: {e}")))?;
         let before = decoded.at;
-        let object = measure((&mut decoded).take(size)).map_err(|e| fail(format!("cannot decode: {e}")))?;
+        let object =
+            Object::of_reader(&mut (&mut decoded).take(size)).map_err(|e| fail(format!("cannot decode: {e}")))?;
         if decoded.at - before != size {
             return Err(fail(format!("entry `{id}` ends early")));
         }
@@ -223,21 +224,6 @@ fn compressed_bundle(
         return Err(fail(format!("decodes to {} bytes, its header says {uncompressed}", decoded.at)));
     }
     Ok(Some((total.unwrap_or(to - start), objects)))
-}
-
-/// Size and XXH3-128 digest of everything `source` gives.
-fn measure(mut source: impl Read) -> std::io::Result<Object> {
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = vec![0u8; 256 << 10];
-    let mut size = 0u64;
-    loop {
-        let n = source.read(&mut buf)?;
-        if n == 0 {
-            return Ok(Object { size, xxh3: hasher.digest128() });
-        }
-        hasher.update(&buf[..n]);
-        size += n as u64;
-    }
 }
 
 /// The decoded stream, its position kept as it is read.
