@@ -23,7 +23,7 @@ from thin_sweep import loads_the_same, wheelfix  # noqa: E402
 # projects outside the set, tags) is of the original wheel, and is left out.
 SPLIT_KINDS = {"kpack-unresolved", "kpack-kernel-missing", "device-pin-one-way", "path-conflict", "missing-extra",
                "device-all-incomplete", "installer-refuses", "stale-record", "not-loadable", "self-requirement",
-               "unmet-requirement"}
+               "unmet-requirement", "kpack-archive-damaged", "kpack-marker-unusable"}
 
 
 def has_bundles(wheel: Path) -> bool:

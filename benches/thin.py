@@ -2,7 +2,7 @@
 """`thin` (compacting, the default, and `--no-compact`) and `split --all-targets` against
 `retag` on the same fat GPU wheel, interleaved, with medians and the ratios.
 
-    python3 benches/thin.py [WHEEL] [--runs 5] [--target gfx942]
+    python3 benches/thin.py [WHEEL] [--runs 5] [--target gfx942] [--memory 256M]
 
 Without WHEEL, generates one with `benches/genwheel.py fat` (seven libraries whose
 `.hip_fatbin` holds 16 bundles of 8 targets each, about 900 MB of device code, a 520 MB wheel)
@@ -45,6 +45,7 @@ def main():
     parser.add_argument("wheel", nargs="?", type=Path)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--target", default="gfx942")
+    parser.add_argument("--memory", help="passed to thin and split (a wheel with one huge code object: 256M)")
     args = parser.parse_args()
     if not BINARY.exists():
         raise SystemExit("build first: cargo build --release")
@@ -64,6 +65,9 @@ def main():
         "thin --no-compact": ["thin", "-q", "--no-compact", "--gpu-target", args.target, "-w", "{out}", str(wheel)],
         "split --all-targets": ["split", "-q", "--all-targets", "-w", "{out}", str(wheel)],
     }
+    if args.memory:
+        for name in ("thin", "thin --no-compact", "split --all-targets"):
+            commands[name][1:1] = ["--memory", args.memory]
     results = {name: [] for name in commands}
     for _ in range(args.runs):
         for name, cmd in commands.items():
