@@ -123,7 +123,8 @@ fn release_pages_render_in_a_browser_with_every_wheel_and_the_install_commands()
             assert!(dom.contains(&format!("<tr data-file=\"{name}\">")), "no row for {name} in {dom}");
         }
         let site = format!("{base}{target}/");
-        let install = format!("'rocm-torch[device-{target}]'");
+        // The metapackage pinned exactly: no other index's release of it can be taken instead.
+        let install = format!("'rocm-torch[device-{target}]==");
         let pip = format!("pip install --index-url {site} --extra-index-url https://pypi.org/simple {install}");
         let uv = format!("uv pip install --index-url https://pypi.org/simple --extra-index-url {site} {install}");
         assert!(dom.contains(&pip), "{dom}");
@@ -193,7 +194,9 @@ fn the_page_shows_what_check_finds_and_its_bytes_do_not_change() {
     assert!(page.contains("pip install --index-url https://rocm.example/gfx950/ "), "{page}");
     assert!(page.contains("no local label"), "{page}");
     // No install target without a metapackage: the projects nothing requires.
-    assert!(page.contains("--extra-index-url https://pypi.org/simple atom nixl torch</code>"), "{page}");
+    let command = &page[page.find("--extra-index-url https://pypi.org/simple atom==0.1.9 ").expect(&page)..];
+    let command = &command[..command.find("</code>").unwrap()];
+    assert!(command.contains(" nixl==") && command.contains(" torch=="), "each pinned exactly: {command}");
     assert!(wheelfix(d, &args).status.success());
     assert_eq!(std::fs::read(d.join("site/release.html")).unwrap(), first, "same set, same bytes");
     let data: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();

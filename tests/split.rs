@@ -391,9 +391,9 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     assert_eq!(
         rows,
         [
-            ("gfx90a", "fatpkg[device-gfx90a]"),
-            ("gfx942", "fatpkg[device-gfx942]"),
-            ("gfx1100", "fatpkg[device-gfx1100]")
+            ("gfx90a", "fatpkg[device-gfx90a]==1.0+rocm7.1.0"),
+            ("gfx942", "fatpkg[device-gfx942]==1.0+rocm7.1.0"),
+            ("gfx1100", "fatpkg[device-gfx1100]==1.0+rocm7.1.0")
         ]
     );
     // With a selector beside the set, the page names one ROCm: the selector's own version
@@ -414,13 +414,18 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     let again = std::fs::read_to_string(d.join("public/site/release.html")).unwrap();
     assert!(again.contains("<tr data-target=\"gfx942\">"), "{again}");
     let landing = support::html_text(&std::fs::read_to_string(d.join("public/index.html")).unwrap());
-    assert!(landing.contains("'fatpkg[device-all]'"), "{landing}");
+    assert!(landing.contains("'fatpkg[device-all]==1.0+rocm7.1.0'"), "{landing}");
     let html = std::fs::read_to_string(d.join("site/release.html")).unwrap();
     let row = &html[html.find("<tr data-target=\"gfx942\">").expect("a gfx942 row")..];
     let row = &row[..row.find("</tr>").unwrap()];
     let cmd = &row[row.find("<code class=\"cmd\">").unwrap() + 18..];
     let command = support::html_text(&cmd[..cmd.find("</code>").unwrap()]);
-    assert!(command.contains("'fatpkg[device-gfx942]'"), "{command}");
+    assert!(command.contains("'fatpkg[device-gfx942]==1.0+rocm7.1.0'"), "{command}");
+    // Another index serves a newer fatpkg without the extras (as PyPI serves a same-named
+    // project): the command, pinned exactly, still installs the release's.
+    let shadow =
+        WheelSpec::new("fatpkg", "2.0", "py3-none-any").file("fatpkg/__init__.py", "").write(&d.join("shadow"));
+    assert!(shadow.exists());
     let venv = d.join("venv-page");
     run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
     let path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap());
@@ -429,6 +434,7 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         .arg(&command)
         .env("PATH", path)
         .env("VIRTUAL_ENV", &venv)
+        .env("PIP_FIND_LINKS", d.join("shadow"))
         .current_dir(d)
         .output()
         .unwrap();

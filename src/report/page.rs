@@ -127,7 +127,7 @@ impl ReleasePage {
             let hosts: BTreeSet<String> = devices
                 .iter()
                 .filter_map(|r| r.install.split_once('['))
-                .map(|(h, _)| format!("{h}[device-all]"))
+                .map(|(h, _)| pinned(survey, h, Some("device-all")))
                 .collect();
             if !hosts.is_empty() {
                 install = hosts.into_iter().collect();
@@ -373,7 +373,7 @@ fn rocm_versions(survey: &Survey) -> Vec<String> {
 /// What a person installs: each metapackage with the extra that brings its pins (`wheelfix
 /// metapackage` pins every wheel under `device-<target>`, so the bare name installs nothing),
 /// one entry per extra; without a metapackage, the projects no other project of the set
-/// requires. Ex) [`rocm-torch[device-gfx950]`]
+/// requires; each pinned exactly ([`pinned`]). Ex) [`rocm-torch[device-gfx950]==7.1.0+gfx950.1a2b`]
 fn to_install(survey: &Survey) -> Vec<String> {
     let metas: BTreeSet<String> = survey
         .dists
@@ -382,9 +382,9 @@ fn to_install(survey: &Survey) -> Vec<String> {
         .flat_map(|d| {
             let device: Vec<&String> = d.extras.iter().filter(|e| e.starts_with("device-")).collect();
             if device.is_empty() {
-                vec![d.project.clone()]
+                vec![pinned(survey, &d.project, None)]
             } else {
-                device.into_iter().map(|e| format!("{}[{e}]", d.project)).collect()
+                device.into_iter().map(|e| pinned(survey, &d.project, Some(e))).collect()
             }
         })
         .collect();
@@ -396,9 +396,22 @@ fn to_install(survey: &Survey) -> Vec<String> {
         .iter()
         .flat_map(|d| d.requires.iter().filter(move |r| **r != d.project).map(String::as_str))
         .collect();
-    let roots: BTreeSet<String> =
-        survey.dists.iter().map(|d| d.project.clone()).filter(|p| !required.contains(p.as_str())).collect();
-    roots.into_iter().collect()
+    let roots: BTreeSet<&str> =
+        survey.dists.iter().map(|d| d.project.as_str()).filter(|p| !required.contains(p)).collect();
+    roots.into_iter().map(|p| pinned(survey, p, None)).collect()
+}
+
+/// `project[extra]==version`: the set's release of the project exactly, local label included,
+/// so that no other index a command names (PyPI's newer same-named release, which lacks the
+/// set's extras) can serve it instead. Unpinned where the set holds several versions of it.
+fn pinned(survey: &Survey, project: &str, extra: Option<&str>) -> String {
+    let versions: BTreeSet<&str> =
+        survey.dists.iter().filter(|d| d.project == project).map(|d| d.version.as_str()).collect();
+    let extra = extra.map(|e| format!("[{e}]")).unwrap_or_default();
+    match versions.iter().collect::<Vec<_>>().as_slice() {
+        [version] => format!("{project}{extra}=={version}"),
+        _ => format!("{project}{extra}"),
+    }
 }
 
 /// A multi-architecture index's rows: for each host's `device-<target>` extra, the device wheels
@@ -420,7 +433,7 @@ fn device_rows(survey: &Survey) -> Vec<DeviceRow> {
             }
             rows.push(DeviceRow {
                 target: target.to_string(),
-                install: format!("{}[{extra}]", host.project),
+                install: pinned(survey, &host.project, Some(extra)),
                 size: devices.iter().map(|d| d.size).sum(),
                 files: devices.iter().map(|d| d.file_name.clone()).collect(),
             });
