@@ -260,8 +260,12 @@ impl Capture {
             let piece: &[u8] = if next < stop { &data[(next - at) as usize..(stop - at) as usize] } else { &[] };
             if next < stop && next == from && to - from > CAPTURE_BATCH as u64 {
                 // Too large for a batch: its frame is streamed into the archive as its bytes
-                // arrive, after the batch before it (frames go in offset order).
+                // arrive, after every payload before it (frames go in offset order, and
+                // nothing else enters the archive while the frame is open: a payload after it
+                // has no bytes before it ends).
                 self.compress()?;
+                self.archive_within(data, &within)?;
+                within.clear();
                 self.done.archive(&self.dir, &target)?.begin_frame(&Captured::key(from), &target, to - from)?;
                 taken = Taken::Streamed(0);
             }
@@ -297,7 +301,13 @@ impl Capture {
         if batch_bytes >= CAPTURE_BATCH || !within.is_empty() {
             self.compress()?;
         }
-        let mut rest = within.as_slice();
+        self.archive_within(data, &within)
+    }
+
+    /// Compress the payloads that lie whole in `data` (offset, target id, range in `data`), a
+    /// batch's worth at a time.
+    fn archive_within(&mut self, data: &[u8], within: &[(u64, String, std::ops::Range<usize>)]) -> io::Result<()> {
+        let mut rest = within;
         while !rest.is_empty() {
             // As many as start within a batch's worth of bytes (at least one).
             let mut bytes = 0;
@@ -483,7 +493,10 @@ impl HoledCopy<'_> {
                             self.holes.add(from, to);
                             let target = bundle_target(&e.id).unwrap_or(&e.id);
                             if !e.id.starts_with("host-") && self.keep.keeps(target) {
-                                capture.taking.push_back((from, to, target.to_string(), Taken::Bytes(Vec::new())));
+                                // In the order of their offsets, which a table need not
+                                // list them in: the order they stream past in.
+                                let at = capture.taking.partition_point(|t| t.0 < from);
+                                capture.taking.insert(at, (from, to, target.to_string(), Taken::Bytes(Vec::new())));
                             }
                         }
                         return;
@@ -659,6 +672,52 @@ mod tests {
                 let mut head = vec![0u8; 3000];
                 zeroed.read_at(&mut head, 0).unwrap();
                 assert_eq!(head, vec![7u8; 3000]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_object_listed_before_a_smaller_one_at_an_earlier_offset_streams_into_its_archive() {
+        use std::io::Write;
+        // One bundle whose table lists a 9 MiB gfx942 object first, then a small gfx942 object
+        // that lies before it (tables need not list entries in offset order; onnxruntime-rocm's
+        // do not): the small one is framed first, the large one streamed after it.
+        let big: Vec<u8> = (0..9u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let small = vec![5u8; 5000];
+        let ids =
+            ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx942", "hipv4-amdgcn-amd-amdhsa--gfx942"];
+        let table = 32 + ids.iter().map(|id| 24 + id.len()).sum::<usize>();
+        let (small_at, big_at) = (4096u64, 4096 + 8192u64);
+        let mut bundle = crate::elf::gpu::BUNDLE_MAGIC.to_vec();
+        bundle.extend(3u64.to_le_bytes());
+        for (id, offset, size) in
+            [(ids[0], 0, 0), (ids[1], big_at, big.len() as u64), (ids[2], small_at, small.len() as u64)]
+        {
+            bundle.extend(offset.to_le_bytes());
+            bundle.extend(size.to_le_bytes());
+            bundle.extend((id.len() as u64).to_le_bytes());
+            bundle.extend(id.as_bytes());
+        }
+        assert_eq!(bundle.len(), table);
+        bundle.resize(small_at as usize, 0);
+        bundle.extend(&small);
+        bundle.resize(big_at as usize, 0);
+        bundle.extend(&big);
+        let mut data = vec![7u8; 4096];
+        data.extend(&bundle);
+        for chunk in [1000usize, 65536, 1 << 20, data.len()] {
+            let room = CopyRoom::capturing(std::env::temp_dir(), u64::MAX, Keep::everything());
+            let mut copy = room.start(data.len() as u64).unwrap();
+            for piece in data.chunks(chunk) {
+                copy.write_all(piece).unwrap();
+            }
+            let copy = copy.finish().unwrap();
+            let mut captured = copy.captured.lock().unwrap().take().unwrap();
+            let archive = captured.by_target.get_mut("gfx942").expect("taken");
+            for (at, object) in [(4096 + small_at, &small), (4096 + big_at, &big)] {
+                let (described, frame) = archive.frame(&Captured::key(at), "gfx942").unwrap();
+                assert_eq!(described, Object::of(object), "writes of {chunk}");
+                assert!(zstd::bulk::decompress(&frame, object.len()).unwrap() == *object, "writes of {chunk}");
             }
         }
     }
