@@ -377,6 +377,15 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         }
     }
 
+    // A set with errors is indexed all the same (only --fail-on-check refuses), but `index`
+    // and `site` say so on stderr rather than only on the page.
+    let out = wheelfix(d, &["index", "-o", "site-bad", d.join("no-gfx942").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: check found") && stderr(&out).contains("error"), "{}", stderr(&out));
+    let out = wheelfix(d, &["site", "-o", "public-bad", "site-bad"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: check found") && stderr(&out).contains("site-bad"), "{}", stderr(&out));
+
     // The release page of the set: per GPU, the command with its extra and the device wheel's
     // size; the gfx942 command, run as printed, installs the host and the gfx942 device wheel.
     let out = wheelfix(d, &["index", "-o", "site", out_dir.to_str().unwrap()]);

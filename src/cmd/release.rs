@@ -214,7 +214,14 @@ pub fn run_index(request: &IndexRequest) -> Output {
         Ok(summary) => {
             let stdout = if request.json { render::index_json(&summary) } else { render::index_text(&summary) };
             let code = if summary.skipped.is_empty() { 0 } else { 1 };
-            Output { stdout, stderr: render::index_messages(&summary), code }
+            let mut stderr = render::index_messages(&summary);
+            if let Some(survey) = &survey {
+                let errors = survey.findings.iter().filter(|f| f.severity == release::check::Severity::Error).count();
+                if errors > 0 {
+                    stderr.push(check_warning("the set", errors, survey.findings.len() - errors));
+                }
+            }
+            Output { stdout, stderr, code }
         }
         Err(e) if e.is_usage() => Output::usage(e),
         Err(e) => Output::failure(e),
@@ -315,12 +322,26 @@ pub fn run_site(request: &SiteRequest) -> Output {
                 }
                 text
             };
-            let stderr = built.left_out.iter().map(|l| format!("wheelfix: note: not published: {l}")).collect();
+            let mut stderr: Vec<String> =
+                built.left_out.iter().map(|l| format!("wheelfix: note: not published: {l}")).collect();
+            for (name, page) in sites.iter().filter(|(_, p)| p.check.errors > 0) {
+                stderr.push(check_warning(&format!("the {name} index"), page.check.errors, page.check.warnings));
+            }
             Output { stdout, stderr, code: 0 }
         }
         Err(e) if e.is_usage() => Output::usage(e),
         Err(e) => Output::failure(e),
     }
+}
+
+/// What `index` and `site` say when the page they wrote shows errors: published all the same
+/// (only `--fail-on-check` refuses), but not in silence.
+fn check_warning(what: &str, errors: usize, warnings: usize) -> String {
+    format!(
+        "wheelfix: warning: check found {} and {} in {what}; the page shows them (`wheelfix check` lists them, `--fail-on-check` publishes nothing while there are errors)",
+        crate::log::plural(errors, "error"),
+        crate::log::plural(warnings, "warning")
+    )
 }
 
 /// The check summary of a `release.json`, read before anything else of it.
