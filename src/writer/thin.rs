@@ -100,16 +100,17 @@ fn thin_from(
         Count::sum_into(&mut cut.dropped, moved.moved);
         freed.extend(moved.freed);
     }
-    // What the thinned file must hold, read from the original before the rewrite.
-    let kept_before = match change.split {
-        Some(_) => Vec::new(),
-        None => kept_objects(&zeroed, &change.ranges, &change.keep).map_err(|e| fail(e.to_string()))?,
-    };
+    // What the thinned file must hold (read from the original before each bundle is
+    // rewritten), and the original's bundle spans, where the proof looks for it.
+    let (mut kept_before, mut proof_spans) = (Vec::new(), Vec::new());
     for &(start, end) in change.ranges.iter().filter(|_| change.split.is_none()) {
-        let thinned = thin_bundles(&mut zeroed, start, end, &change.keep, laid_out).map_err(|e| fail(e.to_string()))?;
+        let (thinned, kept, spans) =
+            thin_bundles(&mut zeroed, start, end, &change.keep, laid_out).map_err(|e| fail(e.to_string()))?;
         Count::sum_into(&mut cut.kept, thinned.kept);
         Count::sum_into(&mut cut.dropped, thinned.dropped);
         freed.extend(thinned.freed);
+        kept_before.extend(kept);
+        proof_spans.extend(spans);
     }
     // The analysis planned from the same bytes; a difference means one of the two readers is
     // wrong, and the report would not be true.
@@ -140,8 +141,8 @@ fn thin_from(
             None => thinned(buf, at),
         };
         let ranges: Vec<(u64, u64)> = match &compacted {
-            Some(c) => change.ranges.iter().filter_map(|&r| moved_range(c, r)).collect(),
-            None => change.ranges.clone(),
+            Some(c) => proof_spans.iter().filter_map(|&r| moved_range(c, r)).collect(),
+            None => proof_spans.clone(),
         };
         debug_assert!(ranges.iter().all(|&(_, to)| to <= len.max(original_len)));
         super::proof::prove_thinned(&kept_before, &read, &ranges).map_err(|problems| {
@@ -263,8 +264,8 @@ fn page_size(file: &rewrite::ZeroedFile<'_>) -> Option<u64> {
 
 /// The code objects of the ranges that a thin keeps, as (entry id, size and digest), read from
 /// the file before it is rewritten.
-fn kept_objects(
-    zeroed: &rewrite::ZeroedFile<'_>,
+fn kept_objects<F: rewrite::Positional>(
+    zeroed: &F,
     ranges: &[(u64, u64)],
     keep: &crate::elf::gpu::targets::Keep,
 ) -> Result<Vec<(String, Object)>, rewrite::RewriteError> {
@@ -372,29 +373,39 @@ fn fill_stray_holes(
     }
 }
 
+/// What thinning a range did, the code objects it keeps (entry id, description) and the
+/// bundles' spans.
+type ThinnedRange = (rewrite::Thinned, Vec<(String, Object)>, Vec<(u64, u64)>);
+
 /// Thin the bundles of [start, end): apart and in parallel when their places are known from
 /// their headers (each bundle is its own bytes: a compressed one is decoded and encoded again,
-/// and a file may hold dozens), else in one walk.
+/// and a file may hold dozens), else in one walk. Also the code objects it keeps, read from each
+/// bundle before its rewrite ([`kept_objects`], for the proof), and the spans the proof reads.
 fn thin_bundles(
     zeroed: &mut rewrite::ZeroedFile<'_>,
     start: u64,
     end: u64,
     keep: &crate::elf::gpu::targets::Keep,
     laid_out: rewrite::FreedLayout,
-) -> Result<rewrite::Thinned, rewrite::RewriteError> {
+) -> Result<ThinnedRange, rewrite::RewriteError> {
     let Some(spans) = rewrite::bundle_spans(&*zeroed, start, end)? else {
-        return rewrite::thin_range_laid_out(zeroed, start, end, keep, laid_out);
+        let kept = kept_objects(&*zeroed, &[(start, end)], keep)?;
+        let thinned = rewrite::thin_range_laid_out(zeroed, start, end, keep, laid_out)?;
+        return Ok((thinned, kept, vec![(start, end)]));
     };
     let parts = crate::parallel::try_map(&spans, |&(from, to)| {
         let mut part = zeroed.part(from, to);
-        rewrite::thin_range_laid_out(&mut part, from, to, keep, laid_out).map(|thinned| (thinned, part))
+        let kept = kept_objects(&part, &[(from, to)], keep)?;
+        rewrite::thin_range_laid_out(&mut part, from, to, keep, laid_out).map(|thinned| (thinned, kept, part))
     })?;
     let mut total = rewrite::Thinned::default();
-    for (thinned, part) in parts {
+    let mut all_kept = Vec::new();
+    for (thinned, kept, part) in parts {
         total.add(thinned);
+        all_kept.extend(kept);
         zeroed.absorb(part);
     }
-    Ok(total)
+    Ok((total, all_kept, spans))
 }
 
 /// The code object bytes `split` compresses at once, on every core.
