@@ -485,7 +485,7 @@ fn split_out(
                     let Some((&first, others)) = takers.split_first() else { return Ok(()) };
                     archive_of(&mut writers[first], &to.dir)?.add_streamed(&key, &target, entry.size, reader)?;
                     for &other in others {
-                        let (from, into) = two_of(&mut writers, first, other);
+                        let [from, into] = writers.get_disjoint_mut([first, other]).expect("two groups");
                         let from = from.as_mut().expect("made above");
                         archive_of(into, &to.dir)?.copy_frame(from, &key, &target, &key)?;
                     }
@@ -572,18 +572,6 @@ fn finish_and_prove(
         }
         Ok(finished)
     })
-}
-
-/// Two distinct elements of a slice, mutably.
-fn two_of<T>(items: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
-    assert_ne!(a, b, "two distinct elements");
-    if a < b {
-        let (left, right) = items.split_at_mut(b);
-        (&mut left[a], &mut right[0])
-    } else {
-        let (left, right) = items.split_at_mut(a);
-        (&mut right[0], &mut left[b])
-    }
 }
 
 /// A group's archive, made when it gets its first code object.

@@ -447,8 +447,9 @@ impl ArchiveWriter {
         self.toc.get(key)?.get(target).map(|(_, o)| o.size)
     }
 
-    /// The frame of `key` for `target` and its code object's description, read back from the file.
-    pub fn frame(&mut self, key: &str, target: &str) -> std::io::Result<(Object, Vec<u8>)> {
+    /// Where the frame of `key` for `target` lies in the file (its offset and length, the file
+    /// flushed so that it can be read there), and its code object's description.
+    fn stored(&mut self, key: &str, target: &str) -> std::io::Result<(Object, u64, u32)> {
         use std::io::Write;
         let &(ordinal, object) = self
             .toc
@@ -457,6 +458,12 @@ impl ArchiveWriter {
             .ok_or_else(|| std::io::Error::other(format!("no code object for {target} in {key}")))?;
         self.file.flush()?;
         let (at, len) = self.frames[ordinal as usize];
+        Ok((object, at, len))
+    }
+
+    /// The frame of `key` for `target` and its code object's description, read back from the file.
+    pub fn frame(&mut self, key: &str, target: &str) -> std::io::Result<(Object, Vec<u8>)> {
+        let (object, at, len) = self.stored(key, target)?;
         let mut frame = vec![0u8; len as usize];
         std::os::unix::fs::FileExt::read_exact_at(self.file.get_ref(), &mut frame, at)?;
         Ok((object, frame))
@@ -475,13 +482,7 @@ impl ArchiveWriter {
         if self.open.is_some() {
             return Err(std::io::Error::other("a frame added while another is being streamed in"));
         }
-        let &(ordinal, object) = from
-            .toc
-            .get(key)
-            .and_then(|per| per.get(target))
-            .ok_or_else(|| std::io::Error::other(format!("no code object for {target} in {key}")))?;
-        from.file.flush()?;
-        let (at, len) = from.frames[ordinal as usize];
+        let (object, at, len) = from.stored(key, target)?;
         let ordinal = self.frames.len() as u64;
         let previous = self.toc.entry(as_key.to_string()).or_default().insert(target.to_string(), (ordinal, object));
         if previous.is_some() {
