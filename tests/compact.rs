@@ -169,8 +169,7 @@ fn compacted_programs_run_and_register_the_kept_code() {
         assert!(compacted.len() + 6 * 4096 < original.len(), "{what}: {} of {} bytes", compacted.len(), original.len());
         assert_reads_as_before(d, &original, &compacted, &what);
         let thinned = d.join(format!("{what}-thinned"));
-        std::fs::write(&thinned, &compacted).unwrap();
-        std::fs::set_permissions(&thinned, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        support::write_executable(&thinned, &compacted);
         let (printed, kept) = run_logged(&thinned);
         assert_eq!(printed.trim(), "host 42", "{what}: the compacted program runs");
         let expected: Vec<String> =

@@ -339,9 +339,7 @@ fn fake_python(dir: &Path, body: &str) -> String {
         "#!/bin/sh\ncase \"$*\" in *--version*) echo 'pip 99.0 from /x (python 3.11)'; exit 0;; esac\n{body}\n"
     );
     let path = bin.join("python3");
-    std::fs::write(&path, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    support::write_executable(&path, script.as_bytes());
     format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
 }
 

@@ -28,10 +28,8 @@ fn tool_dir(d: &Path) -> PathBuf {
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_wheelfix"), bin.join("wheelfix")).unwrap();
     let pip = bin.join("pip");
-    std::fs::write(&pip, format!("#!/bin/sh\nexec {} -m pip --disable-pip-version-check \"$@\"\n", system_python()))
-        .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&pip, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = format!("#!/bin/sh\nexec {} -m pip --disable-pip-version-check \"$@\"\n", system_python());
+    support::write_executable(&pip, script.as_bytes());
     bin
 }
 

@@ -82,6 +82,21 @@ pub fn run_measured_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Out
     (Output { stderr: rest.as_bytes().to_vec(), ..output }, kb * 1024)
 }
 
+/// Write `bytes` as an executable at `path`, never holding it open for writing in this process.
+/// Test threads fork all the time; a child forked while this process had the file open for
+/// writing keeps that descriptor until its exec, and running the file then fails with ETXTBSY
+/// ("Text file busy"). So the bytes go to a side file and `cp`, another process, makes the
+/// executable.
+pub fn write_executable(path: &Path, bytes: &[u8]) {
+    let side = path.with_extension("side");
+    std::fs::write(&side, bytes).unwrap();
+    let status = Command::new("cp").arg(&side).arg(path).status().unwrap();
+    assert!(status.success(), "cp {} {}", side.display(), path.display());
+    std::fs::remove_file(&side).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// Every file under `dir` (recursively) with its bytes, by path relative to it, sorted.
 pub fn files_with_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
