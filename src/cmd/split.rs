@@ -536,9 +536,8 @@ fn shared_archive(plan: &SplitPlan, processor: &str, dir: &Path) -> std::io::Res
     };
     let expected = archive.expected();
     let file = archive.finish(&name, &family)?;
-    crate::writer::proof::prove_archive(&file, &expected, &path, processor)
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(Some((path, Arc::new(Spilled::stored(file)?))))
+    let stored = crate::writer::proof::proven_archive(file, &expected, &path, processor)?;
+    Ok(Some((path, Arc::new(stored))))
 }
 
 /// Write the device wheel of one group: its archives from every binary, stored (zstd frames do

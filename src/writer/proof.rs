@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
+use crate::wheel::zip::{Spilled, write::StoredDigest};
+
 use crate::elf::gpu::bundle_read;
 use crate::elf::gpu::kpack::{Expected, Object};
 use crate::elf::gpu::kpack_read::{self, ArchiveProblem};
@@ -76,14 +78,28 @@ pub fn prove_thinned(
     if problems.is_empty() { Ok(()) } else { Err(problems) }
 }
 
-/// Prove the finished archive `file` (of `binary`, for `group`) holds exactly `expected`.
-pub fn prove_archive(file: &File, expected: &[Expected], binary: &str, group: &str) -> Result<(), ProofError> {
+/// Prove the finished archive `file` (of `binary`, for `group`) holds exactly `expected`, and
+/// make it a stored member whose CRC-32 and SHA-256 are taken from the proof's own reads.
+pub fn proven_archive(file: File, expected: &[Expected], binary: &str, group: &str) -> std::io::Result<Spilled> {
+    let digest = std::cell::RefCell::new(StoredDigest::default());
+    prove_archive(&file, expected, binary, group, &digest).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Spilled::stored_after(file, digest.into_inner())
+}
+
+/// Prove the finished archive `file` holds exactly `expected`, hashing into `digest` as it reads.
+fn prove_archive(
+    file: &File,
+    expected: &[Expected],
+    binary: &str,
+    group: &str,
+    digest: &std::cell::RefCell<StoredDigest>,
+) -> Result<(), ProofError> {
     let fail = |problems: Vec<String>| ProofError { binary: binary.to_string(), group: group.to_string(), problems };
     let len = file.metadata().map_err(|e| fail(vec![format!("cannot read it back: {e}")]))?.len();
     if damage_hook_set() {
         damage_first_frame(file).map_err(|e| fail(vec![format!("the test hook failed: {e}")]))?;
     }
-    let read_at = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at);
+    let read_at = |buf: &mut [u8], at: u64| digest.borrow_mut().read_at(file, buf, at);
     let read = kpack_read::read_archive(&read_at, len);
     let mut wanted: BTreeMap<(&str, &str), &Expected> =
         expected.iter().map(|e| ((e.key.as_str(), e.target.as_str()), e)).collect();

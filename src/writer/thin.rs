@@ -547,11 +547,10 @@ fn finish_and_prove(
         let family = crate::plan::kpack::family(&group);
         let expected = writer.expected();
         let file = writer.finish(kernel_name, &family)?;
-        super::proof::prove_archive(&file, &expected, binary, &group)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        // Hashed here, where the binaries are rewritten on every core, not when the device
-        // wheels are gathered.
-        Ok((group, std::sync::Arc::new(Spilled::stored(file)?)))
+        // Hashed here, as the proof reads it, where the binaries are rewritten on every core,
+        // not when the device wheels are gathered.
+        let stored = super::proof::proven_archive(file, &expected, binary, &group)?;
+        Ok((group, std::sync::Arc::new(stored)))
     };
     let threads = rayon::current_num_threads().clamp(1, archives.len().max(1));
     let mut queues: Vec<Vec<(String, ArchiveWriter)>> = (0..threads).map(|_| Vec::new()).collect();

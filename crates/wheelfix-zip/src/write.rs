@@ -68,6 +68,53 @@ impl Compressed {
     }
 }
 
+/// The CRC-32 and SHA-256 of a stored member, taken from the reads of another pass over its
+/// file (an archive's proof reads it nearly in order), so that the file is read once, not twice.
+/// Only bytes that continue what was hashed are hashed; [`Spilled::stored_after`] reads the rest.
+pub struct StoredDigest {
+    /// Bytes [0, at) are hashed.
+    at: u64,
+    crc: libdeflater::Crc,
+    sha: sha2::Sha256,
+}
+
+impl Default for StoredDigest {
+    fn default() -> Self {
+        StoredDigest { at: 0, crc: libdeflater::Crc::new(), sha: sha2::Sha256::default() }
+    }
+}
+
+impl StoredDigest {
+    /// A gap this small before a read is read to keep the hash going (a frame's length word
+    /// read before the frame); a larger one waits for a later read or for the end.
+    const GAP_READ: u64 = 64 << 10;
+
+    /// Read `buf` at `at` from `file`, hashing it where it continues what was hashed.
+    pub fn read_at(&mut self, file: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if at > self.at && at - self.at <= Self::GAP_READ {
+            let mut gap = vec![0u8; (at - self.at) as usize];
+            let from = self.at;
+            file.read_exact_at(&mut gap, from)?;
+            self.saw(&gap, from);
+        }
+        file.read_exact_at(buf, at)?;
+        self.saw(buf, at);
+        Ok(())
+    }
+
+    /// Bytes `buf` found at `at`: the part past what was hashed, when it starts there or before.
+    fn saw(&mut self, buf: &[u8], at: u64) {
+        let end = at + buf.len() as u64;
+        if at <= self.at && end > self.at {
+            let new = &buf[(self.at - at) as usize..];
+            self.crc.update(new);
+            sha2::Digest::update(&mut self.sha, new);
+            self.at = end;
+        }
+    }
+}
+
 /// A member deflated into an unlinked file of its own, so that a large new member (a patched
 /// library) leaves memory as soon as it is ready, and nothing is left behind on any exit.
 #[derive(Debug)]
@@ -105,30 +152,28 @@ impl Spilled {
     /// are read from it, and it is not copied. Ex) a kpack archive, whose zstd frames deflate
     /// no further.
     pub fn stored(file: File) -> io::Result<Spilled> {
-        use sha2::Digest;
-        use std::io::{Read, Seek};
-        let mut crc = libdeflater::Crc::new();
-        let mut sha = sha2::Sha256::new();
-        let mut reader = &file;
-        reader.seek(io::SeekFrom::Start(0))?;
-        let mut buf = vec![0u8; 1 << 20];
-        let mut size = 0u64;
-        loop {
-            let n = reader.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            crc.update(&buf[..n]);
-            sha.update(&buf[..n]);
-            size += n as u64;
+        Spilled::stored_after(file, StoredDigest::default())
+    }
+
+    /// [`Spilled::stored`], taking the CRC-32 and SHA-256 that `digest` gathered from the reads
+    /// another pass made of `file` and reading only what it has not hashed yet.
+    pub fn stored_after(file: File, mut digest: StoredDigest) -> io::Result<Spilled> {
+        use std::os::unix::fs::FileExt;
+        let len = file.metadata()?.len();
+        let mut buf = vec![0u8; (1 << 20).min(len.saturating_sub(digest.at)) as usize];
+        while digest.at < len {
+            let n = buf.len().min((len - digest.at) as usize);
+            let at = digest.at;
+            file.read_exact_at(&mut buf[..n], at)?;
+            digest.saw(&buf[..n], at);
         }
         Ok(Spilled {
             file,
             method: Method::Stored,
-            crc32: crc.sum(),
-            size,
-            compressed_size: size,
-            sha256: sha.finalize().into(),
+            crc32: digest.crc.sum(),
+            size: len,
+            compressed_size: len,
+            sha256: sha2::Digest::finalize(digest.sha).into(),
         })
     }
 
