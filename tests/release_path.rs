@@ -58,6 +58,28 @@ fn a_runtimes_built_in_kernels_never_count_as_the_packages_code() {
     // What the plugin has passes.
     let out = wheelfix(d, &["show", "--expect-gpu-target", "gfx90a", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
+    // One rule everywhere: show's targets and sizes, the index's page and release.json claim
+    // the plugin's gfx90a only; show still lists the runtime's file and says why it is apart.
+    let report = support::show_json(d, &wheel, &[]);
+    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx90a"]), "{report:#}");
+    let text = stdout(&wheelfix(d, &["show", wheel.to_str().unwrap()]));
+    assert!(text.contains("GPU code: gfx90a ("), "{text}");
+    assert!(text.contains("device code in bundles, uncompressed: gfx90a "), "{text}");
+    assert!(
+        text.contains("libhsa-runtime64.so.1") && text.contains("not counted as the wheel's device code"),
+        "{text}"
+    );
+    std::fs::create_dir_all(d.join("set")).unwrap();
+    std::fs::copy(&wheel, d.join("set").join(wheel.file_name().unwrap())).unwrap();
+    let out = wheelfix(d, &["index", "-o", "site", "set"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("site/release.json")).unwrap()).unwrap();
+    let claimed: Vec<&str> =
+        page["files"][0]["gpu"].as_array().unwrap().iter().map(|g| g[0].as_str().unwrap()).collect();
+    assert_eq!(claimed, ["gfx90a"], "{page:#}");
+    let html = support::html_text(&std::fs::read_to_string(d.join("site/release.html")).unwrap());
+    assert!(!html.contains("gfx942") && !html.contains("MI300"), "{html}");
 }
 
 #[test]

@@ -162,10 +162,14 @@ impl Analysis {
             })
     }
 
-    /// Base GPU target names across files, unique, in the order people read them (`gfx908`
-    /// before `gfx1100`; see [`crate::elf::gpu::targets::natural_order`]). Ex) [`gfx942`, `gfx950`]
+    /// The processors the wheel's own device code is for: base target names across files,
+    /// unique, in the order people read them (`gfx908` before `gfx1100`; see
+    /// [`crate::elf::gpu::targets::natural_order`]). The one rule of coverage: a GPU runtime's
+    /// own library (ROCr's blit kernels, for thirty-odd processors) never counts, so no page,
+    /// index or check claims a GPU for it. Ex) [`gfx942`, `gfx950`]
     pub fn gpu_targets(&self) -> Vec<String> {
-        let targets: std::collections::BTreeSet<&str> = self.gpu.iter().flat_map(|g| g.base_targets()).collect();
+        let targets: std::collections::BTreeSet<&str> =
+            self.gpu.iter().filter(|g| !g.is_runtime_code()).flat_map(|g| g.base_targets()).collect();
         crate::elf::gpu::targets::natural_order(targets).into_iter().map(str::to_string).collect()
     }
 }

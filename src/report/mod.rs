@@ -500,8 +500,14 @@ impl ShowReport {
         let natural =
             |targets: &[String]| crate::elf::gpu::targets::natural_order(targets.iter().map(String::as_str)).join(", ");
         let objects: usize = self.gpu.iter().map(|g| g.objects).sum();
-        let targets =
-            if self.gpu_targets.is_empty() { "no embedded targets".to_string() } else { natural(&self.gpu_targets) };
+        let targets = match (
+            self.gpu_targets.is_empty(),
+            self.gpu.iter().any(|g| g.is_runtime_code() && !g.targets.is_empty()),
+        ) {
+            (false, _) => natural(&self.gpu_targets),
+            (true, true) => "none of the wheel's own (only a GPU runtime's built-in kernels)".to_string(),
+            (true, false) => "no embedded targets".to_string(),
+        };
         let _ = writeln!(
             out,
             "\n  GPU code: {targets} ({} in {})",
@@ -542,7 +548,13 @@ impl ShowReport {
                 crate::elf::gpu::targets::natural_order(code.targets.iter().map(String::as_str)).join(" ")
             };
             let (file, kind) = (&code.file, container_name(code));
-            let _ = writeln!(out, "    {file}  {kind} ({}): {targets}{cov}", plural(code.objects, "code object"));
+            let runtime = if code.is_runtime_code() {
+                " (a GPU runtime's built-in kernels: not counted as the wheel's device code)"
+            } else {
+                ""
+            };
+            let _ =
+                writeln!(out, "    {file}  {kind} ({}): {targets}{cov}{runtime}", plural(code.objects, "code object"));
             for note in &code.notes {
                 let _ = writeln!(out, "      {note}");
             }

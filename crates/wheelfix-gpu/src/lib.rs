@@ -165,16 +165,23 @@ impl GpuCode {
     }
 
     /// Target base names without feature suffixes. Ex) `gfx90a:xnack+` → `gfx90a`
+    /// Whether this is a GPU runtime's own library ([`targets::is_runtime_library`]): its
+    /// built-in kernels run the runtime, so they are never the package's device code.
+    pub fn is_runtime_code(&self) -> bool {
+        targets::is_runtime_library(&self.file)
+    }
+
     pub fn base_targets(&self) -> impl Iterator<Item = &str> {
         self.targets.iter().map(|t| t.split(':').next().unwrap_or(t))
     }
 }
 
-/// Uncompressed bytes of bundled code objects by processor (features folded in), across files:
+/// Uncompressed bytes of bundled code objects by processor (features folded in), across files
+/// (a GPU runtime's own library apart, [`GpuCode::is_runtime_code`]):
 /// what `thin --gpu-target` keeps or drops. Ex) {`gfx942`: 41 MB, `gfx950`: 43 MB}
 pub fn device_bytes(gpu: &[GpuCode]) -> std::collections::BTreeMap<String, u64> {
     let mut bytes = std::collections::BTreeMap::new();
-    for (target, n) in gpu.iter().flat_map(|g| &g.target_bytes) {
+    for (target, n) in gpu.iter().filter(|g| !g.is_runtime_code()).flat_map(|g| &g.target_bytes) {
         *bytes.entry(target.split(':').next().unwrap_or(target).to_string()).or_default() += n.bytes;
     }
     bytes
