@@ -133,6 +133,9 @@ fn release_pages_render_in_a_browser_with_every_wheel_and_the_install_commands()
         assert!(dom.contains(&format!("<code>{target}</code>")), "the GPU target column: {dom}");
         assert!(dom.contains("measured"), "torch's tag is measured from its binaries: {dom}");
         assert!(dom.contains("check: 0 errors, 0 warnings"), "{dom}");
+        // What the machine needs: the glibc the wheels' tags allow, and the Pythons served.
+        assert!(dom.contains("Linux with glibc 2.17 or newer"), "{dom}");
+        assert!(dom.contains("Python: CPython 3.12, any Python 3"), "{dom}");
         // The PEP 503 pages installers read are beside it, unchanged, and serve the set.
         let simple = std::fs::read_to_string(d.join(format!("www/public/{target}/index.html"))).unwrap();
         assert!(simple.contains("<title>Simple index</title>") && !simple.contains("release"), "{simple}");
@@ -150,6 +153,7 @@ fn release_pages_render_in_a_browser_with_every_wheel_and_the_install_commands()
         assert!(landing.contains(&format!("--index-url {base}{target}/")), "{landing}");
     }
     assert!(landing.contains("2.15.0a0+git31a77fc.rocm10.1.0"), "the project matrix: {landing}");
+    assert!(landing.contains("gfx942 (AMD Instinct MI300X"), "the cards name their GPUs: {landing}");
 
     assert!(probe(&server, "wide.html", 390).starts_with("overflow"), "the probe sees an overflow");
     // The guide's screenshots: `WHEELFIX_PAGE_SCREENSHOTS=docs/src/images cargo test --test page`.

@@ -455,6 +455,47 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"]
     );
 
+    // With the selector, the page starts from the GPU: one pip and one uv command per GPU,
+    // through the selector's extra. Each, run as printed while another source serves a newer
+    // same-named release, installs the release with that GPU's device code and no other.
+    let html = std::fs::read_to_string(d.join("site-selected/release.html")).unwrap();
+    let row = &html[html.find("<tr data-gpu=\"gfx942\">").expect("a gfx942 GPU row")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("AMD Instinct MI300X"), "{row}");
+    let command_of = |class: &str| {
+        let at = row.find(&format!("<code class=\"cmd {class}\">")).unwrap() + 18 + class.len() + 1;
+        support::html_text(&row[at..at + row[at..].find("</code>").unwrap()])
+    };
+    for (tool, command) in [("pip", command_of("pip")), ("uv", command_of("uv"))] {
+        assert!(command.contains("'fatpkg-gpu[device-gfx942]==1.0+rocm7.1.0'"), "{command}");
+        let venv = d.join(format!("venv-gpu-{tool}"));
+        run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
+        let bin = format!("{}:{}", venv.join("bin").display(), support::python::tools_venv().join("bin").display());
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .env("PATH", format!("{bin}:{}", std::env::var("PATH").unwrap()))
+            .env("VIRTUAL_ENV", &venv)
+            .env("PIP_FIND_LINKS", d.join("shadow"))
+            .env("UV_FIND_LINKS", d.join("shadow"))
+            .env("UV_NO_CACHE", "1")
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{tool}: `{command}`: {}", String::from_utf8_lossy(&out.stderr));
+        let site_packages =
+            std::fs::read_dir(venv.join("lib")).unwrap().next().unwrap().unwrap().path().join("site-packages");
+        assert_eq!(
+            archives_in(&site_packages),
+            ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"],
+            "{tool}"
+        );
+        assert!(site_packages.join("fatpkg-1.0+rocm7.1.0.dist-info").exists(), "{tool}: the release's own host");
+    }
+    let text = support::html_text(&html);
+    assert!(text.contains("One project at a time"), "{text}");
+    assert!(text.contains("no glibc promised · Python: any Python 3"), "{text}");
+
     // wheelfix reads its own output: the host's binaries as split out, the device wheel's
     // archives with their targets.
     let report = support::show_json(d, &host, &[]);

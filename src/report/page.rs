@@ -37,6 +37,21 @@ pub struct ReleasePage {
     /// A multi-architecture index (`wheelfix split`): per processor, the host with its extra.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceRow>,
+    /// A multi-architecture index: per processor, what installs the whole release for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuInstall>,
+}
+
+/// What installs the whole release for one GPU processor from a multi-architecture index:
+/// the selector's extra where a selector gathers the set, else every host with its extra.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuInstall {
+    /// Ex) `gfx942`
+    pub target: String,
+    /// Ex) [`rocm[device-gfx942]==7.1.0`]
+    pub install: Vec<String>,
+    /// The download size of the device wheels it brings.
+    pub size: u64,
 }
 
 /// What installs one processor's device code from a multi-architecture index.
@@ -121,6 +136,7 @@ impl ReleasePage {
         files.sort_by(|a, b| (&a.project, &a.file_name).cmp(&(&b.project, &b.file_name)));
         files.dedup_by(|a, b| a.file_name == b.file_name && a.sha256 == b.sha256);
         let devices = device_rows(survey);
+        let gpus = gpu_installs(survey, &devices);
         let mut install = to_install(survey);
         if install.is_empty() || (!devices.is_empty() && !survey.dists.iter().any(|d| d.metapackage)) {
             // A split set: every host with all its device code (the table names each GPU's).
@@ -142,6 +158,7 @@ impl ReleasePage {
             check: page_check(&survey.findings),
             gpu_names: BTreeMap::new(),
             devices,
+            gpus,
         }
     }
 
@@ -158,7 +175,7 @@ impl ReleasePage {
             .map(|r| {
                 serde_json::json!({
                     "target": r.target,
-                    "serves": self.gpu_names.get(&r.target).or_else(|| gpu_names().get(&r.target)),
+                    "serves": self.serves(&r.target),
                     "pip": pip_command(&self.site_url, std::slice::from_ref(&r.install)),
                     "size": human_bytes(r.size),
                 })
@@ -166,7 +183,21 @@ impl ReleasePage {
             .collect();
         let gpus: Vec<serde_json::Value> = crate::elf::gpu::targets::natural_order(targets)
             .into_iter()
-            .map(|t| serde_json::json!({"target": t, "serves": self.gpu_names.get(t).or_else(|| gpu_names().get(t))}))
+            .map(|t| serde_json::json!({"target": t, "serves": self.serves(t)}))
+            .collect();
+        let gpu_rows: Vec<serde_json::Value> = self
+            .gpus
+            .iter()
+            .map(|g| {
+                serde_json::json!({
+                    "target": g.target,
+                    "serves": self.serves(&g.target),
+                    "family": crate::plan::kpack::family(&g.target),
+                    "pip": pip_command(&self.site_url, &g.install),
+                    "uv": uv_command(&self.site_url, &g.install),
+                    "size": human_bytes(g.size),
+                })
+            })
             .collect();
         crate::html::render_page(
             "release.html",
@@ -182,9 +213,17 @@ impl ReleasePage {
                 "check": CheckView::new(&self.check),
                 "pip": pip_command(&self.site_url, &self.install),
                 "devices": devices,
+                "gpu_rows": gpu_rows,
+                "glibc": glibc_floor(&self.files),
+                "pythons": pythons(&self.files),
                 "uv": uv_command(&self.site_url, &self.install),
             }),
         )
+    }
+
+    /// The AMD GPUs a processor serves: `index --gpu-names`, else `policies/gpu-names.json`.
+    fn serves(&self, target: &str) -> Option<&String> {
+        self.gpu_names.get(target).or_else(|| gpu_names().get(target))
     }
 
     /// The machine-readable page (`release.json`), which `site` renders again.
@@ -207,7 +246,11 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
             let targets = if targets.is_empty() {
                 "none".to_string()
             } else {
-                targets.into_iter().collect::<Vec<_>>().join(", ")
+                let named = targets.into_iter().map(|t| match page.serves(t) {
+                    Some(gpus) => format!("{t} (AMD {gpus})"),
+                    None => t.to_string(),
+                });
+                named.collect::<Vec<_>>().join(", ")
             };
             serde_json::json!({
                 "path": crate::release::index::url_quote(dir),
@@ -380,7 +423,11 @@ fn to_install(survey: &Survey) -> Vec<String> {
         .iter()
         .filter(|d| d.metapackage)
         .flat_map(|d| {
-            let device: Vec<&String> = d.extras.iter().filter(|e| e.starts_with("device-")).collect();
+            // A selector's `device-all` brings every other extra: one entry, not one per GPU.
+            let device: Vec<&String> = match d.extras.iter().find(|e| *e == "device-all") {
+                Some(all) => vec![all],
+                None => d.extras.iter().filter(|e| e.starts_with("device-")).collect(),
+            };
             if device.is_empty() {
                 vec![pinned(survey, &d.project, None)]
             } else {
@@ -447,6 +494,90 @@ fn device_rows(survey: &Survey) -> Vec<DeviceRow> {
         .collect();
     rows.sort_by_key(|r| (order.iter().position(|t| *t == r.target), r.install.clone()));
     rows
+}
+
+/// Per processor of a multi-architecture index's rows, one entry that installs the whole
+/// release for it: the selector's `device-<target>` extra (every project's device wheels for
+/// it), or, without a selector, every host with its extra.
+fn gpu_installs(survey: &Survey, devices: &[DeviceRow]) -> Vec<GpuInstall> {
+    let mut targets: Vec<&str> = devices.iter().map(|r| r.target.as_str()).collect();
+    targets.dedup();
+    targets
+        .into_iter()
+        .map(|target| {
+            let extra = format!("device-{target}");
+            let rows: Vec<&DeviceRow> = devices.iter().filter(|r| r.target == target).collect();
+            let selectors: BTreeSet<String> = survey
+                .dists
+                .iter()
+                .filter(|d| d.metapackage && d.extras.contains(&extra))
+                .map(|d| pinned(survey, &d.project, Some(&extra)))
+                .collect();
+            let install = if selectors.is_empty() {
+                rows.iter().map(|r| r.install.clone()).collect()
+            } else {
+                selectors.into_iter().collect()
+            };
+            GpuInstall { target: target.to_string(), install, size: rows.iter().map(|r| r.size).sum() }
+        })
+        .collect()
+}
+
+/// The glibc the set needs: the newest a wheel's tags allow it (a wheel needs the oldest its
+/// tags name), with that wheel, and how many Linux wheels promise none (`linux_<arch>`).
+fn glibc_floor(files: &[PageFile]) -> serde_json::Value {
+    use crate::wheel::platform_tag::PlatformTag;
+    let mut floor: Option<((u32, u32), &str)> = None;
+    let mut unpromised = 0;
+    for f in files {
+        let Some(tag) = &f.tag else { continue };
+        let tags: Vec<PlatformTag> = tag.split('.').map(PlatformTag::parse).collect();
+        if !tags.iter().any(|t| t.os() == crate::platform::Os::Linux) {
+            continue;
+        }
+        match tags.iter().filter_map(PlatformTag::glibc).min() {
+            Some(needs) if floor.is_none_or(|(at, _)| needs > at) => floor = Some((needs, &f.file_name)),
+            Some(_) => {}
+            None if tags.iter().any(|t| matches!(t, PlatformTag::Linux { .. })) => unpromised += 1,
+            None => {}
+        }
+    }
+    serde_json::json!({
+        "version": floor.map(|((major, minor), _)| format!("{major}.{minor}")),
+        "file": floor.map(|(_, file)| file),
+        "unpromised": unpromised,
+    })
+}
+
+/// The Python versions the wheels serve, read from their file names. Ex) [`CPython 3.11`,
+/// `CPython 3.12`, `any Python 3`]
+fn pythons(files: &[PageFile]) -> Vec<String> {
+    let mut cpython: BTreeSet<(u32, u32, bool)> = BTreeSet::new();
+    let mut other = BTreeSet::new();
+    for f in files {
+        let Ok(name) = crate::wheel::WheelFilename::parse(&f.file_name) else { continue };
+        let abi3 = name.abi_tags.iter().any(|a| a == "abi3");
+        for tag in &name.python_tags {
+            let minor = tag.strip_prefix("cp3").and_then(|m| m.parse::<u32>().ok());
+            match (minor, tag.as_str()) {
+                (Some(minor), _) => {
+                    cpython.insert((3, minor, abi3));
+                }
+                (None, "py3" | "py2.py3") => {
+                    other.insert("any Python 3".to_string());
+                }
+                (None, t) => {
+                    other.insert(t.to_string());
+                }
+            }
+        }
+    }
+    let mut list: Vec<String> = cpython
+        .into_iter()
+        .map(|(x, y, abi3)| format!("CPython {x}.{y}{}", if abi3 { " or newer (abi3)" } else { "" }))
+        .collect();
+    list.extend(other);
+    list
 }
 
 fn page_check(findings: &[Finding]) -> PageCheck {

@@ -148,6 +148,18 @@ impl PlatformTag {
         }
     }
 
+    /// The glibc a manylinux tag allows a wheel to need, at most. Ex) `manylinux2014_x86_64` →
+    /// (2, 17); `manylinux_2_28_aarch64` → (2, 28)
+    pub fn glibc(&self) -> Option<(u32, u32)> {
+        match self {
+            PlatformTag::Manylinux { major, minor, .. } => Some((*major, *minor)),
+            PlatformTag::LegacyManylinux { year: 1, .. } => Some((2, 5)),
+            PlatformTag::LegacyManylinux { year: 2010, .. } => Some((2, 12)),
+            PlatformTag::LegacyManylinux { year: 2014, .. } => Some((2, 17)),
+            _ => None,
+        }
+    }
+
     pub fn os(&self) -> Os {
         match self {
             PlatformTag::Manylinux { .. }
