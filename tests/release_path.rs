@@ -308,3 +308,26 @@ fn an_extra_only_one_platforms_files_satisfy_needs_a_platform_marker() {
     let out = wheelfix(d, &["check", "marked"]);
     assert!(!stdout(&out).contains("unmarked-platform-extra"), "{}", stdout(&out));
 }
+
+#[test]
+fn a_gpu_named_as_a_target_gets_its_processor_in_one_wording_and_exit_2_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheel = gpu_wheel("kern", "1.0", &[("gfx942", GFX942)], &[]).write(d);
+    let w = wheel.to_str().unwrap();
+    let said = "`mi300` is not an AMDGPU processor LLVM knows (e.g. gfx942, gfx90a, gfx1100): AMD Instinct MI300X, Instinct MI300A are gfx942, the name to give";
+    for args in [
+        vec!["thin", "--gpu-target", "mi300", "-w", "out", w],
+        vec!["split", "--gpu-target", "mi300", "-w", "out", w],
+        vec!["metapackage", "--name", "rocm-kern", "--rocm-version", "7.1.0", "--gpu-target", "mi300", "-o", "out", w],
+        vec!["show", "--expect-gpu-target", "mi300", w],
+    ] {
+        let out = wheelfix(d, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{args:?}: {}", stderr(&out));
+        assert!(!d.join("out").exists(), "{args:?} wrote nothing");
+    }
+    let out = wheelfix(d, &["thin", "--gpu-target", "gfx-942", "-w", "out", w]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("did you mean gfx942?"), "{}", stderr(&out));
+}

@@ -30,6 +30,10 @@ pub fn run(request: &ShowRequest) -> Output {
     if request.wheels.is_empty() {
         return Output { stdout: settings.describe_text(), ..Output::default() };
     }
+    if let Some(Err(e)) = settings.gpu_targets.value.iter().map(|t| crate::policy::gpus::parse(t)).find(Result::is_err)
+    {
+        return Output::usage(e);
+    }
     if request.auditwheel_json {
         return run_auditwheel(request, &settings);
     }

@@ -34,6 +34,10 @@ pub fn run(request: &ThinRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
+    let keep = match keep_of(&settings) {
+        Ok(keep) => keep,
+        Err(e) => return Output::usage(e),
+    };
     // The files with bundles are kept inflated where the outputs go, so that each is inflated
     // once; beyond the room the writer inflates again.
     let copies_dir = match &request.destination {
@@ -44,10 +48,6 @@ pub fn run(request: &ThinRequest) -> Output {
             dir.clone()
         }
         Destination::InPlace => wheel::output::parent_dir(&request.wheels[0]).to_path_buf(),
-    };
-    let keep = match keep_of(&settings) {
-        Ok(keep) => keep,
-        Err(e) => return Output::usage(e),
     };
     settings.analyze.keep_bundled_copies =
         Some(CopyRoom::new(copies_dir, crate::analysis::copy::room_bytes(), keep.clone()));
@@ -82,7 +82,7 @@ fn keep_of(settings: &Settings) -> Result<Keep, String> {
     if targets.is_empty() {
         return Err("thin needs --gpu-target (or gpu-targets in [tool.wheelfix]): the targets to keep".into());
     }
-    let requested: Result<Vec<Requested>, String> = targets.iter().map(|t| Requested::parse(t)).collect();
+    let requested: Result<Vec<Requested>, String> = targets.iter().map(|t| crate::policy::gpus::parse(t)).collect();
     Ok(Keep::new(requested?))
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::elf::gpu::targets::{Keep, Requested};
+use crate::elf::gpu::targets::Keep;
 
 /// A group of targets one device wheel holds: the code objects `keep` keeps. Ex) `gfx942`
 /// (its feature variants, and the generic targets that cover it)
@@ -20,7 +20,7 @@ impl Group {
     /// The group of one processor (`gfx942`, or a generic one no other group covers), its name
     /// normalised as every GPU looks for it (`GFX942 ` → `gfx942`).
     pub fn of(processor: &str) -> Result<Group, String> {
-        let requested = Requested::parse(processor)?;
+        let requested = crate::policy::gpus::parse(processor)?;
         Ok(Group { name: requested.processor.clone(), keep: Keep::new(vec![requested]) })
     }
 }

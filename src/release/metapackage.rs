@@ -37,7 +37,8 @@ pub enum MetapackageError {
     Name(String),
     #[error("--rocm-version `{0}` is not a release version (Ex: 10.1.0)")]
     RocmVersion(String),
-    #[error("--gpu-target `{0}` is not a GPU processor name (Ex: gfx950, gfx9-4-generic)")]
+    /// Why a `--gpu-target` is not one (the words every command uses).
+    #[error("{0}")]
     GpuTarget(String),
 }
 
@@ -66,14 +67,18 @@ impl MetapackageOptions {
             return Err(MetapackageError::RocmVersion(self.rocm_version.clone()));
         }
         if self.gpu_targets.is_empty() {
-            return Err(MetapackageError::GpuTarget(String::new()));
+            return Err(MetapackageError::GpuTarget(
+                "metapackage needs --gpu-target: the processors its extras install".into(),
+            ));
         }
         for t in &self.gpu_targets {
-            let target_ok = !t.is_empty()
-                && t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && t.starts_with(|c: char| c.is_ascii_lowercase());
-            if !target_ok {
-                return Err(MetapackageError::GpuTarget(t.clone()));
+            // A processor, written as every GPU names it: it becomes the extra's name.
+            let parsed = crate::policy::gpus::parse(t).map_err(MetapackageError::GpuTarget)?;
+            if parsed.to_string() != *t || !parsed.features.is_empty() {
+                return Err(MetapackageError::GpuTarget(format!(
+                    "`{t}`: a metapackage's extra names a processor as GPUs report it: write `{}`",
+                    parsed.processor
+                )));
             }
         }
         Ok(())

@@ -298,14 +298,7 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
     )
 }
 
-/// The AMD GPUs each processor name serves (`policies/gpu-names.json`). Ex) `gfx942` →
-/// `Instinct MI300X, MI300A, MI325X`
-fn gpu_names() -> &'static BTreeMap<String, String> {
-    static NAMES: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
-    NAMES.get_or_init(|| serde_json::from_str(GPU_NAMES).expect("policies/gpu-names.json is a map of names"))
-}
-
-const GPU_NAMES: &str = include_str!("../../policies/gpu-names.json");
+use crate::policy::gpus::names as gpu_names;
 
 /// A file's row, as the template writes it.
 #[derive(Serialize)]
