@@ -150,7 +150,7 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
         } else if m.content == Content::Metapackage {
             decisions[i] = Some(keep(
                 m,
-                "a wheelfix metapackage: its version names its ROCm release and its pins, never relabelled",
+                "a wheelfix metapackage or selector: its version and pins are set when it is made, never relabelled (a selector: `wheelfix selector --version 1.0+rocmX.Y.Z`)",
             ));
         } else if m.content == Content::Compiled || options.mark_pure {
             decisions[i] = Some(mark(&m.version, &options.label));

@@ -322,3 +322,28 @@ fn copies_made_ahead_for_a_wheel_that_needs_no_rewrite_are_removed() {
     let twice = only_wheel(&d.join("twice"));
     assert!(std::fs::read(&twice).unwrap() == std::fs::read(&once).unwrap());
 }
+
+#[test]
+fn a_claim_lowered_to_linux_says_which_library_forced_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let spec = ElfSpec::extension("_core").needs("libwheelfix_nowhere.so.3");
+    let mut w = ext_wheel("lowered", "cp312-cp312-manylinux_2_28_x86_64", spec);
+    w.wheel_tags = Some(vec!["cp312-cp312-manylinux_2_28_x86_64".into()]);
+    let wheel = w.write(d);
+    let out = retag(d, &["-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(only_wheel(&d.join("out")).to_str().unwrap().ends_with("-linux_x86_64.whl"));
+    let said = stderr(&out);
+    assert!(
+        said.contains("written as linux_x86_64: it claimed manylinux_2_28_x86_64, but it needs the external library libwheelfix_nowhere.so.3"),
+        "{said}"
+    );
+    let json = retag(d, &["--json", "-w", "out2", wheel.to_str().unwrap()]);
+    let entry: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(entry[0]["lowered"].as_str().unwrap().starts_with("manylinux_2_28_x86_64, but it needs"), "{entry}");
+    // A wheel whose tag stays says nothing of it.
+    let kept = ext_wheel("kept", "cp312-cp312-linux_x86_64", ElfSpec::extension("_core")).write(d);
+    let out = retag(d, &["-w", "out3", kept.to_str().unwrap()]);
+    assert!(!stderr(&out).contains("written as"), "{}", stderr(&out));
+}

@@ -226,9 +226,30 @@ fn write_one(
         hashes_checked: analysis.hashes_checked,
         platform_tag: judgement.judged().map(|j| j.tag(j.verdict.overall).to_string()),
         symbol_tag: judgement.judged().map(|j| j.tag(j.verdict.symbol).to_string()),
+        lowered: lowered_claim(&examined, &tags),
     };
     let output = place(&examined, &plan, settings, changed, Placement { path, dest: &dest, destination, head })?;
     Ok(outcome(output))
+}
+
+/// Why `tags` (the output's) are only `linux_<arch>` when the input claimed a more compatible
+/// tag: the first claim its binaries do not honour, and why. `None` when nothing was lowered.
+fn lowered_claim(examined: &Examined, tags: &[PlatformTag]) -> Option<String> {
+    use crate::wheel::platform_tag::PlatformTag as Tag;
+    if tags.is_empty() || !tags.iter().all(|t| matches!(t, Tag::Linux { .. })) {
+        return None;
+    }
+    let wheel = &examined.wheel;
+    let claims = crate::policy::claims::check_claims(
+        examined.judgement.judged(),
+        &examined.analysis,
+        &wheel.filename.platform_tags,
+        &wheel.wheel_info.platform_tags(),
+    );
+    claims
+        .into_iter()
+        .filter(|c| !matches!(c.tag, Tag::Linux { .. }))
+        .find_map(|c| c.reason.map(|why| format!("{}, but {why}", c.tag)))
 }
 
 /// Where a wheel's output goes: its input `path`, the output `dest`, the run's destination, and

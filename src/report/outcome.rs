@@ -27,6 +27,10 @@ pub struct RetagOutcome {
     /// The tag the input meets as it is, and the one its symbol versions allow.
     pub platform_tag: Option<String>,
     pub symbol_tag: Option<String>,
+    /// Why the output is tagged `linux_<arch>` when the input claimed a more compatible tag:
+    /// the claim and what keeps the binaries from it. Ex) `manylinux_2_39_x86_64: it needs
+    /// the external library libfoo.so.1, which the policy does not allow (repair would vendor it)`
+    pub lowered: Option<String>,
 }
 
 /// One wheel of a writing batch: its name as given (for a failure) and what happened.
@@ -45,6 +49,8 @@ struct OutcomeJson<'a> {
     hashes_checked: bool,
     platform_tag: &'a Option<String>,
     symbol_tag: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lowered: &'a Option<String>,
     #[serde(flatten)]
     version_change: Option<&'a VersionChange>,
 }
@@ -65,6 +71,7 @@ pub fn to_json(results: &[Written<'_>], marking: bool) -> String {
                 hashes_checked: o.hashes_checked,
                 platform_tag: &o.platform_tag,
                 symbol_tag: &o.symbol_tag,
+                lowered: &o.lowered,
                 version_change: marking.then_some(&o.version_change),
             }),
             Err(e) => Entry::Failed(Failed::new(name, e)),
@@ -100,16 +107,28 @@ pub fn record_note(wheel: &str, corrected: &RecordFindings) -> String {
     )
 }
 
-/// The batch's messages for stderr, in order: a corrected RECORD's note, each failure.
+/// The batch's messages for stderr, in order: a corrected RECORD's note, a tag lowered to
+/// `linux_<arch>` and why, each failure.
 pub fn messages(results: &[Written<'_>]) -> Vec<String> {
-    results
-        .iter()
-        .filter_map(|(_, r)| match r {
-            Ok(o) if !o.record_corrected.is_empty() => Some(record_note(&o.wheel, &o.record_corrected)),
-            Ok(_) => None,
-            Err(e) => Some(format!("wheelfix: error: {e}")),
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (_, result) in results {
+        match result {
+            Ok(o) => {
+                if !o.record_corrected.is_empty() {
+                    out.push(record_note(&o.wheel, &o.record_corrected));
+                }
+                if let Some(why) = &o.lowered {
+                    out.push(format!(
+                        "wheelfix: note: {}: written as {}: it claimed {why}; `wheelfix show` explains",
+                        o.wheel,
+                        crate::wheel::platform_tag::join_tags(&o.tags)
+                    ));
+                }
+            }
+            Err(e) => out.push(format!("wheelfix: error: {e}")),
+        }
+    }
+    out
 }
 
 /// The version decision and pin rewrites of one wheel, as text lines.

@@ -71,7 +71,7 @@ pub fn fix(kind: &str) -> Option<&'static str> {
         }
         "undeclared-provider" => "add the providing project to the wheel's Requires-Dist, so installers bring it",
         "no-local-version" => {
-            "`wheelfix retag --rocm-version X.Y.Z` labels every wheel of the set (`--mark-pure` for pure ones)"
+            "`wheelfix retag --rocm-version X.Y.Z` labels every wheel of the set (`--mark-pure` for pure ones); a selector is labelled when it is made: `wheelfix selector --version 1.0+rocmX.Y.Z`"
         }
         "loose-pin" => {
             "pin exactly, with the local label (`wheelfix retag --rocm-version` rewrites the pins of the set)"
@@ -91,9 +91,9 @@ pub fn fix(kind: &str) -> Option<&'static str> {
             "for uv: the release page's uv command (the set's index as --extra-index-url); check it with --site-first"
         }
         "local-label-order" => "label with wheelfix's `+rocmX.Y.Z`, whose order follows ROCm's",
-        "duplicate-metapackage" => "remove the metapackages the newest build replaces",
+        "duplicate-metapackage" => "keep one metapackage of each name in an index: the build you mean to publish",
         "missing-extra" | "device-all-incomplete" => {
-            "rebuild the selector with `wheelfix metapackage` from the set as it is"
+            "rebuild it from the set as it is: `wheelfix selector` for a selector, `wheelfix metapackage` for a per-architecture metapackage"
         }
         "no-code-for-architecture" | "wrong-architecture" => {
             "build with `--offload-arch` for the index's architecture, or publish the wheel only in indexes of the architectures it has code for"

@@ -1032,7 +1032,7 @@ pub(super) fn metapackage_findings(dists: &[Dist]) -> Vec<Finding> {
             kind: "duplicate-metapackage",
             severity: Severity::Error,
             message: format!(
-                "{} metapackages of {project} in {} ({}): installers take {}, whichever was built last; remove the ones it replaces",
+                "{} metapackages of {project} in {} ({}): installers take {}, the highest version, which is not necessarily the newest build; keep only the build you mean to publish",
                 list.len(),
                 dir.display(),
                 list.iter().map(|d| d.version.as_str()).collect::<Vec<_>>().join(", "),
