@@ -357,7 +357,10 @@ fn a_hanging_or_flooding_resolver_is_stopped_and_its_output_bounded() {
         String::from_utf8_lossy(&out.stderr)
     );
     // 600 MB on stderr: kept as a bounded tail.
-    let path = fake_python(d, "head -c 600000000 /dev/zero | tr '\\0' x >&2; echo 'ERROR: the end' >&2; exit 1");
+    let path = fake_python(
+        d,
+        "head -c 600000000 /dev/zero | tr '\\0' x >&2; echo 'ERROR: No matching distribution found for demo (the end)' >&2; exit 1",
+    );
     let measure = format!(
         "import os,resource,subprocess,sys\nenv=dict(os.environ,PATH={path:?})\nr=subprocess.run(sys.argv[1:],env=env,capture_output=True)\nsys.stdout.write(r.stdout.decode())\nsys.stderr.write('%d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\nsys.exit(r.returncode)\n"
     );
@@ -370,7 +373,7 @@ fn a_hanging_or_flooding_resolver_is_stopped_and_its_output_bounded() {
         .output()
         .unwrap();
     let peak_kb: u64 = String::from_utf8_lossy(&out.stderr).trim().parse().unwrap();
-    assert!(stdout(&out).contains("ERROR: the end"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("No matching distribution found for demo (the end)"), "{}", stdout(&out));
     assert!(peak_kb < 100 << 10, "peak RSS {peak_kb} kB");
 }
 
@@ -561,4 +564,50 @@ fn a_huge_upstream_page_is_read_in_bounded_memory() {
     let (out, peak) = run_measured(d, &["check", "--upstream", &server.url(""), "set"]);
     assert!(stdout(&out).contains("9.0"), "{}{}", stdout(&out), stderr(&out));
     assert!(peak < 120 << 20, "peak RSS {} MB for a 200 MB page", peak >> 20);
+}
+
+#[test]
+fn a_resolver_that_cannot_run_is_its_error_not_the_releases() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let args = [
+        "check",
+        "--resolve",
+        "demo",
+        "--index-url",
+        "https://h.example/simple/",
+        "--platform",
+        "manylinux_2_28_x86_64",
+    ];
+    let path = fake_python(
+        d,
+        "echo 'ERROR: Can not use --python-version/--platform/--abi/--implementation unless installing via --target' >&2; exit 1",
+    );
+    let out = run_within(d, &args, &[("PATH", &path)], Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("pip 99.0 could not run the resolution (this says nothing of the release)"), "{said}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("resolve-failed"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // No resolution at all is the release's: a finding.
+    let path = fake_python(d, "echo 'ERROR: No matching distribution found for demo' >&2; exit 1");
+    let out = run_within(d, &args, &[("PATH", &path)], Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("resolve-failed"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A pip too old for --report is named, with what to do.
+    let bin = d.join("oldbin");
+    std::fs::create_dir_all(&bin).unwrap();
+    support::write_executable(&bin.join("python3"), b"#!/bin/sh\necho 'pip 21.3.1 from /x (python 3.9)'\n");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = run_within(d, &args, &[("PATH", &path)], Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("is pip 21.3.1; --resolve needs pip 22.2 or newer"), "{said}");
 }

@@ -218,3 +218,56 @@ fn real_pypi_collides_with_loose_pins() {
         );
     }
 }
+
+/// `check --resolve` with pip for a manylinux_2_28 machine, on a set of manylinux2014 and
+/// manylinux_2_28 wheels: pip's `--platform` takes exact tags, so wheelfix gives it every tag
+/// such a machine accepts; with the pip of the test environment and with the machine's own
+/// `python3` (an older pip, which refuses `--platform` without `--target`), it resolves.
+#[test]
+fn check_resolve_with_pip_admits_every_older_manylinux_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let set = d.join("set");
+    let mut app = support::wheelgen::WheelSpec::new("app", "1.0+rocm10.1.0", "py3-none-manylinux2014_x86_64")
+        .file("app/__init__.py", "");
+    app.metadata = vec!["Requires-Dist: lib==2.0+rocm10.1.0".into()];
+    app.write(&set);
+    support::wheelgen::WheelSpec::new("lib", "2.0+rocm10.1.0", "py3-none-manylinux_2_28_x86_64")
+        .file("lib/__init__.py", "")
+        .write(&set);
+    let run = wheelfix(d, &["index", "--no-page", "-o", "www/site", set.to_str().unwrap()]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let server = Server::start_pep691(&d.join("www"));
+    let site = server.url("site/");
+    let args = [
+        "check",
+        "--json",
+        "--resolve",
+        "app",
+        "--resolver",
+        "pip",
+        "--python",
+        "3.12",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--index-url",
+        &site,
+    ];
+    let tools = format!("{}:{}", tools_venv().join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let machine = std::env::var("PATH").unwrap_or_default();
+    for (which, path) in [("the test environment's pip", tools), ("the machine's python3", machine)] {
+        let out = wheelfix_env(d, &args, &[("PATH", &path)]);
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{which}: {}\n{}", stderr(&out), support::stdout(&out)));
+        assert_eq!(out.status.code(), Some(0), "{which}: {value:#}\n{}", stderr(&out));
+        let names: Vec<&str> = value["resolution"]["distributions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["app", "lib"], "{which}: {value:#}");
+        let command = value["resolution"]["command"].to_string();
+        assert!(command.contains("manylinux2014_x86_64") && command.contains("manylinux_2_5_x86_64"), "{command}");
+    }
+}

@@ -241,6 +241,7 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     // `pip 26.3 from /…/pip (python 3.11)` → `pip 26.3`
     let version = version_of(python, &["-I", "-m", "pip", "--version"], scratch)?;
     let resolver = version.split(" from ").next().unwrap_or(&version).to_string();
+    check_pip_version(&resolver)?;
     let report = scratch.join("pip-report.json");
     // Isolated (`-I`: no PYTHON* variables, no user site, not the working directory's
     // modules), run in the scratch directory, so that a `pip/` where wheelfix was started is
@@ -260,8 +261,10 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
         args.extend(["--platform".into(), platform]);
     }
     if request.python.is_some() || !request.platforms.is_empty() {
-        // pip resolves for another interpreter or platform only from wheels.
+        // pip resolves for another interpreter or platform only from wheels, and before 23.3
+        // only "installing via --target" (a dry run writes nothing there either).
         args.push("--only-binary=:all:".into());
+        args.extend(["--target".into(), scratch.join("target").display().to_string()]);
     }
     // After `--`, every requirement is a requirement, whatever it looks like.
     args.push("--".into());
@@ -271,7 +274,7 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     let out = run_bounded(child, None, request.deadline()).map_err(|e| format!("{python} -m pip: {e}"))?;
     let command = shown_command(python, args);
     if !out.success {
-        return Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(tail(&out.stderr_tail)) });
+        return failed(resolver, command, &out.stderr_tail);
     }
     let text =
         crate::wheel::inputs::read_text_bounded(&report, REPORT_MAX).map_err(|e| format!("pip's report: {e}"))?;
@@ -327,6 +330,58 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     Ok(Resolution { resolver, command, distributions, failure: None })
 }
 
+/// A resolver that exited non-zero: no resolution of the requirements (a finding of the
+/// release), or an error of the resolver itself, which says nothing of the release.
+fn failed(resolver: String, command: Vec<String>, stderr: &str) -> Result<Resolution, String> {
+    let message = tail(stderr);
+    if !is_no_resolution(&message) {
+        return Err(format!(
+            "{resolver} could not run the resolution (this says nothing of the release): {message}\ncommand: {}",
+            command.join(" ")
+        ));
+    }
+    Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(message) })
+}
+
+/// The oldest pip `--resolve` runs: `install --dry-run --report` came in pip 22.2.
+const PIP_MIN: (u64, u64) = (22, 2);
+
+/// Refuse a pip older than [`PIP_MIN`], naming it and what to do, rather than reporting its
+/// usage error as the release's failure. Ex) `pip 26.3` → ok; `pip 21.3.1` → an error
+fn check_pip_version(resolver: &str) -> Result<(), String> {
+    let version = resolver.strip_prefix("pip ").unwrap_or(resolver);
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().ok());
+    let found = (parts.next().flatten(), parts.next().flatten().unwrap_or(0));
+    match found {
+        (Some(major), minor) if (major, minor) >= PIP_MIN => Ok(()),
+        _ => Err(format!(
+            "`python3 -m pip` is {resolver}; --resolve needs pip {}.{} or newer (`install --dry-run --report`): `python3 -m pip install -U pip`, a python3 whose pip is newer first on PATH, or --resolver uv",
+            PIP_MIN.0, PIP_MIN.1
+        )),
+    }
+}
+
+/// Whether a resolver's message says the requirements have no resolution (nothing satisfies
+/// them, or they conflict), rather than that it could not run as asked (an option it does not
+/// know, a combination it refuses, a crash): only the first is about the release.
+fn is_no_resolution(message: &str) -> bool {
+    [
+        "No matching distribution found",
+        "Could not find a version that satisfies",
+        "ResolutionImpossible",
+        "conflicting dependencies",
+        "does not provide the extra",
+        "No solution found",
+        "not found in the package registry",
+        "was not found in the package registry",
+        "requirements are unsatisfiable",
+        "because there is no version of",
+        "because there are no versions of",
+    ]
+    .iter()
+    .any(|said| message.contains(said))
+}
+
 /// `--index-url first --extra-index-url e…`
 fn index_args(first: &str, extras: &[String]) -> Vec<String> {
     let mut args = vec!["--index-url".to_string(), first.to_string()];
@@ -336,11 +391,13 @@ fn index_args(first: &str, extras: &[String]) -> Vec<String> {
     args
 }
 
-/// The platform tags a real host of `given` installs, as pip is told them: each manylinux or
-/// musllinux tag also admits `linux_<arch>` wheels (a wheelfix metapackage is one), which pip's
-/// `--platform` would otherwise refuse. pip expands each manylinux tag to the older ones itself.
-/// Ex) [`manylinux_2_28_x86_64`] → [`manylinux_2_28_x86_64`, `linux_x86_64`]
+/// The platform tags pip is given for each tag asked for: pip's `--platform` takes exact tags,
+/// so every tag a machine of that platform accepts is listed, as pip lists its own (newest
+/// first): `manylinux_2_28_x86_64` → `manylinux_2_28_x86_64` … `manylinux_2_5_x86_64`,
+/// `manylinux2014_x86_64`, `manylinux2010_x86_64`, `manylinux1_x86_64`, `linux_x86_64`;
+/// `musllinux_1_2_x86_64` → `musllinux_1_2` … `musllinux_1_0`, `linux_x86_64`.
 pub fn host_platforms(given: &[String]) -> Vec<String> {
+    use crate::wheel::platform_tag::PlatformTag;
     let mut out: Vec<String> = Vec::new();
     for tag in given {
         let mut add = |t: String| {
@@ -349,14 +406,31 @@ pub fn host_platforms(given: &[String]) -> Vec<String> {
             }
         };
         add(tag.clone());
-        use crate::wheel::platform_tag::PlatformTag;
         let parsed = PlatformTag::parse(tag);
-        if matches!(
-            parsed,
-            PlatformTag::Manylinux { .. } | PlatformTag::LegacyManylinux { .. } | PlatformTag::Musllinux { .. }
-        ) && let Some(arch) = parsed.arch_name()
-        {
-            add(format!("linux_{arch}"));
+        let Some(arch) = parsed.arch_name().map(str::to_string) else { continue };
+        match &parsed {
+            PlatformTag::Manylinux { major: 2, .. } | PlatformTag::LegacyManylinux { .. } => {
+                let (_, newest) = parsed.glibc().unwrap_or((2, 5));
+                for minor in (5..=newest).rev() {
+                    add(format!("manylinux_2_{minor}_{arch}"));
+                    // The legacy names of glibc 2.17, 2.12 and 2.5, where pip lists them.
+                    match minor {
+                        17 => add(format!("manylinux2014_{arch}")),
+                        12 => add(format!("manylinux2010_{arch}")),
+                        5 => add(format!("manylinux1_{arch}")),
+                        _ => {}
+                    }
+                }
+                add(format!("linux_{arch}"));
+            }
+            PlatformTag::Musllinux { major: 1, minor, .. } => {
+                for minor in (0..=*minor).rev() {
+                    add(format!("musllinux_1_{minor}_{arch}"));
+                }
+                add(format!("linux_{arch}"));
+            }
+            PlatformTag::Manylinux { .. } | PlatformTag::Musllinux { .. } => add(format!("linux_{arch}")),
+            _ => {}
         }
     }
     out
@@ -416,7 +490,7 @@ fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Resul
     let out = run_bounded(child, Some(input.into_bytes()), request.deadline()).map_err(|e| format!("{uv}: {e}"))?;
     let command = shown_command(uv, args);
     if !out.success {
-        return Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(tail(&out.stderr_tail)) });
+        return failed(resolver, command, &out.stderr_tail);
     }
     let mut distributions: Vec<Resolved> = Vec::new();
     // uv annotates each line: `# from <index>`, and `# via <parent>` or `# via` followed by
@@ -483,12 +557,26 @@ mod tests {
     }
 
     #[test]
-    fn a_manylinux_host_also_installs_linux_wheels() {
-        let given = vec!["manylinux_2_28_x86_64".to_string(), "musllinux_1_2_aarch64".into(), "linux_x86_64".into()];
-        assert_eq!(
-            host_platforms(&given),
-            ["manylinux_2_28_x86_64", "linux_x86_64", "musllinux_1_2_aarch64", "linux_aarch64"]
+    fn a_host_platform_is_every_tag_it_accepts_as_pip_lists_them() {
+        let tags = host_platforms(&["manylinux_2_28_x86_64".to_string()]);
+        assert_eq!(tags.len(), 24 + 3 + 1, "{tags:?}");
+        assert_eq!(&tags[..2], ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64"]);
+        for t in ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"] {
+            assert!(tags.contains(&t.to_string()), "{t}: {tags:?}");
+        }
+        assert_eq!(tags.last().map(String::as_str), Some("linux_x86_64"));
+        assert!(!tags.contains(&"manylinux_2_29_x86_64".to_string()));
+        let tags = host_platforms(&["manylinux2014_aarch64".to_string()]);
+        assert_eq!(tags.first().map(String::as_str), Some("manylinux2014_aarch64"));
+        assert!(
+            tags.contains(&"manylinux_2_17_aarch64".to_string())
+                && !tags.contains(&"manylinux_2_18_aarch64".to_string())
         );
+        assert_eq!(
+            host_platforms(&["musllinux_1_2_aarch64".to_string()]),
+            ["musllinux_1_2_aarch64", "musllinux_1_1_aarch64", "musllinux_1_0_aarch64", "linux_aarch64"]
+        );
+        assert_eq!(host_platforms(&["linux_x86_64".to_string()]), ["linux_x86_64"]);
         assert_eq!(host_platforms(&["win_amd64".to_string()]), ["win_amd64"]);
     }
 
