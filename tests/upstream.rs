@@ -106,6 +106,18 @@ fn check_upstream_finds_collisions_and_shadows() {
         "{list:#?}"
     );
 
+    // A project the set holds at two versions can only be printed by name: the commands people
+    // copy would take the upstream's higher atom, an error even though every pin is exact.
+    let two = d.join("two");
+    py3_wheel("atom", "0.1.9+rocm10.1.0", &[]).write(&two);
+    py3_wheel("atom", "0.2.0+rocm10.1.0", &[]).write(&two);
+    py3_wheel("rocm_stack", "10.1.0+rocm10.1.0", &["atom==0.2.0+rocm10.1.0"]).write(&two);
+    let (code, list, _) = check(d, &["--upstream", &upstream, "two"]);
+    assert_eq!(code, 1, "{list:#?}");
+    let shadow = list.iter().find(|(k, _, _)| k == "upstream-shadow").expect("a shadow finding");
+    assert_eq!(shadow.1, "error", "{list:#?}");
+    assert!(shadow.2.contains("the set holds atom at 2 versions") && shadow.2.contains("atom 9.0"), "{list:#?}");
+
     // An upstream that cannot be reached is an error, not a pass.
     drop(server);
     let (code, list, _) = check(d, &["--upstream", &upstream, "--timeout", "5", "exact"]);

@@ -201,6 +201,30 @@ fn project_findings(
             });
         }
     }
+    // The release's pages and `check` print each project pinned exactly (`name==version`), but
+    // a project the set holds at several versions can only be printed by name, and then the
+    // highest version of every index wins: a command people copy would install another
+    // index's build.
+    let versions: BTreeSet<&str> = ours.iter().map(|d| d.version.as_str()).collect();
+    if findings.is_empty() && versions.len() > 1 && !requirements.is_empty() {
+        let bare = crate::wheel::requirement::Requirement::parse(project);
+        if let Some(best) = newest_meeting(files, |f| upstream_meets(&bare, f))
+            && newest_ours.is_none_or(|v| best.version > *v)
+        {
+            findings.push(Finding {
+                kind: "upstream-shadow",
+                severity: Severity::Error,
+                message: format!(
+                    "the set holds {project} at {} versions ({}), so the release's install commands name it without one, and they would take {url}'s {project} {} ({}), a higher version than the set's; publish one version of it per index",
+                    versions.len(),
+                    versions.iter().copied().collect::<Vec<_>>().join(", "),
+                    best.version,
+                    best.filename
+                ),
+                files: our_files.clone(),
+            });
+        }
+    }
     if findings.is_empty() {
         let top = files.iter().map(|f| &f.version).max().map(|v| v.to_string()).unwrap_or_default();
         let how = if requirements.is_empty() {
@@ -208,7 +232,7 @@ fn project_findings(
                 .to_string()
         } else {
             format!(
-                "every requirement on it ({}) pins the set's own label, so installers take the set's",
+                "every requirement on it ({}) pins the set's own label, and the release's install commands pin it exactly, so installers take the set's",
                 requirements.len()
             )
         };
