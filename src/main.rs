@@ -587,6 +587,12 @@ struct SplitArgs {
     /// --gpu-target). Without it, such code is a refusal: split never loses code silently.
     #[arg(long)]
     drop_other_targets: bool,
+    /// The backwards-compatible host: it requires every device wheel it was split into, not
+    /// only through extras, so `pip install <host>` brings all its device code as the fat
+    /// wheel held it. Publish it in an index of its own (its file name is the extras-only
+    /// host's).
+    #[arg(long)]
+    require_devices: bool,
     #[command(flatten)]
     rewrite: RewriteArgs,
     #[command(flatten)]
@@ -605,6 +611,7 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         group_by: args.group_by,
         kpack_group: args.kpack_group,
         drop_other_targets: args.drop_other_targets,
+        require_devices: args.require_devices,
         compact: !args.rewrite.no_compact,
     }
 }

@@ -1217,3 +1217,47 @@ fn split_never_writes_over_what_it_did_not_make_and_refuses_targets_without_code
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(files_in(&d.join("twice")).len(), 3);
 }
+
+/// `--require-devices`: the backwards-compatible host. `pip install <host>`, by name alone,
+/// brings every device wheel it was split into, as the fat wheel held the code; the extras stay.
+#[test]
+fn a_host_that_requires_its_devices_installs_like_the_fat_wheel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let demo = demo_in(&d.join("in"));
+    let out = wheelfix(d, &["split", "--all-targets", "--require-devices", "-w", "out", demo.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let devices: Vec<String> = files_in(&d.join("out")).into_iter().filter(|n| n.contains("_device_")).collect();
+    assert!(devices.len() >= 2, "{devices:?}");
+    let host = d.join("out").join(demo.file_name().unwrap());
+    let metadata = String::from_utf8(read_member(&host, "rocm_demo-1.0.0.dist-info/METADATA")).unwrap();
+    for device in &devices {
+        let project = device.split('-').next().unwrap().replace('_', "-");
+        assert!(metadata.contains(&format!("Requires-Dist: {project}==1.0.0\n")), "{project}: {metadata}");
+        assert!(metadata.contains(&format!("Requires-Dist: {project}==1.0.0; extra == ")), "{metadata}");
+    }
+    // pip, asked for the host by name from the split's wheels alone, takes every device wheel.
+    let report = d.join("report.json");
+    run(Command::new(system_python())
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "--dry-run", "--ignore-installed"])
+        .args(["--no-index", "--only-binary=:all:", "--python-version", "3.12", "--platform", "manylinux2014_x86_64"])
+        .arg("--target")
+        .arg(d.join("t"))
+        .arg("--find-links")
+        .arg(d.join("out"))
+        .arg("--report")
+        .arg(&report)
+        .arg("rocm_demo"));
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let mut chosen: Vec<String> = value["install"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["download_info"]["url"].as_str().unwrap().rsplit('/').next().unwrap().to_string())
+        .collect();
+    chosen.sort();
+    let mut expected = devices.clone();
+    expected.push(demo.file_name().unwrap().to_str().unwrap().to_string());
+    expected.sort();
+    assert_eq!(chosen, expected);
+}

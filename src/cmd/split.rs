@@ -69,6 +69,8 @@ pub struct SplitRequest {
     pub kpack_group: Option<String>,
     /// `--drop-other-targets`: code of processors no device wheel takes leaves the host anyway.
     pub drop_other_targets: bool,
+    /// `--require-devices`: the host requires every device wheel unconditionally.
+    pub require_devices: bool,
     pub compact: bool,
 }
 
@@ -398,7 +400,7 @@ fn plan_one(examined: Examined, groups: &[Group], request: &SplitRequest, level:
     let group_by = request.group_by.unwrap_or(GroupBy::Target);
     let wheel_of = |processor: &str| group_by.wheel_of(processor);
     let names = DeviceNames { wheel_of: &wheel_of, project: &project };
-    let plan = split(
+    let mut plan = split(
         wheel,
         analysis,
         groups,
@@ -408,6 +410,9 @@ fn plan_one(examined: Examined, groups: &[Group], request: &SplitRequest, level:
         &request.wheel_dir,
         request.kpack_group.as_deref(),
     );
+    if request.require_devices {
+        crate::plan::split::require_devices(&mut plan, wheel, &names);
+    }
     if let Some((file, problem)) = plan.unreadable.first() {
         return Err(Error::Unsplittable { file: file.clone(), problem: problem.clone() });
     }

@@ -307,6 +307,28 @@ pub fn device_extras(processors: &[String], names: &DeviceNames<'_>) -> Vec<(Str
     extras
 }
 
+/// `--require-devices`, the backwards-compatible host: its METADATA also requires every device
+/// wheel at exactly its version with no marker, so that `pip install <host>` installs all the
+/// device code the fat wheel held (the extras stay, and name the same wheels).
+pub fn require_devices(split: &mut SplitPlan, wheel: &Wheel, names: &DeviceNames<'_>) {
+    let path = format!("{}/METADATA", wheel.dist_info);
+    let Some(NewMember { content: Content::Bytes(bytes), .. }) = split.plan.replace.get_mut(&path) else { return };
+    let mut projects: Vec<String> = Vec::new();
+    for (_, project) in device_extras(&split.groups, names) {
+        if !projects.contains(&project) {
+            projects.push(project);
+        }
+    }
+    let version = &wheel.metadata.version.text;
+    let lines: String = projects.iter().map(|p| format!("Requires-Dist: {p}=={version}\n")).collect();
+    let text = String::from_utf8_lossy(bytes);
+    let updated = match text.find("\n\n") {
+        Some(i) => format!("{}{lines}{}", &text[..i + 1], &text[i + 1..]),
+        None => format!("{}{}{lines}", text, if text.ends_with('\n') || text.is_empty() { "" } else { "\n" }),
+    };
+    *bytes = updated.into_bytes();
+}
+
 /// How device wheels are named: the wheel group a processor's code goes to (itself, or its
 /// family: `gfx1100` → `gfx110x`), and a group's project name.
 pub struct DeviceNames<'a> {
