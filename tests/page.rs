@@ -341,3 +341,60 @@ fn the_pages_install_commands_install_the_set_they_list() {
     }
     assert_eq!(ran, 4);
 }
+
+/// The multi-architecture page of a split set with its selector: the GPU table with product
+/// names and one pip and one uv command per GPU, the per-project rows folded; it fits a phone
+/// and a desktop. `WHEELFIX_PAGE_SCREENSHOTS=docs/src/images` writes the guide's screenshots.
+#[test]
+fn the_multi_arch_page_starts_from_the_gpu_and_fits_every_width() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let name = "rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl";
+    std::fs::create_dir_all(d.join("in")).unwrap();
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name), d.join("in").join(name)).unwrap();
+    let step = |args: &[&str]| {
+        let out = wheelfix(d, args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    let input = d.join("in").join(name);
+    step(&["retag", "--rocm-version", "7.1.0", "-w", "labelled", input.to_str().unwrap()]);
+    let labelled = files(&d.join("labelled"));
+    step(&["split", "--all-targets", "-w", "set", labelled[0].to_str().unwrap()]);
+    let split: Vec<String> = files(&d.join("set")).iter().map(|p| p.display().to_string()).collect();
+    let mut selector = vec!["selector", "--name", "rocm-demo-gpu", "-o", "set"];
+    selector.extend(split.iter().map(String::as_str));
+    step(&selector);
+    step(&["index", "-o", "www/multi", "--site-url", "https://rocm.example/multi/", "set"]);
+    std::fs::write(d.join("www/probe.html"), PROBE).unwrap();
+    let server = Server::start(&d.join("www"));
+    let dom = dump_dom(&server.url("multi/release.html"));
+    for target in ["gfx942", "gfx950"] {
+        assert!(dom.contains(&format!("<tr data-gpu=\"{target}\">")), "{dom}");
+        assert!(
+            dom.contains(&format!(
+                "--extra-index-url https://rocm.example/multi/ 'rocm-demo-gpu[device-{target}]==1.0.0+rocm7.1.0'"
+            )),
+            "{dom}"
+        );
+    }
+    assert!(dom.contains("AMD Instinct MI300X, MI300A, MI325X") && dom.contains("family gfx9"), "{dom}");
+    assert!(dom.contains("<details class=\"per-project\">"), "{dom}");
+    assert!(dom.contains("'rocm-demo-gpu[device-all]==1.0.0+rocm7.1.0'"), "{dom}");
+    for width in [390, 1400] {
+        let result = probe(&server, "multi/release.html", width);
+        assert!(result.starts_with("fits |") && result.trim_end().ends_with('|'), "at {width} px: {result}");
+    }
+    if let Some(out) = std::env::var_os("WHEELFIX_PAGE_SCREENSHOTS") {
+        for (name, size) in [("multi-arch-page.png", "1400,1000"), ("multi-arch-page-phone.png", "390,1500")] {
+            let shot = std::path::absolute(Path::new(&out).join(name)).unwrap();
+            let status = Command::new(chromium())
+                .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+                .arg(format!("--window-size={size}"))
+                .arg(format!("--screenshot={}", shot.display()))
+                .arg(server.url("multi/release.html"))
+                .output()
+                .unwrap();
+            assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+        }
+    }
+}
