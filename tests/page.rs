@@ -303,6 +303,12 @@ fn the_pages_install_commands_install_the_set_they_list() {
         .collect();
     assert_eq!(listed.len(), 3, "{listed:?}");
 
+    // A second source serves newer same-named releases without the extras (as PyPI serves
+    // same-named projects): the commands, pinned exactly, must still install the set's.
+    let shadow = d.join("shadow");
+    for project in ["rocm_stack", "stack_core", "stack_extra"] {
+        support::sets::py3_wheel(project, "9.0", &[]).write(&shadow);
+    }
     let tools = support::python::tools_venv().join("bin");
     let mut ran = 0;
     for page in ["public/gfx942/release.html", "public/index.html"] {
@@ -321,6 +327,8 @@ fn the_pages_install_commands_install_the_set_they_list() {
                 .env("VIRTUAL_ENV", &venv)
                 .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
                 .env("UV_NO_CACHE", "1")
+                .env("PIP_FIND_LINKS", &shadow)
+                .env("UV_FIND_LINKS", &shadow)
                 .current_dir(d)
                 .output()
                 .unwrap();
@@ -340,6 +348,22 @@ fn the_pages_install_commands_install_the_set_they_list() {
         }
     }
     assert_eq!(ran, 4);
+    // The shadow is live: the same pip command without the pin takes its newer release.
+    let unpinned = commands(&dump_dom(&server.url("public/gfx942/release.html")))[0].replace("==7.1.0+", "XX");
+    let unpinned = unpinned.split("XX").next().unwrap().to_string() + "'";
+    let report = d.join("unpinned.json");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{unpinned} --dry-run --ignore-installed --report {}", report.display()))
+        .env("PATH", format!("{}:{}", tools.display(), std::env::var("PATH").unwrap()))
+        .env("PIP_FIND_LINKS", &shadow)
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "`{unpinned}`: {}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(report["install"][0]["metadata"]["version"], "9.0", "`{unpinned}` took the shadow's: {report:#}");
 }
 
 /// The multi-architecture page of a split set with its selector: the GPU table with product
