@@ -342,6 +342,14 @@ fn a_claim_lowered_to_linux_says_which_library_forced_it() {
     let json = retag(d, &["--json", "-w", "out2", wheel.to_str().unwrap()]);
     let entry: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert!(entry[0]["lowered"].as_str().unwrap().starts_with("manylinux_2_28_x86_64, but it needs"), "{entry}");
+    // The release page calls the lowered tag measured, and says what keeps it from the next.
+    let out = wheelfix(d, &["index", "-o", "site", "out"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();
+    let file = &page["files"][0];
+    assert_eq!((file["tag"].as_str(), file["basis"].as_str()), (Some("linux_x86_64"), Some("measured")), "{page:#}");
+    let note = file["tag_note"].as_str().unwrap();
+    assert!(note.contains("meet no more compatible tag") && note.contains("libwheelfix_nowhere.so.3"), "{note}");
     // A wheel whose tag stays says nothing of it.
     let kept = ext_wheel("kept", "cp312-cp312-linux_x86_64", ElfSpec::extension("_core")).write(d);
     let out = retag(d, &["-w", "out3", kept.to_str().unwrap()]);

@@ -153,7 +153,11 @@ pub(super) fn is_metapackage(d: &Dist) -> bool {
 }
 
 /// How the wheel's platform tag is known: measured from its binaries, or only claimed.
-pub(super) fn tag_facts(wheel: &Wheel, judgement: &crate::policy::judgement::Judgement) -> TagFacts {
+pub(super) fn tag_facts(
+    wheel: &Wheel,
+    analysis: &crate::analysis::Analysis,
+    judgement: &crate::policy::judgement::Judgement,
+) -> TagFacts {
     use crate::policy::judgement::Judgement;
     let tag = wheel.filename.platform_tags.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(".");
     let claimed = |note: String| TagFacts { tag: tag.clone(), basis: "claimed", measured: None, note };
@@ -176,7 +180,14 @@ pub(super) fn tag_facts(wheel: &Wheel, judgement: &crate::policy::judgement::Jud
             match claim {
                 Some(index) if index >= overall => measured(
                     "measured",
-                    if index == overall {
+                    if overall == j.linux() {
+                        // `linux_<arch>`, measured: say what keeps it from the next tag (the one
+                        // its symbol versions allow, else the least compatible policy).
+                        let next =
+                            if j.verdict.symbol < overall { j.verdict.symbol } else { overall.saturating_sub(1) };
+                        let blockers = j.verdict.blockers(&j.set, analysis, next);
+                        format!("its binaries meet no more compatible tag; {}: {}", blockers.policy, blockers.summary())
+                    } else if index == overall {
                         "its binaries' symbol versions meet it".into()
                     } else {
                         format!("its binaries meet {}, more than the name says", j.tag(overall))
@@ -358,7 +369,7 @@ fn wheel_facts(
             .iter()
             .filter(|m| !m.is_dir())
             .all(|m| m.name.split('/').next().is_some_and(|top| top.ends_with(".dist-info"))),
-        tag: tag_facts(wheel, judgement),
+        tag: tag_facts(wheel, &analysis, judgement),
         device_bytes: crate::elf::gpu::device_bytes(&analysis.gpu),
         kpack_refs: analysis
             .gpu
