@@ -10,39 +10,12 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use support::browser::{chromium, dump_dom};
 use support::gpugen::{GFX942, GFX950};
 use support::http::Server;
 use support::python::system_python;
 use support::sets::arch_set;
 use support::{stderr, stdout, wheelfix};
-
-/// Debian's Chromium; a test that needs it fails without it.
-fn chromium() -> &'static str {
-    for name in ["chromium", "chromium-browser"] {
-        if Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return name;
-        }
-    }
-    panic!("headless Chromium is needed (`apt-get install chromium`; scripts/test installs it)");
-}
-
-/// The DOM Chromium renders for `url`, scripts run for up to 5 s of virtual time.
-fn dump_dom(url: &str) -> String {
-    let out = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--window-size=1400,900",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            url,
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "chromium failed on {url}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A page of the test's own beside the site: it frames `?page=` at `?width=` px and writes
 /// into its body's `data-result` whether the framed document is wider than its viewport, and

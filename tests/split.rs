@@ -412,7 +412,13 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     args.extend(outputs.iter().map(String::as_str));
     let out = wheelfix(d, &args);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = wheelfix(d, &["index", "-o", "site-selected", out_dir.to_str().unwrap(), "selected"]);
+    // Served over HTTP, as people reach it; the commands are taken from Chromium's DOM.
+    let server = support::http::Server::start(d);
+    let selected_url = server.url("site-selected/");
+    let out = wheelfix(
+        d,
+        &["index", "-o", "site-selected", "--site-url", &selected_url, out_dir.to_str().unwrap(), "selected"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let selected: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.join("site-selected/release.json")).unwrap()).unwrap();
@@ -458,7 +464,7 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     // With the selector, the page starts from the GPU: one pip and one uv command per GPU,
     // through the selector's extra. Each, run as printed while another source serves a newer
     // same-named release, installs the release with that GPU's device code and no other.
-    let html = std::fs::read_to_string(d.join("site-selected/release.html")).unwrap();
+    let html = support::browser::dump_dom(&server.url("site-selected/release.html"));
     let row = &html[html.find("<tr data-gpu=\"gfx942\">").expect("a gfx942 GPU row")..];
     let row = &row[..row.find("</tr>").unwrap()];
     assert!(row.contains("AMD Instinct MI300X"), "{row}");
@@ -467,6 +473,7 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         support::html_text(&row[at..at + row[at..].find("</code>").unwrap()])
     };
     for (tool, command) in [("pip", command_of("pip")), ("uv", command_of("uv"))] {
+        assert!(command.contains(&format!("{selected_url} ")), "{command}");
         assert!(command.contains("'fatpkg-gpu[device-gfx942]==1.0+rocm7.1.0'"), "{command}");
         let venv = d.join(format!("venv-gpu-{tool}"));
         run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod elfgen;
 pub mod gpugen;
 pub mod hip;
