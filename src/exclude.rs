@@ -115,6 +115,7 @@ mod tests {
             "libMIOpen.so.1",
             "librccl.so.1",
             "librocm_sysdeps_drm.so.2",
+            "libhipsolver_fortran.so",
         ] {
             assert!(list.reason(rocm, None).is_some(), "{rocm}");
         }
