@@ -89,6 +89,13 @@ enum Command {
         after_help = "Examples:\n  wheelfix lddtree /usr/bin/python3\n  wheelfix lddtree dist/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl torch/_C.cpython-312-x86_64-linux-gnu.so\n  wheelfix lddtree --json build/lib/_ext.so"
     )]
     Lddtree(LddtreeArgs),
+    /// Say whether an installed environment can run on this machine's GPUs, before the first
+    /// kernel launch does: device code for each GPU (in the binaries, or in the kpack archives
+    /// their markers lead to), kernel databases, one ROCm ABI, libraries the loader finds.
+    #[command(
+        after_help = "Examples:\n  wheelfix doctor\n  wheelfix doctor .venv\n  wheelfix doctor --gpu gfx942 /opt/venv/lib/python3.12/site-packages\n  wheelfix doctor --json $(which python)\n\nExit status: 0 ready, 1 problems, 2 usage."
+    )]
+    Doctor(DoctorArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  wheelfix completions bash > /etc/bash_completion.d/wheelfix\n  wheelfix completions zsh > \"${fpath[1]}/_wheelfix\"\n  wheelfix completions fish > ~/.config/fish/completions/wheelfix.fish"
@@ -104,6 +111,26 @@ enum Command {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
     },
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// site-packages directories, virtual environments or Python executables (default: the
+    /// python3 on PATH, as pip would pick it).
+    #[arg(value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Check for this GPU instead of this machine's (repeatable). Ex) gfx942, gfx90a:xnack+
+    #[arg(long = "gpu", value_name = "TARGET")]
+    gpus: Vec<String>,
+    /// Read DIR as /sys (the KFD topology of another machine or a container).
+    #[arg(long, value_name = "DIR")]
+    sysfs: Option<PathBuf>,
+    /// Search these directories (colon-separated) instead of the system's library path.
+    #[arg(long, value_name = "PATHS")]
+    ldpaths: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -731,6 +758,13 @@ fn main() -> ExitCode {
         Command::Lddtree(args) => cmd::Command::Lddtree(cmd::lddtree::LddtreeRequest {
             file: args.file,
             member: args.member,
+            ldpaths: args.ldpaths,
+            json: args.json,
+        }),
+        Command::Doctor(args) => cmd::Command::Doctor(cmd::doctor::DoctorRequest {
+            paths: args.paths,
+            gpus: args.gpus,
+            sysfs: args.sysfs,
             ldpaths: args.ldpaths,
             json: args.json,
         }),

@@ -88,17 +88,25 @@ fn parent(path: &str) -> String {
 
 /// The tree of a file on disk.
 pub fn of_file(path: &Path, search: &LibrarySearch) -> Result<Tree, String> {
-    let data = crate::wheel::inputs::read_bounded(path, MAX_FILE)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let facts = ElfFacts::parse(&data).map_err(|e| format!("{}: {e}", path.display()))?;
-    drop(data);
-    let dir = path.parent().map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf())).unwrap_or_default();
-    let root = object(&facts, &Dir::Disk(dir), path.display().to_string());
-    Ok(build(root, &facts, path.display().to_string(), search, None))
+    let facts = facts_of_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(of_disk_facts(path, &facts, search))
 }
 
-/// The largest library file lddtree reads (the facts come from the whole file in memory).
-const MAX_FILE: u64 = 16 << 30;
+/// The tree of a file on disk whose facts were read already.
+pub fn of_disk_facts(path: &Path, facts: &ElfFacts, search: &LibrarySearch) -> Tree {
+    let dir = path.parent().map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf())).unwrap_or_default();
+    let root = object(facts, &Dir::Disk(dir), path.display().to_string());
+    build(root, facts, path.display().to_string(), search, None)
+}
+
+/// The ELF facts of a file on disk, read by position: only the ranges the parser needs, so a
+/// library of several GB costs no more memory than a small one.
+pub fn facts_of_file(path: &Path) -> Result<ElfFacts, String> {
+    use std::os::unix::fs::FileExt;
+    let file = crate::wheel::inputs::open_regular(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let len = file.metadata().map_err(|e| format!("cannot read it: {e}"))?.len();
+    ElfFacts::parse_by_ranges(len, &|buf, at| file.read_exact_at(buf, at)).map_err(|e| e.to_string())
+}
 
 /// The tree of a wheel member, installed at `install_path`.
 pub fn of_member(install_path: &str, facts: &ElfFacts, files: &WheelFiles<'_>, search: &LibrarySearch) -> Tree {
@@ -208,7 +216,7 @@ fn locate<'w>(
             if ElfIdent::of_file(&path).is_none_or(|k| k != *want) {
                 return None;
             }
-            let facts = ElfFacts::parse(&crate::wheel::inputs::read_bounded(&path, MAX_FILE).ok()?).ok()?;
+            let facts = facts_of_file(&path).ok()?;
             let real = path.canonicalize().ok()?;
             Some((std::borrow::Cow::Owned(facts), Dir::Disk(real.parent()?.to_path_buf())))
         }

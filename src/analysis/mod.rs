@@ -11,8 +11,10 @@
 pub mod budget;
 pub mod copy;
 pub mod databases;
+pub mod installed;
 pub mod lddtree;
 pub mod linkage;
+pub mod machine;
 pub mod read;
 pub mod site;
 pub mod vendor;

@@ -6,6 +6,7 @@
 //! versions); [`show`], [`write`] (`retag`, `repair`), [`release`] (`metapackage`, `index`,
 //! `check`) and [`lddtree`] one command each.
 
+pub mod doctor;
 pub mod lddtree;
 pub mod pipeline;
 pub mod release;
@@ -84,6 +85,7 @@ pub enum Command {
     Check(release::CheckRequest),
     Site(release::SiteRequest),
     Lddtree(lddtree::LddtreeRequest),
+    Doctor(doctor::DoctorRequest),
 }
 
 /// Run one command.
@@ -98,6 +100,7 @@ pub fn run(command: Command) -> Output {
         Command::Check(request) => release::run_check(&request),
         Command::Site(request) => release::run_site(&request),
         Command::Lddtree(request) => lddtree::run(&request),
+        Command::Doctor(request) => doctor::run(&request),
         Command::Thin(request) => thin::run(&request),
         Command::Split(request) => split::run(&request),
     }

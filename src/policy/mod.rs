@@ -6,6 +6,7 @@
 
 pub mod claims;
 pub mod disposition;
+pub mod doctor;
 pub mod gpus;
 pub mod judgement;
 pub mod verdict;

@@ -4,6 +4,7 @@
 //! part of `show`'s output; the judgements it states are made in `policy` and `analysis`.
 
 pub mod auditwheel;
+pub mod doctor;
 pub mod json;
 pub mod outcome;
 pub mod page;

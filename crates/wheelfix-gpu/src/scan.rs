@@ -537,6 +537,38 @@ impl Ccob {
 }
 
 /// Every container of a file, by offset.
+/// The ranges of a host binary of `len` bytes that [`Hits::of_sections`] scans, and what for:
+/// `.hip_fatbin` and `.nv_fatbin` for every container, the data sections for bundles, code
+/// objects and fatbins that lie outside them (`.rodata`, `__nv_relfatbin`); the whole file when
+/// it has no section header table. A `.hip_fatbin` whose header runs past the file is looked
+/// for by its magic from where it says it starts (the whole file if that is past the end too;
+/// see `super::past_the_file`).
+fn scanned_ranges(facts: &ElfFacts, len: u64) -> Vec<(u64, u64, Patterns)> {
+    if facts.sections.is_empty() {
+        return vec![(0, len, Patterns::HOST)];
+    }
+    const SHF_EXECINSTR: u64 = 4;
+    const SHT_NOBITS: u32 = 8;
+    let code_objects = Patterns { bundles: true, code_objects: true, nv_fatbins: true, ..Patterns::NONE };
+    let mut ranges = Vec::new();
+    for s in &facts.sections {
+        let patterns = match s.name.as_str() {
+            ".hip_fatbin" | ".nv_fatbin" => Patterns::HOST,
+            _ if s.flags & SHF_EXECINSTR == 0 && s.size >= 64 => code_objects,
+            _ => continue,
+        };
+        if s.kind == SHT_NOBITS {
+            continue;
+        }
+        match s.offset.checked_add(s.size).filter(|end| *end <= len) {
+            Some(end) => ranges.push((s.offset, end, patterns)),
+            None if s.name == ".hip_fatbin" => ranges.push((super::past_the_file(s.offset, len), len, patterns)),
+            None => {}
+        }
+    }
+    ranges
+}
+
 #[derive(Debug, Default)]
 pub struct Hits {
     pub hits: Vec<Hit>,
@@ -553,39 +585,41 @@ impl Hits {
     /// Scan only the device-code sections of a host binary held in memory (where
     /// [`super::host_binary_view`] looks).
     pub fn of_sections(data: &[u8], facts: &ElfFacts) -> Hits {
-        // No section header table: the whole file, as a streamed one is scanned.
-        if facts.sections.is_empty() {
-            return Hits::of(data, Patterns::HOST);
-        }
         let mut hits = Vec::new();
-        const SHF_EXECINSTR: u64 = 4;
-        // Data sections may hold bundles and code objects outside `.hip_fatbin`, and fatbins
-        // outside `.nv_fatbin` (`.rodata`, `__nv_relfatbin`).
-        let code_objects = Patterns { bundles: true, code_objects: true, nv_fatbins: true, ..Patterns::NONE };
-        for s in &facts.sections {
-            let patterns = match s.name.as_str() {
-                ".hip_fatbin" | ".nv_fatbin" => Patterns::HOST,
-                _ if s.flags & SHF_EXECINSTR == 0 && s.size >= 64 => code_objects,
-                _ => continue,
-            };
-            let in_file = s.offset.checked_add(s.size).and_then(|end| data.get(s.offset as usize..end as usize));
-            let Some(bytes) = in_file.or_else(|| {
-                // A device-code section whose header runs past the file: its bundles are looked
-                // for by their magic from where it says it starts (the whole file if that is
-                // past the end too; see `super::past_the_file`).
-                (s.name == ".hip_fatbin" && s.kind != 8)
-                    .then(|| &data[super::past_the_file(s.offset, data.len() as u64) as usize..])
-            }) else {
-                continue;
-            };
-            if s.kind == 8 {
-                continue;
-            }
-            let start = if in_file.is_some() { s.offset } else { super::past_the_file(s.offset, data.len() as u64) };
+        for (start, end, patterns) in scanned_ranges(facts, data.len() as u64) {
             let mut scanner = Scanner::starting_at(patterns, start);
-            scanner.feed(bytes);
+            scanner.feed(&data[start as usize..end as usize]);
             hits.extend(scanner.finish().hits);
         }
+        Hits::sorted(hits)
+    }
+
+    /// [`Hits::of_sections`] of a file of `len` bytes read by position, a chunk at a time: the
+    /// memory it takes does not grow with the file (an installed library of several GB).
+    pub fn of_sections_read(
+        facts: &ElfFacts,
+        len: u64,
+        read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+    ) -> std::io::Result<Hits> {
+        const CHUNK: u64 = 4 << 20;
+        let mut hits = Vec::new();
+        let mut buf = Vec::new();
+        for (start, end, patterns) in scanned_ranges(facts, len) {
+            let mut scanner = Scanner::starting_at(patterns, start);
+            let mut at = start;
+            while at < end {
+                let n = (end - at).min(CHUNK) as usize;
+                buf.resize(n, 0);
+                read_at(&mut buf, at)?;
+                scanner.feed(&buf);
+                at += n as u64;
+            }
+            hits.extend(scanner.finish().hits);
+        }
+        Ok(Hits::sorted(hits))
+    }
+
+    fn sorted(mut hits: Vec<Hit>) -> Hits {
         hits.dedup_by_key(|h| h.at());
         hits.sort_by_key(Hit::at);
         Hits { hits }

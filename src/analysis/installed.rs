@@ -1,0 +1,370 @@
+//! An installed environment, read where pip put it: the distributions of a `site-packages`
+//! directory (each `*.dist-info`: its metadata, the files its RECORD says it owns, how it was
+//! installed) and the host binaries among those files, read from disk with the readers `show`
+//! uses for wheel members. A file is read by position, a few ranges and a chunk at a time, so
+//! memory does not grow with its size (an installed rocBLAS is several GB).
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::elf::ElfFacts;
+use crate::elf::gpu::{self, GpuCode, scan::Hits};
+use crate::elf::view::Kept;
+use crate::wheel::metadata::CoreMetadata;
+use crate::wheel::requirement::Requirement;
+
+/// One installed distribution.
+#[derive(Debug, Clone, Serialize)]
+pub struct Distribution {
+    /// Normalised project name. Ex) `rocm-demo`
+    pub name: String,
+    pub version: String,
+    /// Its `.dist-info` directory, relative to site-packages.
+    pub dist_info: String,
+    /// Where it came from (`direct_url.json`'s `url`), when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direct_url: Option<String>,
+    /// The tool that installed it (`INSTALLER`). Ex) `pip`, `uv`
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub installer: Option<String>,
+    /// The files its RECORD names inside site-packages, relative to it.
+    #[serde(skip)]
+    pub files: Vec<String>,
+    #[serde(skip)]
+    pub provides_extra: Vec<String>,
+    #[serde(skip)]
+    pub requires_dist: Vec<Requirement>,
+}
+
+/// A `site-packages` directory and what is installed in it.
+#[derive(Debug)]
+pub struct Site {
+    pub root: PathBuf,
+    pub distributions: Vec<Distribution>,
+    /// Distributions that could not be read: (dist-info directory, why).
+    pub unreadable: Vec<(String, String)>,
+}
+
+/// The most of a METADATA, RECORD or small text file read.
+const TEXT_MAX: u64 = 64 << 20;
+
+impl Site {
+    /// The distributions installed in `root`, sorted by name.
+    pub fn read(root: &Path) -> Result<Site, String> {
+        // The real path: the runtime resolves archives from the real paths of binaries.
+        let root = &root.canonicalize().map_err(|e| format!("{}: {e}", root.display()))?;
+        let entries = std::fs::read_dir(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let mut dist_infos: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".dist-info"))
+            .collect();
+        dist_infos.sort();
+        let mut site = Site { root: root.to_path_buf(), distributions: Vec::new(), unreadable: Vec::new() };
+        for dist_info in dist_infos {
+            match read_distribution(root, &dist_info) {
+                Ok(d) => site.distributions.push(d),
+                Err(e) => site.unreadable.push((dist_info, e)),
+            }
+        }
+        site.distributions.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(site)
+    }
+
+    /// The distribution that owns `path` (relative to site-packages), if one does.
+    pub fn owner(&self, path: &str) -> Option<&Distribution> {
+        self.distributions.iter().find(|d| d.files.binary_search_by(|f| f.as_str().cmp(path)).is_ok())
+    }
+}
+
+fn read_distribution(root: &Path, dist_info: &str) -> Result<Distribution, String> {
+    let dir = root.join(dist_info);
+    let text = |name: &str| crate::wheel::inputs::read_text_bounded(&dir.join(name), TEXT_MAX);
+    let metadata = text("METADATA").map_err(|e| format!("METADATA: {e}"))?;
+    let metadata = CoreMetadata::parse(&metadata).map_err(|e| format!("METADATA: {e}"))?;
+    let record = crate::wheel::inputs::read_bounded(&dir.join("RECORD"), TEXT_MAX).unwrap_or_default();
+    let mut files: Vec<String> = match crate::wheel::record::Record::parse(&record) {
+        Ok(record) => record.rows().filter_map(|r| crate::wheel::normalize_path(r.path)).collect(),
+        Err(_) => Vec::new(),
+    };
+    files.sort();
+    files.dedup();
+    let direct_url = text("direct_url.json")
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("url").and_then(|u| u.as_str()).map(String::from));
+    Ok(Distribution {
+        name: metadata.package.to_string(),
+        version: metadata.version.to_string(),
+        dist_info: dist_info.to_string(),
+        direct_url,
+        installer: text("INSTALLER").ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()),
+        files,
+        provides_extra: metadata.provides_extra,
+        requires_dist: metadata.requires_dist,
+    })
+}
+
+/// What a file on disk is, from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A host ELF file (any machine but AMDGPU).
+    HostElf,
+    /// An AMDGPU code object, an offload bundle or a compressed one, a kpack archive.
+    DeviceCode,
+    Other,
+}
+
+/// The kind of the file at `path` (a file that cannot be opened is `Other`).
+pub fn file_kind(path: &Path) -> FileKind {
+    let mut head = [0u8; 24];
+    let Ok(file) = crate::wheel::inputs::open_regular(path) else { return FileKind::Other };
+    let n = read_up_to(&file, &mut head, 0);
+    let head = &head[..n];
+    if head.starts_with(b"\x7fELF") {
+        let machine = head.get(18..20).map(|m| u16::from_le_bytes([m[0], m[1]])).unwrap_or(0);
+        return if machine == crate::platform::EM_AMDGPU { FileKind::DeviceCode } else { FileKind::HostElf };
+    }
+    if gpu::is_container_magic(head) || head.starts_with(b"KPAK") { FileKind::DeviceCode } else { FileKind::Other }
+}
+
+fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    n
+}
+
+/// A host binary read from disk: its ELF facts and the device code in it (`name` is how the
+/// device code names the file, its path relative to site-packages).
+pub fn read_binary(path: &Path, name: &str) -> Result<(ElfFacts, Vec<GpuCode>), String> {
+    let file = crate::wheel::inputs::open_regular(path).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let read = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at);
+    let facts = ElfFacts::parse_by_ranges(len, &read).map_err(|e| e.to_string())?;
+    let hits = Hits::of_sections_read(&facts, len, &read).map_err(|e| format!("cannot read it: {e}"))?;
+    // The ranges the device-code reader looks at itself (a kpack marker, the HIP wrappers).
+    let mut kept = Kept::new(len);
+    for (offset, size) in gpu::host_sections_read(&facts, &hits) {
+        let size = size.min(len.saturating_sub(offset));
+        let mut buf = vec![0u8; size as usize];
+        if size > 0 && file.read_exact_at(&mut buf, offset).is_ok() {
+            kept.insert(offset, &buf);
+        }
+    }
+    let code = gpu::host_binary_view(name, &facts, &kept, &hits);
+    Ok((facts, code))
+}
+
+/// A kpack archive on disk, read back whole as the runtime would (every frame decoded).
+pub fn read_archive(path: &Path) -> gpu::kpack_read::ArchiveRead {
+    let opened = crate::wheel::inputs::open_regular(path).and_then(|f| f.metadata().map(|m| (f, m.len())));
+    match opened {
+        Ok((file, len)) => gpu::kpack_read::read_archive(&|buf, at| file.read_exact_at(buf, at), len),
+        Err(e) => gpu::kpack_read::ArchiveRead {
+            problems: vec![gpu::kpack_read::ArchiveProblem::Io(e.to_string())],
+            ..Default::default()
+        },
+    }
+}
+
+/// A host binary of the environment.
+#[derive(Debug)]
+pub struct InstalledBinary {
+    /// Relative to site-packages. Ex) `torch/lib/libtorch_hip.so`
+    pub path: String,
+    /// Its distribution (an index into [`Site::distributions`]); `None`: no RECORD names it.
+    pub owner: Option<usize>,
+    pub facts: ElfFacts,
+    pub gpu: Vec<GpuCode>,
+    /// Libraries of its tree the loader finds nowhere (soname, who needs it).
+    pub unfound: Vec<(String, String)>,
+}
+
+/// A kpack archive some GPU's code is looked for in.
+#[derive(Debug, Default)]
+pub struct ArchiveFacts {
+    /// Key → the target ids it has a code object for.
+    pub toc: std::collections::BTreeMap<String, Vec<String>>,
+    /// What is wrong with it (a frame that does not decode to its table's size, …).
+    pub problems: Vec<String>,
+}
+
+/// The facts of an installed environment that `doctor` judges.
+#[derive(Debug)]
+pub struct Environment {
+    pub site: Site,
+    pub binaries: Vec<InstalledBinary>,
+    /// Archives looked for, by their absolute path: `None` when none is there.
+    pub archives: std::collections::BTreeMap<PathBuf, Option<ArchiveFacts>>,
+    /// Files that could not be read: (path, why).
+    pub unreadable: Vec<(String, String)>,
+    /// Every file name in the environment, to tell a library the loader misses from one that
+    /// is nowhere: file name → paths.
+    pub file_names: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// Where a kpack-split binary installed at `binary` (absolute) looks for its archive of
+/// `arch`: each search path of its marker, `@GFXARCH@` replaced, relative to the directory of
+/// the binary's real path (the runtime resolves it from the loaded file, through symlinks).
+pub fn archive_candidates(binary: &Path, search_paths: &[String], arch: &str) -> Vec<PathBuf> {
+    let real = binary.canonicalize().unwrap_or_else(|_| binary.to_path_buf());
+    let dir = real.parent().unwrap_or(Path::new("/"));
+    search_paths
+        .iter()
+        .map(|p| p.replace(gpu::kpack::GFXARCH, arch))
+        .map(|p| if p.starts_with('/') { PathBuf::from(p) } else { lexical(&dir.join(p)) })
+        .collect()
+}
+
+/// `a/b/../c` → `a/c`, as the path a directory's real path and a relative search path name.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The archive names the runtime may look for, for a device: its processor, then its target
+/// ids with features (TheRock's per-target-id archives). Ex) `gfx90a`, `gfx90a:xnack+`, …
+pub fn archive_arches(device: &gpu::targets::Requested) -> Vec<String> {
+    let mut arches = vec![device.processor.clone()];
+    for (name, on) in &device.features {
+        arches.push(format!("{}:{name}{}", device.processor, if *on { '+' } else { '-' }));
+    }
+    if device.features.len() > 1 {
+        arches.push(device.to_string());
+    }
+    arches
+}
+
+/// Read everything `doctor` needs of `site`: every host binary its distributions own (in
+/// parallel, largest first), the loader's view of each, and the kpack archives the binaries
+/// would look for on `devices`.
+pub fn examine(site: Site, devices: &[gpu::targets::Requested], search: &super::linkage::LibrarySearch) -> Environment {
+    let mut owned: Vec<(String, Option<usize>)> = Vec::new();
+    let mut file_names: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (i, d) in site.distributions.iter().enumerate() {
+        for f in &d.files {
+            owned.push((f.clone(), Some(i)));
+            let name = f.rsplit('/').next().unwrap_or(f).to_string();
+            file_names.entry(name).or_default().push(f.clone());
+        }
+    }
+    let hosts: Vec<(String, Option<usize>, u64)> = owned
+        .into_iter()
+        .filter(|(f, _)| file_kind(&site.root.join(f)) == FileKind::HostElf)
+        .map(|(f, o)| {
+            let size = std::fs::metadata(site.root.join(&f)).map(|m| m.len()).unwrap_or(0);
+            (f, o, size)
+        })
+        .collect();
+    let sizes: Vec<u64> = hosts.iter().map(|h| h.2).collect();
+    let read = crate::parallel::largest_first(
+        &sizes,
+        |i| -> Result<Result<InstalledBinary, (String, String)>, ()> {
+            let (path, owner, _) = &hosts[i];
+            let on_disk = site.root.join(path);
+            Ok(match read_binary(&on_disk, path) {
+                Ok((facts, gpu)) => {
+                    let tree = super::lddtree::of_disk_facts(&on_disk, &facts, search);
+                    let unfound = tree
+                        .libs
+                        .iter()
+                        .filter(|(_, l)| l.path.is_none())
+                        .map(|(soname, _)| {
+                            let by = tree
+                                .libs
+                                .iter()
+                                .find(|(_, l)| l.needed.contains(soname))
+                                .map(|(s, _)| s.clone())
+                                .unwrap_or_else(|| path.clone());
+                            (soname.clone(), by)
+                        })
+                        .collect();
+                    Ok(InstalledBinary { path: path.clone(), owner: *owner, facts, gpu, unfound })
+                }
+                Err(e) => Err((path.clone(), e)),
+            })
+        },
+        |_| {},
+    )
+    .unwrap_or_default();
+    let mut binaries = Vec::new();
+    let mut unreadable = Vec::new();
+    for r in read {
+        match r {
+            Ok(b) => binaries.push(b),
+            Err(e) => unreadable.push(e),
+        }
+    }
+    binaries.sort_by(|a, b| a.path.cmp(&b.path));
+    // The archives each split binary would look for, read once each.
+    let mut wanted: std::collections::BTreeSet<PathBuf> = Default::default();
+    for b in &binaries {
+        for code in b.gpu.iter().filter(|c| c.kpack_kernel.is_some()) {
+            for device in devices {
+                for arch in archive_arches(device) {
+                    wanted.extend(archive_candidates(&site.root.join(&b.path), &code.kpack_search_paths, &arch));
+                }
+            }
+        }
+    }
+    let wanted: Vec<PathBuf> = wanted.into_iter().collect();
+    let archives = crate::parallel::map(&wanted, |path| {
+        if !path.is_file() {
+            return (path.clone(), None);
+        }
+        let read = read_archive(path);
+        let mut facts =
+            ArchiveFacts { problems: read.problems.iter().map(|p| p.to_string()).collect(), ..Default::default() };
+        for o in read.objects {
+            facts.toc.entry(o.key).or_default().push(o.target);
+        }
+        (path.clone(), Some(facts))
+    })
+    .into_iter()
+    .collect();
+    Environment { site, binaries, archives, unreadable, file_names }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_site_lists_its_distributions_and_the_files_each_owns() {
+        let dir = tempfile::tempdir().unwrap();
+        let info = dir.path().join("demo_pkg-1.0.dist-info");
+        std::fs::create_dir_all(&info).unwrap();
+        std::fs::write(info.join("METADATA"), "Metadata-Version: 2.1\nName: Demo_Pkg\nVersion: 1.0\n").unwrap();
+        std::fs::write(
+            info.join("RECORD"),
+            "demo_pkg/b.so,,\ndemo_pkg/a.py,sha256=x,1\n../../../bin/tool,,\ndemo_pkg-1.0.dist-info/RECORD,,\n",
+        )
+        .unwrap();
+        std::fs::write(info.join("INSTALLER"), "pip\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("broken-2.dist-info")).unwrap();
+        let site = Site::read(dir.path()).unwrap();
+        assert_eq!(site.distributions.len(), 1);
+        let d = &site.distributions[0];
+        assert_eq!((d.name.as_str(), d.version.as_str(), d.installer.as_deref()), ("demo-pkg", "1.0", Some("pip")));
+        assert_eq!(d.files, ["demo_pkg-1.0.dist-info/RECORD", "demo_pkg/a.py", "demo_pkg/b.so"]);
+        assert_eq!(site.owner("demo_pkg/b.so").map(|d| d.name.as_str()), Some("demo-pkg"));
+        assert!(site.owner("bin/tool").is_none(), "a path outside site-packages is no file of it");
+        assert_eq!(site.unreadable.len(), 1, "{:?}", site.unreadable);
+    }
+}
