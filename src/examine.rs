@@ -75,3 +75,39 @@ pub fn examine(
     }
     Ok(Examined { wheel, analysis, judgement })
 }
+
+/// Installed files through the same stages: `path` is a directory (every file under it) or one
+/// file; what was read, analysed and judged as a wheel's members would be, the files named
+/// relative to `path` (a file by its name), with their sizes. Libraries resolve as the loader
+/// would find them from where the files lie.
+pub fn examine_installed(path: &Path, options: &ExamineOptions<'_>) -> Result<InstalledExamined, String> {
+    let files = if path.is_dir() {
+        analysis::installed::files_under(path)?
+    } else {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        vec![(name, path.to_path_buf())]
+    };
+    let mut analysis = analysis::installed::analyse_files(&files);
+    let claims = Claims { filename: &[], wheel: Vec::new() };
+    let selection = options.policies.select(&claims, &mut analysis, options.plat);
+    if let Some(rules) = selection.linkage_rules() {
+        analysis::linkage::resolve_installed(&mut analysis, rules, options.analyze);
+    }
+    let judgement = selection.judge(&analysis, options.disable_isa_check);
+    let sized: Vec<(String, u64)> = files
+        .into_iter()
+        .map(|(name, path)| {
+            let size = std::fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
+            (name, size)
+        })
+        .collect();
+    Ok(InstalledExamined { files: sized, analysis, judgement })
+}
+
+/// Installed files examined: their names (relative to the path shown) and sizes, what they hold
+/// and what the policies make of it.
+pub struct InstalledExamined {
+    pub files: Vec<(String, u64)>,
+    pub analysis: Analysis,
+    pub judgement: Judgement,
+}

@@ -33,8 +33,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Explain the platform tag each wheel honestly meets, and why.
+    ///
+    /// A directory or a file that is not a wheel is read as installed files: the tag they meet,
+    /// their libraries as the loader finds them, their device code and kpack archives.
     #[command(
-        after_help = "Examples:\n  wheelfix show dist/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl\n  wheelfix show --json dist/*.whl"
+        after_help = "Examples:\n  wheelfix show dist/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl\n  wheelfix show --json dist/*.whl\n  wheelfix show .venv/lib/python3.12/site-packages/torch/lib"
     )]
     Show(ShowArgs),
     /// Write wheels with their true platform tags (file name and WHEEL).
@@ -135,10 +138,10 @@ struct DoctorArgs {
 
 #[derive(Args)]
 struct LddtreeArgs {
-    /// An ELF file, or a wheel.
+    /// An ELF file, a wheel, or a directory of installed files.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// The wheel member to show (default: every host binary of the wheel).
+    /// The wheel member (or file under the directory) to show (default: every host binary).
     #[arg(value_name = "MEMBER")]
     member: Option<String>,
     /// Search these directories (colon-separated) instead of the system's library path.
@@ -465,6 +468,7 @@ impl VersionArgs {
 
 #[derive(Args)]
 struct ShowArgs {
+    /// Wheels; or installed files: a directory, or a file that is not a wheel.
     #[arg(value_name = "WHEEL", required_unless_present = "config")]
     wheels: Vec<PathBuf>,
     /// Also check every member's sha256 against RECORD.

@@ -294,3 +294,96 @@ fn doctor_finds_mixed_rocm_abis_missing_libraries_and_databases_for_another_gpu(
     assert_eq!(missing, 2, "{}", bare.text);
     assert!(bare.text.contains("libamdhip64.so.6 (needed by old_rocm/_o.so) nowhere"), "{}", bare.text);
 }
+
+/// `show --json` of `path`, validated against its schema: the one report.
+fn show_one(d: &Path, args: &[&str]) -> (i32, serde_json::Value) {
+    let out = wheelfix(d, &[&["show", "--json"], args].concat());
+    validate("show.schema.json", &out.stdout);
+    let mut reports: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(reports.len(), 1, "{}", stdout(&out));
+    (out.status.code().unwrap(), reports.remove(0))
+}
+
+#[test]
+fn show_lddtree_and_doctor_read_a_clang_built_library_where_pip_installed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A real HIP fat library: clang's bundles (plain, compressed, a generic target), lld-linked.
+    let library = support::hip::library(d, &support::hip::objects(d), "lld");
+    let wheel = WheelSpec::new("clang_gpu", "1.0", "py3-none-linux_x86_64")
+        .file("clang_gpu/__init__.py", "")
+        .file("clang_gpu/libk.so", std::fs::read(&library).unwrap())
+        .write(&d.join("fat"));
+    let (venv, site) = new_venv(d, "fat");
+    pip_install(&venv, &d.join("fat"), "clang_gpu");
+    let installed = site.join("clang_gpu/libk.so");
+
+    // The installed file and its directory meet what the wheel meets, with the same device code.
+    let (code, of_wheel) = show_one(d, &[wheel.to_str().unwrap()]);
+    assert_eq!(code, 0, "{of_wheel}");
+    for path in [&installed, &site.join("clang_gpu")] {
+        let (code, report) = show_one(d, &[path.to_str().unwrap()]);
+        assert_eq!(code, 0, "{report}");
+        assert_eq!(report["installed"], true, "{report}");
+        for key in ["platform_tag", "symbol_tag", "gpu_targets", "versioned_symbols"] {
+            assert_eq!(report[key], of_wheel[key], "{key} of {}: {report}", path.display());
+        }
+        // The same libraries, found in the same places, judged alike (the files are named
+        // relative to what was shown).
+        let libs = |r: &serde_json::Value| {
+            let libs = r["external_libs"].as_object().unwrap();
+            libs.iter().map(|(k, v)| (k.clone(), v["disposition"].clone(), v["path"].clone())).collect::<Vec<_>>()
+        };
+        assert_eq!(libs(&report), libs(&of_wheel), "{report}");
+        assert!(!libs(&report).is_empty(), "{report}");
+        let objects = |r: &serde_json::Value| {
+            r["gpu"].as_array().unwrap().iter().map(|g| g["objects"].clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(objects(&report), objects(&of_wheel), "{report}");
+    }
+    let text = stdout(&wheelfix(d, &["show", installed.to_str().unwrap()]));
+    assert!(text.starts_with(&format!("{} (installed files: 1 ELF)\n", installed.display())), "{text}");
+    assert!(!text.contains("retag writes") && !text.contains("download"), "{text}");
+
+    // lddtree of the directory is the tree of each host file in it.
+    let of_dir = wheelfix(d, &["lddtree", "--json", site.join("clang_gpu").to_str().unwrap()]);
+    let of_file = wheelfix(d, &["lddtree", "--json", installed.to_str().unwrap()]);
+    assert_eq!(of_dir.status.code(), of_file.status.code(), "{}", stderr(&of_dir));
+    assert_eq!(stdout(&of_dir), stdout(&of_file));
+
+    // doctor: the code serves gfx942, gfx1100 (a native object and the generic one) and gfx90a
+    // in either XNACK mode; nothing serves gfx1030.
+    let lib = hip_runtimes(d);
+    let ld = [("LD_LIBRARY_PATH", lib.to_str().unwrap())];
+    let site_arg = site.to_str().unwrap();
+    for gpu in ["gfx942", "gfx1100", "gfx1151", "gfx90a:xnack+", "gfx90a:xnack-"] {
+        let verdict = doctor(d, &["--gpu", gpu, site_arg], &ld);
+        assert_eq!(verdict.code, 0, "{gpu}: {}", verdict.text);
+    }
+    let none = doctor(d, &["--gpu", "gfx1030", site_arg], &ld);
+    assert_eq!(none.kinds(), ["no-code-for-gpu"], "{}", none.text);
+
+    // Split, the host and the gfx942 device wheel installed: show follows the markers to the
+    // archives on disk, and a GPU whose archive is not installed is missing.
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "split", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (venv, site) = new_venv(d, "split");
+    pip_install(&venv, &d.join("split"), "clang_gpu[device-gfx942]");
+    let host = site.join("clang_gpu/libk.so");
+    let (code, report) = show_one(d, &["--expect-gpu-target", "gfx942", host.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["kpack_archives"][0]["in_wheel"], true, "{report}");
+    let (code, report) = show_one(d, &["--expect-gpu-target", "gfx1100", host.to_str().unwrap()]);
+    assert_eq!((code, &report["missing_gpu_targets"]), (1, &serde_json::json!(["gfx1100"])), "{report}");
+    let (_, dir_report) = show_one(d, &[site.join("clang_gpu").to_str().unwrap()]);
+    assert_eq!(dir_report["gpu_targets"], serde_json::json!(["gfx942"]), "{dir_report}");
+    let site_arg = site.to_str().unwrap();
+    assert_eq!(doctor(d, &["--gpu", "gfx942", site_arg], &ld).code, 0);
+    let unresolved = doctor(d, &["--gpu", "gfx1100", site_arg], &ld);
+    let fix = unresolved.fix("kpack-unresolved");
+    assert_eq!(fix, "pip install 'clang-gpu[device-gfx1100]==1.0'", "{}", unresolved.text);
+    run_fix(&fix, &venv, &d.join("split"));
+    assert_eq!(doctor(d, &["--gpu", "gfx1100", site_arg], &ld).code, 0);
+    let (code, _) = show_one(d, &["--expect-gpu-target", "gfx1100", host.to_str().unwrap()]);
+    assert_eq!(code, 0);
+}

@@ -162,6 +162,59 @@ pub fn read_binary(path: &Path, name: &str) -> Result<(ElfFacts, Vec<GpuCode>), 
     Ok((facts, code))
 }
 
+/// A device-code file on disk (an AMDGPU or CUDA code object, an offload bundle, a compressed
+/// one, a kpack or AOTriton archive): what it holds, read by position (the containers scanned
+/// 4 MiB at a time, a kpack table of contents kept), so memory does not grow with its size.
+pub fn read_device_file(path: &Path, name: &str) -> Result<Option<GpuCode>, String> {
+    let file = crate::wheel::inputs::open_regular(path).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut head = vec![0u8; 4096.min(len) as usize];
+    file.read_exact_at(&mut head, 0).map_err(|e| format!("cannot read it: {e}"))?;
+    if head.starts_with(b"\x7fELF") {
+        return Ok(gpu::code_object_from_header(name, &head));
+    }
+    let Some(patterns) = gpu::scan::Patterns::for_container(&head) else { return Ok(None) };
+    let read = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at);
+    let hits = Hits::of_range_read(0, len, patterns, &read).map_err(|e| format!("cannot read it: {e}"))?;
+    let mut kept = Kept::new(len);
+    kept.insert(0, &head);
+    let table = if head.starts_with(gpu::KPAK_MAGIC) {
+        gpu::kpack_toc_range(&head, len).map(|(start, end)| (start, end - start))
+    } else if head.starts_with(gpu::AKS2_MAGIC) {
+        Some((0, len.min(gpu::aks2::KEEP)))
+    } else {
+        None
+    };
+    if let Some((offset, size)) = table.filter(|(_, size)| *size <= TEXT_MAX) {
+        let mut buf = vec![0u8; size as usize];
+        file.read_exact_at(&mut buf, offset).map_err(|e| format!("cannot read it: {e}"))?;
+        kept.insert(offset, &buf);
+    }
+    Ok(gpu::container_view(name, &kept, &hits))
+}
+
+/// Every regular file under `dir` (symlinks not followed: the files they name are listed
+/// where they lie), as (path relative to `dir`, path), sorted by path.
+pub fn files_under(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
+    let mut found = Vec::new();
+    let mut pending = vec![(String::new(), dir.to_path_buf())];
+    while let Some((prefix, at)) = pending.pop() {
+        let entries = std::fs::read_dir(&at).map_err(|e| format!("{}: {e}", at.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", at.display()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => pending.push((rel, entry.path())),
+                Ok(t) if t.is_file() => found.push((rel, entry.path())),
+                _ => {}
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
 /// A kpack archive on disk, read back whole as the runtime would (every frame decoded).
 pub fn read_archive(path: &Path) -> gpu::kpack_read::ArchiveRead {
     let opened = crate::wheel::inputs::open_regular(path).and_then(|f| f.metadata().map(|m| (f, m.len())));
@@ -339,6 +392,91 @@ pub fn examine(site: Site, devices: &[gpu::targets::Requested], search: &super::
     .into_iter()
     .collect();
     Environment { site, binaries, archives, unreadable, file_names }
+}
+
+/// Installed files read as `show` reads a wheel's members, each named by its path relative to
+/// the directory shown (`files`: name, path on disk): host binaries' facts and device code,
+/// device-code files, PE and Mach-O binaries counted. Nothing is hashed (no RECORD is
+/// compared). A binary's `$ORIGIN` search paths are also given as the absolute directories
+/// they name on disk, each right after its own, so that libraries beside the files shown but
+/// outside them resolve where the loader would find them.
+pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
+    use crate::elf::header::ForeignFormat;
+    enum Read {
+        Host(Box<ElfFacts>, Vec<GpuCode>),
+        Device(Option<Box<GpuCode>>),
+        Foreign(Option<ForeignFormat>),
+        Failed(String),
+    }
+    let sizes: Vec<u64> = files.iter().map(|(_, p)| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).collect();
+    let read = crate::parallel::largest_first(
+        &sizes,
+        |i| -> Result<Read, ()> {
+            let (name, path) = &files[i];
+            Ok(match file_kind(path) {
+                FileKind::HostElf => match read_binary(path, name) {
+                    Ok((mut facts, code)) => {
+                        let dir = path.canonicalize().ok().and_then(|p| p.parent().map(Path::to_path_buf));
+                        if let Some(dir) = dir {
+                            facts.rpath = with_origin_expanded(&facts.rpath, &dir);
+                            facts.runpath = with_origin_expanded(&facts.runpath, &dir);
+                        }
+                        Read::Host(Box::new(facts), code)
+                    }
+                    Err(e) => Read::Failed(e),
+                },
+                FileKind::DeviceCode => {
+                    read_device_file(path, name).map_or_else(Read::Failed, |c| Read::Device(c.map(Box::new)))
+                }
+                FileKind::Other => {
+                    let mut head = [0u8; 64];
+                    let n = crate::wheel::inputs::open_regular(path).map(|f| read_up_to(&f, &mut head, 0)).unwrap_or(0);
+                    Read::Foreign(ForeignFormat::sniff(&head[..n]))
+                }
+            })
+        },
+        |_| {},
+    )
+    .unwrap_or_default();
+    let mut analysis = super::Analysis::empty();
+    for ((name, _), read) in files.iter().zip(read) {
+        let note = |message: String| super::Note { file: name.clone(), message };
+        match read {
+            Read::Host(facts, code) => {
+                analysis.binary_formats.elf += 1;
+                for f in crate::elf::lint::loadability(&facts) {
+                    analysis.notes.push(note(format!("not loadable ({}): {}", f.rule, f.message)));
+                }
+                analysis.elf.push(super::ElfMember { path: name.clone(), facts: *facts });
+                analysis.gpu.extend(code);
+            }
+            Read::Device(code) => analysis.gpu.extend(code.map(|c| *c)),
+            Read::Foreign(Some(ForeignFormat::Pe)) => analysis.binary_formats.pe += 1,
+            Read::Foreign(Some(ForeignFormat::MachO)) => analysis.binary_formats.mach_o += 1,
+            Read::Foreign(None) => {}
+            Read::Failed(why) => analysis.notes.push(note(format!("skipped: {why}"))),
+        }
+    }
+    analysis.arch = analysis.elf.iter().find_map(|m| m.facts.arch());
+    analysis.libc = analysis.elf.iter().find_map(|m| m.facts.libc()).unwrap_or(crate::platform::Libc::Glibc);
+    analysis.binaries = super::host_binaries(&analysis.elf, analysis.arch, analysis.libc, &mut analysis.notes);
+    analysis.notes.sort();
+    analysis
+}
+
+/// `entries` with each `$ORIGIN` entry followed by the absolute directory it names for a file
+/// in `dir`.
+fn with_origin_expanded(entries: &[String], dir: &Path) -> Vec<String> {
+    let origin = dir.to_string_lossy();
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        out.push(entry.clone());
+        if super::linkage::is_origin_relative(entry) {
+            let expanded = lexical(Path::new(&super::linkage::expand_origin(entry, &origin)));
+            out.push(expanded.to_string_lossy().into_owned());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -324,12 +324,23 @@ pub fn resolve(
     if analysis.binaries.is_empty() {
         return;
     }
-    let inside = resolve_inside(wheel, analysis);
+    let inside = resolve_inside(&|member: &str| wheel.install_path(member), analysis);
     let outside = Outside::of(wheel, analysis, &inside);
     analysis.external = resolve_outside(analysis, &inside, rules, options);
     if !site.is_empty() || outside.entries.iter().any(|e| !e.is_empty()) {
         resolve_in_site(wheel, analysis, &outside, options, site);
     }
+}
+
+/// [`resolve`] for installed files ([`super::installed::analyse_files`]): each binary's
+/// libraries among the files shown through its `$ORIGIN` search paths, the others where the
+/// loader would find them on this machine (the files' own directories included).
+pub fn resolve_installed(analysis: &mut Analysis, rules: LinkageRules<'_>, options: &AnalyzeOptions) {
+    if analysis.binaries.is_empty() {
+        return;
+    }
+    let inside = resolve_inside(&|path: &str| Some(path.to_string()), analysis);
+    analysis.external = resolve_outside(analysis, &inside, rules, options);
 }
 
 /// A library a wheel file needs from another wheel: not in the wheel, on an RPATH/RUNPATH
@@ -347,7 +358,7 @@ pub fn cross_wheel_needs(wheel: &Wheel, analysis: &Analysis) -> Vec<CrossNeed> {
     if analysis.binaries.is_empty() {
         return Vec::new();
     }
-    let inside = resolve_inside(wheel, analysis);
+    let inside = resolve_inside(&|member: &str| wheel.install_path(member), analysis);
     let outside = Outside::of(wheel, analysis, &inside);
     let mut out: BTreeMap<String, CrossNeed> = BTreeMap::new();
     for (i, binary) in analysis.binaries.iter().enumerate() {
@@ -597,12 +608,12 @@ struct Inside {
 /// Resolve each binary's DT_NEEDED entries inside the wheel, as the loader would through its
 /// `$ORIGIN` RPATH/RUNPATH (inheriting the loaders' RPATH), to a fixed point: resolving a
 /// dependency inside the wheel makes its loader's RPATH available to it.
-fn resolve_inside(wheel: &Wheel, analysis: &Analysis) -> Inside {
+fn resolve_inside(install_path: &dyn Fn(&str) -> Option<String>, analysis: &Analysis) -> Inside {
     let facts: Vec<&ElfFacts> = analysis.binaries.iter().map(|b| analysis.binary(b).1).collect();
     let paths: Vec<&str> = analysis.binaries.iter().map(|b| analysis.binary(b).0).collect();
     // Host binaries by install path.
     let installed: HashMap<String, usize> =
-        paths.iter().enumerate().filter_map(|(i, p)| wheel.install_path(p).map(|p| (p, i))).collect();
+        paths.iter().enumerate().filter_map(|(i, p)| install_path(p).map(|p| (p, i))).collect();
 
     // Each binary's $ORIGIN-relative search directories inside the wheel.
     struct Dirs {
@@ -616,8 +627,7 @@ fn resolve_inside(wheel: &Wheel, analysis: &Analysis) -> Inside {
         .iter()
         .zip(&facts)
         .map(|(path, f)| {
-            let origin =
-                wheel.install_path(path).map(|p| p.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default());
+            let origin = install_path(path).map(|p| p.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default());
             match origin {
                 Some(o) => Dirs { rpath: wheel_dirs(&f.rpath, &o), runpath: wheel_dirs(&f.runpath, &o) },
                 None => Dirs { rpath: Vec::new(), runpath: Vec::new() },

@@ -148,6 +148,25 @@ impl Analysis {
         (&member.path, &member.facts)
     }
 
+    /// Nothing found yet: the start of an analysis of files that are not a wheel's members
+    /// ([`installed::analyse_files`]).
+    pub fn empty() -> Analysis {
+        Analysis {
+            arch: None,
+            libc: Libc::Glibc,
+            elf: Vec::new(),
+            binaries: Vec::new(),
+            gpu: Vec::new(),
+            notes: Vec::new(),
+            binary_formats: BinaryFormats::default(),
+            digests: Vec::new(),
+            record_findings: Default::default(),
+            hashes_checked: false,
+            external: BTreeMap::new(),
+            bundled_copies: BTreeMap::new(),
+        }
+    }
+
     /// Pure Python: no host binary and no device code.
     pub fn has_no_code(&self) -> bool {
         self.elf.is_empty() && self.gpu.is_empty()
@@ -263,7 +282,12 @@ pub fn scan(wheel: &Wheel, options: &AnalyzeOptions, progress: &dyn Progress) ->
 
 /// The ELF files of the wheel's own platform (its architecture and libc); a note for each
 /// other one.
-fn host_binaries(elf: &[ElfMember], arch: Option<Arch>, libc: Libc, notes: &mut Vec<Note>) -> Vec<HostBinary> {
+pub(crate) fn host_binaries(
+    elf: &[ElfMember],
+    arch: Option<Arch>,
+    libc: Libc,
+    notes: &mut Vec<Note>,
+) -> Vec<HostBinary> {
     let mut binaries = Vec::new();
     for (index, member) in elf.iter().enumerate() {
         let (path, facts) = (&member.path, &member.facts);

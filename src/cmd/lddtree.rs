@@ -1,4 +1,5 @@
-//! `lddtree`: the dependency tree of an ELF file, or of the host binaries of a wheel.
+//! `lddtree`: the dependency tree of an ELF file, or of the host binaries of a wheel or of an
+//! installed directory.
 
 use std::path::{Path, PathBuf};
 
@@ -46,10 +47,13 @@ pub fn run(request: &LddtreeRequest) -> Output {
 /// that one).
 pub fn lddtree(path: &Path, member: Option<&str>, settings: &Settings) -> Result<Vec<analysis::lddtree::Tree>, String> {
     let search = &settings.analyze.search;
+    if path.is_dir() {
+        return of_directory(path, member, search);
+    }
     let is_wheel = path.extension().is_some_and(|e| e == "whl");
     if !is_wheel {
         if member.is_some() {
-            return Err(format!("{}: a member can only be named inside a wheel", path.display()));
+            return Err(format!("{}: a member can only be named inside a wheel or a directory", path.display()));
         }
         return analysis::lddtree::of_file(path, search).map(|t| vec![t]);
     }
@@ -76,4 +80,23 @@ pub fn lddtree(path: &Path, member: Option<&str>, settings: &Settings) -> Result
             analysis::lddtree::of_member(&install, f, &files, search)
         })
         .collect())
+}
+
+/// The trees of the host ELF files under an installed directory (`member`: only the one at that
+/// path relative to it), each resolved from where it lies, as the loader would.
+fn of_directory(
+    dir: &Path,
+    member: Option<&str>,
+    search: &analysis::linkage::LibrarySearch,
+) -> Result<Vec<analysis::lddtree::Tree>, String> {
+    use analysis::installed::{FileKind, file_kind, files_under};
+    let files: Vec<(String, PathBuf)> = files_under(dir)?
+        .into_iter()
+        .filter(|(name, _)| member.is_none_or(|m| m == name))
+        .filter(|(_, path)| file_kind(path) == FileKind::HostElf)
+        .collect();
+    if let Some(m) = member.filter(|_| files.is_empty()) {
+        return Err(format!("{}: `{m}` is not a host ELF file under it", dir.display()));
+    }
+    crate::parallel::map(&files, |(_, path)| analysis::lddtree::of_file(path, search)).into_iter().collect()
 }

@@ -38,18 +38,26 @@ pub fn run(request: &ShowRequest) -> Output {
         return run_auditwheel(request, &settings);
     }
     let marking = settings.marking.is_some();
-    let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
-    let batch = show_batch(&request.wheels, &settings, progress.as_ref());
+    let (installed, wheels): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        request.wheels.iter().partition(|path| is_installed_input(path));
+    let wheels: Vec<PathBuf> = wheels.into_iter().cloned().collect();
+    let progress = crate::progress::for_inputs(&wheels, request.common.quiet);
+    let batch = show_batch(&wheels, &settings, progress.as_ref());
     drop(progress);
-    let mut entries: Vec<report::ShowEntry> = batch
-        .results
-        .into_iter()
-        .zip(&request.wheels)
-        .map(|(result, path)| match result {
-            Ok((report, change)) => (report, marking.then_some(change)),
-            Err(e) => (ShowReport::failed(&display_name(path), format!("{}: {e}", path.display())), None),
-        })
-        .collect();
+    let mut shown = wheels.iter().zip(batch.results).map(|(path, result)| match result {
+        Ok((report, change)) => (report, marking.then_some(change)),
+        Err(e) => (ShowReport::failed(&display_name(path), format!("{}: {e}", path.display())), None),
+    });
+    let mut entries: Vec<report::ShowEntry> = Vec::new();
+    for path in &request.wheels {
+        if installed.contains(&path) {
+            let report =
+                show_installed(path, &settings).unwrap_or_else(|e| ShowReport::failed(&path.display().to_string(), e));
+            entries.push((report, None));
+        } else {
+            entries.extend(shown.next());
+        }
+    }
     for (report, _) in &mut entries {
         report.check_gpu_targets(&settings.gpu_targets.value);
     }
@@ -83,6 +91,26 @@ fn run_auditwheel(request: &ShowRequest, settings: &Settings) -> Output {
         output.stdout.push_str(&document.text);
     }
     output.finish(failed, request.wheels.len())
+}
+
+/// Whether `show` reads `path` as installed files: a directory, or a file that is not a zip
+/// archive and not named as a wheel (an installed `.so`, a code object, a kpack archive).
+fn is_installed_input(path: &Path) -> bool {
+    if path.is_dir() {
+        return true;
+    }
+    let named_as_wheel = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("whl"));
+    let mut head = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
+    read.is_ok() && !named_as_wheel && &head != b"PK\x03\x04"
+}
+
+/// `show` of installed files: the tag they meet, their libraries, their device code.
+fn show_installed(path: &Path, settings: &Settings) -> Result<ShowReport, String> {
+    let crate::examine::InstalledExamined { files, analysis, judgement } =
+        crate::examine::examine_installed(path, &settings.examine_options())?;
+    let root = if path.is_dir() { path } else { path.parent().unwrap_or(Path::new(".")) };
+    Ok(ShowReport::of_installed(&path.display().to_string(), root, &files, &analysis, &judgement))
 }
 
 /// Analyse one wheel for `show`.

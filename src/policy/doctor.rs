@@ -506,6 +506,11 @@ fn abi_problems(env: &Environment, problems: &mut Vec<Problem>) {
 /// of the binary that needs it, loads only if a package preloads it (as `rocm_sdk` does): a
 /// note, not a problem.
 fn loader_problems(env: &Environment, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+    // One problem per library the loader finds nowhere, naming every file that needs it: an
+    // environment without ROCm misses the same few libraries in a hundred files.
+    // Soname → (binary, the file that needs it, the binary's owner).
+    type Needing<'a> = Vec<(&'a str, &'a str, Option<usize>)>;
+    let mut unfound: std::collections::BTreeMap<&str, Needing<'_>> = Default::default();
     for b in &env.binaries {
         for (soname, by) in &b.unfound {
             if let Some(paths) = env.file_names.get(soname) {
@@ -516,23 +521,34 @@ fn loader_problems(env: &Environment, problems: &mut Vec<Problem>, notes: &mut V
                 ));
                 continue;
             }
-            let rocm = crate::exclude::ExcludeList::new(true, &[]).is_ok_and(|l| l.reason(soname, None).is_some());
-            problems.push(Problem {
-                kind: "library-not-found",
-                severity: Severity::Error,
-                gpu: None,
-                file: Some(b.path.clone()),
-                distribution: owner_name(env, b.owner),
-                message: format!(
-                    "the loader finds {soname} (needed by {by}) nowhere: importing it fails{}",
-                    if rocm { "; it is ROCm's, which the environment must provide" } else { "" }
-                ),
-                fix: Some(if rocm {
-                    format!("install the ROCm that provides {soname} (system packages, or ROCm's Python wheels), or point LD_LIBRARY_PATH at its lib directory")
-                } else {
-                    format!("install the package that provides {soname}, or repair the wheel so it carries it (wheelfix repair)")
-                }),
-            });
+            unfound.entry(soname).or_default().push((&b.path, by, b.owner));
         }
+    }
+    for (soname, needing) in unfound {
+        let rocm = crate::exclude::ExcludeList::new(true, &[]).is_ok_and(|l| l.reason(soname, None).is_some());
+        let (first, by, owner) = needing[0];
+        let who = if needing.len() == 1 {
+            format!("needed by {by}")
+        } else {
+            let others = needing.len() - 1;
+            format!("needed by {by} and {others} other file{}", if others == 1 { "" } else { "s" })
+        };
+        problems.push(Problem {
+            kind: "library-not-found",
+            severity: Severity::Error,
+            gpu: None,
+            file: Some(first.to_string()),
+            distribution: owner_name(env, owner),
+            message: format!(
+                "the loader finds {soname} ({who}) nowhere: importing {} fails{}",
+                if needing.len() == 1 { "it" } else { "them" },
+                if rocm { "; it is ROCm's, which the environment must provide" } else { "" }
+            ),
+            fix: Some(if rocm {
+                format!("install the ROCm that provides {soname} (system packages, or ROCm's Python wheels), or point LD_LIBRARY_PATH at its lib directory")
+            } else {
+                format!("install the package that provides {soname}, or repair the wheel so it carries it (wheelfix repair)")
+            }),
+        });
     }
 }

@@ -110,7 +110,11 @@ impl BlockerReport {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
 pub struct ShowReport {
     pub version: u32,
+    /// The wheel's file name; for installed files, the path shown.
     pub wheel: String,
+    /// Installed files (a directory or a file shown), not a wheel: no tags are claimed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub installed: bool,
     /// Platform tags the file name claims.
     pub tags: Vec<PlatformTag>,
     /// Platform tags the WHEEL file's `Tag:` lines claim.
@@ -176,6 +180,10 @@ pub struct ShowReport {
     /// (install paths): what `kpack_archives` is worked out from.
     #[serde(skip)]
     kpack_refs: (Vec<(String, Vec<String>)>, BTreeSet<String>),
+    /// Installed files: the directory their names are relative to, where an archive the
+    /// files shown do not include may still lie.
+    #[serde(skip)]
+    root: Option<std::path::PathBuf>,
     /// Why no policy was applied to a wheel that has host binaries, if none was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unaudited: Option<String>,
@@ -185,6 +193,22 @@ pub struct ShowReport {
     pub installer_problems: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// What a report says of its input besides the analysis: a wheel's name, tags and sizes, or
+/// those of installed files.
+struct Subject<'a> {
+    name: String,
+    tags: Vec<PlatformTag>,
+    wheel_tags: Vec<PlatformTag>,
+    kernel_databases: BTreeMap<String, crate::elf::gpu::Count>,
+    size: WheelSize,
+    installer_problems: Vec<String>,
+    requires: &'a [crate::wheel::requirement::Requirement],
+    /// Where a file of the analysis is installed (relative to site-packages).
+    install_path: &'a dyn Fn(&str) -> Option<String>,
+    installed: bool,
+    root: Option<std::path::PathBuf>,
 }
 
 /// Where a kpack-split binary looks for its device code for one GPU processor.
@@ -206,12 +230,59 @@ impl ShowReport {
     }
 
     pub fn new(wheel: &Wheel, analysis: &Analysis, judgement: &Judgement) -> Self {
+        let subject = Subject {
+            name: wheel.filename.to_string(),
+            tags: wheel.filename.platform_tags.clone(),
+            wheel_tags: wheel.wheel_info.platform_tags(),
+            kernel_databases: crate::analysis::databases::by_target(wheel),
+            size: WheelSize { download: wheel.archive.download_size(), installed: wheel.archive.installed_size() },
+            installer_problems: wheel.installer_problems.clone(),
+            requires: &wheel.metadata.requires_dist,
+            install_path: &|member| wheel.install_path(member),
+            installed: false,
+            root: None,
+        };
+        Self::of(subject, analysis, judgement)
+    }
+
+    /// The report on installed files (a directory, or one file): `name` is what was shown; the
+    /// files are named relative to it. They claim no tags: the tags are what they meet.
+    pub fn of_installed(
+        name: &str,
+        root: &std::path::Path,
+        files: &[(String, u64)],
+        analysis: &Analysis,
+        judgement: &Judgement,
+    ) -> Self {
+        let mut kernel_databases: BTreeMap<String, crate::elf::gpu::Count> = BTreeMap::new();
+        for (file, size) in files {
+            if let Some(db) = crate::analysis::databases::database(file) {
+                kernel_databases.entry(db.target).or_default().add(*size);
+            }
+        }
+        let subject = Subject {
+            name: name.to_string(),
+            tags: Vec::new(),
+            wheel_tags: Vec::new(),
+            kernel_databases,
+            size: WheelSize { download: 0, installed: files.iter().map(|(_, size)| size).sum() },
+            installer_problems: Vec::new(),
+            requires: &[],
+            install_path: &|file| Some(file.to_string()),
+            installed: true,
+            root: Some(root.to_path_buf()),
+        };
+        Self::of(subject, analysis, judgement)
+    }
+
+    fn of(subject: Subject<'_>, analysis: &Analysis, judgement: &Judgement) -> Self {
         let judged = judgement.judged();
-        let filename_tags = wheel.filename.platform_tags.clone();
-        let wheel_tags = wheel.wheel_info.platform_tags();
+        let Subject { name, tags: filename_tags, wheel_tags, installed, install_path, root, .. } = subject;
         let mut report = ShowReport {
             version: JSON_VERSION,
-            wheel: wheel.filename.to_string(),
+            wheel: name,
+            installed,
+            root,
             tags: filename_tags.clone(),
             wheel_tags: wheel_tags.clone(),
             arch: analysis.arch.map(|a| a.to_string()),
@@ -221,8 +292,8 @@ impl ShowReport {
             retag_tags: true_tags(judged, analysis, &filename_tags, &TagRequest::default(), Basis::AsIs)
                 .unwrap_or_default(),
             host_binaries: analysis.binaries.len(),
-            kernel_databases: crate::analysis::databases::by_target(wheel),
-            size: WheelSize { download: wheel.archive.download_size(), installed: wheel.archive.installed_size() },
+            kernel_databases: subject.kernel_databases,
+            size: subject.size,
             binaries: analysis.binary_formats,
             record: analysis.record_findings.items().to_vec(),
             record_truncated: analysis.record_findings.truncated(),
@@ -233,19 +304,19 @@ impl ShowReport {
             gpu: analysis.gpu.clone(),
             gpu_only: judgement.is_pure() && analysis.gpu.iter().any(|g| !g.targets.is_empty()),
             notes: analysis.notes.clone(),
-            installer_problems: wheel.installer_problems.clone(),
+            installer_problems: subject.installer_problems,
             kpack_refs: (
                 analysis
                     .gpu
                     .iter()
                     .filter(|g| !g.kpack_search_paths.is_empty())
-                    .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_search_paths.clone())))
+                    .filter_map(|g| Some((install_path(&g.file)?, g.kpack_search_paths.clone())))
                     .collect(),
                 analysis
                     .gpu
                     .iter()
                     .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
-                    .filter_map(|g| wheel.install_path(&g.file))
+                    .filter_map(|g| install_path(&g.file))
                     .collect(),
             ),
             ..Default::default()
@@ -281,7 +352,7 @@ impl ShowReport {
             versions.dedup();
         }
 
-        report.external_libs = external_libs(analysis, judgement, &wheel.metadata.requires_dist, &mut report.notes);
+        report.external_libs = external_libs(analysis, judgement, subject.requires, &mut report.notes);
         report
     }
 
@@ -291,6 +362,17 @@ impl ShowReport {
     /// embedded device code (pure Python, or kpack-split) lacks nothing.
     pub fn check_gpu_targets(&mut self, expected: &[String]) {
         self.find_kpack_archives(expected);
+        if self.installed {
+            // Installed files have what is on disk: an archive an expected GPU needs is there or
+            // the code is missing.
+            let mut missing: Vec<String> = expected
+                .iter()
+                .filter(|t| self.kpack_archives.iter().any(|n| &n.arch == *t && !n.in_wheel))
+                .cloned()
+                .collect();
+            missing.dedup();
+            self.missing_gpu_targets = missing;
+        }
         if self.gpu.is_empty() {
             return;
         }
@@ -298,17 +380,19 @@ impl ShowReport {
             expected.iter().filter_map(|t| crate::elf::gpu::targets::Requested::parse(t).ok()).collect();
         self.uncovered_gpu_targets = crate::elf::gpu::targets::uncovered(&self.gpu, &requested);
         let uncovered: BTreeSet<&String> = self.uncovered_gpu_targets.iter().flat_map(|u| &u.targets).collect();
-        self.missing_gpu_targets = expected
-            .iter()
-            .filter(|t| (!self.gpu_targets.contains(t) && !self.gpu_targets.is_empty()) || uncovered.contains(t))
-            .cloned()
-            .collect();
+        for t in expected {
+            let lacks = (!self.gpu_targets.contains(t) && !self.gpu_targets.is_empty()) || uncovered.contains(t);
+            if lacks && !self.missing_gpu_targets.contains(t) {
+                self.missing_gpu_targets.push(t.clone());
+            }
+        }
     }
 
     /// Work out where each kpack-split binary's archive lies for the processors of the wheel's
     /// own archives and `expected`, and whether the wheel holds it.
     fn find_kpack_archives(&mut self, expected: &[String]) {
         let (refs, held) = &self.kpack_refs;
+        let root = self.root.as_deref();
         if refs.is_empty() {
             return;
         }
@@ -328,7 +412,8 @@ impl ShowReport {
             .flat_map(|(file, search)| {
                 arches.iter().map(move |arch| {
                     let paths = crate::elf::gpu::kpack::archive_paths(file, search, arch);
-                    let in_wheel = paths.iter().any(|p| held.contains(p));
+                    let on_disk = |p: &String| root.is_some_and(|root| root.join(p).is_file());
+                    let in_wheel = paths.iter().any(|p| held.contains(p) || on_disk(p));
                     KpackArchiveNeed { file: file.clone(), arch: arch.clone(), paths, in_wheel }
                 })
             })
@@ -357,20 +442,29 @@ impl ShowReport {
     /// The human rendering, deterministic.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "{}", self.wheel);
+        if self.installed {
+            let _ = writeln!(out, "{} (installed files: {})", self.wheel, self.binaries_text());
+        } else {
+            let _ = writeln!(out, "{}", self.wheel);
+        }
         if let Some(error) = &self.error {
             let _ = writeln!(out, "  error: {error}");
             return out;
         }
+        // Installed files claim no tags: what they meet is all there is to say.
+        let stay = if self.installed {
+            String::new()
+        } else {
+            format!("; the tags stay as they are ({})", join_tags(&self.tags))
+        };
         for problem in &self.installer_problems {
             let _ = writeln!(out, "  pip refuses to install it: {problem}");
         }
         if self.gpu_only {
             let _ = writeln!(
                 out,
-                "  GPU-only: device code for {} and no host binary; no platform tag can express a GPU architecture, so the tags stay as they are ({})",
+                "  GPU-only: device code for {} and no host binary; no platform tag can express a GPU architecture{stay}",
                 self.gpu_targets.join(", "),
-                join_tags(&self.tags)
             );
             self.write_gpu(&mut out);
             self.write_record(&mut out);
@@ -378,11 +472,7 @@ impl ShowReport {
             return out;
         }
         if self.pure {
-            let _ = writeln!(
-                out,
-                "  pure: no host binaries for any platform; the tags stay as they are ({})",
-                join_tags(&self.tags)
-            );
+            let _ = writeln!(out, "  pure: no host binaries for any platform{stay}");
             self.write_gpu(&mut out);
             self.write_record(&mut out);
             self.write_notes(&mut out);
@@ -390,7 +480,7 @@ impl ShowReport {
         }
         if self.platform_tag.is_none() {
             let why = self.unaudited.as_deref().unwrap_or("?");
-            let _ = writeln!(out, "  no policy applies: {why}; the tags stay as they are ({})", join_tags(&self.tags));
+            let _ = writeln!(out, "  no policy applies: {why}{stay}");
             let _ = writeln!(out, "  binaries:      {}", self.binaries_text());
             self.write_gpu(&mut out);
             self.write_record(&mut out);
@@ -403,8 +493,10 @@ impl ShowReport {
         if self.repaired_tag.as_deref() != Some(platform) {
             let _ = writeln!(out, "  after repair:  {}", self.repaired_tag.as_deref().unwrap_or("?"));
         }
-        self.write_claims(&mut out);
-        let _ = writeln!(out, "  retag writes:  {}", join_tags(&self.retag_tags));
+        if !self.installed {
+            self.write_claims(&mut out);
+            let _ = writeln!(out, "  retag writes:  {}", join_tags(&self.retag_tags));
+        }
 
         if !self.constraints.is_empty() {
             let _ = writeln!(out, "\n  Set by these symbol versions (newest first):");
@@ -516,12 +608,16 @@ impl ShowReport {
             plural(self.gpu.len(), "file")
         );
         // What thinning changes: the wheel's download and what it installs.
-        let _ = writeln!(
-            out,
-            "  size: {} download, {} installed",
-            human_bytes(self.size.download),
-            human_bytes(self.size.installed)
-        );
+        if self.installed {
+            let _ = writeln!(out, "  size: {} installed", human_bytes(self.size.installed));
+        } else {
+            let _ = writeln!(
+                out,
+                "  size: {} download, {} installed",
+                human_bytes(self.size.download),
+                human_bytes(self.size.installed)
+            );
+        }
         let bytes = crate::elf::gpu::device_bytes(&self.gpu);
         if !bytes.is_empty() {
             let order: Vec<String> = bytes.keys().cloned().collect();
@@ -562,10 +658,11 @@ impl ShowReport {
         }
         for need in &self.kpack_archives {
             let place = need.paths.first().map(String::as_str).unwrap_or("(outside site-packages)");
-            let held = if need.in_wheel {
-                "in this wheel"
-            } else {
-                "not in this wheel: another wheel of the set must install it"
+            let held = match (need.in_wheel, self.installed) {
+                (true, false) => "in this wheel",
+                (false, false) => "not in this wheel: another wheel of the set must install it",
+                (true, true) => "installed",
+                (false, true) => "missing: not installed",
             };
             let _ = writeln!(out, "  kpack: {} needs for {}: {place} ({held})", need.file, need.arch);
         }

@@ -601,22 +601,33 @@ impl Hits {
         len: u64,
         read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
     ) -> std::io::Result<Hits> {
-        const CHUNK: u64 = 4 << 20;
         let mut hits = Vec::new();
-        let mut buf = Vec::new();
         for (start, end, patterns) in scanned_ranges(facts, len) {
-            let mut scanner = Scanner::starting_at(patterns, start);
-            let mut at = start;
-            while at < end {
-                let n = (end - at).min(CHUNK) as usize;
-                buf.resize(n, 0);
-                read_at(&mut buf, at)?;
-                scanner.feed(&buf);
-                at += n as u64;
-            }
-            hits.extend(scanner.finish().hits);
+            hits.extend(Hits::of_range_read(start, end, patterns, read_at)?.hits);
         }
         Ok(Hits::sorted(hits))
+    }
+
+    /// The containers in bytes `start..end` of a file read by position, 4 MiB at a time (a
+    /// device-code file on disk, scanned whole with [`Patterns::for_container`]).
+    pub fn of_range_read(
+        start: u64,
+        end: u64,
+        patterns: Patterns,
+        read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+    ) -> std::io::Result<Hits> {
+        const CHUNK: u64 = 4 << 20;
+        let mut scanner = Scanner::starting_at(patterns, start);
+        let mut buf = Vec::new();
+        let mut at = start;
+        while at < end {
+            let n = (end - at).min(CHUNK) as usize;
+            buf.resize(n, 0);
+            read_at(&mut buf, at)?;
+            scanner.feed(&buf);
+            at += n as u64;
+        }
+        Ok(scanner.finish())
     }
 
     fn sorted(mut hits: Vec<Hit>) -> Hits {
