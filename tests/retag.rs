@@ -355,3 +355,46 @@ fn a_claim_lowered_to_linux_says_which_library_forced_it() {
     let out = retag(d, &["-w", "out3", kept.to_str().unwrap()]);
     assert!(!stderr(&out).contains("written as"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_project_name_of_206_bytes_is_retagged_indexed_and_installed() {
+    // PEP 508 sets no length; the limit that exists is the file name's (255 bytes).
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let name = format!("long_{}", "n".repeat(201));
+    assert_eq!(name.len(), 206);
+    let so = ElfSpec::extension("_k").build();
+    let wheel = WheelSpec::new(&name, "1.0", "py3-none-linux_x86_64")
+        .file(&format!("{name}/__init__.py"), "")
+        .file(&format!("{name}/_k.so"), so)
+        .write(&d.join("in"));
+    let out = wheelfix(d, &["show", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Its true tags make a 262-byte file name: refused for that reason, nothing written.
+    let out = wheelfix(d, &["retag", "-w", "out", wheel.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its file name is 262 bytes, more than the 255 a file name may have"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(d.join("out")).map(|r| r.count()).unwrap_or(0), 0);
+    // One tag without an alias (`--plat`, `--only-plat`): 244 bytes, written, verified,
+    // indexed, installed.
+    let out =
+        wheelfix(d, &["retag", "--plat", "manylinux_2_28_x86_64", "--only-plat", "-w", "out", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written: Vec<PathBuf> = std::fs::read_dir(d.join("out")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(written.len(), 1);
+    let file_name = written[0].file_name().unwrap().to_str().unwrap().to_string();
+    assert_eq!(file_name, format!("{name}-1.0-py3-none-manylinux_2_28_x86_64.whl"));
+    python_verify(&written[0]);
+    let out = wheelfix(d, &["index", "-o", "site", "out"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(d.join("site").join(name.replace('_', "-")).join("index.html").is_file());
+    run(Command::new(system_python())
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--target"])
+        .arg(d.join("target"))
+        .arg(&written[0]));
+    assert!(d.join("target").join(&name).join("_k.so").is_file());
+}

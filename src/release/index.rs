@@ -369,9 +369,17 @@ fn read_file(path: &Path) -> Result<IndexedFile, String> {
         let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
         return Err(format!("pip refuses to install it: {problem}{more}"));
     }
+    let project = dist.metadata.package.to_string();
+    let name_max = crate::wheel::output::NAME_MAX;
+    if project.len() > name_max {
+        return Err(format!(
+            "its project name is {} bytes: the index's folder for it cannot be written (a file name has at most {name_max} bytes)",
+            project.len()
+        ));
+    }
     let is_wheel = dist.wheel.is_some();
     Ok(IndexedFile {
-        project: dist.metadata.package.to_string(),
+        project,
         filename: dist.file_name,
         version: dist.metadata.version.text.clone(),
         sha256: dist.sha256,

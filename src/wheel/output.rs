@@ -23,6 +23,8 @@ use super::zip::FileIdentity;
 pub enum OutputError {
     #[error("cannot write {path}: {source}")]
     Io { path: String, source: io::Error },
+    #[error("cannot write {path}: its file name is {len} bytes, more than the {NAME_MAX} a file name may have; nothing was written", len = file_name_len(path))]
+    NameTooLong { path: String },
     #[error("{0} already exists and is not this wheel's input; it is left as it is")]
     Exists(String),
     #[error("{0} exists and was not written by wheelfix (it is not empty and has no {marker}); it is left as it is: remove it or choose another output directory", marker = DIR_MARKER)]
@@ -203,6 +205,7 @@ pub struct TempOutput {
 impl TempOutput {
     /// Create the temporary file for `dest`, first removing what killed runs left for it.
     pub fn create(dest: &Path) -> Result<TempOutput, OutputError> {
+        check_name_length(dest)?;
         let dir = parent_dir(dest);
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         remove_leftovers(dir, &name, Leftover::File);
@@ -221,6 +224,7 @@ impl TempOutput {
     /// Make the file become `dest` instead, in the same directory (the output's name became
     /// known after the file was started), first removing what killed runs left for it.
     pub fn retarget(&mut self, dest: &Path) -> Result<(), OutputError> {
+        check_name_length(dest)?;
         if parent_dir(dest) != parent_dir(&self.dest) {
             return Err(self.io_err(io::Error::other(format!("{} is not in the same directory", dest.display()))));
         }
@@ -463,6 +467,17 @@ impl Drop for TempDir {
 
 /// The longest file name most file systems take.
 pub const NAME_MAX: usize = 255;
+
+/// The one limit a name meets when it becomes a file: the file name's length (PEP 508 sets
+/// none on a project name, and a wheel's tags may make its file name long).
+fn check_name_length(dest: &Path) -> Result<(), OutputError> {
+    let len = file_name_len(&dest.to_string_lossy());
+    if len > NAME_MAX { Err(OutputError::NameTooLong { path: dest.display().to_string() }) } else { Ok(()) }
+}
+
+fn file_name_len(path: &str) -> usize {
+    Path::new(path).file_name().map_or(0, |n| n.len())
+}
 
 /// The stem of every temporary name for the destination `name`: `.<name>`, or, for a name so
 /// long that the suffix would not fit, its start and a hash of the whole (a 250-byte wheel name
