@@ -20,6 +20,7 @@ use crate::wheel::WheelFilename;
 use crate::wheel::name::PackageName;
 use crate::wheel::output::{NAME_MAX, OutputKey, TempDir, publish_set};
 use crate::wheel::zip::Spilled;
+use crate::writer::new_wheel::NewWheel;
 use crate::{parallel, wheel};
 
 /// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
@@ -554,10 +555,6 @@ fn write_device(
     name: &str,
     dir: &Path,
 ) -> Result<DeviceWheel, Error> {
-    let version = &wheel.filename.version;
-    let filename = device_filename(wheel, name);
-    let dist_info =
-        format!("{}-{}.dist-info", filename.distribution, crate::wheel::filename::escape_version(&version.text));
     let io =
         |what: &str, e: std::io::Error| Error::CreateDir { path: format!("{} ({what})", dir.display()), source: e };
     let mut spilled = Vec::new();
@@ -579,32 +576,30 @@ fn write_device(
     for db in &databases {
         spilled.push((db.member.clone(), Arc::new(copied(wheel, &db.member, dir, plan.plan.compression_level)?)));
     }
-    let metadata = format!(
-        "Metadata-Version: 2.1\nName: {name}\nVersion: {}\nSummary: {} device code of {} {}, split out by wheelfix (kpack archives)\nRequires-Dist: {}=={}\n",
-        version.text,
-        processors.join(", "),
-        wheel.metadata.name,
-        version.text,
-        wheel.metadata.name,
-        version.text
-    );
-    let tags: Vec<String> = wheel
-        .filename
-        .python_abi_pairs()
-        .iter()
-        .flat_map(|pair| wheel.filename.platform_tags.iter().map(move |p| format!("Tag: {pair}-{p}\n")))
-        .collect();
-    let wheel_text = format!(
-        "Wheel-Version: 1.0\nGenerator: wheelfix {}\nRoot-Is-Purelib: false\n{}",
-        env!("CARGO_PKG_VERSION"),
-        tags.concat()
-    );
-    let members = vec![
-        (format!("{dist_info}/METADATA"), metadata.into_bytes()),
-        (format!("{dist_info}/WHEEL"), wheel_text.into_bytes()),
-    ];
-    let dest = dir.join(filename.to_string());
-    let path = crate::writer::write_new_wheel_with(&dist_info, &spilled, &members, &dest)?;
+    let version = &wheel.filename.version.text;
+    let device = NewWheel {
+        name: name.to_string(),
+        version: version.clone(),
+        summary: format!(
+            "{} device code of {} {version}, split out by wheelfix (kpack archives)",
+            processors.join(", "),
+            wheel.metadata.name
+        ),
+        provides_extra: Vec::new(),
+        requires_dist: vec![format!("{}=={version}", wheel.metadata.name)],
+        file_tags: wheel.filename.tag_triple(),
+        tags: wheel
+            .filename
+            .python_abi_pairs()
+            .iter()
+            .flat_map(|pair| wheel.filename.platform_tags.iter().map(move |p| format!("{pair}-{p}")))
+            .collect(),
+        root_is_purelib: false,
+        wheel_ends_with_empty_line: false,
+        members: spilled,
+    };
+    debug_assert_eq!(device.file_name(), device_filename(wheel, name).to_string());
+    let path = device.write(dir)?;
     let size = std::fs::metadata(&path).map(|m| m.len()).ok();
     let installed = wheel::Archive::open(&path).ok().map(|a| a.installed_size());
     Ok(DeviceWheel {

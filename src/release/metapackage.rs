@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::wheel::name::PackageName;
 use crate::wheel::platform_tag::PlatformTag;
-use crate::writer::write_new_wheel;
+use crate::writer::new_wheel::NewWheel;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetapackageError {
@@ -193,32 +193,24 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
     <pep440_rs::Version as std::str::FromStr>::from_str(&version)
         .map_err(|e| MetapackageError::Version(version.clone(), e.to_string()))?;
 
-    let escaped = options.name.replace(['-', '.'], "_");
-    let dist_info = format!("{escaped}-{version}.dist-info");
-    let mut metadata = format!(
-        "Metadata-Version: 2.1\nName: {}\nVersion: {version}\nSummary: The wheels built together for {} against ROCm {}, pinned exactly\n",
-        options.name,
-        options.gpu_targets.join(", "),
-        options.rocm_version
-    );
-    for target in &options.gpu_targets {
-        metadata.push_str(&format!("Provides-Extra: device-{target}\n"));
-    }
-    for r in &requirements {
-        metadata.push_str(&format!("Requires-Dist: {r}\n"));
-    }
-    let wheel = format!(
-        "Wheel-Version: 1.0\nGenerator: wheelfix {}\nRoot-Is-Purelib: {}\nTag: py3-none-{platform}\n\n",
-        env!("CARGO_PKG_VERSION"),
-        platform == "any"
-    );
-    let members = vec![
-        (format!("{dist_info}/METADATA"), metadata.into_bytes()),
-        (format!("{dist_info}/WHEEL"), wheel.into_bytes()),
-    ];
+    let wheel = NewWheel {
+        name: options.name.clone(),
+        version: version.clone(),
+        summary: format!(
+            "The wheels built together for {} against ROCm {}, pinned exactly",
+            options.gpu_targets.join(", "),
+            options.rocm_version
+        ),
+        provides_extra: options.gpu_targets.iter().map(|t| format!("device-{t}")).collect(),
+        requires_dist: requirements.clone(),
+        file_tags: format!("py3-none-{platform}"),
+        tags: vec![format!("py3-none-{platform}")],
+        root_is_purelib: platform == "any",
+        wheel_ends_with_empty_line: true,
+        members: Vec::new(),
+    };
     std::fs::create_dir_all(&options.output_dir)
         .map_err(|source| MetapackageError::CreateDir { path: options.output_dir.display().to_string(), source })?;
-    let path = options.output_dir.join(format!("{escaped}-{version}-py3-none-{platform}.whl"));
-    write_new_wheel(&dist_info, &members, &path)?;
+    let path = wheel.write(&options.output_dir)?;
     Ok(Metapackage { path: path.display().to_string(), version, pins: requirements })
 }

@@ -16,11 +16,11 @@
 //! target is missing), which is what the per-platform wheels avoid.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::wheel::name::PackageName;
 use crate::wheel::platform_tag::{PlatformTag, sort_tags};
-use crate::writer::write_new_wheel;
+use crate::writer::new_wheel::NewWheel;
 
 /// One input wheel: its project, version and platform tags.
 #[derive(Debug, Clone)]
@@ -138,9 +138,6 @@ pub fn build(
     };
     std::fs::create_dir_all(output_dir)
         .map_err(|source| SelectorError::CreateDir { path: output_dir.display().to_string(), source })?;
-    let escaped = name.replace(['-', '.'], "_");
-    let escaped_version = crate::wheel::filename::escape_version(&version);
-    let dist_info = format!("{escaped}-{escaped_version}.dist-info");
     let mut written = Vec::new();
     for (platform, (projects, mut tags)) in platforms {
         sort_tags(&mut tags);
@@ -168,27 +165,24 @@ pub fn build(
         for (_, device, v) in &devices {
             requirements.push(format!("{device}=={v}; extra == \"device-all\""));
         }
-        let mut metadata = format!(
-            "Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: Choose the device code of {name} {version} for your GPU: pip install \"{name}[device-<target>]\" (or [device-all])\n"
-        );
-        for extra in extras.iter().map(String::as_str).chain(["device-all"]) {
-            metadata.push_str(&format!("Provides-Extra: {extra}\n"));
-        }
-        for r in &requirements {
-            metadata.push_str(&format!("Requires-Dist: {r}\n"));
-        }
         let tag_text: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
-        let wheel_text = format!(
-            "Wheel-Version: 1.0\nGenerator: wheelfix {}\nRoot-Is-Purelib: false\n{}",
-            env!("CARGO_PKG_VERSION"),
-            tag_text.iter().map(|t| format!("Tag: py3-none-{t}\n")).collect::<String>()
-        );
-        let members = vec![
-            (format!("{dist_info}/METADATA"), metadata.into_bytes()),
-            (format!("{dist_info}/WHEEL"), wheel_text.into_bytes()),
-        ];
-        let path: PathBuf = output_dir.join(format!("{escaped}-{escaped_version}-py3-none-{}.whl", tag_text.join(".")));
-        write_new_wheel(&dist_info, &members, &path)?;
+        let mut provides_extra = extras.clone();
+        provides_extra.push("device-all".into());
+        let wheel = NewWheel {
+            name: name.to_string(),
+            version: version.clone(),
+            summary: format!(
+                "Choose the device code of {name} {version} for your GPU: pip install \"{name}[device-<target>]\" (or [device-all])"
+            ),
+            provides_extra,
+            requires_dist: requirements.clone(),
+            file_tags: format!("py3-none-{}", tag_text.join(".")),
+            tags: tag_text.iter().map(|t| format!("py3-none-{t}")).collect(),
+            root_is_purelib: false,
+            wheel_ends_with_empty_line: false,
+            members: Vec::new(),
+        };
+        let path = wheel.write(output_dir)?;
         written.push(SelectorWheel { path: path.display().to_string(), platform, extras, requirements });
     }
     Ok(written)

@@ -107,6 +107,12 @@ impl WheelFilename {
         pairs
     }
 
+    /// The tags as the file name writes them, each part compressed.
+    /// Ex) `cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64`
+    pub fn tag_triple(&self) -> String {
+        format!("{}-{}-{}", self.python_tags.join("."), self.abi_tags.join("."), join_tags(&self.platform_tags))
+    }
+
     /// The same name with other platform tags (kept in the given order).
     pub fn with_platform_tags(&self, platform_tags: Vec<PlatformTag>) -> Self {
         WheelFilename { platform_tags, ..self.clone() }
@@ -130,7 +136,7 @@ impl fmt::Display for WheelFilename {
         if let Some(b) = &self.build {
             write!(f, "-{b}")?;
         }
-        write!(f, "-{}-{}-{}.whl", self.python_tags.join("."), self.abi_tags.join("."), join_tags(&self.platform_tags))
+        write!(f, "-{}.whl", self.tag_triple())
     }
 }
 

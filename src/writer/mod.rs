@@ -10,6 +10,7 @@
 
 pub mod head_start;
 pub mod materialize;
+pub mod new_wheel;
 pub mod proof;
 pub mod thin;
 
