@@ -12,8 +12,9 @@ use super::pipeline::{Error, Examined, examine_all};
 use super::write::{Destination, Placement, place};
 use super::{Common, Output, display_name};
 use crate::analysis::CopyRoom;
+use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::targets::Keep;
-use crate::plan::split::{DeviceNames, Group, SplitPlan, all_groups, split};
+use crate::plan::split::{DeviceNames, Group, SplitPlan, SplitTo, all_groups, split};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
@@ -21,6 +22,7 @@ use crate::wheel::name::PackageName;
 use crate::wheel::output::{NAME_MAX, OutputKey, TempDir, publish_set};
 use crate::wheel::zip::Spilled;
 use crate::writer::new_wheel::NewWheel;
+use crate::writer::thin::ThinOutcome;
 use crate::{parallel, wheel};
 
 /// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
@@ -487,14 +489,20 @@ fn write_one(
     let changed = !plan.binaries.is_empty() || !plan.databases.is_empty();
     let rewrite = changed || !examined.analysis.record_findings.is_empty();
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
-    let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
-    let output = output.unwrap_or_else(|| dest.to_path_buf());
-    // One device wheel per wheel group, with its processors' code; independent of each other,
-    // so written on every core.
-    let wheels = device_groups(plan, request);
-    let devices = parallel::try_map(&wheels, |(group, processors)| {
-        let name = device_name(Naming::template(request), &wheel.metadata.name, group);
-        write_device(wheel, plan, (group, processors), &name, staged)
+    let written = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
+    let (output, mut thinned) = match written {
+        Some(w) => (w.path, w.thinned),
+        None => (dest.to_path_buf(), Default::default()),
+    };
+    // One device wheel per wheel group, with its processors' code from the archives the host's
+    // rewrite returned; independent of each other, so written on every core.
+    let inputs: Vec<DeviceInput<'_>> = device_groups(plan, request)
+        .into_iter()
+        .map(|(group, processors)| DeviceInput::take(plan, group, processors, &mut thinned))
+        .collect();
+    let devices = parallel::try_map_owned(inputs, |input| {
+        let name = device_name(Naming::template(request), &wheel.metadata.name, &input.group);
+        write_device(wheel, plan, input, &name, staged)
     })?;
     Ok(SplitOutcome {
         wheel: wheel.filename.to_string(),
@@ -513,24 +521,58 @@ fn write_one(
     })
 }
 
-/// The archive of `processor` the wheel's binaries share (`--group`): every binary's code
-/// objects, in the binaries' order, under one table of contents; `None` without `--group` or
-/// without code for it.
-fn shared_archive(plan: &SplitPlan, processor: &str, dir: &Path) -> std::io::Result<Option<(String, Arc<Spilled>)>> {
-    let poisoned = || std::io::Error::other("an archive writer panicked");
-    let mut parts = Vec::new();
-    for binary in plan.binaries.iter().filter(|b| b.shared.is_some()) {
-        if let Some(part) = binary.unfinished.lock().map_err(|_| poisoned())?.remove(processor) {
-            parts.push((binary, part));
+/// What one device wheel is made of: its group, its processors, and per processor the
+/// archives the host's rewrite made for it (finished, or unfinished parts to merge).
+struct DeviceInput<'p> {
+    group: String,
+    processors: Vec<&'p str>,
+    /// (member path, archive) of every binary's own finished archive for a processor.
+    finished: Vec<(String, Arc<Spilled>)>,
+    /// `--group`: per processor, each binary's unfinished part, in the binaries' order.
+    parts: Vec<(&'p str, Vec<(&'p SplitTo, ArchiveWriter)>)>,
+}
+
+impl<'p> DeviceInput<'p> {
+    /// Take the group's archives out of what the host's rewrite returned.
+    fn take(
+        plan: &'p SplitPlan,
+        group: String,
+        processors: Vec<&'p str>,
+        thinned: &mut std::collections::BTreeMap<String, ThinOutcome>,
+    ) -> Self {
+        let mut finished = Vec::new();
+        let mut parts: Vec<(&str, Vec<(&SplitTo, ArchiveWriter)>)> =
+            processors.iter().map(|p| (*p, Vec::new())).collect();
+        for binary in &plan.binaries {
+            let Some(outcome) = thinned.get_mut(&binary.member) else { continue };
+            for (processor, shared) in &mut parts {
+                if let Some(stored) = outcome.archives.get(*processor) {
+                    finished.push((binary.archive_path(processor), stored.clone()));
+                }
+                if let Some(part) = outcome.unfinished.remove(*processor) {
+                    shared.push((binary, part));
+                }
+            }
         }
+        DeviceInput { group, processors, finished, parts }
     }
+}
+
+/// The archive of `processor` the wheel's binaries share (`--group`): every binary's code
+/// objects (`parts`, in the binaries' order) under one table of contents; `None` without
+/// code for it.
+fn shared_archive(
+    processor: &str,
+    mut parts: Vec<(&SplitTo, ArchiveWriter)>,
+    dir: &Path,
+) -> std::io::Result<Option<(String, Arc<Spilled>)>> {
     let Some((first, _)) = parts.first() else { return Ok(None) };
     let (path, name) = (first.archive_path(processor), first.shared.clone().unwrap_or_default());
     let family = crate::plan::kpack::family(processor);
     let archive = if parts.len() == 1 {
         parts.pop().expect("one").1
     } else {
-        let mut merged = crate::elf::gpu::kpack::ArchiveWriter::new(tempfile::tempfile_in(dir)?)?;
+        let mut merged = ArchiveWriter::new(tempfile::tempfile_in(dir)?)?;
         for (_, part) in &mut parts {
             let entries: Vec<(String, String)> =
                 part.entries().map(|(k, t, _)| (k.to_string(), t.to_string())).collect();
@@ -551,22 +593,16 @@ fn shared_archive(plan: &SplitPlan, processor: &str, dir: &Path) -> std::io::Res
 fn write_device(
     wheel: &wheel::Wheel,
     plan: &SplitPlan,
-    (group, processors): (&str, &[&str]),
+    input: DeviceInput<'_>,
     name: &str,
     dir: &Path,
 ) -> Result<DeviceWheel, Error> {
     let io =
         |what: &str, e: std::io::Error| Error::CreateDir { path: format!("{} ({what})", dir.display()), source: e };
-    let mut spilled = Vec::new();
-    for binary in &plan.binaries {
-        let archives = binary.archives.lock().map_err(|_| io("archives", std::io::Error::other("poisoned")))?;
-        for processor in processors {
-            let Some(stored) = archives.get(*processor) else { continue };
-            spilled.push((binary.archive_path(processor), stored.clone()));
-        }
-    }
-    for processor in processors {
-        if let Some(shared) = shared_archive(plan, processor, dir).map_err(|e| io("archives", e))? {
+    let DeviceInput { group, processors, finished, parts } = input;
+    let mut spilled = finished;
+    for (processor, parts) in parts {
+        if let Some(shared) = shared_archive(processor, parts, dir).map_err(|e| io("archives", e))? {
             spilled.push(shared);
         }
     }
@@ -603,7 +639,7 @@ fn write_device(
     let size = std::fs::metadata(&path).map(|m| m.len()).ok();
     let installed = wheel::Archive::open(&path).ok().map(|a| a.installed_size());
     Ok(DeviceWheel {
-        target: group.to_string(),
+        target: group.clone(),
         name: name.to_string(),
         wheel: path.display().to_string(),
         extra: format!("device-{group}"),

@@ -133,7 +133,9 @@ fn write_one(
     // with nothing to drop.
     let rewrite = changed || !analysis.record_findings.is_empty();
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
-    let output = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
+    let written = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
+    let not_compacted = written.as_ref().map(not_compacted).unwrap_or_default();
+    let output = written.map(|w| w.path);
     let size_after = match &output {
         Some(o) => std::fs::metadata(o).map(|m| m.len()).ok(),
         None => size_before,
@@ -151,7 +153,7 @@ fn write_one(
         size_after,
         installed_before,
         installed_after,
-        not_compacted: not_compacted(plan),
+        not_compacted,
         cut: plan.cut.clone(),
         pruned: plan.pruned.clone(),
         left: plan.left.clone(),
@@ -160,17 +162,15 @@ fn write_one(
     })
 }
 
-/// The host binaries whose layout the writer left, and why (noted on their changes).
-fn not_compacted(plan: &ThinPlan) -> Vec<crate::report::thin::NotCompacted> {
-    let mut found = Vec::new();
-    for member in plan.plan.replace.values() {
-        if let crate::plan::Content::Thin(change) = &member.content
-            && let Ok(note) = change.layout_note.lock()
-            && let Some(reason) = note.as_ref()
-        {
-            found.push(crate::report::thin::NotCompacted { file: change.member.clone(), reason: reason.clone() });
-        }
-    }
-    found.sort_by(|a, b| a.file.cmp(&b.file));
-    found
+/// The host binaries whose layout the writer left, and why.
+fn not_compacted(written: &crate::writer::Written) -> Vec<crate::report::thin::NotCompacted> {
+    // By member path, in order.
+    written
+        .thinned
+        .iter()
+        .filter_map(|(file, outcome)| {
+            let reason = outcome.layout_note.clone()?;
+            Some(crate::report::thin::NotCompacted { file: file.clone(), reason })
+        })
+        .collect()
 }

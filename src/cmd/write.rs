@@ -229,7 +229,7 @@ fn write_one(
         lowered: lowered_claim(&examined, &tags),
     };
     let output = place(&examined, &plan, settings, changed, Placement { path, dest: &dest, destination, head })?;
-    Ok(outcome(output))
+    Ok(outcome(output.map(|written| written.path)))
 }
 
 /// Why `tags` (the output's) are only `linux_<arch>` when the input claimed a more compatible
@@ -270,7 +270,7 @@ pub(super) fn place(
     settings: &Settings,
     changed: bool,
     at: Placement<'_>,
-) -> Result<Option<PathBuf>, Error> {
+) -> Result<Option<writer::Written>, Error> {
     let (wheel, digests, options) = (&examined.wheel, &examined.analysis.digests, &write_options(settings));
     let Placement { path, dest, destination, head } = at;
     Ok(Some(match destination {
@@ -283,7 +283,10 @@ pub(super) fn place(
             if changed {
                 writer::write_wheel(wheel, plan, digests, options, dest, Commit::Replace, None, head)?
             } else {
-                writer::copy_wheel(path, dest, Commit::Replace, None)?
+                writer::Written {
+                    path: writer::copy_wheel(path, dest, Commit::Replace, None)?,
+                    thinned: Default::default(),
+                }
             }
         }
     }))

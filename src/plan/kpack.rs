@@ -2,9 +2,8 @@
 //! groups of targets device wheels hold, and per binary its kpack marker, its wrappers, and the
 //! archives its rewrite writes. `thin`'s writer path carries it ([`super::thin::ThinChange`]).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::elf::gpu::targets::Keep;
 
@@ -25,9 +24,12 @@ impl Group {
     }
 }
 
-/// Where one host binary's device code goes, and the archives its rewrite wrote.
+/// Where one host binary's device code goes: its archives, marker and wrappers. The writer
+/// returns the archives it made ([`crate::writer::thin::ThinOutcome`]).
 #[derive(Debug)]
 pub struct SplitTo {
+    /// The binary's member path. Ex) `pkg/lib/libk.so`
+    pub member: String,
     /// The TOC key's stem: the binary's install path. Ex) `pkg/lib/libk.so`
     pub kernel_name: String,
     /// The marker each bundle's space starts with.
@@ -42,13 +44,9 @@ pub struct SplitTo {
     /// Each group's archive member path is this, `_<group>.kpack` appended.
     /// Ex) `pkg/lib/.kpack/libk.so`
     pub archive_stem: String,
-    /// The finished archives, by group (a group the binary has no code for has none), hashed
-    /// as members to store (zstd frames deflate no further).
-    pub archives: Mutex<BTreeMap<String, Arc<crate::wheel::zip::Spilled>>>,
     /// `--group`: the archives are shared by the wheel's binaries, named after this kpack group;
-    /// this binary's are left unfinished in `unfinished`, for its device wheel to merge.
+    /// this binary's are left unfinished, for its device wheel to merge.
     pub shared: Option<String>,
-    pub unfinished: Mutex<BTreeMap<String, crate::elf::gpu::kpack::ArchiveWriter>>,
 }
 
 impl SplitTo {

@@ -12,7 +12,7 @@
 //! afterwards.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub use super::kpack::{Group, SplitTo};
 use super::thin::{FileCut, ThinChange};
@@ -215,6 +215,7 @@ pub fn split(
         };
         let search = vec![format!("{search}_{}.kpack", crate::elf::gpu::kpack::GFXARCH)];
         let to = Arc::new(SplitTo {
+            member: code.file.clone(),
             marker: crate::elf::gpu::kpack::marker(&kernel_name, &search),
             kernel_name,
             wrappers: (wrappers.offset, wrappers.size),
@@ -222,9 +223,7 @@ pub fn split(
             groups: groups.clone(),
             dir: dir.to_path_buf(),
             archive_stem,
-            archives: Mutex::new(BTreeMap::new()),
             shared: kpack_group.map(str::to_string),
-            unfinished: Mutex::new(BTreeMap::new()),
         });
         let ranges: Vec<(u64, u64)> = facts
             .sections_named(".hip_fatbin")
@@ -250,7 +249,6 @@ pub fn split(
             keep: Keep::new(Vec::new()),
             expected: file_cut.clone(),
             copy: analysis.bundled_copies.get(&code.file).cloned(),
-            layout_note: Default::default(),
             split: Some(to.clone()),
         };
         plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });

@@ -27,8 +27,6 @@ pub struct ThinChange {
     /// Take the freed pages of these ranges out of the file ([`crate::elf::layout`]): the
     /// `.hip_fatbin` pieces, never bundles in other data, whose symbols span their space.
     pub compact: Vec<(u64, u64)>,
-    /// Why the writer left the file's layout as it was, when it did (for the report).
-    pub layout_note: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     /// `split`: every bundle leaves the file for kpack archives instead ([`super::kpack`]).
     pub split: Option<std::sync::Arc<super::kpack::SplitTo>>,
 }
@@ -171,7 +169,6 @@ fn add_change(
         expected: file_cut.clone(),
         copy: analysis.bundled_copies.get(&code.file).cloned(),
         compact: compact_ranges,
-        layout_note: Default::default(),
         split: None,
     };
     plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });

@@ -33,6 +33,14 @@ impl Made<'_> {
 /// Results from this size on are deflated into a file of their own at once.
 const SPILL_FROM: usize = 1 << 20;
 
+/// The new members of a plan, made, and what thinning them made besides.
+pub struct Materialized<'a> {
+    /// Every new member by output path.
+    pub made: BTreeMap<&'a str, Made<'a>>,
+    /// Per thinned member (by its output path): its archives (`split`) and notes.
+    pub thinned: BTreeMap<String, super::thin::ThinOutcome>,
+}
+
 /// Every new member of `plan`, by output path, made: its bytes, its ELF file changed (spilled
 /// into `spill_dir` when large), its bill of materials rendered.
 pub fn materialize<'a>(
@@ -40,7 +48,7 @@ pub fn materialize<'a>(
     plan: &'a Plan,
     options: &WriteOptions<'_>,
     spill_dir: &Path,
-) -> Result<BTreeMap<&'a str, Made<'a>>, WriteError> {
+) -> Result<Materialized<'a>, WriteError> {
     let mut made: BTreeMap<&'a str, Made<'a>> = BTreeMap::new();
     let mut elf: Vec<(&'a str, &'a ElfChange)> = Vec::new();
     let mut sboms = Vec::new();
@@ -57,11 +65,15 @@ pub fn materialize<'a>(
     }
     // Each thinned member is inflated into a file of its own and read back a few blocks at a
     // time: a constant amount of memory each, whatever its size.
-    let thinned = crate::parallel::try_map(&thins, |(name, change)| {
-        let spilled = super::thin::thin_member(wheel, change, plan.compression_level, spill_dir)?;
-        Ok::<_, WriteError>((*name, Made::Spilled(Arc::new(spilled))))
+    let mut thinned = BTreeMap::new();
+    let results = crate::parallel::try_map(&thins, |(name, change)| {
+        let (spilled, outcome) = super::thin::thin_member(wheel, change, plan.compression_level, spill_dir)?;
+        Ok::<_, WriteError>((*name, spilled, outcome))
     })?;
-    made.extend(thinned);
+    for (name, spilled, outcome) in results {
+        made.insert(name, Made::Spilled(Arc::new(spilled)));
+        thinned.insert(name.to_string(), outcome);
+    }
     let size = |change: &ElfChange| match &change.source {
         ElfSource::Member(path) => wheel.archive.member(path).map_or(0, |m| m.size),
         ElfSource::File { real, .. } => std::fs::metadata(real).map_or(0, |m| m.len()),
@@ -91,7 +103,7 @@ pub fn materialize<'a>(
         let text = sbom.render(&|member| made.get(member).map(Made::sha256));
         made.insert(name, Made::Bytes(text.into_bytes().into()));
     }
-    Ok(made)
+    Ok(Materialized { made, thinned })
 }
 
 /// One ELF file read, stripped when asked (before it is patched, auditwheel #716), patched.

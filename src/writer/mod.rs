@@ -98,8 +98,9 @@ pub fn write_wheel(
     commit: Commit,
     mode: Option<u32>,
     head: Option<HeadStart>,
-) -> Result<PathBuf, WriteError> {
-    let made = materialize::materialize(wheel, plan, options, crate::wheel::output::parent_dir(dest))?;
+) -> Result<Written, WriteError> {
+    let materialize::Materialized { made, thinned } =
+        materialize::materialize(wheel, plan, options, crate::wheel::output::parent_dir(dest))?;
     let members = wheel.archive.members();
     let input_record = wheel.record_path();
     let output_record = plan.output_name(&input_record).to_string();
@@ -159,7 +160,15 @@ pub fn write_wheel(
         None => Source::Copy(members.iter().position(|m| *m.name == input_record).expect("RECORD is a member")),
     };
     order.push((output_record, record_source));
-    emit(order, Some(wheel), dest, commit, mode, head)
+    let path = emit(order, Some(wheel), dest, commit, mode, head)?;
+    Ok(Written { path, thinned })
+}
+
+/// A wheel written: where, and what thinning its members made besides (`split`'s archives).
+pub struct Written {
+    pub path: PathBuf,
+    /// Per thinned member, by its path in the output.
+    pub thinned: BTreeMap<String, thin::ThinOutcome>,
 }
 
 /// `--in-place`: replace the input (keeping its mode), or write the new name and remove the
@@ -172,7 +181,7 @@ pub fn write_in_place(
     options: &WriteOptions<'_>,
     path: &Path,
     dest: &Path,
-) -> Result<PathBuf, WriteError> {
+) -> Result<Written, WriteError> {
     let (mode, identity) = (wheel.archive.zip.file_mode, wheel.archive.zip.identity);
     // One run at a time rewrites an input in place: two runs with different flags would both
     // write, and both say they succeeded.
@@ -198,7 +207,7 @@ pub fn write_in_place(
     {
         // The input stays (immutable, a read-only directory): the new file goes again, so
         // that one wheel is never left as two.
-        let _ = std::fs::remove_file(&written);
+        let _ = std::fs::remove_file(&written.path);
         return Err(WriteError::RemoveOld { path: path.display().to_string(), source });
     }
     Ok(written)

@@ -7,6 +7,7 @@
 
 use std::io::BufWriter;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::WriteError;
 use std::collections::BTreeMap;
@@ -27,8 +28,27 @@ use crate::wheel::zip::{Reuse, ReuseMismatch, Spilled};
 /// empty stored block, and breaks the deflate of what lies around it.
 const MIN_REUSED_RUN: u64 = 64 << 10;
 
-/// Thin one member; its new content, deflated at `level` into a file in `dir`.
-pub fn thin_member(wheel: &Wheel, change: &ThinChange, level: u32, dir: &Path) -> Result<Spilled, WriteError> {
+/// What thinning a member made besides its new content: for `split`, the archives its code
+/// went to; why its layout was left as it is, if it was.
+#[derive(Default)]
+pub struct ThinOutcome {
+    /// `split`: the binary's archives by group, finished and proven (without `--group`).
+    pub archives: BTreeMap<String, Arc<Spilled>>,
+    /// `split --group`: the binary's archives by group, left unfinished for the device wheels
+    /// to merge with the other binaries'.
+    pub unfinished: BTreeMap<String, ArchiveWriter>,
+    /// Why the freed space stays in the file (its layout could not change), when it does.
+    pub layout_note: Option<String>,
+}
+
+/// Thin one member; its new content, deflated at `level` into a file in `dir`, and what else
+/// that made.
+pub fn thin_member(
+    wheel: &Wheel,
+    change: &ThinChange,
+    level: u32,
+    dir: &Path,
+) -> Result<(Spilled, ThinOutcome), WriteError> {
     if let Some(copy) = &change.copy {
         match thin_from(wheel, change, level, dir, Some(copy)) {
             Ok(spilled) => return Ok(spilled),
@@ -51,7 +71,7 @@ fn thin_from(
     level: u32,
     dir: &Path,
     copy: Option<&BundledCopy>,
-) -> Result<Spilled, WriteError> {
+) -> Result<(Spilled, ThinOutcome), WriteError> {
     let fail = |message: String| match change.split {
         Some(_) => WriteError::Split { file: change.member.clone(), message },
         None => WriteError::Thin { file: change.member.clone(), message },
@@ -94,11 +114,13 @@ fn thin_from(
             return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
         }
     }
+    let mut outcome = ThinOutcome::default();
     if let Some(to) = &change.split {
         let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
-        let moved = split_out(&mut zeroed, change, to, captured).map_err(|e| fail(e.to_string()))?;
+        let (moved, archives) = split_out(&mut zeroed, change, to, captured).map_err(|e| fail(e.to_string()))?;
         Count::sum_into(&mut cut.dropped, moved.moved);
         freed.extend(moved.freed);
+        (outcome.archives, outcome.unfinished) = archives;
     }
     // What the thinned file must hold (read from the original before each bundle is
     // rewritten), and the original's bundle spans, where the proof looks for it.
@@ -123,7 +145,13 @@ fn thin_from(
     if change.split.is_none() && super::proof::damage_hook_set() {
         damage_first_kept(&mut zeroed, &change.ranges).map_err(|e| fail(format!("the test hook failed: {e}")))?;
     }
-    let compacted = if laid_out.page.is_some() { compacted(&mut zeroed, len, &freed, change) } else { None };
+    let compacted = match laid_out.page {
+        Some(_) => compacted(&mut zeroed, len, &freed, change).unwrap_or_else(|note| {
+            outcome.layout_note = note;
+            None
+        }),
+        None => None,
+    };
     let mut same: Vec<blocks::SameAs> = zeroed
         .same_as_original()
         .iter()
@@ -185,20 +213,21 @@ fn thin_from(
     if spilled.compressed_size > member.compressed_size && level < 9 {
         let best = spill(9)?;
         if best.compressed_size < spilled.compressed_size {
-            return Ok(best);
+            return Ok((best, outcome));
         }
     }
-    Ok(spilled)
+    Ok((spilled, outcome))
 }
 
-/// The thinned file without its freed pages, planned and checked ([`crate::elf::layout`]); `None`
-/// (the reason noted for the report) when its layout is left as it is.
+/// The thinned file without its freed pages, planned and checked ([`crate::elf::layout`]);
+/// `Ok(None)` when there is nothing to free, `Err` with the reason for the report when its
+/// layout is left as it is.
 fn compacted(
     zeroed: &mut rewrite::ZeroedFile<'_>,
     len: u64,
     freed: &[rewrite::Freed],
     change: &ThinChange,
-) -> Option<crate::elf::layout::Compacted> {
+) -> Result<Option<crate::elf::layout::Compacted>, Option<String>> {
     // Only the `.hip_fatbin` pieces' freed space: a bundle in `.rodata` (tensorflow-rocm's
     // generated kernels) has a symbol that spans its whole space.
     let inside = |f: &rewrite::Freed| change.compact.iter().any(|&(a, b)| a <= f.from && f.to <= b);
@@ -242,15 +271,12 @@ fn compacted(
                 c.splits,
                 c.kept_holes
             );
-            Some(c)
+            Ok(Some(c))
         }
-        Err(crate::elf::layout::LayoutError::NothingToFree) => None,
+        Err(crate::elf::layout::LayoutError::NothingToFree) => Ok(None),
         Err(e) => {
             crate::debug!("{}: {e}", change.member);
-            if let Ok(mut note) = change.layout_note.lock() {
-                *note = Some(e.to_string());
-            }
-            None
+            Err(Some(e.to_string()))
         }
     }
 }
@@ -411,9 +437,13 @@ fn thin_bundles(
 /// The code object bytes `split` compresses at once, on every core.
 const SPLIT_BATCH: usize = 16 << 20;
 
+/// A split binary's archives: finished, by group; or, with `--group`, left unfinished.
+type SplitArchives = (BTreeMap<String, Arc<Spilled>>, BTreeMap<String, ArchiveWriter>);
+
 /// Move every bundle of the binary out into one kpack archive per group (`split`), each code
-/// object into every group whose targets it runs on; the archives are left, finished, on the
-/// plan's [`SplitTo`]. A second attempt (from a fresh copy) starts the archives afresh.
+/// object into every group whose targets it runs on; the archives are returned, finished (or,
+/// shared by the wheel's binaries, unfinished). A second attempt (from a fresh copy) starts the
+/// archives afresh.
 ///
 /// The code objects of plain bundles go first into an archive per target id, keyed by their
 /// offsets, as the analysis takes them from the stream (`captured`); those it did not take
@@ -425,7 +455,7 @@ fn split_out(
     change: &ThinChange,
     to: &SplitTo,
     captured: Option<Captured>,
-) -> Result<rewrite::SplitHost, rewrite::RewriteError> {
+) -> Result<(rewrite::SplitHost, SplitArchives), rewrite::RewriteError> {
     let mut captured = captured.unwrap_or_default();
     let taken: usize = captured.by_target.values().map(|a| a.entries().count()).sum();
     let mut writers: Vec<Option<ArchiveWriter>> = to.groups.iter().map(|_| None).collect();
@@ -522,16 +552,12 @@ fn split_out(
         captured.by_target.values().map(|a| a.entries().count()).sum::<usize>() - taken,
     );
     place_captured(&mut captured, &names, to, &mut writers)?;
+    let archives = to.groups.iter().zip(writers).filter_map(|(g, w)| Some((g.name.clone(), w?)));
     if to.shared.is_some() {
-        let unfinished = to.groups.iter().zip(writers).filter_map(|(g, w)| Some((g.name.clone(), w?))).collect();
-        *to.unfinished.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = unfinished;
-        return Ok(done);
+        return Ok((done, (BTreeMap::new(), archives.collect())));
     }
-    let archives: Vec<(String, ArchiveWriter)> =
-        to.groups.iter().zip(writers).filter_map(|(g, w)| Some((g.name.clone(), w?))).collect();
-    let finished = finish_and_prove(archives, &to.kernel_name, &change.member)?;
-    *to.archives.lock().map_err(|_| std::io::Error::other("an archive writer panicked"))? = finished;
-    Ok(done)
+    let finished = finish_and_prove(archives.collect(), &to.kernel_name, &change.member)?;
+    Ok((done, (finished, BTreeMap::new())))
 }
 
 /// Finish each group's archive, prove it ([`super::proof`]) and hash it as a member to store;
@@ -542,15 +568,15 @@ fn finish_and_prove(
     archives: Vec<(String, ArchiveWriter)>,
     kernel_name: &str,
     binary: &str,
-) -> std::io::Result<BTreeMap<String, std::sync::Arc<Spilled>>> {
-    let one = |(group, writer): (String, ArchiveWriter)| -> std::io::Result<(String, std::sync::Arc<Spilled>)> {
+) -> std::io::Result<BTreeMap<String, Arc<Spilled>>> {
+    let one = |(group, writer): (String, ArchiveWriter)| -> std::io::Result<(String, Arc<Spilled>)> {
         let family = crate::plan::kpack::family(&group);
         let expected = writer.expected();
         let file = writer.finish(kernel_name, &family)?;
         // Hashed here, as the proof reads it, where the binaries are rewritten on every core,
         // not when the device wheels are gathered.
         let stored = super::proof::proven_archive(file, &expected, binary, &group)?;
-        Ok((group, std::sync::Arc::new(stored)))
+        Ok((group, Arc::new(stored)))
     };
     let threads = rayon::current_num_threads().clamp(1, archives.len().max(1));
     let mut queues: Vec<Vec<(String, ArchiveWriter)>> = (0..threads).map(|_| Vec::new()).collect();
