@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use wheelfix::Destination;
 use wheelfix::cmd::{self, Common};
+use wheelfix::plan::split::GroupBy;
 use wheelfix::release;
 use wheelfix::release::index::IndexOptions;
 use wheelfix::release::metapackage::MetapackageOptions;
@@ -608,7 +609,7 @@ struct SplitArgs {
     /// the host has an extra per processor and per group either way. Default: `group-by` of
     /// [tool.wheelfix], else `target`.
     #[arg(long, value_enum)]
-    group_by: Option<cmd::split::GroupBy>,
+    group_by: Option<GroupByArg>,
     /// Put the device code of all the wheel's binaries in one kpack archive per processor,
     /// `.kpack/NAME_<processor>.kpack` in their common directory (kpack's own layout, NAME its
     /// group: `rocm`, `torch`). Default: an archive per binary, beside it.
@@ -639,7 +640,7 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         targets: args.gpu_targets,
         all_targets: args.all_targets,
         device_name: args.device_name,
-        group_by: args.group_by,
+        group_by: args.group_by.map(GroupByArg::into),
         kpack_group: args.kpack_group,
         drop_other_targets: args.drop_other_targets,
         require_devices: args.require_devices,
@@ -659,9 +660,30 @@ fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
     }
 }
 
+/// `--group-by`, as clap lists it (the library's [`GroupBy`] knows no clap).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum GroupByArg {
+    /// `gfx1100`
+    Target,
+    /// `gfx110x`: gfx1100–gfx1103 (the processor name without its last character)
+    Subfamily,
+    /// `gfx11`: every gfx11 processor (the name without its last two characters)
+    Family,
+}
+
+impl From<GroupByArg> for GroupBy {
+    fn from(arg: GroupByArg) -> GroupBy {
+        match arg {
+            GroupByArg::Target => GroupBy::Target,
+            GroupByArg::Subfamily => GroupBy::Subfamily,
+            GroupByArg::Family => GroupBy::Family,
+        }
+    }
+}
+
 /// A kpack group name ([`cmd::split::check_kpack_group`]).
 fn kpack_group(text: &str) -> Result<String, String> {
-    cmd::split::check_kpack_group(text).map(|()| text.to_string())
+    wheelfix::plan::split::check_kpack_group(text).map(|()| text.to_string())
 }
 
 /// A URL a page links or a command prints: `http` or `https` only.
@@ -708,6 +730,7 @@ fn main() -> ExitCode {
                 rocm_version: args.rocm_version,
                 gpu_targets: args.gpu_target,
                 output_dir: args.output_dir,
+                source_date_epoch: None,
             },
             wheels: args.wheels,
         }),

@@ -39,6 +39,10 @@ pub enum SettingsError {
         "{origin}: lib-sdir `{value}` would leave the wheel or name no directory: it is a suffix of the distribution name (Ex: .libs, .libs/vendored)"
     )]
     LibSdir { origin: Origin, value: String },
+    #[error("{key} = {value:?} in [tool.wheelfix]: {why}")]
+    Split { key: &'static str, value: String, why: String },
+    #[error("{name}={value} is not {what}")]
+    Environment { name: &'static str, value: String, what: &'static str },
 }
 
 /// Where a setting's value came from.
@@ -179,11 +183,58 @@ pub struct Settings {
     /// The policies: auditwheel's, or `--policy-file`'s.
     pub policies: Policies,
     pub analyze: AnalyzeOptions,
-    /// `device-name`, `group-by` and `group` of `[tool.wheelfix]` (`split`'s flags win over
-    /// them).
+    /// `device-name`, `group-by` and `group` of `[tool.wheelfix]`, checked (`split`'s flags
+    /// win over them).
     pub device_name: Option<String>,
-    pub group_by: Option<String>,
+    pub group_by: Option<crate::plan::split::GroupBy>,
     pub kpack_group: Option<String>,
+    /// The bytes of inflated copies `thin` and `split` may keep on disk at once
+    /// (`WHEELFIX_COPY_ROOM`; `0` keeps none).
+    pub copy_room: u64,
+    /// `SOURCE_DATE_EPOCH`: the time of members written anew.
+    pub source_date_epoch: Option<i64>,
+}
+
+/// `device-name`, `group-by` and `group` of `[tool.wheelfix]`, each checked as its flag is.
+type SplitNaming = (Option<String>, Option<crate::plan::split::GroupBy>, Option<String>);
+
+fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsError> {
+    use crate::plan::split::{check_device_name, check_kpack_group};
+    let bad = |key: &'static str, value: &str, why: String| SettingsError::Split { key, value: value.into(), why };
+    if let Some(template) = &config.device_name {
+        check_device_name(template).map_err(|why| bad("device-name", template, why))?;
+    }
+    let group_by = match &config.group_by {
+        Some(text) => Some(text.parse().map_err(|why| bad("group-by", text, why))?),
+        None => None,
+    };
+    if let Some(group) = &config.group {
+        check_kpack_group(group).map_err(|why| bad("group", group, why))?;
+    }
+    Ok((config.device_name.clone(), group_by, config.group.clone()))
+}
+
+/// `WHEELFIX_COPY_ROOM`: a size (`4G`), `0` for none; unset, 16 GiB.
+fn copy_room(env: &dyn Fn(&str) -> Option<String>) -> Result<u64, SettingsError> {
+    let Some(text) = env("WHEELFIX_COPY_ROOM") else { return Ok(crate::analysis::copy::DEFAULT_ROOM) };
+    if text.trim() == "0" {
+        return Ok(0);
+    }
+    budget::parse_size(&text).ok_or(SettingsError::Environment {
+        name: "WHEELFIX_COPY_ROOM",
+        value: text,
+        what: "a size (like 4G, or 0 for none)",
+    })
+}
+
+/// `SOURCE_DATE_EPOCH`: seconds since 1970.
+fn source_date_epoch(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<i64>, SettingsError> {
+    let Some(text) = env("SOURCE_DATE_EPOCH").filter(|t| !t.trim().is_empty()) else { return Ok(None) };
+    text.trim().parse().map(Some).map_err(|_| SettingsError::Environment {
+        name: "SOURCE_DATE_EPOCH",
+        value: text,
+        what: "a number of seconds",
+    })
 }
 
 /// auditwheel's `--patcher` choice: `patchelf` and `lief-patchelf` both mean wheelfix's own ELF
@@ -458,7 +509,7 @@ impl Settings {
         analyze.memory = std::sync::Arc::new(budget::MemoryBudget::new(memory.value));
         // `WHEELFIX_PARALLEL_INFLATE_MIN=32M`: inflate members of that compressed size and more
         // on every thread of the pool (`off`, or unset: never). Opt-in: see `parallel_inflate`.
-        if let Ok(text) = std::env::var("WHEELFIX_PARALLEL_INFLATE_MIN") {
+        if let Some(text) = env("WHEELFIX_PARALLEL_INFLATE_MIN") {
             let min = if text == "off" { None } else { budget::parse_size(&text) };
             if min.is_some() && !cfg!(feature = "parallel-inflate") {
                 eprintln!(
@@ -467,11 +518,14 @@ impl Settings {
             }
             analyze.parallel_inflate = min.and_then(crate::wheel::zip::ParallelInflate::with_pool_threads);
         }
+        let (device_name, group_by, kpack_group) = split_naming(config)?;
         Ok(Settings {
             config_file: loaded.path.clone(),
-            device_name: config.device_name.clone(),
-            group_by: config.group_by.clone(),
-            kpack_group: config.group.clone(),
+            device_name,
+            group_by,
+            kpack_group,
+            copy_room: copy_room(env)?,
+            source_date_epoch: source_date_epoch(env)?,
             exclude,
             rocm_exclusion,
             plat,
@@ -514,6 +568,8 @@ impl Settings {
             device_name: None,
             group_by: None,
             kpack_group: None,
+            copy_room: crate::analysis::copy::DEFAULT_ROOM,
+            source_date_epoch: None,
             exclude: default(Vec::new()),
             rocm_exclusion: Setting { value: true, origin: Origin::Default },
             plat: Setting { value: None, origin: Origin::Default },
@@ -697,6 +753,47 @@ mod tests {
             err.to_string().starts_with("/project/pyproject.toml: `manylinux_9_9_x86_64` is not a platform tag"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn every_variable_comes_through_the_injected_environment() {
+        let env = env_of(&[("WHEELFIX_COPY_ROOM", "4G"), ("SOURCE_DATE_EPOCH", " 1700000000 ")]);
+        let s = Settings::resolve_with(&Flags::default(), &env, &LoadedConfig::default()).unwrap();
+        assert_eq!((s.copy_room, s.source_date_epoch), (4 << 30, Some(1_700_000_000)));
+        let s = Settings::resolve_with(
+            &Flags::default(),
+            &env_of(&[("WHEELFIX_COPY_ROOM", "0")]),
+            &file(Config::default()),
+        );
+        assert_eq!((s.as_ref().unwrap().copy_room, s.unwrap().source_date_epoch), (0, None));
+        let s = Settings::resolve_with(&Flags::default(), &env_of(&[]), &LoadedConfig::default()).unwrap();
+        assert_eq!(s.copy_room, crate::analysis::copy::DEFAULT_ROOM);
+        for (name, value, message) in [
+            ("WHEELFIX_COPY_ROOM", "lots", "WHEELFIX_COPY_ROOM=lots is not a size (like 4G, or 0 for none)"),
+            ("SOURCE_DATE_EPOCH", "yesterday", "SOURCE_DATE_EPOCH=yesterday is not a number of seconds"),
+        ] {
+            let vars: &'static [(&'static str, &'static str)] = Box::leak(Box::new([(name, value)]));
+            let err = Settings::resolve_with(&Flags::default(), &env_of(vars), &LoadedConfig::default()).unwrap_err();
+            assert_eq!(err.to_string(), message);
+        }
+    }
+
+    #[test]
+    fn split_naming_in_the_file_is_typed_and_checked_once() {
+        let config = Config { group_by: Some("family".into()), group: Some("rocm".into()), ..Config::default() };
+        let s = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap();
+        assert_eq!((s.group_by, s.kpack_group.as_deref()), (Some(crate::plan::split::GroupBy::Family), Some("rocm")));
+        for (config, message) in [
+            (
+                Config { group_by: Some("galaxy".into()), ..Config::default() },
+                "group-by = \"galaxy\" in [tool.wheelfix]: target, subfamily or family",
+            ),
+            (Config { group: Some("../up".into()), ..Config::default() }, "group = \"../up\" in [tool.wheelfix]"),
+            (Config { device_name: Some("{name}-gpu".into()), ..Config::default() }, "has no {target}"),
+        ] {
+            let err = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap_err();
+            assert!(err.to_string().contains(message), "{err}");
+        }
     }
 
     #[test]

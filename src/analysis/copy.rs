@@ -27,21 +27,9 @@ use crate::elf::gpu::scan::bundle_target;
 use crate::elf::gpu::targets::Keep;
 use crate::wheel::zip::blocks::BlockMarks;
 
-/// The most bytes of inflated copies a run keeps on disk at once, by default.
-const DEFAULT_ROOM: u64 = 16 << 30;
-
-/// The most bytes of inflated copies a run keeps on disk at once: `WHEELFIX_COPY_ROOM` (a
-/// size; `0` keeps none, and each fat binary is inflated again when it is written), else 16 GiB.
-pub fn room_bytes() -> u64 {
-    match std::env::var("WHEELFIX_COPY_ROOM") {
-        Ok(text) if text.trim() == "0" => 0,
-        Ok(text) => super::budget::parse_size(&text).unwrap_or_else(|| {
-            eprintln!("wheelfix: warning: WHEELFIX_COPY_ROOM={text} is not a size (like 4G or 0): 16G is used");
-            DEFAULT_ROOM
-        }),
-        Err(_) => DEFAULT_ROOM,
-    }
-}
+/// The most bytes of inflated copies a run keeps on disk at once, by default
+/// (`WHEELFIX_COPY_ROOM` sets it: [`crate::settings::Settings::copy_room`]).
+pub const DEFAULT_ROOM: u64 = 16 << 30;
 
 /// Where inflated copies are kept, how many bytes of them a run may hold at once (a batch is
 /// examined whole before it is written, and beyond this room the writer inflates again), and

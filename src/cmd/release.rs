@@ -31,6 +31,11 @@ pub struct SelectorRequest {
 }
 
 pub fn run_selector(request: &SelectorRequest) -> Output {
+    // Only the environment matters here (`SOURCE_DATE_EPOCH`): no configuration file is read.
+    let settings = match Settings::resolve(&crate::settings::Flags::default(), &super::no_config()) {
+        Ok(settings) => settings,
+        Err(e) => return Output::usage(e),
+    };
     let read: Vec<Result<release::selector::SelectorInput, String>> = crate::parallel::map(&request.wheels, |path| {
         let wheel = crate::wheel::WheelMetadata::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(release::selector::SelectorInput {
@@ -47,7 +52,8 @@ pub fn run_selector(request: &SelectorRequest) -> Output {
             Err(e) => return Output::failure(e),
         }
     }
-    match release::selector::build(&inputs, &request.name, request.version.as_deref(), &request.output_dir) {
+    let epoch = settings.source_date_epoch;
+    match release::selector::build(&inputs, &request.name, request.version.as_deref(), &request.output_dir, epoch) {
         Ok(written) if request.json => {
             #[derive(serde::Serialize)]
             struct Written<'a> {
@@ -492,5 +498,7 @@ pub fn metapackage(
     });
     // The first failure in argument order is the one reported.
     let scanned: Vec<release::metapackage::Pinned> = scanned.into_iter().collect::<Result<_, _>>()?;
-    release::metapackage::build(&scanned, options).map_err(|e| Error::Metapackage(Box::new(e)))
+    let options =
+        release::metapackage::MetapackageOptions { source_date_epoch: settings.source_date_epoch, ..options.clone() };
+    release::metapackage::build(&scanned, &options).map_err(|e| Error::Metapackage(Box::new(e)))
 }

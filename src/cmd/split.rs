@@ -14,7 +14,9 @@ use super::{Common, Output, display_name};
 use crate::analysis::CopyRoom;
 use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::targets::Keep;
-use crate::plan::split::{DeviceNames, Group, SplitPlan, SplitTo, all_groups, split};
+use crate::plan::split::{
+    DEFAULT_DEVICE_NAME, DeviceNames, Group, GroupBy, SplitPlan, SplitTo, all_groups, check_device_name, split,
+};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
@@ -24,33 +26,6 @@ use crate::wheel::zip::Spilled;
 use crate::writer::new_wheel::NewWheel;
 use crate::writer::thin::ThinOutcome;
 use crate::{parallel, wheel};
-
-/// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
-pub const DEFAULT_DEVICE_NAME: &str = "{name}-device-{target}";
-
-/// What one device wheel holds: one processor's code, or a family's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum GroupBy {
-    /// `gfx1100`
-    Target,
-    /// `gfx110x`: gfx1100–gfx1103 (the processor name without its last character)
-    Subfamily,
-    /// `gfx11`: every gfx11 processor (the name without its last two characters)
-    Family,
-}
-
-impl GroupBy {
-    /// The device wheel a processor's code goes to. Ex) (Subfamily, `gfx1151`) → `gfx115x`;
-    /// a generic processor is its own group.
-    pub fn wheel_of(self, processor: &str) -> String {
-        let digits = processor.strip_prefix("gfx").filter(|_| !processor.ends_with("-generic"));
-        match (self, digits) {
-            (GroupBy::Target, _) | (_, None) => processor.to_string(),
-            (GroupBy::Subfamily, Some(d)) => format!("gfx{}x", &d[..d.len().saturating_sub(1)]),
-            (GroupBy::Family, Some(_)) => crate::plan::kpack::family(processor),
-        }
-    }
-}
 
 /// `split`'s request.
 #[derive(Debug, Clone)]
@@ -88,9 +63,6 @@ pub fn run(request: &SplitRequest) -> Output {
         Err(e) => return Output::usage(e),
     };
     let kpack_group = request.kpack_group.clone().or(settings.kpack_group.clone());
-    if let Some(Err(e)) = kpack_group.as_deref().map(check_kpack_group) {
-        return Output::usage(format!("group in [tool.wheelfix]: {e}"));
-    }
     let request =
         &SplitRequest { device_name: Some(naming.0), group_by: Some(naming.1), kpack_group, ..request.clone() };
 
@@ -123,8 +95,7 @@ pub fn run(request: &SplitRequest) -> Output {
     } else {
         Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect())
     };
-    settings.analyze.keep_bundled_copies =
-        Some(CopyRoom::capturing(staged.clone(), crate::analysis::copy::room_bytes(), copy_keep));
+    settings.analyze.keep_bundled_copies = Some(CopyRoom::capturing(staged.clone(), settings.copy_room, copy_keep));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);
@@ -329,20 +300,17 @@ fn publish(mut outcome: SplitOutcome, wheel_dir: &Path) -> Result<SplitOutcome, 
 struct Naming(String, GroupBy);
 
 impl Naming {
+    /// The flags, else `[tool.wheelfix]` (checked when the settings were resolved), else the
+    /// defaults.
     fn of(request: &SplitRequest, settings: &Settings) -> Result<Naming, String> {
-        let template = request
-            .device_name
-            .clone()
-            .or(settings.device_name.clone())
-            .unwrap_or_else(|| DEFAULT_DEVICE_NAME.to_string());
-        check_device_name(&template)?;
-        let group_by = match (request.group_by, settings.group_by.as_deref()) {
-            (Some(g), _) => g,
-            (None, None) => GroupBy::Target,
-            (None, Some(text)) => <GroupBy as clap::ValueEnum>::from_str(text, false)
-                .map_err(|_| format!("group-by = {text:?} in [tool.wheelfix]: target, subfamily or family"))?,
+        let template = match &request.device_name {
+            Some(template) => {
+                check_device_name(template)?;
+                template.clone()
+            }
+            None => settings.device_name.clone().unwrap_or_else(|| DEFAULT_DEVICE_NAME.to_string()),
         };
-        Ok(Naming(template, group_by))
+        Ok(Naming(template, request.group_by.or(settings.group_by).unwrap_or(GroupBy::Target)))
     }
 
     /// The template of a request [`run`] completed.
@@ -359,33 +327,6 @@ fn group_of(target: &str) -> Result<Group, String> {
         ));
     }
     Group::of(target)
-}
-
-/// A kpack group name names archive files: letters, digits, `.`, `_` and `-` only, not first
-/// a `.`.
-pub fn check_kpack_group(text: &str) -> Result<(), String> {
-    let ok = !text.is_empty()
-        && !text.starts_with('.')
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("kpack group `{text}`: letters, digits, `.`, `_` and `-` (it names archive files)"))
-    }
-}
-
-/// A device-name template makes project names: `{target}` in it, nothing pip would refuse.
-fn check_device_name(template: &str) -> Result<(), String> {
-    if !template.contains("{target}") {
-        return Err(format!(
-            "--device-name `{template}` has no {{target}}: every device wheel would have the same name"
-        ));
-    }
-    let example = template.replace("{name}", "pkg").replace("{target}", "gfx942");
-    if !crate::release::metapackage::is_project_name(&example) {
-        return Err(format!("--device-name `{template}` does not make a project name (`{example}`)"));
-    }
-    Ok(())
 }
 
 /// The device wheel's project name for a group.
@@ -502,7 +443,7 @@ fn write_one(
         .collect();
     let devices = parallel::try_map_owned(inputs, |input| {
         let name = device_name(Naming::template(request), &wheel.metadata.name, &input.group);
-        write_device(wheel, plan, input, &name, staged)
+        write_device(wheel, plan, input, &name, (staged, settings.source_date_epoch))
     })?;
     Ok(SplitOutcome {
         wheel: wheel.filename.to_string(),
@@ -595,7 +536,7 @@ fn write_device(
     plan: &SplitPlan,
     input: DeviceInput<'_>,
     name: &str,
-    dir: &Path,
+    (dir, source_date_epoch): (&Path, Option<i64>),
 ) -> Result<DeviceWheel, Error> {
     let io =
         |what: &str, e: std::io::Error| Error::CreateDir { path: format!("{} ({what})", dir.display()), source: e };
@@ -633,6 +574,7 @@ fn write_device(
         root_is_purelib: false,
         wheel_ends_with_empty_line: false,
         members: spilled,
+        source_date_epoch,
     };
     debug_assert_eq!(device.file_name(), device_filename(wheel, name).to_string());
     let path = device.write(dir)?;

@@ -49,8 +49,7 @@ pub fn run(request: &ThinRequest) -> Output {
         }
         Destination::InPlace => wheel::output::parent_dir(&request.wheels[0]).to_path_buf(),
     };
-    settings.analyze.keep_bundled_copies =
-        Some(CopyRoom::new(copies_dir, crate::analysis::copy::room_bytes(), keep.clone()));
+    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, settings.copy_room, keep.clone()));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);

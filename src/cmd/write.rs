@@ -315,7 +315,11 @@ fn repair_edits(plan: &mut Plan, examined: &Examined, settings: &Settings) -> Re
 
 /// What the writer needs of the run's settings.
 fn write_options(settings: &Settings) -> WriteOptions<'_> {
-    WriteOptions { patcher: settings.patcher.value.patcher(), budget: &settings.analyze.memory }
+    WriteOptions {
+        patcher: settings.patcher.value.patcher(),
+        budget: &settings.analyze.memory,
+        source_date_epoch: settings.source_date_epoch,
+    }
 }
 
 /// The directory a wheel's output goes to (created when needed).

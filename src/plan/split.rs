@@ -66,6 +66,74 @@ pub struct SplitPlan {
     pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
 }
 
+/// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
+pub const DEFAULT_DEVICE_NAME: &str = "{name}-device-{target}";
+
+/// What one device wheel holds: one processor's code, or a family's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    /// `gfx1100`
+    Target,
+    /// `gfx110x`: gfx1100–gfx1103 (the processor name without its last character)
+    Subfamily,
+    /// `gfx11`: every gfx11 processor (the name without its last two characters)
+    Family,
+}
+
+impl std::str::FromStr for GroupBy {
+    type Err = String;
+
+    /// `target`, `subfamily` or `family`, as `--group-by` and `group-by` write it.
+    fn from_str(text: &str) -> Result<GroupBy, String> {
+        match text {
+            "target" => Ok(GroupBy::Target),
+            "subfamily" => Ok(GroupBy::Subfamily),
+            "family" => Ok(GroupBy::Family),
+            _ => Err("target, subfamily or family".into()),
+        }
+    }
+}
+
+impl GroupBy {
+    /// The device wheel a processor's code goes to. Ex) (Subfamily, `gfx1151`) → `gfx115x`;
+    /// a generic processor is its own group.
+    pub fn wheel_of(self, processor: &str) -> String {
+        let digits = processor.strip_prefix("gfx").filter(|_| !processor.ends_with("-generic"));
+        match (self, digits) {
+            (GroupBy::Target, _) | (_, None) => processor.to_string(),
+            (GroupBy::Subfamily, Some(d)) => format!("gfx{}x", &d[..d.len().saturating_sub(1)]),
+            (GroupBy::Family, Some(_)) => crate::plan::kpack::family(processor),
+        }
+    }
+}
+
+/// A kpack group name names archive files: letters, digits, `.`, `_` and `-` only, not first
+/// a `.`.
+pub fn check_kpack_group(text: &str) -> Result<(), String> {
+    let ok = !text.is_empty()
+        && !text.starts_with('.')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("kpack group `{text}`: letters, digits, `.`, `_` and `-` (it names archive files)"))
+    }
+}
+
+/// A device-name template makes project names: `{target}` in it, nothing pip would refuse.
+pub fn check_device_name(template: &str) -> Result<(), String> {
+    if !template.contains("{target}") {
+        return Err(format!(
+            "--device-name `{template}` has no {{target}}: every device wheel would have the same name"
+        ));
+    }
+    let example = template.replace("{name}", "pkg").replace("{target}", "gfx942");
+    if crate::wheel::name::PackageName::parse(&example).is_err() {
+        return Err(format!("--device-name `{template}` does not make a project name (`{example}`)"));
+    }
+    Ok(())
+}
+
 /// A kernel database file that leaves the host wheel.
 #[derive(Debug, Clone)]
 pub struct DatabaseMove {

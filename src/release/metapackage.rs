@@ -95,6 +95,8 @@ pub struct MetapackageOptions {
     /// Ex) [`gfx950`]; several for a multi-architecture index (one extra each).
     pub gpu_targets: Vec<String>,
     pub output_dir: PathBuf,
+    /// `SOURCE_DATE_EPOCH`: the members' time.
+    pub source_date_epoch: Option<i64>,
 }
 
 /// The metapackage written.
@@ -208,6 +210,7 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
         root_is_purelib: platform == "any",
         wheel_ends_with_empty_line: true,
         members: Vec::new(),
+        source_date_epoch: options.source_date_epoch,
     };
     std::fs::create_dir_all(&options.output_dir)
         .map_err(|source| MetapackageError::CreateDir { path: options.output_dir.display().to_string(), source })?;

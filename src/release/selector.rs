@@ -85,6 +85,7 @@ pub fn build(
     name: &str,
     version: Option<&str>,
     output_dir: &Path,
+    source_date_epoch: Option<i64>,
 ) -> Result<Vec<SelectorWheel>, SelectorError> {
     if !super::metapackage::is_project_name(name) {
         return Err(SelectorError::Name(name.to_string()));
@@ -181,6 +182,7 @@ pub fn build(
             root_is_purelib: false,
             wheel_ends_with_empty_line: false,
             members: Vec::new(),
+            source_date_epoch,
         };
         let path = wheel.write(output_dir)?;
         written.push(SelectorWheel { path: path.display().to_string(), platform, extras, requirements });

@@ -35,8 +35,6 @@ pub enum WriteError {
     Output(#[from] OutputError),
     #[error("cannot read member `{name}` to hash it: {message}")]
     Read { name: String, message: String },
-    #[error("SOURCE_DATE_EPOCH=`{0}` is not a number of seconds")]
-    SourceDateEpoch(String),
     #[error("the output would hold {0}; nothing was written")]
     Layout(String),
     #[error("cannot read {path}: {source}")]
@@ -57,21 +55,22 @@ pub enum WriteError {
     RemoveOld { path: String, source: std::io::Error },
 }
 
-/// What the writer needs besides the plan: how to patch, and the memory it may take.
+/// What the writer needs besides the plan: how to patch, the memory it may take, the time of
+/// new members.
 pub struct WriteOptions<'a> {
     pub patcher: &'a dyn Patcher,
     pub budget: &'a MemoryBudget,
+    /// `SOURCE_DATE_EPOCH`.
+    pub source_date_epoch: Option<i64>,
 }
 
 /// The timestamp for members written anew: `SOURCE_DATE_EPOCH` when set (clamped to the zip
-/// range), else `fallback` (the replaced member's own time, or 1980-01-01).
-pub fn new_member_time(fallback: Option<DosTime>) -> Result<DosTime, WriteError> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(value) if !value.trim().is_empty() => {
-            let secs: i64 = value.trim().parse().map_err(|_| WriteError::SourceDateEpoch(value.clone()))?;
-            Ok(DosTime::from_epoch(secs))
-        }
-        _ => Ok(fallback.unwrap_or_default()),
+/// range; [`crate::settings::Settings::source_date_epoch`]), else `fallback` (the replaced
+/// member's own time, or 1980-01-01).
+pub fn new_member_time(source_date_epoch: Option<i64>, fallback: Option<DosTime>) -> DosTime {
+    match source_date_epoch {
+        Some(secs) => DosTime::from_epoch(secs),
+        None => fallback.unwrap_or_default(),
     }
 }
 
@@ -138,7 +137,7 @@ pub fn write_wheel(
         let time = record_member.map(|m| DosTime { time: m.dos_time, date: m.dos_date });
         jobs.push((output_record.clone(), &record_content, mode, time));
     }
-    let mut compressed = compress(jobs, plan.compression_level)?;
+    let mut compressed = compress(jobs, plan.compression_level, options.source_date_epoch)?;
     let mut order: Vec<(String, Source)> = Vec::with_capacity(names.len() + 1);
     for (name, source) in names {
         let from = match (compressed.remove(&name), source) {
@@ -274,9 +273,10 @@ fn output_record_file(
 fn compress(
     jobs: Vec<(String, &Made<'_>, u32, Option<DosTime>)>,
     level: u32,
+    source_date_epoch: Option<i64>,
 ) -> Result<BTreeMap<String, Source>, WriteError> {
     Ok(crate::parallel::try_map_owned(jobs, |(name, content, mode, time)| {
-        let time: DosTime = new_member_time(time)?;
+        let time = new_member_time(source_date_epoch, time);
         let source = match content {
             Made::Bytes(data) => Source::New { mode, time, compressed: Compressed::new(data, level) },
             Made::Spilled(spilled) => Source::Spilled { mode, time, spilled: spilled.clone() },
@@ -352,19 +352,15 @@ pub fn copy_wheel(input: &Path, dest: &Path, commit: Commit, mode: Option<u32>) 
     Ok(temp.commit(commit)?)
 }
 
-/// Write a wheel that has no input (a metapackage): `members` in order (mode 0644), RECORD
-/// generated last.
-pub fn write_new_wheel(dist_info: &str, members: &[(String, Vec<u8>)], dest: &Path) -> Result<PathBuf, WriteError> {
-    write_new_wheel_with(dist_info, &[], members, dest)
-}
-
-/// [`write_new_wheel`] with members deflated (or stored) into files of their own beforehand,
-/// written first: a large member is never held in memory.
+/// Write a wheel that has no input ([`new_wheel::NewWheel`] composes its members): `spilled`,
+/// deflated (or stored) into files of their own beforehand, first (a large member is never held
+/// in memory), then `members` in order (mode 0644), RECORD generated last.
 pub fn write_new_wheel_with(
     dist_info: &str,
     spilled: &[(String, Arc<Spilled>)],
     members: &[(String, Vec<u8>)],
     dest: &Path,
+    source_date_epoch: Option<i64>,
 ) -> Result<PathBuf, WriteError> {
     let record_path = format!("{dist_info}/RECORD");
     let mut record = RecordFile::default();
@@ -376,7 +372,7 @@ pub fn write_new_wheel_with(
     }
     record.entries.push(RecordEntry { path: record_path.clone(), hash: String::new(), size: None, bad_size: None });
     let record_bytes = record.to_bytes();
-    let time = new_member_time(None)?;
+    let time = new_member_time(source_date_epoch, None);
     let order = spilled
         .iter()
         .map(|(name, s)| (name.clone(), Source::Spilled { mode: 0o644, time, spilled: s.clone() }))

@@ -33,6 +33,8 @@ pub struct NewWheel {
     /// Members outside the `.dist-info`, compressed (or stored) into files of their own, in the
     /// order written. Ex) (`pkg/.kpack/libk.so_gfx942.kpack`, its archive)
     pub members: Vec<(String, Arc<Spilled>)>,
+    /// `SOURCE_DATE_EPOCH`: the members' time (else 1980-01-01).
+    pub source_date_epoch: Option<i64>,
 }
 
 impl NewWheel {
@@ -90,6 +92,12 @@ impl NewWheel {
             (format!("{dist_info}/METADATA"), self.metadata().into_bytes()),
             (format!("{dist_info}/WHEEL"), self.wheel_file().into_bytes()),
         ];
-        super::write_new_wheel_with(&dist_info, &self.members, &own, &dir.join(self.file_name()))
+        super::write_new_wheel_with(
+            &dist_info,
+            &self.members,
+            &own,
+            &dir.join(self.file_name()),
+            self.source_date_epoch,
+        )
     }
 }
