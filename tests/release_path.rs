@@ -331,3 +331,40 @@ fn a_gpu_named_as_a_target_gets_its_processor_in_one_wording_and_exit_2_everywhe
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("did you mean gfx942?"), "{}", stderr(&out));
 }
+
+#[test]
+fn therock_per_target_id_archives_resolve_and_a_missing_mode_is_named() {
+    use support::gpugen::{kpack_archive, kpack_split_host};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // TheRock's layout: one archive per target id, `foo_lib_gfx90a:xnack+.kpack` and `…-`.
+    let tag = "cp312-cp312-linux_x86_64";
+    let mut host = WheelSpec::new("hktest", "1.0", tag).file("p/lib/_k.so", kpack_split_host("_k"));
+    host.wheel_tags = Some(vec![tag.into()]);
+    host.write(&d.join("both"));
+    let device = |modes: &[&str]| {
+        let mut spec = WheelSpec::new("hktest_device_gfx90a", "1.0", "py3-none-any");
+        for mode in modes {
+            let id = format!("gfx90a:xnack{mode}");
+            spec = spec.file(&format!("p/.kpack/foo_lib_{id}.kpack"), kpack_archive(&[id.as_str()]));
+        }
+        spec
+    };
+    device(&["+", "-"]).write(&d.join("both"));
+    let out = wheelfix(d, &["check", "both"]);
+    let text = stdout(&out);
+    assert!(!text.contains("kpack-unresolved") && !text.contains("kpack-mode-unserved"), "{text}");
+    // XNACK on only: a gfx90a in the driver's default mode finds nothing.
+    host.write(&d.join("plus"));
+    device(&["+"]).write(&d.join("plus"));
+    let out = wheelfix(d, &["check", "plus"]);
+    let text = stdout(&out);
+    assert!(!text.contains("kpack-unresolved"), "{text}");
+    assert!(text.contains("kpack-mode-unserved"), "{text}");
+    assert!(
+        text.contains(
+            "its gfx90a archives are for xnack+ only (gfx90a:xnack+): a gfx90a with XNACK off finds no archive"
+        ),
+        "{text}"
+    );
+}

@@ -923,6 +923,28 @@ pub(super) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> {
     findings
 }
 
+/// When a binary finds only target-id archives of a processor (TheRock's per-target-id
+/// layout) and they hold one mode of a feature: the devices in the other mode find none.
+/// Ex) only `gfx90a:xnack+`: a gfx90a with XNACK off (the driver's default) finds no archive.
+fn unserved_mode(processor: &str, found: &[String]) -> Option<String> {
+    if found.is_empty() || found.iter().any(|n| n == processor) {
+        return None;
+    }
+    for feature in ["xnack", "sramecc"] {
+        let on = found.iter().any(|n| n.contains(&format!("{feature}+")));
+        let off = found.iter().any(|n| n.contains(&format!("{feature}-")));
+        if on != off {
+            let (has, lacks, mode) = if on { ('+', '-', "off") } else { ('-', '+', "on") };
+            return Some(format!(
+                "its {processor} archives are for {feature}{has} only ({}): a {processor} with {} {mode} finds no archive named {processor}, {processor}:{feature}{lacks} or for its full target id, and its first kernel launch fails (hipErrorInvalidImage)",
+                found.join(", "),
+                feature.to_uppercase(),
+            ));
+        }
+    }
+    None
+}
+
 pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
     use crate::elf::gpu::kpack::archive_paths;
     let mut archives: BTreeMap<&str, Vec<(&Dist, &Vec<String>)>> = BTreeMap::new();
@@ -941,6 +963,19 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
         .flat_map(|(_, targets)| targets.iter().map(|t| processor(t)))
         .filter(|p| !p.ends_with("-generic"))
         .collect();
+    // TheRock writes an archive per target id (`foo_gfx90a:xnack+.kpack`), which the runtime
+    // looks for after the processor's own name: every target id of the set's archives is a
+    // name an archive of its processor may have.
+    let target_ids: BTreeSet<String> = archives
+        .values()
+        .flatten()
+        .flat_map(|(_, targets)| targets.iter().filter(|t| t.contains(':')).cloned())
+        .collect();
+    let names_of = |arch: &str| -> Vec<String> {
+        let mut names = vec![arch.to_string()];
+        names.extend(target_ids.iter().filter(|t| processor(t) == arch).cloned());
+        names
+    };
     let mut findings = Vec::new();
     for d in dists {
         let Some(w) = d.wheel.as_ref().filter(|w| !w.kpack_refs.is_empty()) else { continue };
@@ -972,21 +1007,40 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
             continue;
         }
         for arch in &arches {
-            let unresolved: Vec<(&String, Vec<String>)> = w
-                .kpack_refs
-                .iter()
-                .map(|(binary, paths)| (binary, archive_paths(binary, paths, arch)))
-                .filter(|(_, candidates)| {
-                    !candidates.iter().any(|c| {
-                        archives.get(c.as_str()).is_some_and(|list| {
-                            list.iter().any(|(o, targets)| {
-                                architecture_dir(&o.path).is_none_or(|a| &a == arch)
-                                    && (targets.is_empty() || targets.iter().any(|t| processor(t) == *arch))
+            let names = names_of(arch);
+            // The archive names of `arch` a binary finds (the processor's, or target ids').
+            let found = |binary: &String, paths: &Vec<String>| -> Vec<String> {
+                names
+                    .iter()
+                    .filter(|name| {
+                        archive_paths(binary, paths, name).iter().any(|c| {
+                            archives.get(c.as_str()).is_some_and(|list| {
+                                list.iter().any(|(o, targets)| {
+                                    architecture_dir(&o.path).is_none_or(|a| &a == arch)
+                                        && (targets.is_empty() || targets.iter().any(|t| processor(t) == *arch))
+                                })
                             })
                         })
                     })
-                })
+                    .cloned()
+                    .collect()
+            };
+            let unresolved: Vec<(&String, Vec<String>)> = w
+                .kpack_refs
+                .iter()
+                .filter(|(binary, paths)| found(binary, paths).is_empty())
+                .map(|(binary, paths)| (binary, archive_paths(binary, paths, arch)))
                 .collect();
+            for (binary, paths) in &w.kpack_refs {
+                if let Some(message) = unserved_mode(arch, &found(binary, paths)) {
+                    findings.push(Finding {
+                        kind: "kpack-mode-unserved",
+                        severity: Severity::Warning,
+                        message: format!("{}: {binary}: {message}", d.file_name),
+                        files: vec![d.path.display().to_string()],
+                    });
+                }
+            }
             let Some((first, candidates)) = unresolved.first() else { continue };
             let looked = candidates
                 .first()
