@@ -782,9 +782,16 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
                 .iter()
                 .flat_map(|d| d.wheel.iter().flat_map(move |dw| dw.kpack_tocs.iter().map(move |(p, t)| (*d, p, t))))
                 .collect();
+            // The archive names the runtime tries: the processor's, then its target ids' (as
+            // TheRock names per-target-id archives), those the device wheels hold code for.
+            let mut names = vec![target.to_string()];
+            let ids = tocs.iter().flat_map(|(_, _, toc)| toc.values().flatten());
+            names.extend(ids.filter(|t| t.contains(':') && t.split(':').next() == Some(target)).cloned());
+            names.sort();
+            names.dedup();
             for (binary, kernel, wrappers) in &w.kpack_kernels {
                 let paths = w.kpack_refs.iter().find(|(b, _)| b == binary).map(|(_, p)| p.clone()).unwrap_or_default();
-                let candidates = archive_paths(binary, &paths, target);
+                let candidates: Vec<String> = names.iter().flat_map(|n| archive_paths(binary, &paths, n)).collect();
                 let archives: Vec<_> = tocs.iter().filter(|(_, p, _)| candidates.contains(p)).collect();
                 if archives.is_empty() {
                     let names: Vec<&str> = devices.iter().map(|d| d.file_name.as_str()).collect();
