@@ -256,7 +256,7 @@ pub fn split(
             continue;
         };
         let facts = &member.facts;
-        let Some(wrappers) = facts.section(".hipFatBinSegment").filter(|s| s.kind != 8) else {
+        let Some(wrappers) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes()) else {
             unreadable.push((code.file.clone(), "offload bundles but no .hipFatBinSegment wrappers".into()));
             continue;
         };
@@ -295,7 +295,7 @@ pub fn split(
         });
         let ranges: Vec<(u64, u64)> = facts
             .sections_named(".hip_fatbin")
-            .filter(|s| s.kind != 8)
+            .filter(|s| s.has_file_bytes())
             .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
             .collect();
         // Every code object leaves the binary.

@@ -182,7 +182,7 @@ fn bundle_ranges(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Vec<(u64
             let member = analysis.elf.iter().find(|m| m.path == code.file);
             // Every piece of a compacted file's section.
             let Some(member) = member else { return Vec::new() };
-            let pieces = member.facts.sections_named(".hip_fatbin").filter(|s| s.kind != 8);
+            let pieces = member.facts.sections_named(".hip_fatbin").filter(|s| s.has_file_bytes());
             pieces.filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?))).collect()
         }
         Container::BundleInData => code.bundle_spans.clone(),

@@ -10,6 +10,7 @@
 
 pub mod digest;
 pub mod files;
+pub mod le;
 pub mod log;
 pub mod parallel;
 pub mod paths;

@@ -75,6 +75,14 @@ pub struct SectionInfo {
     pub addr: u64,
 }
 
+impl SectionInfo {
+    /// Its bytes are in the file: any kind but `SHT_NOBITS` (`.bss`, a `.hip_fatbin` emptied
+    /// by kpack), whose `offset` and `size` name no bytes.
+    pub fn has_file_bytes(&self) -> bool {
+        self.kind != goblin::elf::section_header::SHT_NOBITS
+    }
+}
+
 /// Everything wheelfix needs to know about one ELF file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ElfFacts {
@@ -191,7 +199,7 @@ impl ElfFacts {
 
     /// Every section of that name (a compacted file has one per piece: [`layout`]).
     pub fn sections_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a SectionInfo> + 'a {
-        self.sections.iter().filter(move |s| s.name == name && s.kind != 8)
+        self.sections.iter().filter(move |s| s.name == name && s.has_file_bytes())
     }
 
     pub fn section(&self, name: &str) -> Option<&SectionInfo> {

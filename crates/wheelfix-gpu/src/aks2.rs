@@ -15,6 +15,7 @@
 use std::io::Read;
 
 use super::{Container, GpuCode, MAX_DECODED, embedded_object};
+use wheelfix_base::le;
 use wheelfix_elf::view::FileView;
 
 /// The most of an archive read (compressed): the directory and the first headers lie in it.
@@ -40,7 +41,7 @@ pub fn archive<V: FileView + ?Sized>(file: &str, view: &V) -> GpuCode {
 
 fn read<V: FileView + ?Sized>(view: &V, code: &mut GpuCode) -> Result<(), String> {
     let header = view.get(0, 16).map_err(|_| "the header is cut short".to_string())?;
-    let u32_at = |at: usize| u64::from(u32::from_le_bytes(header[at..at + 4].try_into().unwrap()));
+    let u32_at = |at: usize| le::u32_at(header, at).map(u64::from).unwrap_or(0);
     let (total, kernels, directory_size) = (u32_at(4), u32_at(8), u32_at(12));
     if directory_size > MAX_DECODED as u64 || kernels > directory_size / (ENTRY_FIXED as u64 + 1) {
         return Err(format!("the header lies: {kernels} kernels in a directory of {directory_size} bytes"));
@@ -98,7 +99,7 @@ fn parse_directory(directory: &[u8], kernels: u64) -> Result<Vec<Entry>, String>
     let mut at = 0;
     for _ in 0..kernels {
         let fixed = directory.get(at..at + ENTRY_FIXED).ok_or("the directory ends inside an entry")?;
-        let u32_at = |i: usize| u64::from(u32::from_le_bytes(fixed[i * 4..i * 4 + 4].try_into().unwrap()));
+        let u32_at = |i: usize| le::u32_at(fixed, i * 4).map(u64::from).unwrap_or(0);
         let (offset, size, name_len) = (u32_at(2), u32_at(3), u32_at(4) as usize);
         at += ENTRY_FIXED;
         directory.get(at..at + name_len).ok_or("the directory ends inside a name")?;

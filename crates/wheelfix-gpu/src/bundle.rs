@@ -4,6 +4,7 @@
 //! the rewriter both read through here, with one set of limits.
 
 use super::CCOB_MAGIC;
+use wheelfix_base::le;
 
 /// The bytes before a table's first entry: the magic (24) and the entry count (8).
 pub const TABLE_HEADER: u64 = 32;
@@ -106,9 +107,9 @@ impl CcobHeader {
     }
 
     pub fn parse(bytes: &[u8]) -> Result<CcobHeader, String> {
-        let u16_at = |i: usize| bytes.get(i..i + 2).map(|b| u16::from_le_bytes(b.try_into().unwrap()));
-        let u32_at = |i: usize| bytes.get(i..i + 4).map(|b| u64::from(u32::from_le_bytes(b.try_into().unwrap())));
-        let u64_at = |i: usize| bytes.get(i..i + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+        let u16_at = |i: usize| le::u16_at(bytes, i);
+        let u32_at = |i: usize| le::u32_at(bytes, i).map(u64::from);
+        let u64_at = |i: usize| le::u64_at(bytes, i);
         let short = || CCOB_CUT_SHORT.to_string();
         let version = u16_at(4).ok_or_else(short)?;
         let method = u16_at(6).ok_or_else(short)?;

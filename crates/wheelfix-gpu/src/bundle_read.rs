@@ -12,6 +12,7 @@ use std::io::Read;
 
 use crate::kpack::Object;
 use crate::kpack_read::RangeReader;
+use wheelfix_base::le;
 
 const PLAIN_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 const COMPRESSED_MAGIC: &[u8] = b"CCOB";
@@ -168,9 +169,10 @@ fn compressed_bundle(
     let mut head = [0u8; 32];
     let n = head.len().min((to - start) as usize);
     read_at(&mut head[..n], start).map_err(|e| format!("the compressed bundle at {start}: {e}"))?;
-    let half = |i: usize| u16::from_le_bytes([head[i], head[i + 1]]);
-    let word = |i: usize| u32::from_le_bytes(head[i..i + 4].try_into().expect("4 bytes"));
-    let long = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().expect("8 bytes"));
+    // `head` is 32 bytes: every read below lies inside it (the match checks `n` first).
+    let half = |i: usize| le::u16_at(&head, i).unwrap_or(0);
+    let word = |i: usize| le::u32_at(&head, i).unwrap_or(0);
+    let long = |i: usize| le::u64_at(&head, i).unwrap_or(0);
     // (header length, total length in the file if stated, uncompressed length)
     let (header, total, uncompressed) = match (n, half(4)) {
         (20.., 1) => (20, None, u64::from(word(8))),

@@ -21,6 +21,7 @@ pub mod rewrite;
 pub mod scan;
 pub mod targets;
 
+use wheelfix_base::le;
 use wheelfix_base::platform::{EM_AMDGPU, EM_CUDA};
 use wheelfix_elf::ElfFacts;
 use wheelfix_elf::header::{ElfIdent, gpu_header_fields};
@@ -416,7 +417,7 @@ pub fn host_binary_view<V: FileView + ?Sized>(
     let section_range = |name: &str| -> Option<(u64, u64)> {
         let s = facts.section(name)?;
         let end = s.offset.checked_add(s.size)?;
-        (s.kind != 8 && end <= view.len()).then_some((s.offset, end))
+        (s.has_file_bytes() && end <= view.len()).then_some((s.offset, end))
     };
     if let Some(reference) = facts.section(".rocm_kpack_ref") {
         let mut code = GpuCode::new(file, Container::KpackSplit);
@@ -483,7 +484,7 @@ pub fn host_binary_view<V: FileView + ?Sized>(
             code.notes.push("the .hip_fatbin section holds no offload bundle".into());
         }
         found.push(code.finish());
-    } else if let Some(s) = facts.section(".hip_fatbin").filter(|s| s.kind != 8) {
+    } else if let Some(s) = facts.section(".hip_fatbin").filter(|s| s.has_file_bytes()) {
         // A header that puts the section past the end of the file: the loader would not find
         // this code either, and `thin` must not rewrite what it cannot place. Said, and what
         // the magic finds is listed.
@@ -529,7 +530,8 @@ fn data_sections(facts: &ElfFacts, len: u64, min_size: u64) -> impl Iterator<Ite
     facts.sections.iter().filter_map(move |s| {
         let end = s.offset.saturating_add(s.size);
         let device_section = matches!(s.name.as_str(), ".hip_fatbin" | ".nv_fatbin");
-        let skip = s.kind == 8 || s.flags & SHF_EXECINSTR != 0 || device_section || end > len || s.size < min_size;
+        let skip =
+            !s.has_file_bytes() || s.flags & SHF_EXECINSTR != 0 || device_section || end > len || s.size < min_size;
         (!skip).then_some((s.offset, end, s.name.as_str()))
     })
 }
@@ -636,8 +638,8 @@ fn embedded_code_objects(
 /// header tables that end within `room` bytes. Returns the target, the code object version and
 /// the object's length (the end of its last header table).
 pub fn embedded_object(header: &[u8], room: u64) -> Option<(String, Option<u32>, u64)> {
-    let u16_at = |at: usize| header.get(at..at + 2).map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])));
-    let u64_at = |at: usize| header.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+    let u16_at = |at: usize| le::u16_at(header, at).map(u64::from);
+    let u64_at = |at: usize| le::u64_at(header, at);
     let ident = ElfIdent::parse(header)?;
     if !ident.is_64 || !ident.little_endian || ident.machine != EM_AMDGPU || header.len() < 64 {
         return None;
@@ -666,14 +668,14 @@ pub const MARKERS_READ_MAX: u64 = 16 << 20;
 
 /// Whether a wrapper of the host's `.hipFatBinSegment` (as far as the view holds it) is `HIPK`.
 fn any_wrapper_hipk<V: FileView + ?Sized>(facts: &ElfFacts, view: &V) -> bool {
-    let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.kind != 8) else { return false };
+    let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes()) else { return false };
     view.get(s.offset, s.size).is_ok_and(|b| b.chunks_exact(kpack::WRAPPER_LEN as usize).any(|w| w[..4] == kpack::HIPK))
 }
 
 /// A kpack-split host whose wrappers are not all `HIPK`: a wrapper still `HIPF` points at
 /// device code that is no longer there.
 fn kpack_wrapper_problems<V: FileView + ?Sized>(facts: &ElfFacts, view: &V, code: &mut GpuCode) {
-    let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.kind != 8) else { return };
+    let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes()) else { return };
     let Ok(bytes) = view.get(s.offset, s.size) else { return };
     let wrappers = bytes.chunks_exact(kpack::WRAPPER_LEN as usize);
     let not_hipk: Vec<usize> = wrappers.enumerate().filter(|(_, w)| w[..4] != kpack::HIPK).map(|(i, _)| i).collect();
@@ -761,15 +763,18 @@ fn wrapper_count(facts: &ElfFacts) -> usize {
 pub fn host_sections_read(facts: &ElfFacts, hits: &scan::Hits) -> Vec<(u64, u64)> {
     let mut read: Vec<(u64, u64)> =
         facts.sections.iter().filter(|s| s.name == ".rocm_kpack_ref").map(|s| (s.offset, s.size)).collect();
-    if let Some(first) = facts.sections_named(".hip_fatbin").find(|s| s.kind != 8 && s.size > 0) {
+    if let Some(first) = facts.sections_named(".hip_fatbin").find(|s| s.has_file_bytes() && s.size > 0) {
         let mut found = GpuCode::new("", Container::HipFatbin);
-        for s in facts.sections_named(".hip_fatbin").filter(|s| s.kind != 8) {
+        for s in facts.sections_named(".hip_fatbin").filter(|s| s.has_file_bytes()) {
             hits.blob(s.offset, s.offset.saturating_add(s.size), &mut found);
         }
         if found.objects == 0 {
             // Every piece when they are small enough to check each marker, else the first.
-            let pieces: Vec<(u64, u64)> =
-                facts.sections_named(".hip_fatbin").filter(|s| s.kind != 8).map(|s| (s.offset, s.size)).collect();
+            let pieces: Vec<(u64, u64)> = facts
+                .sections_named(".hip_fatbin")
+                .filter(|s| s.has_file_bytes())
+                .map(|s| (s.offset, s.size))
+                .collect();
             if pieces.iter().map(|p| p.1).sum::<u64>() <= MARKERS_READ_MAX {
                 read.extend(pieces);
             } else {
@@ -778,7 +783,7 @@ pub fn host_sections_read(facts: &ElfFacts, hits: &scan::Hits) -> Vec<(u64, u64)
         }
     }
     // The wrappers of a split host, to check that each is HIPK.
-    if let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.kind != 8)
+    if let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes())
         && !read.is_empty()
     {
         read.push((s.offset, s.size));
@@ -794,7 +799,7 @@ pub const KPACK_TOC_MAX: u64 = 16 << 20;
 
 /// Where a kpack archive's table of contents lies, from its 16-byte header: [offset, end).
 pub fn kpack_toc_range(header: &[u8], len: u64) -> Option<(u64, u64)> {
-    let toc = u64::from_le_bytes(header.get(8..16)?.try_into().ok()?);
+    let toc = le::u64_at(header, 8)?;
     (toc >= 16 && toc < len).then(|| (toc, len.min(toc + KPACK_TOC_MAX)))
 }
 
@@ -802,7 +807,7 @@ pub fn kpack_toc_range(header: &[u8], len: u64) -> Option<(u64, u64)> {
 fn kpack_archive<V: FileView + ?Sized>(file: &str, view: &V) -> GpuCode {
     let mut code = GpuCode::new(file, Container::KpackArchive);
     let header = view.get(0, 16.min(view.len())).unwrap_or_default();
-    let version = header.get(4..8).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
+    let version = le::u32_at(header, 4);
     code.notes.push(format!("kpack archive version {}", version.map(|v| v.to_string()).unwrap_or_else(|| "?".into())));
     let Some((toc, end)) = kpack_toc_range(header, view.len()) else {
         code.notes.push("the table of contents lies past the end of the file".into());

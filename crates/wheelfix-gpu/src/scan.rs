@@ -548,7 +548,6 @@ fn scanned_ranges(facts: &ElfFacts, len: u64) -> Vec<(u64, u64, Patterns)> {
         return vec![(0, len, Patterns::HOST)];
     }
     const SHF_EXECINSTR: u64 = 4;
-    const SHT_NOBITS: u32 = 8;
     let code_objects = Patterns { bundles: true, code_objects: true, nv_fatbins: true, ..Patterns::NONE };
     let mut ranges = Vec::new();
     for s in &facts.sections {
@@ -557,7 +556,7 @@ fn scanned_ranges(facts: &ElfFacts, len: u64) -> Vec<(u64, u64, Patterns)> {
             _ if s.flags & SHF_EXECINSTR == 0 && s.size >= 64 => code_objects,
             _ => continue,
         };
-        if s.kind == SHT_NOBITS {
+        if !s.has_file_bytes() {
             continue;
         }
         match s.offset.checked_add(s.size).filter(|end| *end <= len) {

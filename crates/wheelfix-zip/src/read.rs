@@ -505,14 +505,16 @@ fn find_eocd(tail: &[u8]) -> Option<usize> {
     (at + 22 <= tail.len()).then_some(at)
 }
 
+// The zip records' fields, at offsets their fixed sizes (checked where each is read) hold; a
+// short record reads as zeros rather than panicking.
 pub(crate) fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
+    wheelfix_base::le::u16_at(b, at).unwrap_or(0)
 }
 
 pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+    wheelfix_base::le::u32_at(b, at).unwrap_or(0)
 }
 
 pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    wheelfix_base::le::u64_at(b, at).unwrap_or(0)
 }
