@@ -9,7 +9,6 @@ use clap::{Args, Parser, Subcommand};
 
 use wheelfix::Destination;
 use wheelfix::cmd::{self, Common};
-use wheelfix::plan::split::GroupBy;
 use wheelfix::release;
 use wheelfix::release::index::IndexOptions;
 use wheelfix::release::metapackage::MetapackageOptions;
@@ -660,7 +659,7 @@ fn thin_request(args: ThinArgs) -> cmd::thin::ThinRequest {
     }
 }
 
-/// `--group-by`, as clap lists it (the library's [`GroupBy`] knows no clap).
+/// `--group-by`, as clap lists it (the library's `GroupBy` knows no clap).
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum GroupByArg {
     /// `gfx1100`
@@ -671,19 +670,19 @@ enum GroupByArg {
     Family,
 }
 
-impl From<GroupByArg> for GroupBy {
-    fn from(arg: GroupByArg) -> GroupBy {
+impl From<GroupByArg> for cmd::split::GroupBy {
+    fn from(arg: GroupByArg) -> cmd::split::GroupBy {
         match arg {
-            GroupByArg::Target => GroupBy::Target,
-            GroupByArg::Subfamily => GroupBy::Subfamily,
-            GroupByArg::Family => GroupBy::Family,
+            GroupByArg::Target => cmd::split::GroupBy::Target,
+            GroupByArg::Subfamily => cmd::split::GroupBy::Subfamily,
+            GroupByArg::Family => cmd::split::GroupBy::Family,
         }
     }
 }
 
 /// A kpack group name ([`cmd::split::check_kpack_group`]).
 fn kpack_group(text: &str) -> Result<String, String> {
-    wheelfix::plan::split::check_kpack_group(text).map(|()| text.to_string())
+    cmd::split::check_kpack_group(text).map(|()| text.to_string())
 }
 
 /// A URL a page links or a command prints: `http` or `https` only.

@@ -15,8 +15,10 @@ use crate::analysis::CopyRoom;
 use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::targets::Keep;
 use crate::plan::split::{
-    DEFAULT_DEVICE_NAME, DeviceNames, Group, GroupBy, SplitPlan, SplitTo, all_groups, check_device_name, split,
+    DEFAULT_DEVICE_NAME, DeviceNames, Group, SplitPlan, SplitTo, all_groups, check_device_name, split,
 };
+/// `--group-by`'s values and `--group`'s check, for the command line.
+pub use crate::plan::split::{GroupBy, check_kpack_group};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
