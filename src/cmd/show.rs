@@ -99,10 +99,13 @@ fn is_installed_input(path: &Path) -> bool {
     if path.is_dir() {
         return true;
     }
-    let named_as_wheel = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("whl"));
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("whl")) {
+        return false;
+    }
+    // Opened as a regular file only: a FIFO or a device is never waited on.
     let mut head = [0u8; 4];
-    let read = std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
-    read.is_ok() && !named_as_wheel && &head != b"PK\x03\x04"
+    let read = crate::wheel::inputs::open_regular(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
+    read.is_ok() && &head != b"PK\x03\x04"
 }
 
 /// `show` of installed files: the tag they meet, their libraries, their device code.
