@@ -600,6 +600,7 @@ fn device_filename(wheel: &wheel::Wheel, name: &str) -> WheelFilename {
         distribution: name.replace(['-', '.'], "_"),
         name: PackageName::new(name),
         build: None,
+        variant: None,
         ..wheel.filename.clone()
     }
 }

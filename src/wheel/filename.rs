@@ -14,7 +14,7 @@ pub enum FilenameError {
     #[error("`{0}` is not a wheel file name: it does not end in `.whl`")]
     NotWhl(String),
     #[error(
-        "`{0}` is not a valid wheel file name: expected `{{name}}-{{version}}(-{{build}})?-{{python}}-{{abi}}-{{platform}}.whl`"
+        "`{0}` is not a valid wheel file name: expected `{{name}}-{{version}}(-{{build}})?-{{python}}-{{abi}}-{{platform}}(-{{variant}})?.whl`"
     )]
     Shape(String),
     #[error("`{0}` is not a valid wheel file name: the build tag `{1}` must start with a digit")]
@@ -29,6 +29,10 @@ pub enum FilenameError {
         "`{0}` is not a valid wheel file name: the tag `{1}` holds a character other than ASCII letters, digits and `_`"
     )]
     TagCharacter(String, String),
+    #[error(
+        "`{0}` is not a valid wheel file name: the variant label `{1}` holds a character other than `0-9`, `a-z`, `_` and `.` (PEP 825)"
+    )]
+    VariantLabel(String, String),
 }
 
 /// The parsed parts of a wheel file name. Compressed tag sets (`py2.py3`) are split.
@@ -45,6 +49,8 @@ pub struct WheelFilename {
     pub python_tags: Vec<String>,
     pub abi_tags: Vec<String>,
     pub platform_tags: Vec<PlatformTag>,
+    /// The variant label after the platform tag (PEP 825). Ex) `gfx942`, `null`
+    pub variant: Option<String>,
 }
 
 impl WheelFilename {
@@ -52,11 +58,22 @@ impl WheelFilename {
     pub fn parse(filename: &str) -> Result<Self, FilenameError> {
         let stem = filename.strip_suffix(".whl").ok_or_else(|| FilenameError::NotWhl(filename.to_string()))?;
         let parts: Vec<&str> = stem.split('-').collect();
-        let (name, version, build, py, abi, plat) = match parts.as_slice() {
-            [n, v, py, abi, plat] => (*n, *v, None, *py, *abi, *plat),
-            [n, v, b, py, abi, plat] => (*n, *v, Some(*b), *py, *abi, *plat),
+        // Six parts are a build tag or a variant label: a build tag starts with a digit, a
+        // python tag never does (PEP 825).
+        let starts_with_digit = |part: &str| part.starts_with(|c: char| c.is_ascii_digit());
+        let (name, version, build, py, abi, plat, variant) = match parts.as_slice() {
+            [n, v, py, abi, plat] => (*n, *v, None, *py, *abi, *plat, None),
+            [n, v, b, py, abi, plat] if starts_with_digit(b) => (*n, *v, Some(*b), *py, *abi, *plat, None),
+            [n, v, py, abi, plat, label] if !starts_with_digit(py) => (*n, *v, None, *py, *abi, *plat, Some(*label)),
+            [n, v, b, py, abi, plat] => (*n, *v, Some(*b), *py, *abi, *plat, None),
+            [n, v, b, py, abi, plat, label] => (*n, *v, Some(*b), *py, *abi, *plat, Some(*label)),
             _ => return Err(FilenameError::Shape(filename.to_string())),
         };
+        if let Some(label) = variant
+            && !super::variant::is_label(label)
+        {
+            return Err(FilenameError::VariantLabel(filename.to_string(), label.to_string()));
+        }
         if name.is_empty() || version.is_empty() {
             return Err(FilenameError::Shape(filename.to_string()));
         }
@@ -93,6 +110,7 @@ impl WheelFilename {
             python_tags: split(py)?,
             abi_tags: split(abi)?,
             platform_tags: split(plat)?.iter().map(|t| PlatformTag::parse(t)).collect(),
+            variant: variant.map(str::to_string),
         })
     }
 
@@ -136,7 +154,11 @@ impl fmt::Display for WheelFilename {
         if let Some(b) = &self.build {
             write!(f, "-{b}")?;
         }
-        write!(f, "-{}.whl", self.tag_triple())
+        write!(f, "-{}", self.tag_triple())?;
+        if let Some(label) = &self.variant {
+            write!(f, "-{label}")?;
+        }
+        f.write_str(".whl")
     }
 }
 

@@ -17,6 +17,12 @@ const GENERIC: &[(&str, &[&str])] = &[
     ("gfx12-5-generic", &["gfx1250", "gfx1251"]),
 ];
 
+/// The processors a generic processor's code runs on, if LLVM's table names it.
+/// Ex) `gfx9-4-generic` → gfx940, gfx941, gfx942, gfx950
+pub fn generic_covers(processor: &str) -> Option<&'static [&'static str]> {
+    GENERIC.iter().find(|(g, _)| *g == processor).map(|(_, covered)| *covered)
+}
+
 /// A requested GPU target: a processor, with the target-id features it runs with, if given.
 /// Ex) `gfx942`, `gfx90a:xnack-`
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
