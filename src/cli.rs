@@ -60,6 +60,12 @@ pub enum Command {
         after_help = "Examples:\n  wheelfix split --all-targets -w wheelhouse/ dist/*.whl\n  wheelfix split --gpu-target gfx942 --gpu-target gfx950 --device-name 'amd-{name}-device-{target}' -w wheelhouse/ dist/torch-*.whl\n  pip install --find-links wheelhouse/ 'torch[device-gfx942]'\n\nIn every host binary, each offload bundle becomes a kpack reference and each HIP wrapper a HIPK\nwrapper; the code objects go into one kpack archive per target, beside the binary\n(.kpack/<file>_<target>.kpack), in that target's device wheel. The host wheel keeps its name,\nversion and tags and gains the extras device-<target> and device-all, each pinning its device\nwheels at the exact version; each device wheel requires the host at the exact version."
     )]
     Split(SplitArgs),
+    /// Write variant wheels (PEP 825): one per GPU processor, each thinned to its code and
+    /// labelled, for installers that pick the wheel for the machine's GPU.
+    #[command(
+        after_help = "Examples:\n  wheelfix variants --all-targets --null --plain -w wheelhouse/ dist/*.whl\n  wheelfix index -o site wheelhouse/\n  uv pip install --preview-features wheel-variants --index-url file://$PWD/site torch\n\nEach variant is the fat wheel thinned to one processor's code (as thin does it, proof included),\nnamed with a variant label after its platform tag (`-gfx942.whl`) and carrying\n`*.dist-info/variant.json`: the properties `amd :: gfx_arch :: <processor>` (and\n`amd :: rocm_version` where the version names ROCm). --null writes the fat wheel as the `null`\nvariant, --plain the fat wheel unlabelled. `index` writes `<name>-<version>-variants.json`."
+    )]
+    Variants(VariantsArgs),
     /// Write a metapackage wheel that pins every given wheel at its exact version.
     #[command(
         after_help = "Example:\n  wheelfix metapackage --name rocm-torch --rocm-version 10.1.0 --gpu-target gfx950 -o index-src/gfx950/ wheelhouse/gfx950/*.whl"
@@ -630,6 +636,66 @@ pub struct SplitArgs {
     common: CommonArgs,
 }
 
+#[derive(Args)]
+pub struct VariantsArgs {
+    #[arg(required = true, value_name = "WHEEL")]
+    wheels: Vec<PathBuf>,
+    /// A GPU processor to write a variant for (`gfx942`); repeatable. Default: `gpu-targets` of
+    /// [tool.wheelfix].
+    #[arg(long = "gpu-target", value_name = "TARGET")]
+    gpu_targets: Vec<String>,
+    /// A variant for every processor the wheel has code for.
+    #[arg(long)]
+    all_targets: bool,
+    /// One variant per processor (`gfx1100`), sub-family (`gfx110x`) or family (`gfx11`); a
+    /// group's variant lists each of its processors. Default: `group-by` of [tool.wheelfix],
+    /// else `target`.
+    #[arg(long, value_enum)]
+    group_by: Option<GroupByArg>,
+    /// Directory for the variant wheels.
+    #[arg(short = 'w', long = "wheel-dir", value_name = "DIR", default_value = "wheelhouse")]
+    wheel_dir: PathBuf,
+    /// Write a variant even where the wheel has no code for a requested processor.
+    #[arg(long)]
+    allow_missing: bool,
+    /// Also write the fat wheel as the `null` variant: what an installer takes when no other
+    /// variant fits the machine.
+    #[arg(long)]
+    null: bool,
+    /// Also copy the fat wheel, unlabelled, for installers that know no variants.
+    #[arg(long)]
+    plain: bool,
+    /// Declare the variant provider in every variant.json: `amd`, AMD's provider plugin
+    /// (`amd-variant-provider`), which an installer runs to read the machine's GPUs.
+    #[arg(long, value_parser = ["amd"])]
+    provider: Option<String>,
+    /// Declare that every machine installing from this index has this processor (repeatable):
+    /// for a site index that serves one kind of machine; the installer then needs no plugin.
+    #[arg(long = "static-gpu-target", value_name = "TARGET", conflicts_with = "provider")]
+    static_gpu_targets: Vec<String>,
+    #[command(flatten)]
+    rewrite: RewriteArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn variants_request(args: VariantsArgs) -> cmd::variants::VariantsRequest {
+    let common = args.rewrite.common(&args.common, &args.gpu_targets);
+    cmd::variants::VariantsRequest {
+        wheels: args.wheels,
+        common,
+        wheel_dir: args.wheel_dir,
+        all_targets: args.all_targets,
+        group_by: args.group_by.map(GroupByArg::into),
+        allow_missing: args.allow_missing,
+        null: args.null,
+        plain: args.plain,
+        provider_plugin: args.provider.is_some(),
+        static_targets: args.static_gpu_targets,
+        compact: !args.rewrite.no_compact,
+    }
+}
+
 fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
     let common = args.rewrite.common(&args.common, &args.gpu_targets);
     cmd::split::SplitRequest {
@@ -716,6 +782,7 @@ impl Command {
             Command::Retag(args) => cmd::Command::Retag(retag_request(args)),
             Command::Thin(args) => cmd::Command::Thin(thin_request(args)),
             Command::Split(args) => cmd::Command::Split(split_request(args)),
+            Command::Variants(args) => cmd::Command::Variants(variants_request(args)),
             Command::Repair(args) => cmd::Command::Repair(repair_request(args)),
             Command::Selector(args) => cmd::Command::Selector(cmd::release::SelectorRequest {
                 wheels: args.wheels,

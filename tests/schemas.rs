@@ -71,6 +71,11 @@ fn every_json_output_matches_its_schema() {
     let w = wrapped.to_str().unwrap();
     let out = wheelfix(d, &["split", "--json", "--all-targets", "-w", "split", w, g, b, t]);
     validate("split.schema.json", &out.stdout);
+    let out = wheelfix(d, &["variants", "--json", "--all-targets", "--null", "--plain", "-w", "variants", g, b]);
+    validate("variants.schema.json", &out.stdout);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["wheels"][0]["variants"][0]["label"], "gfx950", "{doc}");
+    assert_eq!(doc["wheels"][1]["ok"], false, "{doc}");
     let device = std::fs::read_dir(d.join("split")).unwrap().map(|e| e.unwrap().path());
     let device: Vec<_> = device.filter(|p| p.to_string_lossy().contains("torch_device_gfx950")).collect();
     assert_eq!(device.len(), 1, "the gfx950 device wheel");

@@ -13,6 +13,7 @@ pub mod release;
 pub mod show;
 pub mod split;
 pub mod thin;
+pub mod variants;
 pub mod write;
 
 /// Text for a terminal, control characters made visible (every command's text output passes it).
@@ -86,6 +87,7 @@ pub enum Command {
     Site(release::SiteRequest),
     Lddtree(lddtree::LddtreeRequest),
     Doctor(doctor::DoctorRequest),
+    Variants(variants::VariantsRequest),
 }
 
 /// Run one command.
@@ -103,6 +105,7 @@ pub fn run(command: Command) -> Output {
         Command::Doctor(request) => doctor::run(&request),
         Command::Thin(request) => thin::run(&request),
         Command::Split(request) => split::run(&request),
+        Command::Variants(request) => variants::run(&request),
     }
 }
 

@@ -118,7 +118,7 @@ fn plan_one(
     Ok((examined, plan, dest))
 }
 
-fn write_one(
+pub(super) fn write_one(
     examined: &Examined,
     plan: &ThinPlan,
     dest: &Path,

@@ -22,6 +22,7 @@ use std::str::FromStr;
 use sha2::{Digest, Sha256};
 
 use crate::wheel::WheelFilename;
+use crate::wheel::variant::{self, VariantMetadata};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -138,6 +139,13 @@ pub struct IndexedFile {
     path: PathBuf,
     #[serde(skip)]
     metadata: Vec<u8>,
+    /// A variant wheel's `variant.json`, read (PEP 825).
+    #[serde(skip)]
+    variant: Option<VariantMetadata>,
+    /// The bytes of a file the index makes itself (`{name}-{version}-variants.json`): written
+    /// into the site and linked from it, never uploaded beside the wheels.
+    #[serde(skip)]
+    generated: Option<Vec<u8>>,
 }
 
 /// A file of the inputs that is not in the index, and why.
@@ -197,7 +205,7 @@ fn write_site(
         let project_dir = dir.join(project);
         create_dir(&project_dir)?;
         for f in list {
-            if base_url.is_none() {
+            if base_url.is_none() || f.generated.is_some() {
                 write_beside(&project_dir, f)?;
             } else if !uploading && f.metadata_sha256.is_some() {
                 // No upload directory: the sidecar waits in the site for the user to upload.
@@ -235,6 +243,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     }
     let mut notes = Vec::new();
     let mut files = one_per_name(files, &mut notes)?;
+    variants_files(&mut files, &mut skipped);
     if files.is_empty() && !skipped.is_empty() {
         // Nothing could be read: no site to write.
         return Ok(IndexSummary {
@@ -321,7 +330,7 @@ fn one_per_name(files: Vec<IndexedFile>, notes: &mut Vec<String>) -> Result<Vec<
 fn uploads(files: &[IndexedFile]) -> Vec<super::upload::Upload> {
     use super::upload::{Source, Upload};
     let mut out = Vec::new();
-    for f in files {
+    for f in files.iter().filter(|f| f.generated.is_none()) {
         out.push(Upload { name: f.filename.clone(), sha256: f.sha256.clone(), source: Source::File(f.path.clone()) });
         if let Some(sha256) = &f.metadata_sha256 {
             out.push(Upload {
@@ -348,6 +357,9 @@ fn create_dir(path: &Path) -> Result<(), IndexError> {
 /// A file and its `.metadata` sidecar, in `dir` (new names, never a file that exists).
 fn write_beside(dir: &Path, f: &IndexedFile) -> Result<(), IndexError> {
     let target = dir.join(&f.filename);
+    if let Some(bytes) = &f.generated {
+        return write(&target, bytes);
+    }
     super::link_or_copy(&f.path, &target)
         .map_err(|source| IndexError::Write { path: target.display().to_string(), source })?;
     if f.metadata_sha256.is_some() {
@@ -378,6 +390,10 @@ fn read_file(path: &Path) -> Result<IndexedFile, String> {
         ));
     }
     let is_wheel = dist.wheel.is_some();
+    let variant = match dist.wheel.as_ref().and_then(|w| w.variant.as_deref()) {
+        Some(label) => Some(read_variant(path, label)?),
+        None => None,
+    };
     Ok(IndexedFile {
         project,
         filename: dist.file_name,
@@ -389,7 +405,67 @@ fn read_file(path: &Path) -> Result<IndexedFile, String> {
         metadata_sha256: is_wheel.then(|| crate::wheel::digest::hex(&Sha256::digest(&dist.metadata_bytes))),
         path: path.to_path_buf(),
         metadata: dist.metadata_bytes,
+        variant,
+        generated: None,
     })
+}
+
+/// A variant wheel's `variant.json`. Without it an installer cannot choose the wheel: it is
+/// left out of the index, with the reason.
+fn read_variant(path: &Path, label: &str) -> Result<VariantMetadata, String> {
+    let archive = crate::wheel::Archive::open(path).map_err(|e| e.to_string())?;
+    variant::read(&archive, label)
+}
+
+/// Each version's `{name}-{version}-variants.json`: every variant wheel's variant.json merged.
+/// A wheel whose variant.json contradicts the others' is left out, with the reason.
+fn variants_files(files: &mut Vec<IndexedFile>, skipped: &mut Vec<Skipped>) {
+    let mut merged: BTreeMap<(String, String), (VariantMetadata, String)> = BTreeMap::new();
+    let mut conflicting = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let Some(metadata) = &f.variant else { continue };
+        let version = crate::wheel::WheelFilename::parse(&f.filename)
+            .map(|w| w.version.parsed.to_string())
+            .unwrap_or_else(|_| f.version.clone());
+        let key = (f.project.clone(), version);
+        match merged.get_mut(&key) {
+            None => {
+                merged.insert(key, (metadata.clone(), f.requires_python.clone().unwrap_or_default()));
+            }
+            Some((all, _)) => {
+                if let Err(e) = all.merge(metadata) {
+                    conflicting.push((i, e.to_string()));
+                }
+            }
+        }
+    }
+    for (i, reason) in conflicting.into_iter().rev() {
+        let f = files.remove(i);
+        skipped.push(Skipped {
+            file: f.path.display().to_string(),
+            reason: format!("its variant.json conflicts with the version's other variant wheels: {reason}"),
+        });
+    }
+    for ((project, version), (metadata, _)) in merged {
+        let bytes = metadata.to_bytes();
+        files.push(IndexedFile {
+            filename: format!(
+                "{}-{}-variants.json",
+                project.replace('-', "_"),
+                crate::wheel::filename::escape_version(&version)
+            ),
+            project,
+            version,
+            sha256: crate::wheel::digest::hex(&Sha256::digest(&bytes)),
+            size: bytes.len() as u64,
+            requires_python: None,
+            metadata_sha256: None,
+            path: PathBuf::new(),
+            metadata: Vec::new(),
+            variant: None,
+            generated: Some(bytes),
+        });
+    }
 }
 
 /// A URL to link or print: `http://` or `https://` (and `file://` where `allow_file`: a local
@@ -436,7 +512,9 @@ pub fn url_quote(name: &str) -> String {
 }
 
 fn link(f: &IndexedFile, base_url: Option<&str>) -> String {
-    format!("{}{}", base_url.unwrap_or(""), url_quote(&f.filename))
+    // A file the index makes lives in the site itself, whatever hosts the wheels.
+    let base = if f.generated.is_some() { None } else { base_url };
+    format!("{}{}", base.unwrap_or(""), url_quote(&f.filename))
 }
 
 fn project_html(project: &str, files: &[&IndexedFile], base_url: Option<&str>) -> String {
@@ -587,6 +665,8 @@ mod tests {
             project: "demo".into(),
             path: PathBuf::new(),
             metadata: Vec::new(),
+            variant: None,
+            generated: None,
         };
         let (a, b) = (file(Some("cd"), Some(">=3.10")), file(None, None));
         let text = project_json("demo", &[&a, &b], Some("https://example.org/"));

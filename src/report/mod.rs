@@ -115,6 +115,9 @@ pub struct ShowReport {
     /// Installed files (a directory or a file shown), not a wheel: no tags are claimed.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub installed: bool,
+    /// A variant wheel's label and properties (PEP 825).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<VariantReport>,
     /// Platform tags the file name claims.
     pub tags: Vec<PlatformTag>,
     /// Platform tags the WHEEL file's `Tag:` lines claim.
@@ -195,6 +198,31 @@ pub struct ShowReport {
     pub error: Option<String>,
 }
 
+/// A variant wheel's label, and the properties its `variant.json` names.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct VariantReport {
+    pub label: String,
+    /// Ex) `amd :: gfx_arch :: gfx942`
+    pub properties: Vec<String>,
+    /// Why its variant.json cannot be read: installers cannot choose the wheel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl VariantReport {
+    fn of(wheel: &Wheel) -> Option<VariantReport> {
+        let label = wheel.filename.variant.clone()?;
+        Some(match crate::wheel::variant::read(&wheel.archive, &label) {
+            Ok(metadata) => VariantReport {
+                properties: crate::wheel::variant::VariantMetadata::property_lines(&metadata.variants[&label]),
+                label,
+                error: None,
+            },
+            Err(e) => VariantReport { label, properties: Vec::new(), error: Some(e) },
+        })
+    }
+}
+
 /// What a report says of its input besides the analysis: a wheel's name, tags and sizes, or
 /// those of installed files.
 struct Subject<'a> {
@@ -242,7 +270,9 @@ impl ShowReport {
             installed: false,
             root: None,
         };
-        Self::of(subject, analysis, judgement)
+        let mut report = Self::of(subject, analysis, judgement);
+        report.variant = VariantReport::of(wheel);
+        report
     }
 
     /// The report on installed files (a directory, or one file): `name` is what was shown; the
@@ -459,6 +489,14 @@ impl ShowReport {
         };
         for problem in &self.installer_problems {
             let _ = writeln!(out, "  pip refuses to install it: {problem}");
+        }
+        if let Some(v) = &self.variant {
+            let what = match (&v.error, v.properties.is_empty()) {
+                (Some(e), _) => format!("its variant.json cannot be read: {e}"),
+                (None, true) => "no properties: the fallback every machine may take".to_string(),
+                (None, false) => v.properties.join(", "),
+            };
+            let _ = writeln!(out, "  variant `{}` (PEP 825): {what}", v.label);
         }
         if self.gpu_only {
             let _ = writeln!(

@@ -116,6 +116,8 @@ pub(super) struct WheelFacts {
     pub(super) kpack_marker_problems: Vec<(String, Vec<String>)>,
     /// Host binaries the loader would refuse or misload, and the rule each breaks.
     pub(super) not_loadable: Vec<(String, crate::elf::lint::LintFinding)>,
+    /// A variant wheel's label and its variant.json, read (PEP 825), or why it cannot be.
+    pub(super) variant: Option<(String, Result<crate::wheel::variant::VariantMetadata, String>)>,
 }
 
 /// What reading one file gave: its sha256 (when the file could be read at all), the
@@ -341,6 +343,11 @@ fn wheel_facts(
     options: &ExamineOptions<'_>,
 ) -> WheelFacts {
     WheelFacts {
+        variant: wheel
+            .filename
+            .variant
+            .as_ref()
+            .map(|label| (label.clone(), crate::wheel::variant::read(&wheel.archive, label))),
         filename_tags: wheel.filename.platform_tags.clone(),
         python_abi_pairs: wheel.filename.python_abi_pairs(),
         tag_lines: wheel.wheel_info.tags.clone(),

@@ -29,6 +29,7 @@ use crate::policy::Policies;
 mod facts;
 mod rules;
 mod upstream;
+mod variants;
 
 use facts::{Dist, Read, dist_facts, read_dist};
 pub use facts::{DistFacts, TagFacts};
@@ -103,6 +104,12 @@ pub fn fix(kind: &str) -> Option<&'static str> {
         }
         "unmarked-platform-extra" => {
             "add the platform marker (`; sys_platform == \"linux\"`) to the extra's requirements, or publish the missing platform's files"
+        }
+        "variant-metadata" | "variant-inconsistent" | "variant-duplicate-properties" | "variant-code-mismatch" => {
+            "write the variants again from the fat wheel, all at once: `wheelfix variants --all-targets --null -w DIR fat.whl`"
+        }
+        "variant-no-fallback" => {
+            "publish the fat wheel as the null variant (`wheelfix variants --null`) or plain (`--plain`) beside the variants"
         }
         _ => return None,
     })
@@ -239,6 +246,7 @@ pub fn survey(
     findings.extend(archive_damage_findings(&dists));
     findings.extend(split_set_findings(&dists));
     findings.extend(path_conflict_findings(&dists));
+    findings.extend(variants::variant_findings(&dists));
     for url in &upstream.urls {
         findings.extend(upstream_findings(&dists, &super::upstream::Upstream::new(url, upstream.timeout)));
     }

@@ -1,0 +1,394 @@
+//! `variants`: one fat build becomes variant wheels (PEP 825), one per processor or group, each
+//! thinned to its code as `thin` does it (its proof included) and labelled, with a
+//! `variant.json` naming its properties in AMD's namespace. An installer that knows variants
+//! picks the wheel for the machine's GPU; the fat wheel can stay beside them as the `null`
+//! variant (always compatible) and as the plain wheel (for installers that know no variants).
+//!
+//! Each wheel is examined once; every variant of it is planned from that one analysis.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::pipeline::{Error, Examined, examine_all};
+use super::write::Destination;
+use super::{Common, Output, display_name};
+use crate::elf::gpu::targets::Requested;
+use crate::plan::edit::{NewMember, Plan};
+use crate::plan::kpack::Group;
+use crate::plan::split::{GroupBy, all_groups};
+use crate::plan::thin::{ThinOptions, ThinPlan, thin};
+use crate::report::thin::ThinOutcome;
+use crate::wheel::variant::{self, NULL_LABEL, Properties, VariantMetadata, amd};
+use crate::{parallel, wheel};
+
+/// `variants`' request.
+#[derive(Debug, Clone)]
+pub struct VariantsRequest {
+    pub wheels: Vec<PathBuf>,
+    pub common: Common,
+    pub wheel_dir: PathBuf,
+    /// A variant for every processor the wheel has code for.
+    pub all_targets: bool,
+    /// One variant per processor (the default), sub-family or family.
+    pub group_by: Option<GroupBy>,
+    /// Write a variant even where the wheel has no code for a requested processor.
+    pub allow_missing: bool,
+    /// The fat wheel as the `null` variant.
+    pub null: bool,
+    /// The fat wheel unlabelled, for installers that know no variants.
+    pub plain: bool,
+    /// Declare AMD's provider plugin in every variant.json (`--provider amd`).
+    pub provider_plugin: bool,
+    /// Declare these processors supported on every machine (`--static-gpu-target`): for an index
+    /// that serves one kind of machine.
+    pub static_targets: Vec<String>,
+    pub compact: bool,
+}
+
+/// One variant written.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantOutcome {
+    pub label: String,
+    /// `namespace :: feature :: value`, each.
+    pub properties: Vec<String>,
+    #[serde(flatten)]
+    pub thin: ThinOutcome,
+}
+
+/// What became of one fat wheel.
+#[derive(Debug, Clone, Serialize)]
+pub struct WheelVariants {
+    pub wheel: String,
+    pub variants: Vec<VariantOutcome>,
+    /// The plain (unlabelled) copy, if asked for.
+    pub plain: Option<String>,
+}
+
+/// One planned output: which wheel, its label and properties, the thin plan and where it goes.
+struct Planned {
+    wheel: usize,
+    label: String,
+    properties: Properties,
+    plan: ThinPlan,
+    dest: PathBuf,
+    /// The ROCm release the wheel names, if any.
+    rocm: Option<String>,
+}
+
+/// Run `variants`.
+pub fn run(request: &VariantsRequest) -> Output {
+    let mut settings = match request.common.settings() {
+        Ok(settings) => settings,
+        Err(e) => return Output::usage(e),
+    };
+    let asked = match asked_groups(request, &settings.gpu_targets.value) {
+        Ok(groups) => groups,
+        Err(e) => return Output::usage(e),
+    };
+    if let Err(e) = check_provider_flags(request) {
+        return Output::usage(e);
+    }
+    if let Err(e) = std::fs::create_dir_all(&request.wheel_dir) {
+        return Output::failure(format!("cannot create {}: {e}", request.wheel_dir.display()));
+    }
+    // No inflated copies are kept: thinning rewrites a copy in place, and every variant of a
+    // wheel thins the same members to other targets, so each inflates its own.
+    settings.analyze.keep_bundled_copies = None;
+    let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
+    let examined = examine_all(&request.wheels, &settings, progress.as_ref());
+    drop(progress);
+
+    let options = ThinOptions {
+        prune_files: false,
+        compact: request.compact,
+        compression_level: settings.zip_compression_level.value,
+    };
+    let mut failures: BTreeMap<usize, String> = BTreeMap::new();
+    let mut examined_ok: Vec<Option<Examined>> = Vec::new();
+    let mut planned: Vec<Planned> = Vec::new();
+    for (index, result) in examined.into_iter().enumerate() {
+        let outcome = result.and_then(|e| {
+            let plans = plan_wheel(index, &e, request, &asked, options)?;
+            Ok((e, plans))
+        });
+        match outcome {
+            Ok((e, plans)) => {
+                planned.extend(plans);
+                examined_ok.push(Some(e));
+            }
+            Err(e) => {
+                failures.insert(index, e.to_string());
+                examined_ok.push(None);
+            }
+        }
+    }
+    let written: Vec<(usize, Result<VariantOutcome, String>)> = parallel::map_owned(planned, |p| {
+        let examined = examined_ok[p.wheel].as_ref().expect("planned wheels were examined");
+        write_variant(examined, p, request, &settings)
+    });
+    let results = collect(request, &examined_ok, written, failures);
+    let named: Vec<(String, &Result<WheelVariants, String>)> =
+        request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
+    let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
+    let stderr = named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    Output { stdout, stderr, code: 0 }.finish(failed, results.len())
+}
+
+/// The groups asked for: `--gpu-target`s (or `gpu-targets`) grouped by `--group-by`; none with
+/// `--all-targets` (each wheel's own are taken).
+fn asked_groups(request: &VariantsRequest, targets: &[String]) -> Result<Vec<Group>, String> {
+    match (request.all_targets, targets.is_empty()) {
+        (true, false) if !request.common.flags.gpu_targets.is_empty() => {
+            Err("give --gpu-target or --all-targets, not both".into())
+        }
+        (true, _) => Ok(Vec::new()),
+        (false, true) => Err("variants needs --gpu-target (repeatable) or --all-targets: the variants to write".into()),
+        (false, false) => {
+            let mut groups = Vec::new();
+            for target in targets {
+                if target.contains(':') {
+                    return Err(format!(
+                        "`{target}`: a variant is a processor (its xnack/sramecc code goes in the same wheel); name the processor"
+                    ));
+                }
+                groups.push(Group::of(target)?);
+            }
+            Ok(grouped(groups, request.group_by.unwrap_or(GroupBy::Target)))
+        }
+    }
+}
+
+/// Processors joined into the groups `--group-by` makes, in the order they came.
+fn grouped(processors: Vec<Group>, by: GroupBy) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for g in processors {
+        let name = by.wheel_of(&g.name);
+        match groups.iter_mut().find(|x| x.name == name) {
+            Some(x) => x.keep.targets.extend(g.keep.targets),
+            None => groups.push(Group { name, keep: g.keep }),
+        }
+    }
+    groups
+}
+
+/// The flags that declare a provider make sense together.
+fn check_provider_flags(request: &VariantsRequest) -> Result<(), String> {
+    if request.provider_plugin && !request.static_targets.is_empty() {
+        return Err("give --provider amd or --static-gpu-target, not both".into());
+    }
+    request.static_targets.iter().try_for_each(|t| Requested::parse(t).map(drop))
+}
+
+/// The `providers` table a wheel's variant.json carries, if one is asked for.
+fn providers(request: &VariantsRequest, rocm: Option<&str>) -> BTreeMap<String, variant::Provider> {
+    if request.provider_plugin || !request.static_targets.is_empty() {
+        BTreeMap::from([(amd::NAMESPACE.to_string(), amd::provider(&request.static_targets, rocm))])
+    } else {
+        BTreeMap::new()
+    }
+}
+
+/// Every variant of one wheel, planned from its one analysis.
+fn plan_wheel(
+    index: usize,
+    examined: &Examined,
+    request: &VariantsRequest,
+    asked: &[Group],
+    options: ThinOptions,
+) -> Result<Vec<Planned>, Error> {
+    let (wheel, analysis) = (&examined.wheel, &examined.analysis);
+    if !wheel.installer_problems.is_empty() {
+        return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
+    }
+    if let Some(label) = &wheel.filename.variant {
+        return Err(Error::Unthinnable {
+            file: wheel.filename.to_string(),
+            problem: format!("it is already the variant `{label}`; make variants from the fat wheel"),
+        });
+    }
+    let groups = if request.all_targets {
+        grouped(all_groups(wheel, analysis), request.group_by.unwrap_or(GroupBy::Target))
+    } else {
+        asked.to_vec()
+    };
+    if groups.is_empty() {
+        return Err(Error::NoCodeFor { missing: vec!["any GPU processor".into()], present: Vec::new() });
+    }
+    let rocm = rocm_version(wheel);
+    let mut planned = Vec::new();
+    for group in &groups {
+        let plan = thin(wheel, analysis, &group.keep, options);
+        if let Some((file, problem)) = plan.unreadable.first() {
+            return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
+        }
+        if !plan.missing.is_empty() && !request.allow_missing {
+            let files = plan.uncovered.iter().map(|u| u.file.clone()).collect();
+            return Err(Error::MissingTargets {
+                missing: plan.missing.clone(),
+                present: analysis.gpu_targets(),
+                files,
+            });
+        }
+        let label = variant::label_of(&group.name);
+        let processors = processors_of(group);
+        let properties = amd::properties(&processors, rocm.as_deref());
+        let dest = dest_of(request, wheel, &label);
+        planned.push(Planned { wheel: index, dest, label, properties, plan, rocm: rocm.clone() });
+    }
+    if request.null {
+        let plan = ThinPlan {
+            plan: Plan::new(wheel.filename.clone()),
+            cut: Vec::new(),
+            pruned: Vec::new(),
+            left: Vec::new(),
+            missing: Vec::new(),
+            uncovered: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        let dest = dest_of(request, wheel, NULL_LABEL);
+        let properties = Properties::new();
+        planned.push(Planned { wheel: index, label: NULL_LABEL.into(), properties, plan, dest, rocm });
+    }
+    Ok(planned)
+}
+
+/// The processors a group's variant runs on: each named one, a generic one as the processors
+/// it covers (a machine reports its processor, never a generic name).
+fn processors_of(group: &Group) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for t in &group.keep.targets {
+        match crate::elf::gpu::targets::generic_covers(&t.processor) {
+            Some(covered) => names.extend(covered.iter().map(|c| c.to_string())),
+            None => names.push(t.processor.clone()),
+        }
+    }
+    let order: Vec<String> = crate::elf::gpu::targets::natural_order(names.iter().map(String::as_str))
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let mut unique = Vec::new();
+    for n in order {
+        if !unique.contains(&n) {
+            unique.push(n);
+        }
+    }
+    unique
+}
+
+/// The ROCm release the wheel's version names (`2.9.0+rocm7.0.2` → `7.0.2`), if it does.
+fn rocm_version(wheel: &wheel::Wheel) -> Option<String> {
+    let release = crate::version::rocm_release(wheel.filename.version.parsed.local())?;
+    Some(release.iter().map(u64::to_string).collect::<Vec<_>>().join("."))
+}
+
+fn dest_of(request: &VariantsRequest, wheel: &wheel::Wheel, label: &str) -> PathBuf {
+    let name = wheel::WheelFilename { variant: Some(label.to_string()), ..wheel.filename.clone() };
+    request.wheel_dir.join(name.to_string())
+}
+
+/// Write one variant: the thinned wheel, labelled, with its variant.json.
+fn write_variant(
+    examined: &Examined,
+    mut p: Planned,
+    request: &VariantsRequest,
+    settings: &crate::settings::Settings,
+) -> (usize, Result<VariantOutcome, String>) {
+    let wheel = &examined.wheel;
+    let path = &request.wheels[p.wheel];
+    let providers = providers(request, p.rocm.as_deref());
+    let metadata = VariantMetadata::of_variant(&p.label, &[amd::NAMESPACE], p.properties.clone(), providers);
+    let lines = VariantMetadata::property_lines(&p.properties);
+    p.plan.plan.filename.variant = Some(p.label.clone());
+    let member = format!("{}/{}", p.plan.plan.output_dist_info(&wheel.dist_info), variant::DIST_INFO_FILE);
+    p.plan.plan.add.insert(member, NewMember::new(metadata.to_bytes(), Some(0o644)));
+    let destination = Destination::Directory(p.dest.parent().unwrap_or(Path::new(".")).to_path_buf());
+    let written = super::thin::write_one(examined, &p.plan, &p.dest, path, settings, &destination);
+    let result = written.map(|thin| VariantOutcome { label: p.label.clone(), properties: lines, thin });
+    (p.wheel, result.map_err(|e| format!("{}: variant {}: {e}", path.display(), p.label)))
+}
+
+/// Each input's outcome: its variants, or its first failure.
+fn collect(
+    request: &VariantsRequest,
+    examined: &[Option<Examined>],
+    written: Vec<(usize, Result<VariantOutcome, String>)>,
+    mut failures: BTreeMap<usize, String>,
+) -> Vec<Result<WheelVariants, String>> {
+    let mut variants: BTreeMap<usize, Vec<VariantOutcome>> = BTreeMap::new();
+    for (index, result) in written {
+        match result {
+            Ok(v) => variants.entry(index).or_default().push(v),
+            Err(e) => {
+                failures.entry(index).or_insert(e);
+            }
+        }
+    }
+    (0..request.wheels.len())
+        .map(|index| {
+            if let Some(e) = failures.get(&index) {
+                let path = request.wheels[index].display();
+                return Err(if e.starts_with(&path.to_string()) { e.clone() } else { format!("{path}: {e}") });
+            }
+            let wheel = &examined[index].as_ref().expect("examined").wheel;
+            let plain = if request.plain {
+                let dest = request.wheel_dir.join(wheel.filename.to_string());
+                let copied = crate::writer::copy_wheel(
+                    &request.wheels[index],
+                    &dest,
+                    crate::wheel::output::Commit::Replace,
+                    None,
+                );
+                match copied {
+                    Ok(p) => Some(p.display().to_string()),
+                    Err(e) => return Err(format!("{}: the plain copy: {e}", request.wheels[index].display())),
+                }
+            } else {
+                None
+            };
+            Ok(WheelVariants {
+                wheel: wheel.filename.to_string(),
+                variants: variants.remove(&index).unwrap_or_default(),
+                plain,
+            })
+        })
+        .collect()
+}
+
+type Named<'a> = (String, &'a Result<WheelVariants, String>);
+
+fn to_json(results: &[Named<'_>]) -> String {
+    let entries: Vec<serde_json::Value> = results
+        .iter()
+        .map(|(name, r)| match r {
+            Ok(w) => serde_json::json!({"ok": true, "wheel": w.wheel, "variants": w.variants, "plain": w.plain}),
+            Err(e) => serde_json::json!({"ok": false, "wheel": name, "error": e}),
+        })
+        .collect();
+    serde_json::to_string_pretty(&serde_json::json!({"version": 1, "wheels": entries})).expect("serialises") + "\n"
+}
+
+fn to_text(results: &[Named<'_>]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for (name, r) in results {
+        let Ok(w) = r else {
+            let _ = writeln!(out, "{name}: failed");
+            continue;
+        };
+        let _ =
+            writeln!(out, "{}: {} variant{}", w.wheel, w.variants.len(), if w.variants.len() == 1 { "" } else { "s" });
+        for v in &w.variants {
+            let size = v.thin.size_after.map(crate::report::human_bytes).unwrap_or_default();
+            let output = v.thin.output.as_deref().unwrap_or("-");
+            let props = if v.properties.is_empty() { "no properties".to_string() } else { v.properties.join(", ") };
+            let _ = writeln!(out, "  {:<16} {output} ({size}): {props}", v.label);
+        }
+        if let Some(plain) = &w.plain {
+            let _ = writeln!(out, "  {:<16} {plain}", "(plain)");
+        }
+    }
+    out
+}
