@@ -48,26 +48,43 @@ fn variant_json_of(wheel: &Path) -> Vec<u8> {
     read_member(wheel, &format!("{}-{}.dist-info/variant.json", parts[0], parts[1]))
 }
 
-/// uv, from the test tools, installing `project` from the index at `site` into a new
-/// environment; the label of the variant it installed (from the installed variant.json).
-fn uv_installs(dir: &Path, site: &Path, project: &str) -> (String, PathBuf) {
-    let uv = tools_venv().join("bin/uv");
-    let venv = dir.join(format!("venv-{}", site.file_name().unwrap().to_string_lossy()));
-    run(Command::new(&uv).args(["venv", "-q"]).arg(&venv));
-    let index = format!("file://{}", site.display());
-    let out = Command::new(&uv)
-        .args(["pip", "install", "--no-cache", "--preview-features", "wheel-variants", "--index-url", &index, project])
+/// The text of the release page's command in `<code class="cmd{class}">`, as a person copies it.
+fn page_command(site: &Path, class: &str) -> String {
+    let page = std::fs::read_to_string(site.join("release.html")).unwrap();
+    let marker = format!("<code class=\"cmd{class}\"");
+    let rest = &page[page.find(&marker).unwrap_or_else(|| panic!("no {marker} in {page}"))..];
+    support::html_text(&rest[rest.find('>').unwrap() + 1..rest.find("</code>").unwrap()])
+}
+
+/// `command` run exactly as printed, by `sh`, with uv of the test tools and pip of a new
+/// environment on the PATH; the label of the variant it installed of `project` (from the
+/// installed variant.json; empty for a plain wheel), and the environment's site-packages.
+fn installs(dir: &Path, command: &str, venv_name: &str, project: &str) -> (String, PathBuf) {
+    let venv = dir.join(venv_name);
+    run(Command::new(support::python::system_python()).args(["-m", "venv"]).arg(&venv));
+    let path = format!(
+        "{}:{}:{}",
+        venv.join("bin").display(),
+        tools_venv().join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("PATH", path)
         .env("VIRTUAL_ENV", &venv)
+        .env("UV_NO_CACHE", "1")
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
         .output()
         .unwrap();
-    assert!(out.status.success(), "uv: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "`{command}`: {}", String::from_utf8_lossy(&out.stderr));
     let site_packages =
         std::fs::read_dir(venv.join("lib")).unwrap().next().unwrap().unwrap().path().join("site-packages");
     let dist_info = std::fs::read_dir(&site_packages)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with(".dist-info") && p.to_string_lossy().contains(project))
-        .unwrap();
+        .unwrap_or_else(|| panic!("`{command}` installed no {project}"));
     let label = match std::fs::read(dist_info.join("variant.json")) {
         Ok(bytes) => {
             let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
@@ -130,9 +147,28 @@ fn each_variant_holds_its_processors_code_and_uv_chooses_it_from_the_index() {
     let out = wheelfix(d, &["check", "out"]);
     assert!(!stdout(&out).contains("variant-"), "{}", stdout(&out));
 
-    // uv, knowing no provider for the `amd` namespace, takes the null variant.
-    let (label, _) = uv_installs(d, &d.join("site"), "hipdemo");
+    // The release page's commands, run as printed: uv, knowing no provider for the `amd`
+    // namespace, takes the null variant (the page says so); pip, which knows no variants, the
+    // plain wheel.
+    let page = std::fs::read_to_string(d.join("site/release.html")).unwrap();
+    assert!(
+        page.contains("no provider is declared, so uv knows nothing of the machine and takes the null variant"),
+        "{page}"
+    );
+    for label in ["gfx90a", "gfx942", "gfx1100", "null"] {
+        assert!(page.contains(&format!("<tr data-variant=\"{label}\">")), "{label}: {page}");
+    }
+    let uv = page_command(&d.join("site"), " uv-variants");
+    assert!(uv.starts_with("uv pip install --preview-features wheel-variants --index-url https://pypi.org/simple --extra-index-url file://"), "{uv}");
+    assert!(uv.ends_with(" hipdemo==1.0+rocm7.0.2"), "{uv}");
+    let (label, _) = installs(d, &uv, "venv-uv", "hipdemo");
     assert_eq!(label, "null");
+    let pip = page_command(&d.join("site"), "");
+    assert!(pip.starts_with("pip install"), "{pip}");
+    let (label, site_packages) = installs(d, &pip, "venv-pip", "hipdemo");
+    assert_eq!(label, "", "pip installs the plain wheel");
+    assert_eq!(bundled_targets(d, &std::fs::read(site_packages.join("hipdemo/libk.so")).unwrap()), fat_targets);
+    validate("release.schema.json", &std::fs::read(d.join("site/release.json")).unwrap());
 
     // Told the machines have gfx942 (a static provider), uv takes the gfx942 variant, whose
     // library holds gfx942 code only.
@@ -152,7 +188,12 @@ fn each_variant_holds_its_processors_code_and_uv_chooses_it_from_the_index() {
     assert!(out.status.success(), "{}", stderr(&out));
     let out = wheelfix(d, &["index", "-o", "site942", "out942"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let (label, site_packages) = uv_installs(d, &d.join("site942"), "hipdemo");
+    let page = std::fs::read_to_string(d.join("site942/release.html")).unwrap();
+    let provider = "the machine's properties come from <code>amd: declared for every machine: gfx_arch gfx942; rocm_version 7.0.2</code>";
+    assert!(page.contains(provider), "{page}");
+    assert!(page.contains("pip knows no variants yet: it installs none of these"), "{page}");
+    let (label, site_packages) =
+        installs(d, &page_command(&d.join("site942"), " uv-variants"), "venv-uv942", "hipdemo");
     assert_eq!(label, "gfx942");
     let installed = std::fs::read(site_packages.join("hipdemo/libk.so")).unwrap();
     assert_eq!(bundled_targets(d, &installed), ["gfx942"]);

@@ -6,13 +6,17 @@
 //!
 //! The page is a function of [`ReleasePage`], which `index` also writes as `release.json`: `site`
 //! renders every architecture's page again from it, for the URL the whole site is served at.
+//!
+//! One file of over 600 lines: the page's data ([`ReleasePage`], also `release.json`) and the views
+//! the templates render from it; the HTML itself is in `src/templates/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use super::human_bytes;
-use crate::release::check::{Finding, Severity, Survey};
+use crate::release::check::{DistVariant, Finding, Severity, Survey};
+use crate::wheel::variant::NULL_LABEL;
 
 /// The upstream index installers take everything else from.
 pub const PYPI: &str = "https://pypi.org/simple";
@@ -93,6 +97,9 @@ pub struct PageFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires_python: Option<String>,
     pub metapackage: bool,
+    /// A variant wheel (PEP 825): its label, properties and providers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<DistVariant>,
 }
 
 /// `check`'s summary for the directory.
@@ -130,6 +137,7 @@ impl ReleasePage {
                     sha256: d.sha256.clone().unwrap_or_default(),
                     requires_python: d.requires_python.clone(),
                     metapackage: d.metapackage,
+                    variant: d.variant.clone(),
                 }
             })
             .collect();
@@ -217,8 +225,59 @@ impl ReleasePage {
                 "glibc": glibc_floor(&self.files),
                 "pythons": pythons(&self.files),
                 "uv": uv_command(&self.site_url, &self.install),
+                "variants": self.variant_views(),
             }),
         )
+    }
+
+    /// Per project and version with variant wheels: the uv command that chooses among them, how
+    /// uv learns the machine's GPU, and what each variant holds (the null variant last).
+    fn variant_views(&self) -> Vec<serde_json::Value> {
+        let version_of = |f: &PageFile| match &f.local {
+            Some(l) => format!("{}+{l}", f.public),
+            None => f.public.clone(),
+        };
+        let mut releases: BTreeMap<(&str, String), Vec<&PageFile>> = BTreeMap::new();
+        for f in self.files.iter().filter(|f| f.variant.is_some()) {
+            releases.entry((&f.project, version_of(f))).or_default().push(f);
+        }
+        let plain: BTreeSet<(&str, String)> =
+            self.files.iter().filter(|f| f.variant.is_none()).map(|f| (f.project.as_str(), version_of(f))).collect();
+        releases
+            .into_iter()
+            .map(|((project, version), mut files)| {
+                files.sort_by_key(|f| {
+                    let label = &f.variant.as_ref().expect("variant files").label;
+                    (label == NULL_LABEL, label.clone())
+                });
+                let providers: BTreeSet<&String> =
+                    files.iter().flat_map(|f| f.variant.as_ref().expect("variant files").providers.iter()).collect();
+                let rows: Vec<serde_json::Value> = files
+                    .iter()
+                    .map(|f| {
+                        let v = f.variant.as_ref().expect("variant files");
+                        serde_json::json!({
+                            "label": v.label,
+                            "properties": v.properties,
+                            "gpu": f.gpu.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
+                            "size": human_bytes(f.size),
+                            "file_name": f.file_name,
+                        })
+                    })
+                    .collect();
+                let requirement = format!("{project}=={version}");
+                let has_null = files.iter().any(|f| f.variant.as_ref().is_some_and(|v| v.label == NULL_LABEL));
+                serde_json::json!({
+                    "project": project,
+                    "version": version,
+                    "uv": uv_variants_command(&self.site_url, &requirement),
+                    "providers": providers,
+                    "plain": plain.contains(&(project, version.clone())),
+                    "null": has_null,
+                    "rows": rows,
+                })
+            })
+            .collect()
     }
 
     /// The AMD GPUs a processor serves: `index --gpu-names`, else `policies/gpu-names.json`.
@@ -596,6 +655,23 @@ pub fn pip_command(site_url: &str, install: &[String]) -> String {
 /// ("was found on https://pypi.org/simple, but not at the requested version").
 pub fn uv_command(site_url: &str, install: &[String]) -> String {
     command(&["uv", "pip", "install", "--index-url", PYPI, "--extra-index-url", site_url], install)
+}
+
+/// uv choosing among variant wheels (PEP 825), a preview feature of uv 0.13: the index order is
+/// [`uv_command`]'s.
+pub fn uv_variants_command(site_url: &str, requirement: &str) -> String {
+    let words = [
+        "uv",
+        "pip",
+        "install",
+        "--preview-features",
+        "wheel-variants",
+        "--index-url",
+        PYPI,
+        "--extra-index-url",
+        site_url,
+    ];
+    command(&words, &[requirement.to_string()])
 }
 
 /// The words, then the projects to install (`PROJECT` where the set names none), each quoted

@@ -100,6 +100,20 @@ pub enum Provider {
     },
 }
 
+impl Provider {
+    /// How an installer learns a machine's properties through it, in a few words.
+    /// Ex) `plugin amd-variant-provider, which uv installs and runs`, `declared for every machine: gfx_arch gfx942`
+    pub fn describe(&self) -> String {
+        match self {
+            Provider::Plugin { requires, .. } => format!("plugin {}, which uv installs and runs", requires.join(", ")),
+            Provider::Static { static_properties, .. } => {
+                let each = static_properties.iter().map(|(feature, values)| format!("{feature} {}", values.join(", ")));
+                format!("declared for every machine: {}", each.collect::<Vec<_>>().join("; "))
+            }
+        }
+    }
+}
+
 /// A `variant.json` (one variant) or a `{name}-{version}-variants.json` (all of a version's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -57,6 +57,21 @@ pub struct DistFacts {
     /// Its `Provides-Extra` names. Ex) [`device-gfx950`]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub extras: Vec<String>,
+    /// A variant wheel (PEP 825): its label and what its variant.json says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<DistVariant>,
+}
+
+/// What a variant wheel's page row shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DistVariant {
+    /// Ex) `gfx942`
+    pub label: String,
+    /// Ex) [`amd :: gfx_arch :: gfx942`]; empty for the null variant, or when unreadable.
+    pub properties: Vec<String>,
+    /// How installers learn a machine's properties, per namespace. Ex) [`amd: plugin amd-variant-provider`]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<String>,
 }
 
 /// One distribution of the set, as `check` sees it.
@@ -147,6 +162,19 @@ pub(super) fn dist_facts(d: &Dist, sha256: Option<String>) -> DistFacts {
         metapackage: is_metapackage(d),
         requires,
         extras: d.metadata.provides_extra.clone(),
+        variant: d.wheel.as_ref().and_then(|w| w.variant.as_ref()).map(|(label, read)| {
+            let metadata = read.as_ref().ok();
+            DistVariant {
+                label: label.clone(),
+                properties: metadata
+                    .and_then(|m| m.variants.get(label))
+                    .map(crate::wheel::variant::VariantMetadata::property_lines)
+                    .unwrap_or_default(),
+                providers: metadata
+                    .map(|m| m.providers.iter().map(|(ns, p)| format!("{ns}: {}", p.describe())).collect())
+                    .unwrap_or_default(),
+            }
+        }),
     }
 }
 

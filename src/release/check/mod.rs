@@ -32,7 +32,7 @@ mod upstream;
 mod variants;
 
 use facts::{Dist, Read, dist_facts, read_dist};
-pub use facts::{DistFacts, TagFacts};
+pub use facts::{DistFacts, DistVariant, TagFacts};
 use rules::{
     abi_findings, architecture_dir, archive_damage_findings, interpreter_findings, kpack_findings,
     metapackage_findings, path_conflict_findings, provider_findings, selector_findings, self_requirement_findings,
