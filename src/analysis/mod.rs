@@ -7,6 +7,10 @@
 //! classify it, else inflated whole), hashes it against RECORD when asked, and parses it if it is
 //! an ELF file; [`linkage::resolve`] then finds what the host binaries need, inside the wheel
 //! and on this machine.
+//!
+//! One file of over 600 lines: the one scan of every member (sniffing, inflating in memory or
+//! streamed, hashing, ELF parsing, bundle copies) and the facts it produces, which every command
+//! reads.
 
 pub mod budget;
 pub mod copy;

@@ -80,9 +80,17 @@ pub fn table_len<'a>(entries: impl IntoIterator<Item = &'a BundleEntry>) -> u64 
     TABLE_HEADER + entries.into_iter().map(|e| ENTRY_FIXED + e.id.len() as u64).sum::<u64>()
 }
 
-/// Why a compressed bundle's header does not parse when its bytes end first (a reader that
-/// has more to come waits for them).
-pub const CCOB_CUT_SHORT: &str = "its header is cut short";
+/// Why a compressed bundle's header does not parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CcobError {
+    /// Its bytes end first (a reader that has more to come waits for them).
+    #[error("its header is cut short")]
+    CutShort,
+    #[error("unknown CCOB version {0}")]
+    Version(u16),
+    #[error("unknown compression method {0}")]
+    Method(u16),
+}
 
 /// A compressed bundle's header. Ex) v3 = `CCOB`, u16 version, u16 method, u64 total size,
 /// u64 uncompressed size, u64 hash.
@@ -106,28 +114,27 @@ impl CcobHeader {
         }
     }
 
-    pub fn parse(bytes: &[u8]) -> Result<CcobHeader, String> {
+    pub fn parse(bytes: &[u8]) -> Result<CcobHeader, CcobError> {
         let u16_at = |i: usize| le::u16_at(bytes, i);
         let u32_at = |i: usize| le::u32_at(bytes, i).map(u64::from);
         let u64_at = |i: usize| le::u64_at(bytes, i);
-        let short = || CCOB_CUT_SHORT.to_string();
-        let version = u16_at(4).ok_or_else(short)?;
-        let method = u16_at(6).ok_or_else(short)?;
+        let version = u16_at(4).ok_or(CcobError::CutShort)?;
+        let method = u16_at(6).ok_or(CcobError::CutShort)?;
         let (total, uncompressed, hash) = match version {
             1 => (None, u32_at(8), u64_at(12)),
             2 => (u32_at(8), u32_at(12), u64_at(16)),
             3 => (u64_at(8), u64_at(16), u64_at(24)),
-            v => return Err(format!("unknown CCOB version {v}")),
+            v => return Err(CcobError::Version(v)),
         };
         if method > 1 {
-            return Err(format!("unknown compression method {method}"));
+            return Err(CcobError::Method(method));
         }
         Ok(CcobHeader {
             version,
             method,
             total,
-            uncompressed: uncompressed.ok_or_else(short)?,
-            hash: hash.ok_or_else(short)?,
+            uncompressed: uncompressed.ok_or(CcobError::CutShort)?,
+            hash: hash.ok_or(CcobError::CutShort)?,
         })
     }
 

@@ -4,6 +4,10 @@
 //! processor the runtime loads code for (`../.kpack/blas_lib_@GFXARCH@.kpack` →
 //! `../.kpack/blas_lib_gfx942.kpack`). An archive that is not installed there makes the first
 //! kernel launch fail, after an install that succeeded.
+//!
+//! One file of over 600 lines (about 580 of code, then its tests): the kpack format whole, the
+//! marker, the archive writer and its reader, so that what is written and what is read back
+//! follow one description.
 
 /// The placeholder the runtime replaces with the processor name.
 pub const GFXARCH: &str = "@GFXARCH@";
@@ -155,6 +159,40 @@ const ARCHIVE_HEADER: u64 = 64;
 /// archives are stored in the device wheel, not deflated again).
 const ARCHIVE_ZSTD_LEVEL: i32 = 1;
 
+/// Why an archive cannot be written as asked: a caller's mistake or a limit of the format,
+/// carried inside the `io::Error` the writer returns (`io::Error::get_ref` downcasts to it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArchiveWriteError {
+    #[error("a code object of {got} bytes was to be {expected} bytes")]
+    SizeChanged { got: u64, expected: u64 },
+    #[error("a frame added while another is being streamed in")]
+    FrameWhileStreaming,
+    #[error("a frame begun before the last one ended")]
+    FrameBeforeEnd,
+    #[error("no frame begun")]
+    NoFrameBegun,
+    #[error("a code object over 4 GiB")]
+    ObjectTooLarge,
+    #[error("too many code objects")]
+    TooManyObjects,
+    #[error("two code objects for {target} in {key}")]
+    TwoObjects { target: String, key: String },
+    #[error("no code object for {target} in {key}")]
+    NoObject { target: String, key: String },
+    #[error("no name for the code objects of {0}")]
+    NoName(String),
+    #[error("two keys named {0}")]
+    TwoKeys(String),
+    #[error("an archive finished with a frame still being streamed in")]
+    FinishedWhileStreaming,
+}
+
+impl From<ArchiveWriteError> for std::io::Error {
+    fn from(e: ArchiveWriteError) -> std::io::Error {
+        std::io::Error::other(e)
+    }
+}
+
 /// A kpack archive being written (`zstd-per-kernel`): each code object one zstd frame, in order
 /// after the header, and at the end the table of contents naming, for each
 /// `<kernel_name>#<index>` and target id, its frame. Written to a file as objects arrive: one
@@ -265,10 +303,7 @@ impl FrameEncoder {
     pub fn finish(&mut self, out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<Object> {
         use zstd::stream::raw::{Operation, OutBuffer};
         if self.size != self.expected {
-            return Err(std::io::Error::other(format!(
-                "a code object of {} bytes was to be {} bytes",
-                self.size, self.expected
-            )));
+            return Err(ArchiveWriteError::SizeChanged { got: self.size, expected: self.expected }.into());
         }
         loop {
             let mut output = OutBuffer::around(&mut self.buf[..]);
@@ -339,13 +374,13 @@ impl ArchiveWriter {
     pub fn add_frame(&mut self, key: &str, target: &str, object: Object, frame: &[u8]) -> std::io::Result<()> {
         use std::io::Write;
         if self.open.is_some() {
-            return Err(std::io::Error::other("a frame added while another is being streamed in"));
+            return Err(ArchiveWriteError::FrameWhileStreaming.into());
         }
-        let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::other("a code object over 4 GiB"))?;
+        let len = u32::try_from(frame.len()).map_err(|_| std::io::Error::from(ArchiveWriteError::ObjectTooLarge))?;
         let ordinal = self.frames.len() as u64;
         let previous = self.toc.entry(key.to_string()).or_default().insert(target.to_string(), (ordinal, object));
         if previous.is_some() {
-            return Err(std::io::Error::other(format!("two code objects for {target} in {key}")));
+            return Err(ArchiveWriteError::TwoObjects { target: target.to_string(), key: key.to_string() }.into());
         }
         self.file.write_all(&len.to_le_bytes())?;
         self.file.write_all(frame)?;
@@ -360,7 +395,7 @@ impl ArchiveWriter {
     pub fn begin_frame(&mut self, key: &str, target: &str, size: u64) -> std::io::Result<()> {
         use std::io::Write;
         if self.open.is_some() {
-            return Err(std::io::Error::other("a frame begun before the last one ended"));
+            return Err(ArchiveWriteError::FrameBeforeEnd.into());
         }
         let mut encoder = Box::new(FrameEncoder::new()?);
         encoder.start(size)?;
@@ -394,7 +429,7 @@ impl ArchiveWriter {
     pub fn write_frame(&mut self, data: &[u8]) -> std::io::Result<()> {
         use std::io::Write;
         let Some((_, _, encoder, written)) = self.open.as_mut() else {
-            return Err(std::io::Error::other("no frame begun"));
+            return Err(std::io::Error::from(ArchiveWriteError::NoFrameBegun));
         };
         let file = &mut self.file;
         encoder.write(data, &mut |bytes| {
@@ -407,17 +442,17 @@ impl ArchiveWriter {
     pub fn end_frame(&mut self) -> std::io::Result<Object> {
         use std::io::Write;
         let (key, target, mut encoder, mut len) =
-            self.open.take().ok_or_else(|| std::io::Error::other("no frame begun"))?;
+            self.open.take().ok_or_else(|| std::io::Error::from(ArchiveWriteError::NoFrameBegun))?;
         let file = &mut self.file;
         let object = encoder.finish(&mut |bytes| {
             len += bytes.len() as u64;
             file.write_all(bytes)
         })?;
-        let len32 = u32::try_from(len).map_err(|_| std::io::Error::other("a code object over 4 GiB"))?;
+        let len32 = u32::try_from(len).map_err(|_| std::io::Error::from(ArchiveWriteError::ObjectTooLarge))?;
         let ordinal = self.frames.len() as u64;
         let previous = self.toc.entry(key.clone()).or_default().insert(target.clone(), (ordinal, object));
         if previous.is_some() {
-            return Err(std::io::Error::other(format!("two code objects for {target} in {key}")));
+            return Err(ArchiveWriteError::TwoObjects { target: target.to_string(), key: key.to_string() }.into());
         }
         self.file.flush()?;
         std::os::unix::fs::FileExt::write_all_at(self.file.get_ref(), &len32.to_le_bytes(), self.at)?;
@@ -451,11 +486,9 @@ impl ArchiveWriter {
     /// flushed so that it can be read there), and its code object's description.
     fn stored(&mut self, key: &str, target: &str) -> std::io::Result<(Object, u64, u32)> {
         use std::io::Write;
-        let &(ordinal, object) = self
-            .toc
-            .get(key)
-            .and_then(|per| per.get(target))
-            .ok_or_else(|| std::io::Error::other(format!("no code object for {target} in {key}")))?;
+        let &(ordinal, object) = self.toc.get(key).and_then(|per| per.get(target)).ok_or_else(|| {
+            std::io::Error::from(ArchiveWriteError::NoObject { target: target.to_string(), key: key.to_string() })
+        })?;
         self.file.flush()?;
         let (at, len) = self.frames[ordinal as usize];
         Ok((object, at, len))
@@ -480,13 +513,13 @@ impl ArchiveWriter {
     ) -> std::io::Result<()> {
         use std::io::Write;
         if self.open.is_some() {
-            return Err(std::io::Error::other("a frame added while another is being streamed in"));
+            return Err(ArchiveWriteError::FrameWhileStreaming.into());
         }
         let (object, at, len) = from.stored(key, target)?;
         let ordinal = self.frames.len() as u64;
         let previous = self.toc.entry(as_key.to_string()).or_default().insert(target.to_string(), (ordinal, object));
         if previous.is_some() {
-            return Err(std::io::Error::other(format!("two code objects for {target} in {as_key}")));
+            return Err(ArchiveWriteError::TwoObjects { target: target.to_string(), key: as_key.to_string() }.into());
         }
         self.file.write_all(&len.to_le_bytes())?;
         let mut buf = vec![0u8; (len as usize).min(1 << 20)];
@@ -507,10 +540,9 @@ impl ArchiveWriter {
     pub fn rename_keys(&mut self, rename: &dyn Fn(&str) -> Option<String>) -> std::io::Result<()> {
         let mut renamed = std::collections::BTreeMap::new();
         for (key, per) in &self.toc {
-            let new =
-                rename(key).ok_or_else(|| std::io::Error::other(format!("no name for the code objects of {key}")))?;
+            let new = rename(key).ok_or_else(|| std::io::Error::from(ArchiveWriteError::NoName(key.to_string())))?;
             if renamed.insert(new.clone(), per.clone()).is_some() {
-                return Err(std::io::Error::other(format!("two keys named {new}")));
+                return Err(ArchiveWriteError::TwoKeys(new.to_string()).into());
             }
         }
         self.toc = renamed;
@@ -526,7 +558,7 @@ impl ArchiveWriter {
     pub fn finish(self, group_name: &str, family: &str) -> std::io::Result<std::fs::File> {
         use std::io::{Seek, SeekFrom, Write};
         if self.open.is_some() {
-            return Err(std::io::Error::other("an archive finished with a frame still being streamed in"));
+            return Err(ArchiveWriteError::FinishedWhileStreaming.into());
         }
         let arches = self.targets();
         let mut toc = Vec::new();
@@ -573,7 +605,9 @@ impl ArchiveWriter {
         header.extend(1u32.to_le_bytes());
         header.extend(at.to_le_bytes());
         header.resize(ARCHIVE_HEADER as usize, 0);
-        header.extend(u32::try_from(frames).map_err(|_| std::io::Error::other("too many code objects"))?.to_le_bytes());
+        header.extend(
+            u32::try_from(frames).map_err(|_| std::io::Error::from(ArchiveWriteError::TooManyObjects))?.to_le_bytes(),
+        );
         file.seek(SeekFrom::Start(0))?;
         file.write_all(&header)?;
         file.flush()?;

@@ -33,6 +33,8 @@ pub enum ArchiveProblem {
     TocOutside { at: u64, len: u64 },
     #[error("its table of contents cannot be read: {0}")]
     Toc(String),
+    #[error("its table of contents is not MessagePack: {0}")]
+    TocNotMsgpack(#[from] crate::msgpack::MsgpackError),
     #[error("compression scheme {0:?}: neither zstd-per-kernel nor none")]
     Scheme(String),
     #[error("its frames ({from}..{to}) lie outside the file, or overlap its header or table of contents")]
@@ -102,7 +104,7 @@ fn read_into(
     let toc_len = (len - toc_at).min(crate::KPACK_TOC_MAX);
     let mut toc_bytes = vec![0u8; toc_len as usize];
     read_at(&mut toc_bytes, toc_at).map_err(io)?;
-    let toc = crate::msgpack::parse(&toc_bytes).map_err(ArchiveProblem::Toc)?;
+    let toc = crate::msgpack::parse(&toc_bytes)?;
     drop(toc_bytes);
     out.group_name = toc.get("group_name").and_then(Value::as_str).map(str::to_string);
     let entries = entries(&toc)?;

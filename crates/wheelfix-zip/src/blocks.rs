@@ -16,6 +16,9 @@
 //!
 //! About 630 lines of code: marking block starts while inflating, finding reusable runs and
 //! copying them are one format's three views of the same bit positions, tested together.
+//!
+//! One file of over 600 lines (about 520 of code, then its tests on real deflate streams):
+//! marking, matching and copying blocks at a bit offset are one technique.
 
 use std::io::{self, Write};
 
