@@ -1268,3 +1268,105 @@ fn a_host_that_requires_its_devices_installs_like_the_fat_wheel() {
     expected.sort();
     assert_eq!(chosen, expected);
 }
+
+/// A fat wheel of `project` for one Python version, its library's device code for gfx942 and
+/// gfx950 built with `cov` (the same `cov`, the same code objects).
+fn python_build(dir: &Path, project: &str, python: &str, cov: u8) -> PathBuf {
+    use support::gpugen::{GFX942, GFX950, bundle_for, host_with_wrapped_fatbin};
+    let bundle = bundle_for(&[("gfx942", GFX942), ("gfx950", GFX950)], cov);
+    WheelSpec::new(project, "1.0+rocm7.0.2", &format!("{python}-{python}-manylinux_2_28_x86_64"))
+        .file(&format!("{project}/libk.so"), host_with_wrapped_fatbin("_k", bundle, 1))
+        .write(dir)
+}
+
+/// pip's choice of files for `requirement` from `dir` alone, for a CPython `version`.
+fn pip_chooses(d: &Path, dir: &Path, version: &str, requirement: &str) -> Vec<String> {
+    let report = d.join(format!("report-{version}.json"));
+    run(Command::new(system_python())
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "--dry-run", "--ignore-installed"])
+        .args(["--no-index", "--only-binary=:all:", "--python-version", version, "--platform", "manylinux_2_28_x86_64"])
+        .arg("--target")
+        .arg(d.join("t"))
+        .arg("--find-links")
+        .arg(dir)
+        .arg("--report")
+        .arg(&report)
+        .arg(requirement));
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let mut chosen: Vec<String> = value["install"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["download_info"]["url"].as_str().unwrap().rsplit('/').next().unwrap().replace("%2B", "+"))
+        .collect();
+    chosen.sort();
+    chosen
+}
+
+/// Split in one run, the fat wheels of two Python versions store each processor's device code
+/// once: one `py3-none-<platform>` device wheel that both hosts' extras install, proven and
+/// verified by check; where the code differs between the versions, each host keeps its own.
+#[test]
+fn device_code_the_python_versions_share_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut inputs = Vec::new();
+    for python in ["cp311", "cp312"] {
+        inputs.push(python_build(&d.join("in"), "same", python, 6));
+    }
+    inputs.push(python_build(&d.join("in"), "differ", "cp311", 6));
+    inputs.push(python_build(&d.join("in"), "differ", "cp312", 7));
+    let mut args = vec!["split", "--json", "--all-targets", "-w", "out"];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    support::python::validate("split.schema.json", &out.stdout);
+
+    let mut files = files_in(&d.join("out"));
+    files.retain(|f| f.contains("_device_"));
+    assert_eq!(
+        files,
+        [
+            "differ_device_gfx942-1.0+rocm7.0.2-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "differ_device_gfx942-1.0+rocm7.0.2-cp312-cp312-manylinux_2_28_x86_64.whl",
+            "differ_device_gfx950-1.0+rocm7.0.2-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "differ_device_gfx950-1.0+rocm7.0.2-cp312-cp312-manylinux_2_28_x86_64.whl",
+            "same_device_gfx942-1.0+rocm7.0.2-py3-none-manylinux_2_28_x86_64.whl",
+            "same_device_gfx950-1.0+rocm7.0.2-py3-none-manylinux_2_28_x86_64.whl",
+        ]
+    );
+    for (i, wheel) in report.as_array().unwrap().iter().enumerate() {
+        for device in wheel["devices"].as_array().unwrap() {
+            assert_eq!(device["shared"].as_bool().unwrap_or(false), i < 2, "{device}");
+            assert!(d.join(device["wheel"].as_str().unwrap()).exists(), "{device}");
+        }
+    }
+    let shared = d.join("out/same_device_gfx942-1.0+rocm7.0.2-py3-none-manylinux_2_28_x86_64.whl");
+    assert_true_record(&shared);
+    let wheel_file =
+        String::from_utf8(read_member(&shared, "same_device_gfx942-1.0+rocm7.0.2.dist-info/WHEEL")).unwrap();
+    assert!(
+        wheel_file.contains("Tag: py3-none-manylinux_2_28_x86_64\n") && !wheel_file.contains("cp31"),
+        "{wheel_file}"
+    );
+    // Its archive is the bytes each host's own device wheel would have held.
+    let alone = wheelfix(d, &["split", "--all-targets", "-w", "alone", inputs[1].to_str().unwrap()]);
+    assert!(alone.status.success(), "{}", stderr(&alone));
+    let own = d.join("alone/same_device_gfx942-1.0+rocm7.0.2-cp312-cp312-manylinux_2_28_x86_64.whl");
+    let archive = "same/.kpack/libk.so_gfx942.kpack";
+    assert_eq!(read_member(&shared, archive), read_member(&own, archive));
+
+    // Every host's extra installs the one device wheel, for each Python version.
+    for (version, python) in [("3.11", "cp311"), ("3.12", "cp312")] {
+        assert_eq!(
+            pip_chooses(d, &d.join("out"), version, "same[device-gfx942]"),
+            [
+                format!("same-1.0+rocm7.0.2-{python}-{python}-manylinux_2_28_x86_64.whl"),
+                "same_device_gfx942-1.0+rocm7.0.2-py3-none-manylinux_2_28_x86_64.whl".to_string()
+            ]
+        );
+    }
+    let check = wheelfix(d, &["check", "out"]);
+    assert!(check.status.success(), "{}", stdout(&check));
+}

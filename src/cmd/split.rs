@@ -4,6 +4,10 @@
 //! extras `device-<group>` and `device-all` ([`plan::split`]). Every wheel is examined and
 //! planned, then the host written (its archives made as each binary is rewritten), then the
 //! device wheels.
+//!
+//! One file of over 600 lines: the command's orchestration (examine, plan, write the host, gather
+//! its archives into device wheels, publish the set together) and the naming of device wheels; the
+//! plan is in `plan::split` and the bytes in `writer::thin`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -117,23 +121,33 @@ pub fn run(request: &SplitRequest) -> Output {
     refuse_unsafe_outputs(&mut planned, request);
     let work: Vec<_> = planned.into_iter().zip(&request.wheels).collect();
     let destination = Destination::Directory(staged.clone());
-    let results: Vec<Result<SplitOutcome, String>> = parallel::map_owned(work, |(planned, path)| {
-        planned
-            .and_then(|planned| match planned {
-                Planned::AlreadySplit(wheel, reason) => Ok(SplitOutcome::left(wheel, reason)),
-                Planned::Split(planned) => {
-                    let (examined, plan) = *planned;
-                    let written = write_one(&examined, &plan, path, &settings, &destination, request, &staged)?;
-                    publish(written, &request.wheel_dir)
-                }
-            })
-            .map_err(|e| format!("{}: {e}", path.display()))
+    let mut written: Vec<Result<SplitOutcome, Error>> = parallel::map_owned(work, |(planned, path)| {
+        planned.and_then(|planned| match planned {
+            Planned::AlreadySplit(wheel, reason) => Ok(SplitOutcome::left(wheel, reason)),
+            Planned::Split(planned) => {
+                let (examined, plan) = *planned;
+                write_one(&examined, &plan, path, &settings, &destination, request, &staged)
+            }
+        })
     });
+    let shared_failed = share_device_wheels(&mut written, &settings, &staged);
+    let mut published = std::collections::BTreeSet::new();
+    let results: Vec<Result<SplitOutcome, String>> = written
+        .into_iter()
+        .zip(&request.wheels)
+        .map(|(outcome, path)| {
+            outcome
+                .and_then(|o| if o.skipped.is_some() { Ok(o) } else { publish(o, &request.wheel_dir, &mut published) })
+                .map_err(|e| format!("{}: {e}", path.display()))
+        })
+        .collect();
     drop(stage);
     let named: Vec<(String, &Result<SplitOutcome, String>)> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
-    let stderr = named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
+    let mut stderr: Vec<String> =
+        named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
+    stderr.extend(shared_failed.into_iter().map(|e| format!("wheelfix: warning: {e}")));
     let failed = results.iter().filter(|r| r.is_err()).count();
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
 }
@@ -281,20 +295,115 @@ fn output_names(examined: &Examined, plan: &SplitPlan, request: &SplitRequest) -
 
 /// Move a wheel's staged outputs into `-w` as a set ([`publish_set`]); the outcome then names
 /// where they are.
-fn publish(mut outcome: SplitOutcome, wheel_dir: &Path) -> Result<SplitOutcome, Error> {
+/// Move one wheel's host and device wheels from the stage into `-w`, as a set; a device wheel
+/// an earlier wheel's set published (one shared by several Python versions) is not moved again.
+fn publish(
+    mut outcome: SplitOutcome,
+    wheel_dir: &Path,
+    published: &mut std::collections::BTreeSet<PathBuf>,
+) -> Result<SplitOutcome, Error> {
     let to_dest = |staged: &str| {
         let staged = PathBuf::from(staged);
         let dest = wheel_dir.join(staged.file_name().unwrap_or_default());
         (staged, dest)
     };
-    let mut files = vec![to_dest(&outcome.host)];
-    files.extend(outcome.devices.iter().map(|d| to_dest(&d.wheel)));
-    publish_set(&files)?;
+    let files: Vec<(PathBuf, PathBuf)> =
+        std::iter::once(&outcome.host).chain(outcome.devices.iter().map(|d| &d.wheel)).map(|p| to_dest(p)).collect();
+    let moved: Vec<(PathBuf, PathBuf)> =
+        files.iter().filter(|(staged, _)| !published.contains(staged)).cloned().collect();
+    publish_set(&moved)?;
+    published.extend(moved.into_iter().map(|(staged, _)| staged));
     outcome.host = files[0].1.display().to_string();
     for (device, (_, dest)) in outcome.devices.iter_mut().zip(&files[1..]) {
         device.wheel = dest.display().to_string();
     }
     Ok(outcome)
+}
+
+/// Device wheels of one group that this run wrote for hosts of several Python versions (one
+/// project, version and platform, other Python tags) and that hold the same members, byte for
+/// byte by their RECORD digests, become one `py3-none-<platform>` wheel
+/// ([`crate::plan::split::shared_device_wheel`]): an index holds each code object once, not
+/// once per Python version. Device wheels that differ stay one per host. What could not be
+/// shared is returned as warnings (the per-host wheels stay, which is still a whole set).
+fn share_device_wheels(
+    outcomes: &mut [Result<SplitOutcome, Error>],
+    settings: &Settings,
+    staged: &Path,
+) -> Vec<String> {
+    // (device project, version, platform tags) → (outcome, device) of each host's wheel.
+    let mut groups: std::collections::BTreeMap<(String, String, String), Vec<(usize, usize)>> = Default::default();
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let Ok(o) = outcome else { continue };
+        for (j, d) in o.devices.iter().enumerate() {
+            let Some(name) = Path::new(&d.wheel).file_name().and_then(|n| n.to_str()) else { continue };
+            let Ok(f) = WheelFilename::parse(name) else { continue };
+            let platforms = f.platform_tags.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(".");
+            groups.entry((f.distribution.clone(), f.version.text.clone(), platforms)).or_default().push((i, j));
+        }
+    }
+    let mut warnings = Vec::new();
+    for members in groups.into_values().filter(|m| m.len() > 1) {
+        let paths: Vec<PathBuf> = members
+            .iter()
+            .map(|&(i, j)| PathBuf::from(&outcomes[i].as_ref().expect("grouped from Ok").devices[j].wheel))
+            .collect();
+        match shared_wheel(&paths, settings, staged) {
+            Ok(None) => {}
+            Ok(Some(shared)) => {
+                let size = std::fs::metadata(&shared).map(|m| m.len()).ok();
+                for &(i, j) in &members {
+                    let device = &mut outcomes[i].as_mut().expect("grouped from Ok").devices[j];
+                    device.wheel = shared.display().to_string();
+                    device.size = size;
+                    device.shared = true;
+                }
+                for path in &paths {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            Err(e) => warnings.push(format!("{}: not shared across Python versions: {e}", display_name(&paths[0]))),
+        }
+    }
+    warnings
+}
+
+/// The one wheel for `paths` (device wheels of this run, one per host), written into the
+/// stage, when their members outside `.dist-info` are the same; `None` when they differ.
+fn shared_wheel(paths: &[PathBuf], settings: &Settings, staged: &Path) -> Result<Option<PathBuf>, String> {
+    let open = |p: &Path| wheel::Wheel::open(p).map_err(|e| format!("{}: {e}", display_name(p)));
+    let wheels: Vec<wheel::Wheel> = paths.iter().map(|p| open(p)).collect::<Result<_, _>>()?;
+    let content = |w: &wheel::Wheel| -> Vec<(String, String)> {
+        let prefix = format!("{}/", w.dist_info);
+        let rows = w.record.rows().filter(|r| !r.path.starts_with(&prefix));
+        let mut rows: Vec<(String, String)> = rows.map(|r| (r.path.to_string(), r.hash.to_string())).collect();
+        rows.sort();
+        rows
+    };
+    let first = content(&wheels[0]);
+    let pythons: std::collections::BTreeSet<String> =
+        wheels.iter().map(|w| w.filename.python_abi_pairs().join(".")).collect();
+    if pythons.len() < wheels.len() || wheels[1..].iter().any(|w| content(w) != first) {
+        return Ok(None);
+    }
+    let plan = crate::plan::split::shared_device_wheel(&wheels[0]);
+    let dest = staged.join(plan.filename.to_string());
+    let options = crate::writer::WriteOptions {
+        patcher: settings.patcher.value.patcher(),
+        budget: &settings.analyze.memory,
+        source_date_epoch: settings.source_date_epoch,
+    };
+    let commit = crate::wheel::output::Commit::Replace;
+    crate::writer::write_wheel(&wheels[0], &plan, &[], &options, &dest, commit, None, None)
+        .map_err(|e| e.to_string())?;
+    // Proven before the per-host wheels go: the shared wheel's RECORD names each member of
+    // theirs with its digest, and its archive's members hash to that RECORD.
+    let written = open(&dest)?;
+    if content(&written) != first || !members_hash_to_record(&written)? {
+        let _ = std::fs::remove_file(&dest);
+        return Err(format!("{} does not hold the members it was made from", plan.filename));
+    }
+    Ok(Some(dest))
 }
 
 /// The device wheels' name template and grouping: the flags, else `[tool.wheelfix]`, else the
@@ -591,6 +700,7 @@ fn write_device(
         databases: databases.len(),
         size,
         installed,
+        shared: false,
     })
 }
 
@@ -617,4 +727,30 @@ fn copied(wheel: &wheel::Wheel, name: &str, dir: &Path, level: u32) -> Result<Sp
     drop(out);
     let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_exact_at(&file, buf, at);
     Spilled::from_reader(len, level, dir, None, read).map_err(|e| fail(e.to_string()))
+}
+
+/// Every member of `wheel` outside its `.dist-info`, read back from the archive, hashes to its
+/// RECORD row (a reader of the zip, not the writer's record of what it wrote).
+fn members_hash_to_record(wheel: &wheel::Wheel) -> Result<bool, String> {
+    use sha2::Digest;
+    let prefix = format!("{}/", wheel.dist_info);
+    for member in wheel.archive.members().iter().filter(|m| !m.is_dir() && !m.name.starts_with(&prefix)) {
+        let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", member.name);
+        let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(&e))?;
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = std::io::Read::read(&mut stream, &mut buf).map_err(|e| fail(&e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+        }
+        let digest: [u8; 32] = hasher.finalize().into();
+        let actual = crate::wheel::record::record_hash(&digest);
+        if wheel.record_entry(&member.name).map(|r| r.hash) != Some(actual.as_str()) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

@@ -441,6 +441,25 @@ pub fn with_device_extras(metadata: &str, extras: &[(String, String)], version: 
     format!("{head}{lines}{body}")
 }
 
+/// The plan that makes one device wheel serve every Python version: the same members, named
+/// and tagged `py3-none-<platform>` (every platform tag kept). The device code of a processor
+/// is the same bytes whichever Python its host was built for; the hosts pin the device wheel by
+/// version alone, so one file meets every host's extra.
+pub fn shared_device_wheel(wheel: &Wheel) -> Plan {
+    let filename = crate::wheel::WheelFilename {
+        python_tags: vec!["py3".to_string()],
+        abi_tags: vec!["none".to_string()],
+        ..wheel.filename.clone()
+    };
+    let mut plan = Plan::new(filename);
+    let lines: Vec<String> = wheel.filename.platform_tags.iter().map(|p| format!("py3-none-{p}")).collect();
+    plan.replace.insert(
+        format!("{}/WHEEL", wheel.dist_info),
+        NewMember::new(wheel.wheel_info.with_tags(&lines, None).into_bytes(), None),
+    );
+    plan
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,10 @@ pub struct DeviceWheel {
     pub databases: usize,
     pub size: Option<u64>,
     pub installed: Option<u64>,
+    /// One `py3-none-<platform>` wheel for the hosts of every Python version this run split,
+    /// whose device code for the group was the same bytes.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// What `split` did with one wheel.
@@ -133,14 +137,15 @@ pub fn to_text(results: &[Split<'_>]) -> String {
         for d in &o.devices {
             let _ = writeln!(
                 out,
-                "  {}: {} ({} download, {} installed; {}, {}; extra `{}`)",
+                "  {}: {} ({} download, {} installed; {}, {}; extra `{}`){}",
                 d.target,
                 d.wheel,
                 size(d.size),
                 size(d.installed),
                 crate::log::plural(d.archives, "archive"),
                 crate::log::plural(d.databases, "database file"),
-                d.extra
+                d.extra,
+                if d.shared { "; shared by every Python version's host" } else { "" }
             );
         }
         write_left(&mut out, &o.left);
