@@ -64,7 +64,11 @@ impl WheelFilename {
         let (name, version, build, py, abi, plat, variant) = match parts.as_slice() {
             [n, v, py, abi, plat] => (*n, *v, None, *py, *abi, *plat, None),
             [n, v, b, py, abi, plat] if starts_with_digit(b) => (*n, *v, Some(*b), *py, *abi, *plat, None),
-            [n, v, py, abi, plat, label] if !starts_with_digit(py) => (*n, *v, None, *py, *abi, *plat, Some(*label)),
+            // Read as a variant only where the build-tag reading could not be a wheel name
+            // either: `foo-1.0-x1-py3-none-any` is a bad build tag, not platform `none`.
+            [n, v, py, abi, plat, label] if !starts_with_digit(py) && *plat != "none" && *label != "any" => {
+                (*n, *v, None, *py, *abi, *plat, Some(*label))
+            }
             [n, v, b, py, abi, plat] => (*n, *v, Some(*b), *py, *abi, *plat, None),
             [n, v, b, py, abi, plat, label] => (*n, *v, Some(*b), *py, *abi, *plat, Some(*label)),
             _ => return Err(FilenameError::Shape(filename.to_string())),
