@@ -10,7 +10,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::gpugen::{GFX942, bundle_for, host_with_fatbin};
+use support::gpugen::{GFX942, GFX950, bundle_for, host_with_fatbin};
 use support::hip::{bundler_list, bundles, library, objects};
 use support::python::{assert_true_record, run, tools_venv, validate};
 use support::wheelgen::{WheelSpec, write_zip};
@@ -272,6 +272,28 @@ fn check_and_index_catch_variants_that_lie_conflict_or_cannot_be_read() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("nothing for gfx950"), "{}", stderr(&out));
     assert!(!d.join("none/plainfat-1.0-py3-none-linux_x86_64-gfx950.whl").exists());
+    // With --all-targets, a processor only some binaries have code for gets its variant, as
+    // the fat wheel serves it (as `split --all-targets` does), and the others' lack is reported.
+    let uneven = WheelSpec::new("uneven", "1.0", "py3-none-linux_x86_64")
+        .file("uneven/_a.so", host_with_fatbin("_a", bundle_for(&[("gfx942", GFX942), ("gfx950", GFX950)], 5)))
+        .file("uneven/_b.so", host_with_fatbin("_b", bundle_for(&[("gfx942", GFX942)], 5)))
+        .write(&d.join("in"));
+    let out = wheelfix(d, &["variants", "--json", "--all-targets", "-w", "uneven", uneven.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gfx950 = &doc["wheels"][0]["variants"].as_array().unwrap().iter().find(|v| v["label"] == "gfx950").unwrap();
+    assert_eq!(gfx950["missing"], serde_json::json!(["gfx950"]), "{gfx950}");
+    let variant = d.join("uneven/uneven-1.0-py3-none-linux_x86_64-gfx950.whl");
+    assert!(!stdout(&wheelfix(d, &["check", variant.to_str().unwrap()])).contains("variant-code-mismatch"));
+    // A wheel without device code has no variant, and says so in variants' words.
+    let pure = WheelSpec::new("purepkg", "1.0", "py3-none-any").file("purepkg/__init__.py", "").write(&d.join("in"));
+    let out = wheelfix(d, &["variants", "--all-targets", "-w", "pure", pure.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no device code in offload bundles: there is no variant to write"),
+        "{}",
+        stderr(&out)
+    );
     let out =
         wheelfix(d, &["variants", "--gpu-target", "gfx942", "--provider", "amd", "-w", "ok", plain.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -46,6 +46,8 @@ pub enum Error {
     MissingTargets { missing: Vec<String>, present: Vec<String>, files: Vec<String> },
     #[error("cannot thin `{file}`: {problem}; nothing was written")]
     Unthinnable { file: String, problem: String },
+    #[error("it has no device code in offload bundles: there is no variant to write; nothing was written")]
+    NoVariant,
     #[error("cannot split `{file}`: {problem}; nothing was written")]
     Unsplittable { file: String, problem: String },
     #[error("its device code has nothing for {} (it has {}): there is no device wheel to write; nothing was written", missing.join(", "), if present.is_empty() { "no targets".to_string() } else { present.join(", ") })]

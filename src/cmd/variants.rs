@@ -215,7 +215,7 @@ fn plan_wheel(
         asked.to_vec()
     };
     if groups.is_empty() {
-        return Err(Error::NoCodeFor { missing: vec!["any GPU processor".into()], present: Vec::new() });
+        return Err(Error::NoVariant);
     }
     let rocm = rocm_version(wheel);
     let mut planned = Vec::new();
@@ -224,7 +224,10 @@ fn plan_wheel(
         if let Some((file, problem)) = plan.unreadable.first() {
             return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
         }
-        if !plan.missing.is_empty() && !request.allow_missing {
+        // With --all-targets every processor has code in some binary; one that other binaries
+        // lack is written as the fat wheel serves it (their bundles hold nothing for it either),
+        // and reported as missing, as `split --all-targets` does.
+        if !plan.missing.is_empty() && !request.allow_missing && !request.all_targets {
             let files = plan.uncovered.iter().map(|u| u.file.clone()).collect();
             return Err(Error::MissingTargets {
                 missing: plan.missing.clone(),

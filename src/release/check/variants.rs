@@ -131,7 +131,10 @@ fn code_findings(d: &Dist, label: &str, properties: &Properties, targets: &[Stri
             vec![d],
         ));
     }
-    let extra: Vec<&str> = targets.iter().filter(|t| !keep.keeps(t)).map(String::as_str).collect();
+    // AMD processors only: NVIDIA code (`sm_90`, `compute_90`) is neither named by the `amd`
+    // namespace nor removed by thinning; a wheel that carries both keeps it in every variant.
+    let extra: Vec<&str> =
+        targets.iter().filter(|t| t.starts_with("gfx") && !keep.keeps(t)).map(String::as_str).collect();
     if !extra.is_empty() {
         findings.push(Finding {
             kind: "variant-extra-code",
