@@ -402,50 +402,13 @@ fn lies_and_bombs_fail_their_wheel_and_leave_no_output() {
     assert_eq!(left.len(), 1, "no temporary files left: {left:?}");
 }
 
-/// Bytes that deflate compresses about 3:1, as machine code does: words and numbers.
-fn compressible(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    let mut out = Vec::with_capacity(len + 32);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let word: &[u8] = [&b"mov "[..], b"add ", b"s_load ", b"v_mac ", b"ret\n"][(state % 5) as usize];
-        out.extend_from_slice(word);
-        out.extend_from_slice(format!("{} ", (state >> 20) % 7000).as_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
 #[test]
 fn thinning_copies_the_original_deflate_blocks_of_what_stays() {
-    use support::gpugen::{bundle, section};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    // Host code of 3 MB, then three bundles of four 600 KB code objects each: what stays is the
-    // host code and one code object a bundle (moved to the front of its bundle), 4.8 MB.
-    let object = |mach: u32, seed: u64| {
-        let mut o = amdgpu_object(mach, 5);
-        o.extend(compressible(600_000, seed));
-        o
-    };
-    let mut fatbin = Vec::new();
-    for b in 0..3u64 {
-        let entries = [
-            ("gfx90a", object(0x3f, 10 * b + 1)),
-            ("gfx1100", object(0x41, 10 * b + 2)),
-            ("gfx942", object(0x4c, 10 * b + 3)),
-            ("gfx908", object(0x30, 10 * b + 4)),
-        ];
-        fatbin.extend(bundle(&entries));
-        fatbin.resize(fatbin.len().next_multiple_of(4096), 0);
-    }
-    let library = support::elfgen::ElfSpec {
-        sections: vec![section(".rodata", 1, compressible(3 << 20, 99)), section(".hip_fatbin", 1, fatbin)],
-        ..support::elfgen::ElfSpec::extension("big")
-    }
-    .build();
+    // What stays of big_fat_library is the host code and one code object a bundle (moved to
+    // the front of its bundle), 4.8 MB.
+    let library = support::gpugen::big_fat_library();
     let spec = WheelSpec::new("bigfat", "1.0", "py3-none-linux_x86_64").file("bigfat/big.so", library);
     let deflated = spec.write(&d.join("deflated"));
     let stored = spec.write_stored(&d.join("stored"));

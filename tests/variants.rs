@@ -302,3 +302,72 @@ fn check_and_index_catch_variants_that_lie_conflict_or_cannot_be_read() {
     assert_eq!(doc["providers"]["amd"]["requires"], serde_json::json!(["amd-variant-provider"]));
     assert_eq!(doc["$schema"], serde_json::json!("https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"));
 }
+
+/// [`support::gpugen::big_fat_library`] in a wheel: large enough to be streamed (not read
+/// whole) under `--memory 2M`.
+fn big_fat_wheel(dir: &Path) -> PathBuf {
+    let library = support::gpugen::big_fat_library();
+    WheelSpec::new("bigfat", "1.0", "py3-none-linux_x86_64").file("bigfat/big.so", library).write(&dir.join("in"))
+}
+
+/// How the fat member is read: a name, `variants`' flags, its environment.
+type Way<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+
+#[test]
+fn every_variant_is_the_wheel_thin_writes_for_its_processor_however_the_fat_member_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wheels = [(hip_wheel(d), "hipdemo/libk.so"), (big_fat_wheel(d), "bigfat/big.so")];
+    let inputs: Vec<Vec<u8>> = wheels.iter().map(|(w, _)| std::fs::read(w).unwrap()).collect();
+    let paths: Vec<&str> = wheels.iter().map(|(w, _)| w.to_str().unwrap()).collect();
+    // Every variant of a wheel reads the one copy the analysis inflated (read whole, or
+    // streamed under a small memory budget), or, with no room for copies, inflates its own.
+    let ways: &[Way<'_>] = &[
+        ("whole", &[], &[]),
+        ("streamed", &["--memory", "2M"], &[]),
+        ("no-copies", &[], &[("WHEELFIX_COPY_ROOM", "0")]),
+    ];
+    let mut labels_seen = Vec::new();
+    for (way, flags, env) in ways {
+        let out_dir = format!("out-{way}");
+        let mut args = vec!["variants", "--json", "--all-targets", "-w", &out_dir];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&paths);
+        let out = support::wheelfix_env(d, &args, env);
+        assert!(out.status.success(), "{way}: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        for ((wheel, member), entry) in wheels.iter().zip(report["wheels"].as_array().unwrap()) {
+            let labels: Vec<String> = entry["variants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["label"].as_str().unwrap().to_string())
+                .collect();
+            assert!(labels.len() >= 3, "{way}: {labels:?}");
+            labels_seen.push(labels.clone());
+            for label in &labels {
+                let thin_dir = format!("thin-{label}");
+                if !d.join(&thin_dir).join(wheel.file_name().unwrap()).exists() {
+                    let out = wheelfix(d, &["thin", "--gpu-target", label, "-w", &thin_dir, wheel.to_str().unwrap()]);
+                    assert!(out.status.success(), "{label}: {}", stderr(&out));
+                }
+                let thinned = read_member(&d.join(&thin_dir).join(wheel.file_name().unwrap()), member);
+                let stem = wheel.file_name().unwrap().to_str().unwrap().trim_end_matches(".whl");
+                let variant = d.join(&out_dir).join(format!("{stem}-{label}.whl"));
+                assert!(read_member(&variant, member) == thinned, "{way}: {label}: {member} differs from thin's");
+                assert_true_record(&variant);
+            }
+        }
+        let left: Vec<String> = std::fs::read_dir(d.join(&out_dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".whl"))
+            .collect();
+        assert!(left.is_empty(), "{way}: no temporary files left: {left:?}");
+    }
+    // The same variants every way.
+    assert!(labels_seen.chunks(wheels.len()).all(|c| c == &labels_seen[..wheels.len()]), "{labels_seen:?}");
+    for ((wheel, _), before) in wheels.iter().zip(&inputs) {
+        assert!(&std::fs::read(wheel).unwrap() == before, "the input {} is unchanged", wheel.display());
+    }
+}

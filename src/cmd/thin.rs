@@ -101,6 +101,7 @@ fn plan_one(
         prune_files: request.prune_files,
         compact: request.compact,
         compression_level: settings.zip_compression_level.value,
+        shared_copies: false,
     };
     let plan = thin(wheel, analysis, keep, options);
     if let Some((file, problem)) = plan.unreadable.first() {

@@ -4,7 +4,8 @@
 //! picks the wheel for the machine's GPU; the fat wheel can stay beside them as the `null`
 //! variant (always compatible) and as the plain wheel (for installers that know no variants).
 //!
-//! Each wheel is examined once; every variant of it is planned from that one analysis.
+//! Each wheel is examined once; every variant of it is planned from that one analysis, and
+//! written from the one inflated copy of each fat member the analysis kept.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,8 @@ use serde::Serialize;
 use super::pipeline::{Error, Examined, examine_all};
 use super::write::Destination;
 use super::{Common, Output, display_name};
-use crate::elf::gpu::targets::Requested;
+use crate::analysis::copy::CopyRoom;
+use crate::elf::gpu::targets::{Keep, Requested};
 use crate::plan::edit::{NewMember, Plan};
 use crate::plan::kpack::Group;
 use crate::plan::split::{GroupBy, all_groups};
@@ -93,9 +95,15 @@ pub fn run(request: &VariantsRequest) -> Output {
     if let Err(e) = std::fs::create_dir_all(&request.wheel_dir) {
         return Output::failure(format!("cannot create {}: {e}", request.wheel_dir.display()));
     }
-    // No inflated copies are kept: thinning rewrites a copy in place, and every variant of a
-    // wheel thins the same members to other targets, so each inflates its own.
-    settings.analyze.keep_bundled_copies = None;
+    // The members with bundles are inflated once, by the analysis, into copies where the
+    // variants go, that every variant's rewrite reads (each writes an overlay of its own);
+    // beyond the room the writer inflates again, per variant.
+    let copy_keep = match request.all_targets {
+        true => Keep::everything(),
+        false => Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect()),
+    };
+    settings.analyze.keep_bundled_copies =
+        Some(CopyRoom::new(request.wheel_dir.clone(), settings.copy_room, copy_keep));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
     let examined = examine_all(&request.wheels, &settings, progress.as_ref());
     drop(progress);
@@ -104,6 +112,7 @@ pub fn run(request: &VariantsRequest) -> Output {
         prune_files: false,
         compact: request.compact,
         compression_level: settings.zip_compression_level.value,
+        shared_copies: true,
     };
     let mut failures: BTreeMap<usize, String> = BTreeMap::new();
     let mut examined_ok: Vec<Option<Examined>> = Vec::new();

@@ -317,6 +317,7 @@ pub fn split(
             keep: Keep::new(Vec::new()),
             expected: file_cut.clone(),
             copy: analysis.bundled_copies.get(&code.file).cloned(),
+            copy_shared: false,
             split: Some(to.clone()),
         };
         plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });

@@ -24,6 +24,9 @@ pub struct ThinChange {
     pub expected: FileCut,
     /// The member inflated by the analysis, when it kept a copy; else the writer inflates it.
     pub copy: Option<std::sync::Arc<crate::analysis::BundledCopy>>,
+    /// Other rewrites read the same copy (`variants`: one per processor): it is only read, and
+    /// this rewrite writes an overlay of its own.
+    pub copy_shared: bool,
     /// Take the freed pages of these ranges out of the file ([`crate::elf::layout`]): the
     /// `.hip_fatbin` pieces, never bundles in other data, whose symbols span their space.
     pub compact: Vec<(u64, u64)>,
@@ -39,6 +42,9 @@ pub struct ThinOptions {
     /// Take the freed pages of host binaries out of their files.
     pub compact: bool,
     pub compression_level: u32,
+    /// Several plans are written from the analysis's copies (`variants`), which must stay as
+    /// they were inflated.
+    pub shared_copies: bool,
 }
 
 /// What thinning does to one file's code objects, by target id.
@@ -78,7 +84,7 @@ impl ThinPlan {
 
 /// Plan `thin` for one wheel.
 pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOptions) -> ThinPlan {
-    let ThinOptions { prune_files, compact, compression_level } = options;
+    let ThinOptions { prune_files, compression_level, .. } = options;
     let mut plan = Plan::new(wheel.filename.clone());
     plan.compression_level = compression_level;
     let (mut cut, mut pruned, mut left, mut unreadable) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -96,7 +102,7 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOption
                     continue;
                 }
                 if !file_cut.dropped.is_empty() {
-                    add_change(&mut plan, code, ranges, keep, &file_cut, analysis, compact);
+                    add_change(&mut plan, code, ranges, keep, &file_cut, analysis, options);
                 }
                 cut.push(file_cut);
             }
@@ -149,8 +155,9 @@ fn add_change(
     keep: &Keep,
     file_cut: &FileCut,
     analysis: &Analysis,
-    compact: bool,
+    options: ThinOptions,
 ) {
+    let compact = options.compact;
     if let Some(NewMember { content: Content::Thin(change), .. }) = plan.replace.get_mut(&code.file) {
         if compact && code.container == Container::HipFatbin {
             change.compact.extend(ranges.iter().copied());
@@ -168,6 +175,7 @@ fn add_change(
         keep: keep.clone(),
         expected: file_cut.clone(),
         copy: analysis.bundled_copies.get(&code.file).cloned(),
+        copy_shared: options.shared_copies,
         compact: compact_ranges,
         split: None,
     };

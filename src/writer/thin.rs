@@ -101,7 +101,15 @@ fn thin_from(
     let read_original = |buf: &mut [u8], at: u64| {
         wheel.archive.zip.read_at(member, buf, data_offset + at).map_err(std::io::Error::other)
     };
-    let mut zeroed = rewrite::ZeroedFile::with_holes(file, holes);
+    // A copy other rewrites read is left as it is: this one writes an overlay.
+    let overlay = match copy.filter(|_| change.copy_shared) {
+        Some(_) => Some(tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?),
+        None => None,
+    };
+    let mut zeroed = match &overlay {
+        Some(overlay) => rewrite::ZeroedFile::over(file, holes, overlay),
+        None => rewrite::ZeroedFile::with_holes(file, holes),
+    };
     if let Some(marks) = marks {
         fill_stray_holes(&mut zeroed, &change.ranges, marks, &read_original, member.compressed_size);
     }

@@ -339,3 +339,46 @@ pub fn pe_dll(sections: &[(&str, Vec<u8>)]) -> Vec<u8> {
     }
     out
 }
+
+/// Bytes that deflate compresses about 3:1, as machine code does: words and numbers.
+pub fn compressible(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut out = Vec::with_capacity(len + 32);
+    while out.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let word: &[u8] = [&b"mov "[..], b"add ", b"s_load ", b"v_mac ", b"ret\n"][(state % 5) as usize];
+        out.extend_from_slice(word);
+        out.extend_from_slice(format!("{} ", (state >> 20) % 7000).as_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A host library of 3 MB of host code and three bundles of four 600 KB code objects each
+/// (gfx90a, gfx1100, gfx942, gfx908), about 10 MB: large enough to stream and to copy deflate
+/// blocks from.
+pub fn big_fat_library() -> Vec<u8> {
+    let object = |mach: u32, seed: u64| {
+        let mut o = amdgpu_object(mach, 5);
+        o.extend(compressible(600_000, seed));
+        o
+    };
+    let mut fatbin = Vec::new();
+    for b in 0..3u64 {
+        let entries = [
+            ("gfx90a", object(0x3f, 10 * b + 1)),
+            ("gfx1100", object(0x41, 10 * b + 2)),
+            ("gfx942", object(0x4c, 10 * b + 3)),
+            ("gfx908", object(0x30, 10 * b + 4)),
+        ];
+        fatbin.extend(bundle(&entries));
+        fatbin.resize(fatbin.len().next_multiple_of(4096), 0);
+    }
+    ElfSpec {
+        sections: vec![section(".rodata", 1, compressible(3 << 20, 99)), section(".hip_fatbin", 1, fatbin)],
+        ..ElfSpec::extension("big")
+    }
+    .build()
+}
