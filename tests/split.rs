@@ -106,6 +106,30 @@ for i in range(segment[5] // 24):
 print(json.dumps(out))
 "#;
 
+/// The marker as ROCm's design reads it (rocm_kpack's `read_kpack_ref_marker`): the section
+/// named `.rocm_kpack_ref`, its bytes exactly one MessagePack map. Prints it as JSON, or null
+/// when the binary has no such section; fails on extra bytes.
+const ROCM_MARKER_READER: &str = r#"
+import json, struct, sys
+import msgpack
+
+data = open(sys.argv[1], 'rb').read()
+shoff, = struct.unpack_from('<Q', data, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from('<HHH', data, 0x3a)
+headers = [struct.unpack_from('<IIQQQQIIQQ', data, shoff + i * shentsize) for i in range(shnum)]
+names = headers[shstrndx]
+def name(h):
+    start = names[4] + h[0]
+    return data[start:data.index(b'\0', start)].decode()
+found = [h for h in headers if name(h) == '.rocm_kpack_ref']
+if not found:
+    print('null')
+else:
+    h = found[0]
+    assert h[2] & 2, 'SHF_ALLOC'
+    print(json.dumps(msgpack.unpackb(data[h[4]:h[4] + h[5]], raw=False)))
+"#;
+
 /// The tools venv, with the reader's packages.
 fn reader_python() -> PathBuf {
     let python = tools_venv().join("bin/python");
@@ -311,6 +335,12 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         let before = support::hip::elflint(&old_path);
         let new: Vec<String> = support::hip::elflint(&new_path).into_iter().filter(|l| !before.contains(l)).collect();
         assert!(new.is_empty(), "{member}: eu-elflint says more than of the original: {new:?}");
+        // ROCm's tools find the marker by its section's name.
+        let marker = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(&new_path));
+        let marker: serde_json::Value = serde_json::from_str(marker.trim()).unwrap();
+        assert!(marker["kernel_name"].as_str().is_some_and(|k| !k.is_empty()), "{member}: {marker}");
+        let paths = marker["kpack_search_paths"].as_array().unwrap_or_else(|| panic!("{member}: {marker}"));
+        assert!(paths.iter().all(|p| p.as_str().unwrap().contains("@GFXARCH@")), "{member}: {marker}");
     }
 
     // `check` on the set: nothing to say; without a device wheel, or with one split from

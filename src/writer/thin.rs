@@ -127,9 +127,12 @@ fn thin_from(
         }
     }
     let mut outcome = ThinOutcome::default();
+    // A split host's first marker, which the compacted file names `.rocm_kpack_ref`.
+    let mut marker = None;
     if let Some(to) = &change.split {
         let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
         let (moved, archives) = split_out(&mut zeroed, change, to, captured).map_err(|e| fail(e.to_string()))?;
+        marker = moved.first_marker.map(|from| (from, to.marker.len() as u64));
         Count::sum_into(&mut cut.dropped, moved.moved);
         freed.extend(moved.freed);
         (outcome.archives, outcome.unfinished) = archives;
@@ -158,7 +161,7 @@ fn thin_from(
         damage_first_kept(&mut zeroed, &change.ranges).map_err(|e| fail(format!("the test hook failed: {e}")))?;
     }
     let compacted = match laid_out.page {
-        Some(_) => compacted(&mut zeroed, len, &freed, change).unwrap_or_else(|note| {
+        Some(_) => compacted(&mut zeroed, len, &freed, change, marker).unwrap_or_else(|note| {
             outcome.layout_note = note;
             None
         }),
@@ -239,6 +242,7 @@ fn compacted(
     len: u64,
     freed: &[rewrite::Freed],
     change: &ThinChange,
+    marker: Option<(u64, u64)>,
 ) -> Result<Option<crate::elf::layout::Compacted>, Option<String>> {
     // Only the `.hip_fatbin` pieces' freed space: a bundle in `.rodata` (tensorflow-rocm's
     // generated kernels) has a symbol that spans its whole space.
@@ -255,7 +259,12 @@ fn compacted(
     }
     let planned = {
         let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
-        crate::elf::layout::compact(&read, len, &spans)
+        let named = marker.map(|(from, len)| crate::elf::layout::NamedSpan {
+            from,
+            len,
+            name: crate::elf::gpu::kpack::MARKER_SECTION,
+        });
+        crate::elf::layout::compact_naming(&read, len, &spans, named)
     };
     // A zstd bundle's skippable frame now ends where its section piece does.
     let cut_frames = |zeroed: &mut rewrite::ZeroedFile<'_>, c: &crate::elf::layout::Compacted| {

@@ -125,6 +125,7 @@ struct Header {
     shoff: u64,
     shentsize: u64,
     shnum: usize,
+    shstrndx: usize,
 }
 
 impl Header {
@@ -154,6 +155,7 @@ impl Header {
             shoff: h.e_shoff,
             shentsize: u64::from(h.e_shentsize),
             shnum: usize::from(h.e_shnum),
+            shstrndx: usize::from(h.e_shstrndx),
         };
         Ok((header, head))
     }
@@ -223,9 +225,32 @@ impl Hole {
     }
 }
 
+/// Bytes of the file that a section of their own names, added by a layout change: a split
+/// host's kpack marker, which ROCm's tools find by the section name `.rocm_kpack_ref`.
+#[derive(Debug, Clone, Copy)]
+pub struct NamedSpan<'a> {
+    /// The span's offset in the original file, inside an allocated `PROGBITS` section that
+    /// keeps it (a new section overlaps that one; its bytes, address and flags stay).
+    pub from: u64,
+    pub len: u64,
+    pub name: &'a str,
+}
+
 /// Plan a layout of `len` bytes read through `source` without the page-sized parts of the
 /// `freed` spans (bytes that are zero and that nothing reads by file offset).
 pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Compacted, LayoutError> {
+    compact_naming(source, len, freed, None)
+}
+
+/// [`compact`], and a section named as `named` asks over its bytes (in their new place). The
+/// section names' table is written anew at the end of the file, the new name after the old
+/// ones; the old table's bytes stay where they were, in no section.
+pub fn compact_naming(
+    source: Source<'_>,
+    len: u64,
+    freed: &[(u64, u64)],
+    named: Option<NamedSpan<'_>>,
+) -> Result<Compacted, LayoutError> {
     let (mut header, head) = Header::read(source, len)?;
     let Some(unit) = page_size(header.machine) else {
         return refuse(format!("machine {}: its page size is not known here", header.machine));
@@ -258,7 +283,11 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
     let mut edits = Edits { overlays: Vec::new(), changed_in_memory: vec![(0, head.len() as u64)] };
     let phoff = place_table(&header, table_at, &map, &mut new_headers, &mut edits)?;
 
-    let (new_sections, moved_symbols) = split_sections(&sections, &holes, &map)?;
+    let (mut new_sections, moved_symbols) = split_sections(&sections, &holes, &map)?;
+    let names = match named {
+        Some(span) => Some(name_span(source, &header, &sections, &mut new_sections, &map, span)?),
+        None => None,
+    };
     let symbol_overlays = moved_symbol_entries(source, &sections, &moved_symbols, &header)?;
     for (at, bytes) in symbol_overlays {
         let new_at = map.new_offset(at);
@@ -286,6 +315,13 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
             out += a - from;
         }
         from = b;
+    }
+    if let Some(names) = names {
+        new_sections[header.shstrndx].sh_offset = out;
+        new_sections[header.shstrndx].sh_size = names.len() as u64;
+        new_sections[header.shstrndx].sh_addralign = 1;
+        out += names.len() as u64;
+        pieces.insert(out - names.len() as u64, Piece::Bytes(names.into()));
     }
     let shoff = if header.shnum == 0 {
         0
@@ -317,6 +353,52 @@ pub fn compact(source: Source<'_>, len: u64, freed: &[(u64, u64)]) -> Result<Com
         new_headers,
         changed_in_memory: edits.changed_in_memory,
     })
+}
+
+/// Add a section over `span` (its header last in the table), and the names' table that names
+/// it: the old table's bytes and the new name.
+fn name_span(
+    source: Source<'_>,
+    header: &Header,
+    sections: &[SectionHeader],
+    new_sections: &mut Vec<SectionHeader>,
+    map: &OffsetMap,
+    span: NamedSpan<'_>,
+) -> Result<Vec<u8>, LayoutError> {
+    let end = span.from + span.len;
+    let holder = sections.iter().find(|s| {
+        s.sh_type == SHT_PROGBITS
+            && s.sh_flags & u64::from(SHF_ALLOC) != 0
+            && s.sh_offset <= span.from
+            && end <= s.sh_offset + s.sh_size
+    });
+    let Some(holder) = holder else {
+        return refuse(format!("no allocated section holds bytes {}..{end} to name {}", span.from, span.name));
+    };
+    if map.removed.iter().any(|&(a, b)| a < end && b > span.from) {
+        return refuse(format!("the bytes {} names leave the file", span.name));
+    }
+    let Some(strings) = sections.get(header.shstrndx).filter(|s| s.sh_type == goblin::elf::section_header::SHT_STRTAB)
+    else {
+        return refuse("it has no section names' table");
+    };
+    let mut names = read_vec(source, strings.sh_offset, strings.sh_size)?;
+    let name_at = names.len() as u32;
+    names.extend_from_slice(span.name.as_bytes());
+    names.push(0);
+    new_sections.push(SectionHeader {
+        sh_name: name_at as usize,
+        sh_type: SHT_PROGBITS,
+        sh_flags: holder.sh_flags & !u64::from(SHF_WRITE | SHF_EXECINSTR),
+        sh_addr: holder.sh_addr + (span.from - holder.sh_offset),
+        sh_offset: map.new_offset(span.from),
+        sh_size: span.len,
+        sh_link: 0,
+        sh_info: 0,
+        sh_addralign: 1,
+        sh_entsize: 0,
+    });
+    Ok(names)
 }
 
 /// The program headers: each load a hole splits in two, every offset moved down by what left

@@ -26,6 +26,8 @@ pub fn archive_paths(binary: &str, search_paths: &[String], arch: &str) -> Vec<S
         .collect()
 }
 
+/// The section ROCm's design names a split host's marker by; its tools find the marker there.
+pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
 /// HIP's wrapper magic (`__hipFatMAGIC2`) and kpack's, as the wrapper's first four file bytes.
 pub const HIPF: [u8; 4] = *b"FPIH";
 pub const HIPK: [u8; 4] = *b"HIPK";

@@ -423,7 +423,7 @@ pub fn host_binary_view<V: FileView + ?Sized>(
         let end = s.offset.checked_add(s.size)?;
         (s.has_file_bytes() && end <= view.len()).then_some((s.offset, end))
     };
-    if let Some(reference) = facts.section(".rocm_kpack_ref") {
+    if let Some(reference) = facts.section(kpack::MARKER_SECTION) {
         let mut code = GpuCode::new(file, Container::KpackSplit);
         code.notes.push("device code was split out by kpack: it lives in .kpack archives, not in this file".into());
         if let Ok(bytes) = view.get(reference.offset, reference.size) {
@@ -766,7 +766,7 @@ fn wrapper_count(facts: &ElfFacts) -> usize {
 /// called empty.
 pub fn host_sections_read(facts: &ElfFacts, hits: &scan::Hits) -> Vec<(u64, u64)> {
     let mut read: Vec<(u64, u64)> =
-        facts.sections.iter().filter(|s| s.name == ".rocm_kpack_ref").map(|s| (s.offset, s.size)).collect();
+        facts.sections.iter().filter(|s| s.name == kpack::MARKER_SECTION).map(|s| (s.offset, s.size)).collect();
     if let Some(first) = facts.sections_named(".hip_fatbin").find(|s| s.has_file_bytes() && s.size > 0) {
         let mut found = GpuCode::new("", Container::HipFatbin);
         for s in facts.sections_named(".hip_fatbin").filter(|s| s.has_file_bytes()) {

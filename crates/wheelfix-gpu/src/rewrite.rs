@@ -1164,6 +1164,8 @@ pub struct SplitHost {
     pub pointers_checked: usize,
     /// Every wrapper now points at one marker, the first bundle's.
     pub shared_marker: bool,
+    /// Where the first bundle's marker lies (every marker holds the same bytes).
+    pub first_marker: Option<u64>,
 }
 
 /// Move every bundle of a host binary out (kpack's layout): each code object goes to `sink`
@@ -1348,6 +1350,7 @@ pub fn split_host<F: Positional>(
         _ => false,
     };
     done.shared_marker = shared;
+    done.first_marker = spans.first().map(|&(at, _)| at);
     for (i, &(at, next)) in spans.iter().enumerate() {
         let w = wrapper_at + i as u64 * super::kpack::WRAPPER_LEN;
         let from = if shared && i > 0 {
