@@ -781,6 +781,16 @@ fn split_refuses_bundles_no_wrapper_points_at_and_names_the_file() {
     assert_eq!(out.status.code(), Some(1));
     assert!(d.join("both/good-1.0-cp312-cp312-linux_x86_64.whl").exists());
     assert!(d.join("both/good_device_gfx950-1.0-cp312-cp312-linux_x86_64.whl").exists());
+    // Its bundle is smaller than a page, so nothing leaves the file; the marker still gets its
+    // `.rocm_kpack_ref` section, and elflint says nothing of the host it did not of the original.
+    let host = d.join("good.so");
+    std::fs::write(&host, read_member(&d.join("both/good-1.0-cp312-cp312-linux_x86_64.whl"), "good/_k.so")).unwrap();
+    let marker = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(&host));
+    let marker: serde_json::Value = serde_json::from_str(marker.trim()).unwrap();
+    assert_eq!(marker["kpack_search_paths"], serde_json::json!([".kpack/_k.so_@GFXARCH@.kpack"]), "{marker}");
+    let original = d.join("good-original.so");
+    std::fs::write(&original, read_member(&good, "good/_k.so")).unwrap();
+    assert_eq!(support::hip::elflint(&host), support::hip::elflint(&original));
     // A binary in `.data/platlib/` installs at the root of site-packages: its archive does too.
     let py = support::python::python_tag();
     let data = WheelSpec::new("datapkg", "1.0", &format!("{py}-{py}-linux_x86_64"))

@@ -272,8 +272,11 @@ pub fn compact_naming(
     };
     let holes = find_holes(&phdrs, &sections, len, freed, unit);
     let freed_holes = holes.len();
-    let Some((holes, table_at)) = choose_holes(holes, &phdrs, &header, unit)? else {
-        return Err(LayoutError::NothingToFree);
+    // With nothing to free, a section to name is still a layout change: only the tables move.
+    let (holes, table_at) = match choose_holes(holes, &phdrs, &header, unit)? {
+        Some(chosen) => chosen,
+        None if named.is_some() => (Vec::new(), None),
+        None => return Err(LayoutError::NothingToFree),
     };
     let removed: Vec<(u64, u64)> = holes.iter().map(|h| (h.removed_from(unit), h.to)).collect();
     let map = OffsetMap { removed: removed.clone() };

@@ -440,8 +440,20 @@ pub fn host_binary_view<V: FileView + ?Sized>(
                 }
                 Err(e) => code.notes.push(format!("unreadable .rocm_kpack_ref: {e}")),
             }
-            if let Err(e) = kpack::usable_marker(bytes) {
-                code.kpack_marker_problems.push(format!("its .rocm_kpack_ref marker: {e}"));
+            // wheelfix's split names its first marker so, inside `.hip_fatbin`, whose pieces
+            // hold every marker: each is checked. Elsewhere (TheRock's), the one marker.
+            let pieces: Vec<(u64, u64)> = facts
+                .sections_named(".hip_fatbin")
+                .filter(|s| s.has_file_bytes())
+                .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
+                .filter(|&(_, end)| end <= view.len())
+                .collect();
+            if pieces.iter().any(|&(a, b)| a <= reference.offset && reference.offset < b) {
+                kpack_marker_problems(&pieces, wrapper_count(facts), view, &mut code);
+            } else if let Err(e) = kpack::usable_marker(bytes) {
+                let problem = format!("a kpack marker the runtime cannot use: its .rocm_kpack_ref marker: {e}");
+                code.notes.push(problem.clone());
+                code.kpack_marker_problems.push(problem);
             }
         }
         kpack_wrapper_problems(facts, view, &mut code);
