@@ -32,7 +32,7 @@ use std::io;
 use std::sync::Arc;
 
 use goblin::container::{Container, Ctx, Endian};
-use goblin::elf::program_header::{PT_INTERP, PT_LOAD, PT_PHDR, ProgramHeader};
+use goblin::elf::program_header::{PF_R, PT_INTERP, PT_LOAD, PT_PHDR, ProgramHeader};
 use goblin::elf::section_header::{
     SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_DYNSYM, SHT_NOBITS, SHT_PROGBITS, SHT_SYMTAB, SectionHeader,
 };
@@ -425,9 +425,28 @@ fn split_loads(
         for hole in holes.iter().filter(|h| h.load == i) {
             let mut part = rest.clone();
             part.p_filesz = hole.removed_from(unit) - rest.p_offset;
+            // The table's page is a load of its own, which it starts: GNU objcopy and strip
+            // take a table inside a segment's file bytes for one at its start, move the
+            // segment's sections after it, and write a file that does not load.
+            let own_load = hole.holds_table && (hole.splits || rest.p_memsz == rest.p_filesz);
+            let table = own_load.then(|| {
+                let mut table = rest.clone();
+                let at = hole.from - rest.p_offset;
+                (table.p_offset, table.p_vaddr, table.p_paddr) = (hole.from, rest.p_vaddr + at, rest.p_paddr + at);
+                (table.p_filesz, table.p_memsz, table.p_flags) = (unit, unit, PF_R);
+                table
+            });
+            if table.is_some() {
+                part.p_filesz = hole.from - rest.p_offset;
+            }
             if hole.splits {
                 part.p_memsz = part.p_filesz;
-                new_headers.push(fix_align(part, map, unit)?);
+                if part.p_filesz > 0 {
+                    new_headers.push(fix_align(part, map, unit)?);
+                }
+                if let Some(table) = table {
+                    new_headers.push(fix_align(table, map, unit)?);
+                }
                 rest.p_vaddr += hole.to - rest.p_offset;
                 rest.p_paddr += hole.to - rest.p_offset;
                 rest.p_memsz -= hole.to - rest.p_offset;
@@ -439,7 +458,15 @@ fn split_loads(
                 if rest.p_memsz == rest.p_filesz {
                     part.p_memsz = part.p_filesz;
                 }
-                rest = part;
+                rest = match table {
+                    Some(table) => {
+                        if part.p_filesz > 0 {
+                            new_headers.push(fix_align(part, map, unit)?);
+                        }
+                        table
+                    }
+                    None => part,
+                };
             }
         }
         new_headers.push(fix_align(rest, map, unit)?);
@@ -735,7 +762,8 @@ fn choose_holes(
     let mut splitting: Vec<usize> = (0..holes.len()).filter(|&i| holes[i].splits).collect();
     // The table's own hole first: it is never left out.
     splitting.sort_by_key(|&i| (Some(i) != table, std::cmp::Reverse(holes[i].to - holes[i].from)));
-    let allowed = if table.is_some() { room } else { 0 };
+    // The table's page takes a header of its own ([`split_loads`]).
+    let allowed = if table.is_some() { room.saturating_sub(1) } else { 0 };
     let left_out: Vec<usize> = splitting.iter().skip(allowed).copied().collect();
     let mut kept: Vec<Hole> = Vec::new();
     let mut table_at = None;
