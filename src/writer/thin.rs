@@ -263,6 +263,8 @@ fn compacted(
             from,
             len,
             name: crate::elf::gpu::kpack::MARKER_SECTION,
+            holder: ".hip_fatbin",
+            others: crate::elf::gpu::kpack::MOVED_SECTION,
         });
         crate::elf::layout::compact_naming(&read, len, &spans, named)
     };

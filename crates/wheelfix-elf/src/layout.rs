@@ -229,11 +229,16 @@ impl Hole {
 /// host's kpack marker, which ROCm's tools find by the section name `.rocm_kpack_ref`.
 #[derive(Debug, Clone, Copy)]
 pub struct NamedSpan<'a> {
-    /// The span's offset in the original file, inside an allocated `PROGBITS` section that
-    /// keeps it (a new section overlaps that one; its bytes, address and flags stay).
+    /// The span's offset in the original file, inside an allocated `PROGBITS` section (the
+    /// holder), before any byte that leaves the file.
     pub from: u64,
     pub len: u64,
     pub name: &'a str,
+    /// The holder's name: a span in a section named otherwise is refused.
+    pub holder: &'a str,
+    /// The name the holder's bytes around the span take, and every section named as the holder
+    /// (a split host's `.hip_fatbin` pieces, which ROCm's tools would take for device code).
+    pub others: &'a str,
 }
 
 /// Plan a layout of `len` bytes read through `source` without the page-sized parts of the
@@ -286,9 +291,9 @@ pub fn compact_naming(
     let mut edits = Edits { overlays: Vec::new(), changed_in_memory: vec![(0, head.len() as u64)] };
     let phoff = place_table(&header, table_at, &map, &mut new_headers, &mut edits)?;
 
-    let (mut new_sections, moved_symbols) = split_sections(&sections, &holes, &map)?;
+    let (mut new_sections, mut moved_symbols) = split_sections(&sections, &holes, &map)?;
     let names = match named {
-        Some(span) => Some(name_span(source, &header, &sections, &mut new_sections, &map, span)?),
+        Some(span) => Some(name_span(source, &header, &sections, &mut new_sections, &mut moved_symbols, &map, span)?),
         None => None,
     };
     let symbol_overlays = moved_symbol_entries(source, &sections, &moved_symbols, &header)?;
@@ -358,49 +363,97 @@ pub fn compact_naming(
     })
 }
 
-/// Add a section over `span` (its header last in the table), and the names' table that names
-/// it: the old table's bytes and the new name.
+/// Give `span` a section of its own, cut out of its holder's first piece, and rename the rest of
+/// the holder and the sections named as it; the new names' table (the old table's bytes and the
+/// new names). The sections never overlap: GNU objcopy and strip lay overlapping sections out one
+/// after the other and move the segment's bytes. Symbols past the span's start name the piece
+/// that now holds their address.
 fn name_span(
     source: Source<'_>,
     header: &Header,
     sections: &[SectionHeader],
     new_sections: &mut Vec<SectionHeader>,
+    moved: &mut Vec<MovedSymbols>,
     map: &OffsetMap,
     span: NamedSpan<'_>,
 ) -> Result<Vec<u8>, LayoutError> {
     let end = span.from + span.len;
-    let holder = sections.iter().find(|s| {
+    let holder = sections.iter().position(|s| {
         s.sh_type == SHT_PROGBITS
             && s.sh_flags & u64::from(SHF_ALLOC) != 0
             && s.sh_offset <= span.from
             && end <= s.sh_offset + s.sh_size
     });
-    let Some(holder) = holder else {
+    let Some(h) = holder else {
         return refuse(format!("no allocated section holds bytes {}..{end} to name {}", span.from, span.name));
     };
     if map.removed.iter().any(|&(a, b)| a < end && b > span.from) {
         return refuse(format!("the bytes {} names leave the file", span.name));
+    }
+    // The holder's first piece (holes cut the rest off), in new offsets.
+    let piece = new_sections[h].clone();
+    let (from, to) = (map.new_offset(span.from), map.new_offset(end));
+    let piece_end = piece.sh_offset + piece.sh_size;
+    if to > piece_end {
+        return refuse(format!("the bytes {} names run past their section's first piece", span.name));
     }
     let Some(strings) = sections.get(header.shstrndx).filter(|s| s.sh_type == goblin::elf::section_header::SHT_STRTAB)
     else {
         return refuse("it has no section names' table");
     };
     let mut names = read_vec(source, strings.sh_offset, strings.sh_size)?;
-    let name_at = names.len() as u32;
-    names.extend_from_slice(span.name.as_bytes());
-    names.push(0);
-    new_sections.push(SectionHeader {
-        sh_name: name_at as usize,
+    let name_of = |names: &[u8], at: usize| -> Vec<u8> {
+        let tail = names.get(at..).unwrap_or_default();
+        tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())].to_vec()
+    };
+    let holder_name = name_of(&names, sections[h].sh_name);
+    if holder_name != span.holder.as_bytes() {
+        return refuse(format!("the bytes {} names are not in a section named {}", span.name, span.holder));
+    }
+    let mut add = |name: &str| {
+        let at = names.len();
+        names.extend_from_slice(name.as_bytes());
+        names.push(0);
+        at
+    };
+    let (name_at, others_at) = (add(span.name), add(span.others));
+    for s in new_sections.iter_mut() {
+        if name_of(&names, s.sh_name) == holder_name {
+            s.sh_name = others_at;
+        }
+    }
+    let at_address = |offset: u64| piece.sh_addr + (offset - piece.sh_offset);
+    let named = SectionHeader {
+        sh_name: name_at,
         sh_type: SHT_PROGBITS,
-        sh_flags: holder.sh_flags & !u64::from(SHF_WRITE | SHF_EXECINSTR),
-        sh_addr: holder.sh_addr + (span.from - holder.sh_offset),
-        sh_offset: map.new_offset(span.from),
+        sh_flags: piece.sh_flags & !u64::from(SHF_WRITE | SHF_EXECINSTR),
+        sh_addr: at_address(from),
+        sh_offset: from,
         sh_size: span.len,
         sh_link: 0,
         sh_info: 0,
         sh_addralign: 1,
         sh_entsize: 0,
-    });
+    };
+    if from == piece.sh_offset {
+        new_sections[h] = named;
+    } else {
+        new_sections[h].sh_size = from - piece.sh_offset;
+        moved.push(MovedSymbols { old: h, address: named.sh_addr, new: new_sections.len() });
+        new_sections.push(named);
+    }
+    if to < piece_end {
+        let rest = SectionHeader {
+            sh_name: others_at,
+            sh_addr: at_address(to),
+            sh_offset: to,
+            sh_size: piece_end - to,
+            sh_addralign: 1,
+            ..piece
+        };
+        moved.push(MovedSymbols { old: h, address: rest.sh_addr, new: new_sections.len() });
+        new_sections.push(rest);
+    }
     Ok(names)
 }
 

@@ -28,6 +28,10 @@ pub fn archive_paths(binary: &str, search_paths: &[String], arch: &str) -> Vec<S
 
 /// The section ROCm's design names a split host's marker by; its tools find the marker there.
 pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+/// What `split` renames a host's `.hip_fatbin` sections to once their device code has moved
+/// out (zeros, and the markers): ROCm's tools take a `.hip_fatbin` with file bytes for device
+/// code and would split the host again.
+pub const MOVED_SECTION: &str = ".rocm_kpack_moved";
 /// HIP's wrapper magic (`__hipFatMAGIC2`) and kpack's, as the wrapper's first four file bytes.
 pub const HIPF: [u8; 4] = *b"FPIH";
 pub const HIPK: [u8; 4] = *b"HIPK";

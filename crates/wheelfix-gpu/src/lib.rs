@@ -440,15 +440,19 @@ pub fn host_binary_view<V: FileView + ?Sized>(
                 }
                 Err(e) => code.notes.push(format!("unreadable .rocm_kpack_ref: {e}")),
             }
-            // wheelfix's split names its first marker so, inside `.hip_fatbin`, whose pieces
-            // hold every marker: each is checked. Elsewhere (TheRock's), the one marker.
-            let pieces: Vec<(u64, u64)> = facts
-                .sections_named(".hip_fatbin")
-                .filter(|s| s.has_file_bytes())
+            // wheelfix's split leaves every marker in the sections that held the bundles
+            // (`.rocm_kpack_moved`, or `.hip_fatbin` over which the first marker was named):
+            // each is checked. Elsewhere (TheRock's), the one marker.
+            let mut pieces: Vec<(u64, u64)> = spent_fatbins(facts)
                 .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
                 .filter(|&(_, end)| end <= view.len())
                 .collect();
-            if pieces.iter().any(|&(a, b)| a <= reference.offset && reference.offset < b) {
+            let covered = pieces.iter().any(|&(a, b)| a <= reference.offset && reference.offset < b);
+            if covered || facts.sections_named(kpack::MOVED_SECTION).next().is_some() {
+                if !covered {
+                    pieces.push((reference.offset, reference.offset + bytes.len() as u64));
+                    pieces.sort_unstable();
+                }
                 kpack_marker_problems(&pieces, wrapper_count(facts), view, &mut code);
             } else if let Err(e) = kpack::usable_marker(bytes) {
                 let problem = format!("a kpack marker the runtime cannot use: its .rocm_kpack_ref marker: {e}");
@@ -767,6 +771,12 @@ fn kpack_marker_problems<V: FileView + ?Sized>(pieces: &[(u64, u64)], wrappers: 
     }
 }
 
+/// The sections with file bytes where a wheelfix-split host's markers lie: its `.hip_fatbin`
+/// pieces as `split` left them before it named them `.rocm_kpack_moved`, or those.
+fn spent_fatbins(facts: &ElfFacts) -> impl Iterator<Item = &wheelfix_elf::SectionInfo> {
+    facts.sections.iter().filter(|s| (s.name == ".hip_fatbin" || s.name == kpack::MOVED_SECTION) && s.has_file_bytes())
+}
+
 /// How many `__hip_fatbin_wrapper` records a host binary's `.hipFatBinSegment` holds.
 fn wrapper_count(facts: &ElfFacts) -> usize {
     facts.section(".hipFatBinSegment").map_or(0, |s| (s.size / kpack::WRAPPER_LEN) as usize)
@@ -779,6 +789,10 @@ fn wrapper_count(facts: &ElfFacts) -> usize {
 pub fn host_sections_read(facts: &ElfFacts, hits: &scan::Hits) -> Vec<(u64, u64)> {
     let mut read: Vec<(u64, u64)> =
         facts.sections.iter().filter(|s| s.name == kpack::MARKER_SECTION).map(|s| (s.offset, s.size)).collect();
+    let moved: Vec<(u64, u64)> = facts.sections_named(kpack::MOVED_SECTION).map(|s| (s.offset, s.size)).collect();
+    if moved.iter().map(|p| p.1).sum::<u64>() <= MARKERS_READ_MAX {
+        read.extend(moved);
+    }
     if let Some(first) = facts.sections_named(".hip_fatbin").find(|s| s.has_file_bytes() && s.size > 0) {
         let mut found = GpuCode::new("", Container::HipFatbin);
         for s in facts.sections_named(".hip_fatbin").filter(|s| s.has_file_bytes()) {
