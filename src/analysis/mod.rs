@@ -530,10 +530,8 @@ fn scan_streamed(at: &MemberScan, sniffed: Sniffed, head: &[u8], mut scanned: Sc
     }
     match kind {
         Kind::HostElf => {
-            let (facts, code) = streamed_elf(wheel, member, streamed, budget)?;
-            if options.device_code {
-                scanned.gpu = code;
-            }
+            let (facts, code) = streamed_elf(wheel, member, streamed, options.device_code, budget)?;
+            scanned.gpu = code;
             scanned.elf = Some(Box::new(facts));
         }
         Kind::Container => scanned.gpu.extend(gpu::container_view(&member.name, &streamed.kept, &streamed.hits)),
@@ -619,18 +617,22 @@ fn read_whole_member(
     Ok(scanned)
 }
 
-/// The facts of a host ELF file that streamed past: parsed from the ranges kept, with more
-/// passes while a range it needs was not kept, and the member read whole as the last resort.
+/// The facts of a host ELF file that streamed past (and its device code when `device_code`):
+/// parsed from the ranges kept, with more passes while a range they need was not kept, and the
+/// member read whole as the last resort.
 fn streamed_elf<'b>(
     wheel: &Wheel,
     member: &Member,
     mut streamed: read::Streamed<'b>,
+    device_code: bool,
     budget: &'b budget::MemoryBudget,
 ) -> Result<(ElfFacts, Vec<GpuCode>), WheelError> {
     let bad = |e: crate::elf::ElfError| WheelError::BadElf { path: member.name.to_string(), message: e.to_string() };
     loop {
         let extra = match ElfFacts::parse_view(&streamed.kept) {
+            Ok(facts) if !device_code => return Ok((facts, Vec::new())),
             Ok(facts) => {
+                // The sections the device code reader reads from the file (a kpack marker).
                 let missing: Vec<_> = gpu::host_sections_read(&facts, &streamed.hits)
                     .into_iter()
                     .filter(|(o, s)| !streamed.kept.contains(*o, *s))
@@ -651,7 +653,7 @@ fn streamed_elf<'b>(
             None => {
                 let (data, _permit) = read::whole(wheel, member, budget)?;
                 let facts = ElfFacts::parse(&data).map_err(bad)?;
-                let code = gpu::host_binary(&member.name, &facts, &data);
+                let code = if device_code { gpu::host_binary(&member.name, &facts, &data) } else { Vec::new() };
                 return Ok((facts, code));
             }
         };
