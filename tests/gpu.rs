@@ -398,6 +398,93 @@ fn windows_binaries_with_hip_fat_sections_give_targets_across_a_release() {
     assert_eq!(streamed["gpu"], report["gpu"]);
 }
 
+/// A DLL as TheRock's splitter leaves it: `.hip_fat` emptied, `HIPK` wrappers in `.hipFatB`,
+/// the marker in `.kpackrf` (raw data padded to the file alignment with zeros).
+fn therock_split_dll(marker: Vec<u8>, magics: [&[u8; 4]; 2]) -> Vec<u8> {
+    let mut wrappers = Vec::new();
+    for (i, magic) in (0..2u64).zip(magics) {
+        wrappers.extend(magic);
+        wrappers.extend(1u32.to_le_bytes());
+        wrappers.extend(0x1_8000_0000u64.to_le_bytes());
+        wrappers.extend(i.to_le_bytes());
+    }
+    pe_dll(&[(".text", vec![0xc3; 64]), (".hip_fat", Vec::new()), (".hipFatB", wrappers), (".kpackrf", marker)])
+}
+
+#[test]
+fn windows_kpack_split_binaries_give_their_marker_and_check_follows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let marker = mp::map(&[
+        ("kpack_search_paths", mp::array(&[mp::str("../.kpack/blas_lib_@GFXARCH@.kpack")])),
+        ("kernel_name", mp::str("bin/rocsparse.dll")),
+    ]);
+    let set = d.join("set");
+    std::fs::create_dir(&set).unwrap();
+    let host = WheelSpec::new("winrocm", "1.0+rocm7.1.0", "cp312-cp312-win_amd64")
+        .file("winrocm/bin/rocsparse.dll", therock_split_dll(marker.clone(), [b"HIPK"; 2]))
+        .write(&set);
+    let report = show_json(d, &host, &[]);
+    let code = gpu_of(&report, "winrocm/bin/rocsparse.dll");
+    assert_eq!(code["container"], "kpack-split", "{code}");
+    let notes = code["notes"].to_string();
+    assert!(notes.contains("kernel name: bin/rocsparse.dll"), "{notes}");
+    assert!(notes.contains("kpack search paths: ../.kpack/blas_lib_@GFXARCH@.kpack"), "{notes}");
+    assert!(!notes.contains("cannot use"), "{notes}");
+    // Streamed (a budget smaller than the DLL), the same answer.
+    assert_eq!(show_json(d, &host, &["--memory", "1K"])["gpu"], report["gpu"]);
+
+    // `check` follows the marker: alone, the host finds no archive; beside the device wheel
+    // whose archive its search path names (`winrocm/.kpack/blas_lib_gfx1201.kpack`), all is well.
+    let check = |set: &Path| {
+        let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let kinds: Vec<String> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["severity"] == "error" || f["kind"].as_str().is_some_and(|k| k.starts_with("kpack-")))
+            .map(|f| format!("{}: {}", f["kind"].as_str().unwrap(), f["message"].as_str().unwrap()))
+            .collect();
+        (out.status.code(), kinds)
+    };
+    let (code, kinds) = check(&set);
+    assert_eq!(code, Some(1), "{kinds:?}");
+    assert!(
+        kinds.len() == 1 && kinds[0].starts_with("kpack-unresolved") && kinds[0].contains("bin/rocsparse.dll"),
+        "{kinds:?}"
+    );
+    WheelSpec::new("winrocm_device_gfx1201", "1.0+rocm7.1.0", "cp312-cp312-win_amd64")
+        .file(
+            "winrocm/.kpack/blas_lib_gfx1201.kpack",
+            kpack_archive_of(
+                "blas_lib",
+                &[
+                    ("bin/rocsparse.dll#0", "gfx1201", amdgpu_object(GFX1201, 5)),
+                    ("bin/rocsparse.dll#1", "gfx1201", amdgpu_object(GFX1201, 5)),
+                ],
+            ),
+        )
+        .write(&set);
+    assert_eq!(check(&set), (Some(0), Vec::new()));
+
+    // A marker the runtime cannot read, or a wrapper left HIPF, is named.
+    for (dll, why) in [
+        (therock_split_dll(b"\xc1junk".to_vec(), [b"HIPK"; 2]), "its .kpackrf marker: not MessagePack"),
+        (therock_split_dll(marker, [b"HIPK", b"FPIH"]), "1 of its 2 HIP wrappers are not HIPK"),
+    ] {
+        let bad = d.join("bad");
+        let _ = std::fs::remove_dir_all(&bad);
+        std::fs::create_dir(&bad).unwrap();
+        WheelSpec::new("winrocm", "1.0+rocm7.1.0", "cp312-cp312-win_amd64")
+            .file("winrocm/bin/rocsparse.dll", dll)
+            .write(&bad);
+        let (code, kinds) = check(&bad);
+        assert_eq!(code, Some(1), "{kinds:?}");
+        assert!(kinds.iter().any(|k| k.starts_with("kpack-marker-unusable") && k.contains(why)), "{why}: {kinds:?}");
+    }
+}
+
 #[test]
 fn device_code_files_are_recognised_by_content_not_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -75,6 +75,18 @@ fn corrupted_elf_files_and_gpu_containers_never_panic() {
     let pe_files: Vec<Vec<u8>> = vec![
         pe_dll(&[(".hip_fat", bundle_for(&[("gfx942", GFX942)], 6))]),
         pe_dll(&[(".text", vec![0xc3; 32]), (".nv_fatb", nv_fatbin(&[80]))]),
+        // TheRock's split DLL: its marker and HIPK wrappers are read from the file.
+        pe_dll(&[
+            (".hip_fat", Vec::new()),
+            (".hipFatB", [b"HIPK".to_vec(), vec![0u8; 20]].concat()),
+            (
+                ".kpackrf",
+                mp::map(&[
+                    ("kpack_search_paths", mp::array(&[mp::str("../.kpack/x_@GFXARCH@.kpack")])),
+                    ("kernel_name", mp::str("x.dll")),
+                ]),
+            ),
+        ]),
     ];
     let edit = ElfEdit {
         replace_needed: [("libc.so.6".to_string(), "libc-0a1b2c3d.so.6".to_string())].into(),
@@ -119,7 +131,7 @@ fn corrupted_elf_files_and_gpu_containers_never_panic() {
             let bad = rng.corrupt(seed);
             let sections = gpu::pe::device_sections(&bad);
             let hits = gpu::scan::Hits::of(&bad, gpu::scan::Patterns::PE);
-            let _ = gpu::pe::binary("x.dll", &sections, bad.len() as u64, &hits);
+            let _ = gpu::pe::binary("x.dll", &sections, bad.len() as u64, &hits, &bad[..]);
         }
     }
     // Both outcomes happened, many times: the loop tested readers, not only one branch.

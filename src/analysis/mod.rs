@@ -484,7 +484,7 @@ fn scan_in_memory(
     }
     if sniffed.kind == Kind::PeDeviceCode {
         let hits = gpu::scan::Hits::of(bytes, gpu::scan::Patterns::PE);
-        scanned.gpu.extend(gpu::pe::binary(&member.name, &sniffed.pe_sections, bytes.len() as u64, &hits));
+        scanned.gpu.extend(gpu::pe::binary(&member.name, &sniffed.pe_sections, bytes.len() as u64, &hits, bytes));
         return Ok(scanned);
     }
     let mut scanned = read_whole_member(&member.name, sniffed.kind, bytes, scanned, options.device_code)?;
@@ -507,7 +507,7 @@ fn scan_streamed(at: &MemberScan, sniffed: Sniffed, head: &[u8], mut scanned: Sc
         Kind::HostElf if !options.device_code => read::FirstPass::ElfFactsOnly,
         Kind::HostElf => read::FirstPass::Elf,
         Kind::Container => read::FirstPass::Container(gpu::scan::Patterns::for_container(head).expect("a container")),
-        Kind::PeDeviceCode => read::FirstPass::Container(gpu::scan::Patterns::PE),
+        Kind::PeDeviceCode => read::FirstPass::Pe(gpu::pe::sections_read(&sniffed.pe_sections)),
         _ => read::FirstPass::Nothing,
     };
     let room = options.keep_bundled_copies.as_ref().filter(|_| matches!(kind, Kind::HostElf | Kind::Container));
@@ -536,7 +536,8 @@ fn scan_streamed(at: &MemberScan, sniffed: Sniffed, head: &[u8], mut scanned: Sc
         }
         Kind::Container => scanned.gpu.extend(gpu::container_view(&member.name, &streamed.kept, &streamed.hits)),
         Kind::PeDeviceCode => {
-            scanned.gpu.extend(gpu::pe::binary(&member.name, &sniffed.pe_sections, member.size, &streamed.hits));
+            let view = &streamed.kept;
+            scanned.gpu.extend(gpu::pe::binary(&member.name, &sniffed.pe_sections, member.size, &streamed.hits, view));
         }
         _ => {}
     }

@@ -362,6 +362,8 @@ pub enum FirstPass {
     /// An ELF file's facts only.
     ElfFactsOnly,
     Container(Patterns),
+    /// A PE binary with device code: scanned, and these ranges kept (a kpack marker).
+    Pe(Vec<Range>),
     /// Only hashed.
     Nothing,
 }
@@ -404,6 +406,10 @@ pub fn first_pass<'b>(
             matches!(what, FirstPass::Elf).then_some(Patterns::HOST),
         ),
         FirstPass::Container(p) => (vec![(0, 64.min(member.size))], Box::new(ContainerLearner), Some(p)),
+        FirstPass::Pe(ranges) => {
+            let keep = ranges.into_iter().filter(|&(o, s)| o.saturating_add(s) <= member.size).collect();
+            (keep, Box::new(Fixed), Some(Patterns::PE))
+        }
         FirstPass::Nothing => (Vec::new(), Box::new(Fixed), None),
     };
     let mut scanner = patterns.map(Scanner::new);

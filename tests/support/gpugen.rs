@@ -172,6 +172,61 @@ pub mod mp {
         }
         out
     }
+    pub fn uint(n: u64) -> Vec<u8> {
+        let mut out = vec![0xcf];
+        out.extend(n.to_be_bytes());
+        out
+    }
+}
+
+/// An uncompressed kpack archive (`compression_scheme: none`) of `(key, target, code object)`
+/// entries, each code object a blob of its own.
+pub fn kpack_archive_of(group: &str, entries: &[(&str, &str, Vec<u8>)]) -> Vec<u8> {
+    let mut blobs = Vec::new();
+    let mut body: Vec<u8> = Vec::new();
+    for (_, _, code) in entries {
+        blobs.push(mp::map(&[("offset", mp::uint(16 + body.len() as u64)), ("size", mp::uint(code.len() as u64))]));
+        body.extend(code);
+    }
+    let mut keys: Vec<&str> = entries.iter().map(|e| e.0).collect();
+    keys.dedup();
+    let per_key: Vec<(&str, Vec<u8>)> = keys
+        .iter()
+        .map(|key| {
+            let targets: Vec<(&str, Vec<u8>)> = entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.0 == *key)
+                .map(|(i, (_, target, code))| {
+                    let entry = mp::map(&[
+                        ("type", mp::str("hsaco")),
+                        ("ordinal", mp::uint(i as u64)),
+                        ("original_size", mp::uint(code.len() as u64)),
+                    ]);
+                    (*target, entry)
+                })
+                .collect();
+            (*key, mp::map(&targets))
+        })
+        .collect();
+    let mut arches: Vec<&str> = entries.iter().map(|e| e.1).collect();
+    arches.sort_unstable();
+    arches.dedup();
+    let toc = mp::map(&[
+        ("format_version", vec![1]),
+        ("group_name", mp::str(group)),
+        ("gfx_arch_family", mp::str(arches[0])),
+        ("gfx_arches", mp::array(&arches.iter().map(|a| mp::str(a)).collect::<Vec<_>>())),
+        ("compression_scheme", mp::str("none")),
+        ("blobs", mp::array(&blobs)),
+        ("toc", mp::map(&per_key)),
+    ]);
+    let mut out = b"KPAK".to_vec();
+    out.extend(1u32.to_le_bytes());
+    out.extend((16 + body.len() as u64).to_le_bytes());
+    out.extend(body);
+    out.extend(toc);
+    out
 }
 
 /// A kpack archive for `arches` with one binary.
