@@ -620,6 +620,12 @@ pub struct SplitArgs {
     /// group: `rocm`, `torch`). Default: an archive per binary, beside it.
     #[arg(long = "group", value_name = "NAME", value_parser = kpack_group)]
     kpack_group: Option<String>,
+    /// TheRock's layout: the archives in `DIR/.kpack/` (one per processor, named after --group,
+    /// else the project's name in lower case with `_` for `-`), kernel names and keys relative
+    /// to DIR, as TheRock's splitter writes them (`--overlay-root torch`). A binary outside DIR
+    /// is refused.
+    #[arg(long, value_name = "DIR", value_parser = overlay_root)]
+    overlay_root: Option<String>,
     /// Remove from the host the device code of processors no device wheel takes (with
     /// --gpu-target). Without it, such code is a refusal: split never loses code silently.
     #[arg(long)]
@@ -707,6 +713,7 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         device_name: args.device_name,
         group_by: args.group_by.map(GroupByArg::into),
         kpack_group: args.kpack_group,
+        overlay_root: args.overlay_root,
         drop_other_targets: args.drop_other_targets,
         require_devices: args.require_devices,
         compact: !args.rewrite.no_compact,
@@ -744,6 +751,11 @@ impl From<GroupByArg> for cmd::split::GroupBy {
             GroupByArg::Family => cmd::split::GroupBy::Family,
         }
     }
+}
+
+/// An overlay root ([`cmd::split::check_overlay_root`]), without a trailing `/`.
+fn overlay_root(text: &str) -> Result<String, String> {
+    cmd::split::check_overlay_root(text).map(|()| text.trim_end_matches('/').to_string())
 }
 
 /// A kpack group name ([`cmd::split::check_kpack_group`]).

@@ -701,23 +701,58 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     same_without_copies(d, &["split", "--all-targets", "--group", "fatpkg"], &wheel, &d.join("grouped"));
     let grouped = pip_install(d, &d.join("grouped"), "fatpkg[device-gfx942]", "site-grouped");
     assert_eq!(archives_in(&grouped), ["fatpkg/.kpack/fatpkg_gfx942.kpack"]);
-    for (member, original, registered) in &originals {
-        let found = read_installed(&grouped.join(member), "gfx942");
-        let bundles = bundles(original);
-        assert_eq!(found.len(), bundles.len(), "{member}: one wrapper per bundle");
-        for (i, (key, sha, _)) in found.iter().enumerate() {
-            assert_eq!(key, &format!("{member}#{i}"));
-            let expected = sha256_hex(&bundler_unbundle(d, &bundles[i], "hipv4-amdgcn-amd-amdhsa--gfx942"));
-            assert_eq!(sha, &expected, "{member} wrapper {i} through the group's archive");
+    // Every wrapper's code object, keyed `<kernel name>#<i>`, through the shared archive; the
+    // stub runtime registers them; `check` of the set says only what the build lacks.
+    let every_object_found = |site: &Path, out: &str, kernel_name: &dyn Fn(&str) -> String| {
+        for (member, original, registered) in &originals {
+            let found = read_installed(&site.join(member), "gfx942");
+            let bundles = bundles(original);
+            assert_eq!(found.len(), bundles.len(), "{member}: one wrapper per bundle");
+            for (i, (key, sha, _)) in found.iter().enumerate() {
+                assert_eq!(key, &format!("{}#{i}", kernel_name(member)));
+                let expected = sha256_hex(&bundler_unbundle(d, &bundles[i], "hipv4-amdgcn-amd-amdhsa--gfx942"));
+                assert_eq!(sha, &expected, "{member} wrapper {i} through {out}'s archive");
+            }
+            let (lines, value) = load_as(d, &stub, &site.join(member), "gfx942", None);
+            assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"), "{member}");
         }
-        let (lines, value) = load_as(d, &stub, &grouped.join(member), "gfx942", None);
-        assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"), "{member}");
-    }
-    let (code, findings) = check(&d.join("grouped"));
-    let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
-    assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{findings:#?}");
+        let (code, findings) = check(&d.join(out));
+        let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+        assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{out}: {findings:#?}");
+    };
+    every_object_found(&grouped, "grouped", &|member| member.to_string());
     let bad = wheelfix(d, &["split", "--all-targets", "--group", "../up", "-w", "bad", wheel.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+
+    // TheRock's layout (`--overlay-root`), as its splitter writes it: one archive per processor
+    // in `<root>/.kpack/`, named after the project (`fatpkg_gfx942.kpack`); each binary's kernel
+    // name and keys its path below the root; its search path climbing from its directory to the
+    // root. The runtime's reader and the stub runtime find every code object through it.
+    let args = ["split", "--all-targets", "--overlay-root", "fatpkg", "--device-name", "amd-{name}-device-{target}"];
+    let out = wheelfix(d, &[&args[..], &["-w", "overlay", wheel.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(d.join("overlay/amd_fatpkg_device_gfx942-1.0+rocm7.1.0-py3-none-linux_x86_64.whl").exists());
+    let overlay = pip_install(d, &d.join("overlay"), "fatpkg[device-gfx942]", "site-overlay");
+    assert_eq!(archives_in(&overlay), ["fatpkg/.kpack/fatpkg_gfx942.kpack"]);
+    for (member, _, _) in &originals {
+        let below = member.strip_prefix("fatpkg/").unwrap();
+        let up = "../".repeat(below.matches('/').count());
+        let marker = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(overlay.join(member)));
+        let expected = serde_json::json!({
+            "kernel_name": below,
+            "kpack_search_paths": [format!("{up}.kpack/fatpkg_@GFXARCH@.kpack")],
+        });
+        assert_eq!(serde_json::from_str::<serde_json::Value>(marker.trim()).unwrap(), expected, "{member}");
+    }
+    every_object_found(&overlay, "overlay", &|member| member.strip_prefix("fatpkg/").unwrap().to_string());
+    // A binary outside the root is refused, by name; a root that climbs out is a usage error.
+    let outside =
+        wheelfix(d, &["split", "--all-targets", "--overlay-root", "fatpkg/sub", "-w", "out", wheel.to_str().unwrap()]);
+    assert_eq!(outside.status.code(), Some(1), "{}", stderr(&outside));
+    assert!(stderr(&outside).contains("outside the overlay root `fatpkg/sub`"), "{}", stderr(&outside));
+    let climbs =
+        wheelfix(d, &["split", "--all-targets", "--overlay-root", "../x", "-w", "out", wheel.to_str().unwrap()]);
+    assert_eq!(climbs.status.code(), Some(2), "{}", stderr(&climbs));
 
     // xnack variants and generic targets, as the runtime falls back.
     let gfx90a = pip_install(d, &out_dir, "fatpkg[device-gfx90a]", "site-gfx90a");

@@ -19,10 +19,10 @@ use crate::analysis::CopyRoom;
 use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::targets::Keep;
 use crate::plan::split::{
-    DEFAULT_DEVICE_NAME, DeviceNames, Group, SplitPlan, SplitTo, all_groups, check_device_name, split,
+    DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups, check_device_name, split,
 };
 /// `--group-by`'s values and `--group`'s check, for the command line.
-pub use crate::plan::split::{GroupBy, check_kpack_group};
+pub use crate::plan::split::{GroupBy, check_kpack_group, check_overlay_root};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
@@ -51,6 +51,10 @@ pub struct SplitRequest {
     /// `--group`: the kpack group whose archives the wheel's binaries share (kpack's own
     /// layout: `.kpack/<group>_gfx942.kpack`); else one archive per binary.
     pub kpack_group: Option<String>,
+    /// `--overlay-root`: TheRock's layout, the shared archives in `<root>/.kpack/`, kernel names
+    /// and keys relative to the root (the group, unless given, the project's name as TheRock
+    /// makes it).
+    pub overlay_root: Option<String>,
     /// `--drop-other-targets`: code of processors no device wheel takes leaves the host anyway.
     pub drop_other_targets: bool,
     /// `--require-devices`: the host requires every device wheel unconditionally.
@@ -455,16 +459,13 @@ fn plan_one(examined: Examined, groups: &[Group], request: &SplitRequest, level:
     let group_by = request.group_by.unwrap_or(GroupBy::Target);
     let wheel_of = |processor: &str| group_by.wheel_of(processor);
     let names = DeviceNames { wheel_of: &wheel_of, project: &project };
-    let mut plan = split(
-        wheel,
-        analysis,
-        groups,
-        &names,
-        request.compact,
-        level,
-        &request.wheel_dir,
-        request.kpack_group.as_deref(),
-    );
+    let therock_group = crate::plan::split::therock_group(&wheel.metadata.name);
+    let shared = match (request.kpack_group.as_deref(), request.overlay_root.as_deref()) {
+        (Some(group), root) => Some(SharedArchives { group, root }),
+        (None, Some(root)) => Some(SharedArchives { group: &therock_group, root: Some(root) }),
+        (None, None) => None,
+    };
+    let mut plan = split(wheel, analysis, groups, &names, request.compact, level, &request.wheel_dir, shared);
     if request.require_devices {
         crate::plan::split::require_devices(&mut plan, wheel, &names);
     }

@@ -120,6 +120,36 @@ pub fn check_kpack_group(text: &str) -> Result<(), String> {
     }
 }
 
+/// An overlay root is a directory of the installed tree: a relative path of names, none `..`.
+pub fn check_overlay_root(text: &str) -> Result<(), String> {
+    let trimmed = text.trim_end_matches('/');
+    let ok = !trimmed.is_empty()
+        && !trimmed.starts_with('/')
+        && !trimmed.contains('\\')
+        && trimmed.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("overlay root `{text}`: a directory of the wheel's installed tree, as a relative path (`torch`)"))
+    }
+}
+
+/// The name TheRock's splitter gives a project's kpack group: the project's name in lower case,
+/// `-` as `_`. Ex) `Amd-Torch` → `amd_torch`
+pub fn therock_group(project: &str) -> String {
+    project.to_lowercase().replace('-', "_")
+}
+
+/// Archives the binaries of a wheel share, one per processor, `<group>_<processor>.kpack` in
+/// `.kpack/` of `root` (TheRock's overlay root: the binaries' kernel names and the archives'
+/// keys are their paths below it), else of the binaries' common directory (kernel names are
+/// install paths).
+#[derive(Debug, Clone, Copy)]
+pub struct SharedArchives<'a> {
+    pub group: &'a str,
+    pub root: Option<&'a str>,
+}
+
 /// A device-name template makes project names: `{target}` in it, nothing pip would refuse.
 pub fn check_device_name(template: &str) -> Result<(), String> {
     if !template.contains("{target}") {
@@ -169,9 +199,9 @@ pub fn all_groups(wheel: &Wheel, analysis: &Analysis) -> Vec<Group> {
     groups
 }
 
-/// Plan the split of one wheel into `groups`; archives are made in `dir`. With `kpack_group`,
-/// the wheel's binaries share one archive per group, `.kpack/<kpack_group>_<group>.kpack` in
-/// their common directory; else each binary has its own beside it.
+/// Plan the split of one wheel into `groups`; archives are made in `dir`. With `shared`, the
+/// wheel's binaries share one archive per group ([`SharedArchives`]); else each binary has its
+/// own beside it.
 #[allow(clippy::too_many_arguments)]
 pub fn split(
     wheel: &Wheel,
@@ -181,7 +211,7 @@ pub fn split(
     compact: bool,
     compression_level: u32,
     dir: &std::path::Path,
-    kpack_group: Option<&str>,
+    shared: Option<SharedArchives<'_>>,
 ) -> SplitPlan {
     let mut plan = Plan::new(wheel.filename.clone());
     plan.compression_level = compression_level;
@@ -229,8 +259,10 @@ pub fn split(
             size: member.size,
         });
     }
-    // The directory every binary to split installs in or below (for a shared archive).
-    let shared_dir = analysis
+    // The directory of the shared archives' `.kpack/`: the overlay root, else the directory
+    // every binary to split installs in or below.
+    let root = shared.and_then(|s| s.root).map(|r| r.trim_end_matches('/'));
+    let common = analysis
         .gpu
         .iter()
         .filter(|c| c.container == Container::HipFatbin && !c.target_bytes.is_empty())
@@ -239,6 +271,7 @@ pub fn split(
         .map(|path| parent_and_name(&path).0.to_string())
         .reduce(|a, b| common_dir(&a, &b))
         .unwrap_or_default();
+    let shared_dir = root.map_or(common, str::to_string);
     for code in &analysis.gpu {
         if databases.iter().any(|d| d.member == code.file) {
             continue;
@@ -262,19 +295,33 @@ pub fn split(
         };
         // The binary's install path keys its code objects; one in `.data/scripts` or
         // `.data/data` installs outside site-packages, where no archive path can follow it.
-        let Some(kernel_name) = wheel.install_path(&code.file) else {
+        let Some(install_path) = wheel.install_path(&code.file) else {
             left.push(code.clone());
             continue;
+        };
+        // Under an overlay root, a binary is keyed by its path below the root (TheRock's keys).
+        let kernel_name = match root {
+            None => install_path.clone(),
+            Some(root) => match install_path.strip_prefix(&format!("{root}/")) {
+                Some(below) => below.to_string(),
+                None => {
+                    let why = format!(
+                        "it installs at {install_path}, outside the overlay root `{root}` (--overlay-root): TheRock's layout keys every binary by its path below the root"
+                    );
+                    unreadable.push((code.file.clone(), why));
+                    continue;
+                }
+            },
         };
         // The archives go where the binary installs (a binary in `.data/platlib/` installs at
         // the root of site-packages, as does the device wheel's archive beside it), or, shared,
         // in the directory of every binary the wheel splits.
-        let (dir_part, file_name) = parent_and_name(&kernel_name);
+        let (dir_part, file_name) = parent_and_name(&install_path);
         // The runtime expands every `@GFXARCH@` of a search path: one in the binary's own name
         // would be expanded too, and no archive would be found. The archive's name spells it
         // otherwise.
         let file_name = &file_name.replace(crate::elf::gpu::kpack::GFXARCH, "_GFXARCH_");
-        let (archive_stem, search) = match kpack_group {
+        let (archive_stem, search) = match shared.map(|s| s.group) {
             None => (in_dir(dir_part, &format!(".kpack/{file_name}")), format!(".kpack/{file_name}")),
             Some(name) => {
                 let up = "../".repeat(depth(dir_part) - depth(&shared_dir));
@@ -291,7 +338,7 @@ pub fn split(
             groups: groups.clone(),
             dir: dir.to_path_buf(),
             archive_stem,
-            shared: kpack_group.map(str::to_string),
+            shared: shared.map(|s| s.group.to_string()),
         });
         let ranges: Vec<(u64, u64)> = facts
             .sections_named(".hip_fatbin")
