@@ -16,6 +16,7 @@
 //! device-name = "amd-{name}-device-{target}"
 //! group-by = "target"
 //! group = "rocm"
+//! overlay-root = "torch"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -54,6 +55,8 @@ pub struct Config {
     pub group_by: Option<String>,
     /// `split --group`: the kpack group whose archives the wheel's binaries share.
     pub group: Option<String>,
+    /// `split --overlay-root`: TheRock's layout, the archives in `<root>/.kpack/`.
+    pub overlay_root: Option<String>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

@@ -187,11 +187,12 @@ pub struct Settings {
     /// The policies: auditwheel's, or `--policy-file`'s.
     pub policies: Policies,
     pub analyze: AnalyzeOptions,
-    /// `device-name`, `group-by` and `group` of `[tool.wheelfix]`, checked (`split`'s flags
-    /// win over them).
+    /// `device-name`, `group-by`, `group` and `overlay-root` of `[tool.wheelfix]`, checked
+    /// (`split`'s flags win over them).
     pub device_name: Option<String>,
     pub group_by: Option<crate::plan::split::GroupBy>,
     pub kpack_group: Option<String>,
+    pub overlay_root: Option<String>,
     /// The bytes of inflated copies `thin` and `split` may keep on disk at once
     /// (`WHEELFIX_COPY_ROOM`; `0` keeps none).
     pub copy_room: u64,
@@ -199,11 +200,12 @@ pub struct Settings {
     pub source_date_epoch: Option<i64>,
 }
 
-/// `device-name`, `group-by` and `group` of `[tool.wheelfix]`, each checked as its flag is.
-type SplitNaming = (Option<String>, Option<crate::plan::split::GroupBy>, Option<String>);
+/// `device-name`, `group-by`, `group` and `overlay-root` of `[tool.wheelfix]`, each checked as
+/// its flag is.
+type SplitNaming = (Option<String>, Option<crate::plan::split::GroupBy>, Option<String>, Option<String>);
 
 fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsError> {
-    use crate::plan::split::{check_device_name, check_kpack_group};
+    use crate::plan::split::{check_device_name, check_kpack_group, check_overlay_root};
     let bad = |key: &'static str, value: &str, why: String| SettingsError::Split { key, value: value.into(), why };
     if let Some(template) = &config.device_name {
         check_device_name(template).map_err(|why| bad("device-name", template, why))?;
@@ -215,7 +217,11 @@ fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsE
     if let Some(group) = &config.group {
         check_kpack_group(group).map_err(|why| bad("group", group, why))?;
     }
-    Ok((config.device_name.clone(), group_by, config.group.clone()))
+    if let Some(root) = &config.overlay_root {
+        check_overlay_root(root).map_err(|why| bad("overlay-root", root, why))?;
+    }
+    let overlay_root = config.overlay_root.as_ref().map(|r| r.trim_end_matches('/').to_string());
+    Ok((config.device_name.clone(), group_by, config.group.clone(), overlay_root))
 }
 
 /// `WHEELFIX_COPY_ROOM`: a size (`4G`), `0` for none; unset, 16 GiB.
@@ -522,12 +528,13 @@ impl Settings {
             }
             analyze.parallel_inflate = min.and_then(crate::wheel::zip::ParallelInflate::with_pool_threads);
         }
-        let (device_name, group_by, kpack_group) = split_naming(config)?;
+        let (device_name, group_by, kpack_group, overlay_root) = split_naming(config)?;
         Ok(Settings {
             config_file: loaded.path.clone(),
             device_name,
             group_by,
             kpack_group,
+            overlay_root,
             copy_room: copy_room(env)?,
             source_date_epoch: source_date_epoch(env)?,
             exclude,
@@ -572,6 +579,7 @@ impl Settings {
             device_name: None,
             group_by: None,
             kpack_group: None,
+            overlay_root: None,
             copy_room: crate::analysis::copy::DEFAULT_ROOM,
             source_date_epoch: None,
             exclude: default(Vec::new()),
@@ -793,6 +801,10 @@ mod tests {
                 "group-by = \"galaxy\" in [tool.wheelfix]: target, subfamily or family",
             ),
             (Config { group: Some("../up".into()), ..Config::default() }, "group = \"../up\" in [tool.wheelfix]"),
+            (
+                Config { overlay_root: Some("/abs".into()), ..Config::default() },
+                "overlay-root = \"/abs\" in [tool.wheelfix]",
+            ),
             (Config { device_name: Some("{name}-gpu".into()), ..Config::default() }, "has no {target}"),
         ] {
             let err = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap_err();

@@ -73,8 +73,14 @@ pub fn run(request: &SplitRequest) -> Output {
         Err(e) => return Output::usage(e),
     };
     let kpack_group = request.kpack_group.clone().or(settings.kpack_group.clone());
-    let request =
-        &SplitRequest { device_name: Some(naming.0), group_by: Some(naming.1), kpack_group, ..request.clone() };
+    let overlay_root = request.overlay_root.clone().or(settings.overlay_root.clone());
+    let request = &SplitRequest {
+        device_name: Some(naming.0),
+        group_by: Some(naming.1),
+        kpack_group,
+        overlay_root,
+        ..request.clone()
+    };
 
     let asked: Result<Vec<Group>, String> = match (request.all_targets, request.targets.is_empty()) {
         (true, false) => return Output::usage("give --gpu-target or --all-targets, not both"),
