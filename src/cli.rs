@@ -626,6 +626,12 @@ pub struct SplitArgs {
     /// is refused.
     #[arg(long, value_name = "DIR", value_parser = overlay_root)]
     overlay_root: Option<String>,
+    /// One kpack archive per processor (`_gfx90a.kpack` holding `gfx90a:xnack+` and
+    /// `gfx90a:xnack-`), or one per target id as TheRock writes them (`_gfx90a:xnack+.kpack`,
+    /// `_gfx90a:xnack-.kpack`); the runtime finds either. Default: `archive-per` of
+    /// [tool.wheelfix], else `target-id` with --overlay-root, `processor` without.
+    #[arg(long, value_enum)]
+    archive_per: Option<ArchivePerArg>,
     /// Remove from the host the device code of processors no device wheel takes (with
     /// --gpu-target). Without it, such code is a refusal: split never loses code silently.
     #[arg(long)]
@@ -714,6 +720,7 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         group_by: args.group_by.map(GroupByArg::into),
         kpack_group: args.kpack_group,
         overlay_root: args.overlay_root,
+        archive_per: args.archive_per.map(ArchivePerArg::into),
         drop_other_targets: args.drop_other_targets,
         require_devices: args.require_devices,
         compact: !args.rewrite.no_compact,
@@ -749,6 +756,23 @@ impl From<GroupByArg> for cmd::split::GroupBy {
             GroupByArg::Target => cmd::split::GroupBy::Target,
             GroupByArg::Subfamily => cmd::split::GroupBy::Subfamily,
             GroupByArg::Family => cmd::split::GroupBy::Family,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ArchivePerArg {
+    /// `_gfx90a.kpack`, every target id of the processor in it
+    Processor,
+    /// `_gfx90a:xnack+.kpack`, `_gfx90a:xnack-.kpack`: TheRock's
+    TargetId,
+}
+
+impl From<ArchivePerArg> for cmd::split::ArchivePer {
+    fn from(arg: ArchivePerArg) -> cmd::split::ArchivePer {
+        match arg {
+            ArchivePerArg::Processor => cmd::split::ArchivePer::Processor,
+            ArchivePerArg::TargetId => cmd::split::ArchivePer::TargetId,
         }
     }
 }

@@ -17,6 +17,7 @@
 //! group-by = "target"
 //! group = "rocm"
 //! overlay-root = "torch"
+//! archive-per = "target-id"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -57,6 +58,8 @@ pub struct Config {
     pub group: Option<String>,
     /// `split --overlay-root`: TheRock's layout, the archives in `<root>/.kpack/`.
     pub overlay_root: Option<String>,
+    /// `split --archive-per`: `processor` or `target-id`.
+    pub archive_per: Option<String>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

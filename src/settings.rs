@@ -187,12 +187,13 @@ pub struct Settings {
     /// The policies: auditwheel's, or `--policy-file`'s.
     pub policies: Policies,
     pub analyze: AnalyzeOptions,
-    /// `device-name`, `group-by`, `group` and `overlay-root` of `[tool.wheelfix]`, checked
-    /// (`split`'s flags win over them).
+    /// `device-name`, `group-by`, `group`, `overlay-root` and `archive-per` of
+    /// `[tool.wheelfix]`, checked (`split`'s flags win over them).
     pub device_name: Option<String>,
     pub group_by: Option<crate::plan::split::GroupBy>,
     pub kpack_group: Option<String>,
     pub overlay_root: Option<String>,
+    pub archive_per: Option<crate::plan::split::ArchivePer>,
     /// The bytes of inflated copies `thin` and `split` may keep on disk at once
     /// (`WHEELFIX_COPY_ROOM`; `0` keeps none).
     pub copy_room: u64,
@@ -200,9 +201,15 @@ pub struct Settings {
     pub source_date_epoch: Option<i64>,
 }
 
-/// `device-name`, `group-by`, `group` and `overlay-root` of `[tool.wheelfix]`, each checked as
-/// its flag is.
-type SplitNaming = (Option<String>, Option<crate::plan::split::GroupBy>, Option<String>, Option<String>);
+/// `device-name`, `group-by`, `group`, `overlay-root` and `archive-per` of `[tool.wheelfix]`,
+/// each checked as its flag is.
+struct SplitNaming {
+    device_name: Option<String>,
+    group_by: Option<crate::plan::split::GroupBy>,
+    kpack_group: Option<String>,
+    overlay_root: Option<String>,
+    archive_per: Option<crate::plan::split::ArchivePer>,
+}
 
 fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsError> {
     use crate::plan::split::{check_device_name, check_kpack_group, check_overlay_root};
@@ -221,7 +228,19 @@ fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsE
         check_overlay_root(root).map_err(|why| bad("overlay-root", root, why))?;
     }
     let overlay_root = config.overlay_root.as_ref().map(|r| r.trim_end_matches('/').to_string());
-    Ok((config.device_name.clone(), group_by, config.group.clone(), overlay_root))
+    let archive_per = match &config.archive_per {
+        None => None,
+        Some(text) => {
+            Some(crate::plan::split::ArchivePer::parse(text).map_err(|why| bad("archive-per", text, why))?)
+        }
+    };
+    Ok(SplitNaming {
+        device_name: config.device_name.clone(),
+        group_by,
+        kpack_group: config.group.clone(),
+        overlay_root,
+        archive_per,
+    })
 }
 
 /// `WHEELFIX_COPY_ROOM`: a size (`4G`), `0` for none; unset, 16 GiB.
@@ -528,13 +547,14 @@ impl Settings {
             }
             analyze.parallel_inflate = min.and_then(crate::wheel::zip::ParallelInflate::with_pool_threads);
         }
-        let (device_name, group_by, kpack_group, overlay_root) = split_naming(config)?;
+        let SplitNaming { device_name, group_by, kpack_group, overlay_root, archive_per } = split_naming(config)?;
         Ok(Settings {
             config_file: loaded.path.clone(),
             device_name,
             group_by,
             kpack_group,
             overlay_root,
+            archive_per,
             copy_room: copy_room(env)?,
             source_date_epoch: source_date_epoch(env)?,
             exclude,
@@ -580,6 +600,7 @@ impl Settings {
             group_by: None,
             kpack_group: None,
             overlay_root: None,
+            archive_per: None,
             copy_room: crate::analysis::copy::DEFAULT_ROOM,
             source_date_epoch: None,
             exclude: default(Vec::new()),
@@ -804,6 +825,10 @@ mod tests {
             (
                 Config { overlay_root: Some("/abs".into()), ..Config::default() },
                 "overlay-root = \"/abs\" in [tool.wheelfix]",
+            ),
+            (
+                Config { archive_per: Some("target".into()), ..Config::default() },
+                "archive-per = \"target\" in [tool.wheelfix]: processor or target-id",
             ),
             (Config { device_name: Some("{name}-gpu".into()), ..Config::default() }, "has no {target}"),
         ] {

@@ -745,6 +745,38 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
         assert_eq!(serde_json::from_str::<serde_json::Value>(marker.trim()).unwrap(), expected, "{member}");
     }
     every_object_found(&overlay, "overlay", &|member| member.strip_prefix("fatpkg/").unwrap().to_string());
+    // Under an overlay root the archives are per target id, as TheRock writes them: the gfx90a
+    // device wheel holds one archive per xnack mode (and one for the plain processor), each
+    // listing its target id alone; the runtime, asking for the agent's target id and then its
+    // processor, loads what the fat binary would have for each mode. `--archive-per processor`
+    // gives one gfx90a archive.
+    let overlay_gfx90a = pip_install(d, &d.join("overlay"), "fatpkg[device-gfx90a]", "site-overlay-gfx90a");
+    let per_id = ["fatpkg/.kpack/fatpkg_gfx90a.kpack", "fatpkg/.kpack/fatpkg_gfx90a:xnack+.kpack"];
+    assert_eq!(archives_in(&overlay_gfx90a), [&per_id[..], &["fatpkg/.kpack/fatpkg_gfx90a:xnack-.kpack"]].concat());
+    for id in ["gfx90a:xnack+", "gfx90a:xnack-"] {
+        for (member, _, _) in &originals {
+            let found = read_installed(&overlay_gfx90a.join(member), id);
+            assert!(found.iter().any(|(_, sha, _)| sha != "MISSING"), "{member}: no {id} code found");
+            for (key, sha, arches) in found.iter().filter(|(_, sha, _)| sha != "MISSING") {
+                assert_eq!(arches, &[id.to_string()], "{member} {key} {sha}: its archive lists {id} alone");
+            }
+        }
+    }
+    for (member, _, registered) in &originals {
+        for (agent, preferred) in [
+            ("gfx90a:xnack+", ["gfx90a:xnack+", "gfx90a"]),
+            ("gfx90a:xnack-", ["gfx90a:xnack-", "gfx90a"]),
+            ("gfx90a:sramecc+:xnack-", ["gfx90a:xnack-", "gfx90a"]),
+        ] {
+            let (lines, _) = load_as(d, &stub, &overlay_gfx90a.join(member), agent, None);
+            assert_eq!(lines, expected_for(registered, &preferred), "{member} on {agent}, per target id");
+        }
+    }
+    let args = ["split", "--all-targets", "--overlay-root", "fatpkg", "--archive-per", "processor"];
+    let out = wheelfix(d, &[&args[..], &["-w", "overlay-per-processor", wheel.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let per_processor = pip_install(d, &d.join("overlay-per-processor"), "fatpkg[device-gfx90a]", "site-pp");
+    assert_eq!(archives_in(&per_processor), ["fatpkg/.kpack/fatpkg_gfx90a.kpack"]);
     // A binary outside the root is refused, by name; a root that climbs out is a usage error.
     let outside =
         wheelfix(d, &["split", "--all-targets", "--overlay-root", "fatpkg/sub", "-w", "out", wheel.to_str().unwrap()]);

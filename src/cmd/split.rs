@@ -9,6 +9,7 @@
 //! its archives into device wheels, publish the set together) and the naming of device wheels; the
 //! plan is in `plan::split` and the bytes in `writer::thin`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,10 +20,10 @@ use crate::analysis::CopyRoom;
 use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::targets::Keep;
 use crate::plan::split::{
-    DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups, check_device_name, split,
+    ArchiveLayout, DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups, check_device_name, split,
 };
 /// `--group-by`'s values and `--group`'s check, for the command line.
-pub use crate::plan::split::{GroupBy, check_kpack_group, check_overlay_root};
+pub use crate::plan::split::{ArchivePer, GroupBy, check_kpack_group, check_overlay_root};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
@@ -55,6 +56,10 @@ pub struct SplitRequest {
     /// and keys relative to the root (the group, unless given, the project's name as TheRock
     /// makes it).
     pub overlay_root: Option<String>,
+    /// `--archive-per`: an archive per processor or per target id; else `archive-per` of
+    /// `[tool.wheelfix]`, else per target id under an overlay root (TheRock's), per processor
+    /// otherwise.
+    pub archive_per: Option<ArchivePer>,
     /// `--drop-other-targets`: code of processors no device wheel takes leaves the host anyway.
     pub drop_other_targets: bool,
     /// `--require-devices`: the host requires every device wheel unconditionally.
@@ -74,11 +79,16 @@ pub fn run(request: &SplitRequest) -> Output {
     };
     let kpack_group = request.kpack_group.clone().or(settings.kpack_group.clone());
     let overlay_root = request.overlay_root.clone().or(settings.overlay_root.clone());
+    let archive_per = request.archive_per.or(settings.archive_per).unwrap_or(match overlay_root {
+        Some(_) => ArchivePer::TargetId,
+        None => ArchivePer::Processor,
+    });
     let request = &SplitRequest {
         device_name: Some(naming.0),
         group_by: Some(naming.1),
         kpack_group,
         overlay_root,
+        archive_per: Some(archive_per),
         ..request.clone()
     };
 
@@ -289,8 +299,14 @@ fn output_names(examined: &Examined, plan: &SplitPlan, request: &SplitRequest) -
         }
     }
     for binary in &plan.binaries {
-        for processor in &plan.groups {
-            let path = binary.archive_path(processor);
+        // Per target id, an archive may be named after any target id of the binary's code.
+        let targets = plan.cut.iter().filter(|c| c.file == binary.member).flat_map(|c| c.dropped.keys());
+        let mut names: Vec<String> = plan.groups.clone();
+        names.extend(targets.flat_map(|t| plan.groups.iter().map(|g| binary.archive_per.name(g, t))));
+        names.sort();
+        names.dedup();
+        for name in &names {
+            let path = binary.archive_path(name);
             let file = path.rsplit('/').next().unwrap_or(&path);
             if file.len() > NAME_MAX {
                 return Err(unsplittable(format!(
@@ -471,7 +487,8 @@ fn plan_one(examined: Examined, groups: &[Group], request: &SplitRequest, level:
         (None, Some(root)) => Some(SharedArchives { group: &therock_group, root: Some(root) }),
         (None, None) => None,
     };
-    let mut plan = split(wheel, analysis, groups, &names, request.compact, level, &request.wheel_dir, shared);
+    let layout = ArchiveLayout { shared, per: request.archive_per.unwrap_or_default() };
+    let mut plan = split(wheel, analysis, groups, &names, request.compact, level, &request.wheel_dir, layout);
     if request.require_devices {
         crate::plan::split::require_devices(&mut plan, wheel, &names);
     }
@@ -580,54 +597,51 @@ fn write_one(
     })
 }
 
-/// What one device wheel is made of: its group, its processors, and per processor the
-/// archives the host's rewrite made for it (finished, or unfinished parts to merge).
+/// What one device wheel is made of: its group, its processors, and the archives the host's
+/// rewrite made for them (finished, or unfinished parts to merge).
 struct DeviceInput<'p> {
     group: String,
     processors: Vec<&'p str>,
     /// (member path, archive) of every binary's own finished archive for a processor.
     finished: Vec<(String, Arc<Spilled>)>,
-    /// `--group`: per processor, each binary's unfinished part, in the binaries' order.
-    parts: Vec<(&'p str, Vec<(&'p SplitTo, ArchiveWriter)>)>,
+    /// `--group`: per archive name (`gfx942`, or a target id), each binary's unfinished part,
+    /// in the binaries' order.
+    parts: BTreeMap<String, Vec<(&'p SplitTo, ArchiveWriter)>>,
 }
 
 impl<'p> DeviceInput<'p> {
-    /// Take the group's archives out of what the host's rewrite returned.
-    fn take(
-        plan: &'p SplitPlan,
-        group: String,
-        processors: Vec<&'p str>,
-        thinned: &mut std::collections::BTreeMap<String, ThinOutcome>,
-    ) -> Self {
+    /// Take the group's archives out of what the host's rewrite returned: those whose name's
+    /// processor is one of the group's ([`crate::plan::kpack::ArchivePer::name`]).
+    fn take(plan: &'p SplitPlan, group: String, processors: Vec<&'p str>, thinned: &mut BTreeMap<String, ThinOutcome>) -> Self {
+        let ours = |name: &str| processors.contains(&crate::plan::kpack::processor_of(name));
         let mut finished = Vec::new();
-        let mut parts: Vec<(&str, Vec<(&SplitTo, ArchiveWriter)>)> =
-            processors.iter().map(|p| (*p, Vec::new())).collect();
+        let mut parts: BTreeMap<String, Vec<(&SplitTo, ArchiveWriter)>> = BTreeMap::new();
         for binary in &plan.binaries {
             let Some(outcome) = thinned.get_mut(&binary.member) else { continue };
-            for (processor, shared) in &mut parts {
-                if let Some(stored) = outcome.archives.get(*processor) {
-                    finished.push((binary.archive_path(processor), stored.clone()));
-                }
-                if let Some(part) = outcome.unfinished.remove(*processor) {
-                    shared.push((binary, part));
-                }
+            for (name, stored) in outcome.archives.iter().filter(|(name, _)| ours(name)) {
+                finished.push((binary.archive_path(name), stored.clone()));
+            }
+            let names: Vec<String> = outcome.unfinished.keys().filter(|name| ours(name)).cloned().collect();
+            for name in names {
+                let part = outcome.unfinished.remove(&name).expect("listed above");
+                parts.entry(name).or_default().push((binary, part));
             }
         }
         DeviceInput { group, processors, finished, parts }
     }
 }
 
-/// The archive of `processor` the wheel's binaries share (`--group`): every binary's code
-/// objects (`parts`, in the binaries' order) under one table of contents; `None` without
-/// code for it.
+/// The archive of name `name` (`gfx942`, or a target id) the wheel's binaries share
+/// (`--group`): every binary's code objects (`parts`, in the binaries' order) under one table
+/// of contents; `None` without code for it.
 fn shared_archive(
-    processor: &str,
+    name: &str,
     mut parts: Vec<(&SplitTo, ArchiveWriter)>,
     dir: &Path,
 ) -> std::io::Result<Option<(String, Arc<Spilled>)>> {
     let Some((first, _)) = parts.first() else { return Ok(None) };
-    let (path, name) = (first.archive_path(processor), first.shared.clone().unwrap_or_default());
-    let family = crate::plan::kpack::family(processor);
+    let (path, group) = (first.archive_path(name), first.shared.clone().unwrap_or_default());
+    let family = crate::plan::kpack::family(name);
     let archive = if parts.len() == 1 {
         parts.pop().expect("one").1
     } else {
@@ -642,8 +656,8 @@ fn shared_archive(
         merged
     };
     let expected = archive.expected();
-    let file = archive.finish(&name, &family)?;
-    let stored = crate::writer::proof::proven_archive(file, &expected, &path, processor)?;
+    let file = archive.finish(&group, &family)?;
+    let stored = crate::writer::proof::proven_archive(file, &expected, &path, name)?;
     Ok(Some((path, Arc::new(stored))))
 }
 
@@ -660,8 +674,8 @@ fn write_device(
         |what: &str, e: std::io::Error| Error::CreateDir { path: format!("{} ({what})", dir.display()), source: e };
     let DeviceInput { group, processors, finished, parts } = input;
     let mut spilled = finished;
-    for (processor, parts) in parts {
-        if let Some(shared) = shared_archive(processor, parts, dir).map_err(|e| io("archives", e))? {
+    for (name, parts) in parts {
+        if let Some(shared) = shared_archive(&name, parts, dir).map_err(|e| io("archives", e))? {
             spilled.push(shared);
         }
     }

@@ -47,18 +47,63 @@ pub struct SplitTo {
     /// `--group`: the archives are shared by the wheel's binaries, named after this kpack group;
     /// this binary's are left unfinished, for its device wheel to merge.
     pub shared: Option<String>,
+    /// Whether a group's code objects share one archive or have one per target id.
+    pub archive_per: ArchivePer,
 }
 
 impl SplitTo {
-    /// The archive member path for a group. Ex) `pkg/lib/.kpack/libk.so_gfx942.kpack`
-    pub fn archive_path(&self, group: &str) -> String {
-        format!("{}_{group}.kpack", self.archive_stem)
+    /// The archive member path of an archive name ([`ArchivePer::name`]).
+    /// Ex) `pkg/lib/.kpack/libk.so_gfx942.kpack`, `pkg/.kpack/pkg_gfx90a:xnack+.kpack`
+    pub fn archive_path(&self, name: &str) -> String {
+        format!("{}_{name}.kpack", self.archive_stem)
     }
 }
 
-/// A processor's family, as kpack names it in an archive. Ex) `gfx942` → `gfx9`, `gfx1100` →
-/// `gfx11`, `gfx9-4-generic` → `gfx9`
+/// How a group's code objects are divided among archives. The runtime finds either: for an
+/// agent it expands `@GFXARCH@` to the agent's full target id, then to each subset of its
+/// features, then to the bare processor, and opens every archive that exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ArchivePer {
+    /// One archive per processor, holding every target id that runs on it
+    /// (`libk.so_gfx90a.kpack` with `gfx90a:xnack+` and `gfx90a:xnack-`): wheelfix's default.
+    #[default]
+    Processor,
+    /// One archive per target id, as TheRock's splitter writes them (`torch_gfx90a:xnack+.kpack`,
+    /// `torch_gfx90a:xnack-.kpack`); a generic processor's code goes to the archive named after
+    /// the processor it is put in for (its own name would be one file in several device wheels).
+    TargetId,
+}
+
+impl ArchivePer {
+    /// The archive name (the part `@GFXARCH@` stands for) of a code object of target id
+    /// `target` in `group`'s archives. Ex) (TargetId, `gfx90a`, `gfx90a:xnack+`) →
+    /// `gfx90a:xnack+`; (TargetId, `gfx942`, `gfx9-4-generic`) → `gfx942`; (Processor, …) → the group
+    pub fn name(self, group: &str, target: &str) -> String {
+        match self {
+            ArchivePer::TargetId if processor_of(target) == group => target.to_string(),
+            _ => group.to_string(),
+        }
+    }
+
+    /// `processor` or `target-id`, as `--archive-per` writes it.
+    pub fn parse(text: &str) -> Result<ArchivePer, String> {
+        match text {
+            "processor" => Ok(ArchivePer::Processor),
+            "target-id" => Ok(ArchivePer::TargetId),
+            _ => Err("processor or target-id".into()),
+        }
+    }
+}
+
+/// The processor of a target id, or of an archive name. Ex) `gfx90a:xnack+` → `gfx90a`
+pub fn processor_of(target: &str) -> &str {
+    target.split(':').next().unwrap_or(target)
+}
+
+/// A processor's family (or a target id's), as kpack names it in an archive. Ex) `gfx942` →
+/// `gfx9`, `gfx1100` → `gfx11`, `gfx9-4-generic` → `gfx9`, `gfx90a:xnack+` → `gfx9`
 pub fn family(processor: &str) -> String {
+    let processor = processor_of(processor);
     let digits = processor.strip_prefix("gfx").unwrap_or(processor);
     let digits = digits.split('-').next().unwrap_or(digits);
     // The family is the number without its last two characters (stepping, minor).
@@ -76,9 +121,33 @@ mod tests {
             ("gfx1100", "gfx11"),
             ("gfx1201", "gfx12"),
             ("gfx9-4-generic", "gfx9"),
+            ("gfx90a:xnack+", "gfx9"),
         ];
         for (processor, family) in cases {
             assert_eq!(super::family(processor), family, "{processor}");
         }
+    }
+
+    #[test]
+    fn archive_names_per_processor_and_per_target_id() {
+        use super::ArchivePer::{Processor, TargetId};
+        let cases = [
+            (Processor, "gfx90a", "gfx90a:xnack+", "gfx90a"),
+            (Processor, "gfx942", "gfx9-4-generic", "gfx942"),
+            (TargetId, "gfx90a", "gfx90a:xnack+", "gfx90a:xnack+"),
+            (TargetId, "gfx90a", "gfx90a:sramecc-:xnack-", "gfx90a:sramecc-:xnack-"),
+            (TargetId, "gfx942", "gfx942", "gfx942"),
+            // A generic processor's code in a processor's group: that processor's archive.
+            (TargetId, "gfx942", "gfx9-4-generic", "gfx942"),
+            (TargetId, "gfx950", "gfx9-4-generic:xnack-", "gfx950"),
+            // A generic processor that is a group of its own names its archives.
+            (TargetId, "gfx11-generic", "gfx11-generic", "gfx11-generic"),
+        ];
+        for (per, group, target, name) in cases {
+            assert_eq!(per.name(group, target), name, "{per:?} {group} {target}");
+            assert_eq!(super::processor_of(&per.name(group, target)), group);
+        }
+        assert_eq!(super::ArchivePer::parse("target-id"), Ok(TargetId));
+        assert!(super::ArchivePer::parse("target").is_err());
     }
 }

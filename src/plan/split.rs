@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use super::kpack::{Group, SplitTo};
+pub use super::kpack::{ArchivePer, Group, SplitTo};
 use super::thin::{FileCut, ThinChange};
 use super::{Content, NewMember, Plan};
 use crate::analysis::{Analysis, databases};
@@ -199,9 +199,17 @@ pub fn all_groups(wheel: &Wheel, analysis: &Analysis) -> Vec<Group> {
     groups
 }
 
-/// Plan the split of one wheel into `groups`; archives are made in `dir`. With `shared`, the
-/// wheel's binaries share one archive per group ([`SharedArchives`]); else each binary has its
-/// own beside it.
+/// Where a split's archives go and how code objects are divided among them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ArchiveLayout<'a> {
+    /// The wheel's binaries share one archive per name ([`SharedArchives`]); `None`: each
+    /// binary has its own beside it.
+    pub shared: Option<SharedArchives<'a>>,
+    pub per: ArchivePer,
+}
+
+/// Plan the split of one wheel into `groups`; archives are made in `dir`, laid out as `layout`
+/// says.
 #[allow(clippy::too_many_arguments)]
 pub fn split(
     wheel: &Wheel,
@@ -211,8 +219,9 @@ pub fn split(
     compact: bool,
     compression_level: u32,
     dir: &std::path::Path,
-    shared: Option<SharedArchives<'_>>,
+    layout: ArchiveLayout<'_>,
 ) -> SplitPlan {
+    let shared = layout.shared;
     let mut plan = Plan::new(wheel.filename.clone());
     plan.compression_level = compression_level;
     let groups = Arc::new(groups.to_vec());
@@ -339,6 +348,7 @@ pub fn split(
             dir: dir.to_path_buf(),
             archive_stem,
             shared: shared.map(|s| s.group.to_string()),
+            archive_per: layout.per,
         });
         let ranges: Vec<(u64, u64)> = facts
             .sections_named(".hip_fatbin")

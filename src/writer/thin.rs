@@ -481,29 +481,28 @@ fn split_out(
 ) -> Result<(rewrite::SplitHost, SplitArchives), rewrite::RewriteError> {
     let mut captured = captured.unwrap_or_default();
     let taken: usize = captured.by_target.values().map(|a| a.entries().count()).sum();
-    let mut writers: Vec<Option<ArchiveWriter>> = to.groups.iter().map(|_| None).collect();
+    // The archives by name (`gfx942`, or a target id), each made with its first code object.
+    let mut writers: BTreeMap<String, ArchiveWriter> = BTreeMap::new();
     let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
     // Per target id, each plain object's offset → its name in the archives.
     let mut names: BTreeMap<String, BTreeMap<u64, String>> = BTreeMap::new();
     // Code objects read here are compressed a batch at a time on every core (a binary's
-    // objects would otherwise be compressed on one), each once however many groups take it; a
+    // objects would otherwise be compressed on one), each once however many archives take it; a
     // batch holds at most SPLIT_BATCH bytes (or one larger object), whatever the binary's size.
     // Each is (its offset for a plain bundle's, its name, target id, bytes).
     type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
     let mut batch: Batch = Vec::new();
     let mut frames = Vec::new();
     let mut flush =
-        |batch: &mut Batch, captured: &mut Captured, writers: &mut [Option<ArchiveWriter>]| -> std::io::Result<()> {
+        |batch: &mut Batch, captured: &mut Captured, writers: &mut BTreeMap<String, ArchiveWriter>| -> std::io::Result<()> {
             let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
             crate::analysis::copy::compress_all(&objects, &mut frames, &mut |i, object, frame| {
                 let (at, key, target, _) = &batch[i];
                 if let Some(at) = at {
                     return captured.add(&to.dir, *at, target, object, frame);
                 }
-                for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
-                    if group.keep.keeps(target) {
-                        archive_of(writer, &to.dir)?.add_frame(key, target, object, frame)?;
-                    }
+                for name in archives_taking(to, target) {
+                    archive_of(writers, name, &to.dir)?.add_frame(key, target, object, frame)?;
                 }
                 Ok(())
             })?;
@@ -526,22 +525,21 @@ fn split_out(
                 Payload::Streamed(reader, at) => {
                     // Too large to hold: after the batch before it (frames go in order),
                     // compressed as it is read, into its target's captured archive (a plain
-                    // bundle's) or the first group's that takes it, and copied, as a frame,
+                    // bundle's) or the first archive that takes it, and copied, as a frame,
                     // into the others'.
                     flush(&mut batch, &mut captured, &mut writers)?;
                     if let Some(at) = at {
                         names.entry(target.clone()).or_default().insert(at, key);
                         return captured.stream(&to.dir, at, &target, entry.size, reader);
                     }
-                    let takers: Vec<usize> =
-                        (0..to.groups.len()).filter(|&g| to.groups[g].keep.keeps(&target)).collect();
-                    let Some((&first, others)) = takers.split_first() else { return Ok(()) };
-                    archive_of(&mut writers[first], &to.dir)?.add_streamed(&key, &target, entry.size, reader)?;
-                    for &other in others {
-                        let [from, into] = writers.get_disjoint_mut([first, other]).expect("two groups");
-                        let from = from.as_mut().expect("made above");
-                        archive_of(into, &to.dir)?.copy_frame(from, &key, &target, &key)?;
+                    let takers = archives_taking(to, &target);
+                    let Some((first, others)) = takers.split_first() else { return Ok(()) };
+                    archive_of(&mut writers, first.clone(), &to.dir)?.add_streamed(&key, &target, entry.size, reader)?;
+                    let mut from = writers.remove(first).expect("made above");
+                    for other in others {
+                        archive_of(&mut writers, other.clone(), &to.dir)?.copy_frame(&mut from, &key, &target, &key)?;
                     }
+                    writers.insert(first.clone(), from);
                     return Ok(());
                 }
                 Payload::NotHeld(at) => {
@@ -575,12 +573,24 @@ fn split_out(
         captured.by_target.values().map(|a| a.entries().count()).sum::<usize>() - taken,
     );
     place_captured(&mut captured, &names, to, &mut writers)?;
-    let archives = to.groups.iter().zip(writers).filter_map(|(g, w)| Some((g.name.clone(), w?)));
     if to.shared.is_some() {
-        return Ok((done, (BTreeMap::new(), archives.collect())));
+        return Ok((done, (BTreeMap::new(), writers)));
     }
-    let finished = finish_and_prove(archives.collect(), &to.kernel_name, &change.member)?;
+    let finished = finish_and_prove(writers.into_iter().collect(), &to.kernel_name, &change.member)?;
     Ok((done, (finished, BTreeMap::new())))
+}
+
+/// The names of the archives a code object of `target` goes to: one per group that takes it
+/// ([`crate::plan::kpack::ArchivePer::name`]), in the groups' order.
+fn archives_taking(to: &SplitTo, target: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for group in to.groups.iter().filter(|g| g.keep.keeps(target)) {
+        let name = to.archive_per.name(&group.name, target);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 /// Finish each group's archive, prove it ([`super::proof`]) and hash it as a member to store;
@@ -622,42 +632,51 @@ fn finish_and_prove(
     })
 }
 
-/// A group's archive, made when it gets its first code object.
-fn archive_of<'w>(writer: &'w mut Option<ArchiveWriter>, dir: &Path) -> std::io::Result<&'w mut ArchiveWriter> {
-    if writer.is_none() {
-        *writer = Some(ArchiveWriter::new(tempfile::tempfile_in(dir)?)?);
+/// The archive of a name, made when it gets its first code object.
+fn archive_of<'w>(
+    writers: &'w mut BTreeMap<String, ArchiveWriter>,
+    name: String,
+    dir: &Path,
+) -> std::io::Result<&'w mut ArchiveWriter> {
+    use std::collections::btree_map::Entry;
+    match writers.entry(name) {
+        Entry::Occupied(e) => Ok(e.into_mut()),
+        Entry::Vacant(e) => Ok(e.insert(ArchiveWriter::new(tempfile::tempfile_in(dir)?)?)),
     }
-    Ok(writer.as_mut().expect("made above"))
 }
 
-/// Put the captured code objects the binary's bundles named (`names`) into the groups'
-/// archives. A target's captured archive becomes its group's own when that group takes no
-/// other code and no other group takes the target, and the binary named every object in it
+/// Put the captured code objects the binary's bundles named (`names`) into the archives that
+/// take them. A target's captured archive becomes an archive's own when that archive takes no
+/// other code, no other archive takes the target, and the binary named every object in it
 /// (the usual case: one device wheel per processor); else its frames are copied, as they are.
 fn place_captured(
     captured: &mut Captured,
     names: &BTreeMap<String, BTreeMap<u64, String>>,
     to: &SplitTo,
-    writers: &mut [Option<ArchiveWriter>],
+    writers: &mut BTreeMap<String, ArchiveWriter>,
 ) -> std::io::Result<()> {
-    let takers = |target: &str| to.groups.iter().filter(|g| g.keep.keeps(target)).count();
-    for (group, writer) in to.groups.iter().zip(writers.iter_mut()) {
-        let targets: Vec<String> =
-            captured.by_target.keys().filter(|t| group.keep.keeps(t) && names.contains_key(*t)).cloned().collect();
+    // Each archive's targets, in target id order, from the targets the binary named.
+    let mut sources: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for target in captured.by_target.keys().filter(|t| names.contains_key(*t)) {
+        for archive in archives_taking(to, target) {
+            sources.entry(archive).or_default().push(target.clone());
+        }
+    }
+    for (archive, targets) in &sources {
         if let [target] = targets.as_slice()
-            && writer.is_none()
-            && takers(target) == 1
+            && !writers.contains_key(archive)
+            && archives_taking(to, target).len() == 1
             && captured.by_target[target].entries().count() == names[target].len()
         {
-            let mut archive = captured.by_target.remove(target).expect("listed above");
-            archive.rename_keys(&|taken| Captured::offset(taken).and_then(|at| names[target].get(&at)).cloned())?;
-            *writer = Some(archive);
+            let mut taken = captured.by_target.remove(target).expect("listed above");
+            taken.rename_keys(&|key| Captured::offset(key).and_then(|at| names[target].get(&at)).cloned())?;
+            writers.insert(archive.clone(), taken);
             continue;
         }
-        for target in &targets {
+        for target in targets {
             let from = captured.by_target.get_mut(target).expect("listed above");
             for (&at, key) in &names[target] {
-                archive_of(writer, &to.dir)?.copy_frame(from, &Captured::key(at), target, key)?;
+                archive_of(writers, archive.clone(), &to.dir)?.copy_frame(from, &Captured::key(at), target, key)?;
             }
         }
     }
