@@ -620,7 +620,7 @@ pub struct SplitArgs {
     /// group: `rocm`, `torch`). Default: an archive per binary, beside it.
     #[arg(long = "group", value_name = "NAME", value_parser = kpack_group)]
     kpack_group: Option<String>,
-    /// TheRock's layout: the archives in `DIR/.kpack/` (one per processor, named after --group,
+    /// TheRock's layout: the archives in `DIR/.kpack/` (one per target id, named after --group,
     /// else the project's name in lower case with `_` for `-`), kernel names and keys relative
     /// to DIR, as TheRock's splitter writes them (`--overlay-root torch`). A binary outside DIR
     /// is refused.

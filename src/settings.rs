@@ -230,9 +230,7 @@ fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsE
     let overlay_root = config.overlay_root.as_ref().map(|r| r.trim_end_matches('/').to_string());
     let archive_per = match &config.archive_per {
         None => None,
-        Some(text) => {
-            Some(crate::plan::split::ArchivePer::parse(text).map_err(|why| bad("archive-per", text, why))?)
-        }
+        Some(text) => Some(crate::plan::split::ArchivePer::parse(text).map_err(|why| bad("archive-per", text, why))?),
     };
     Ok(SplitNaming {
         device_name: config.device_name.clone(),
@@ -683,7 +681,25 @@ impl Settings {
                 ),
                 self.with_wheels.origin.to_string(),
             ),
+            ("device-name", text(&self.device_name), self.split_origin(self.device_name.is_some())),
+            ("group-by", text(&self.group_by.map(|g| g.to_string())), self.split_origin(self.group_by.is_some())),
+            ("group", text(&self.kpack_group), self.split_origin(self.kpack_group.is_some())),
+            ("overlay-root", text(&self.overlay_root), self.split_origin(self.overlay_root.is_some())),
+            (
+                "archive-per",
+                text(&self.archive_per.map(|a| a.to_string())),
+                self.split_origin(self.archive_per.is_some()),
+            ),
         ]
+    }
+
+    /// Where a `split` key came from: the configuration file when it is set (split's flags are
+    /// not settings), else split's default.
+    fn split_origin(&self, set: bool) -> String {
+        match (&self.config_file, set) {
+            (Some(path), true) => Origin::ConfigFile(path.clone()).to_string(),
+            _ => Origin::Default.to_string(),
+        }
     }
 }
 
@@ -695,6 +711,25 @@ mod tests {
 
     fn file(config: Config) -> LoadedConfig {
         LoadedConfig { path: Some(PathBuf::from("/project/pyproject.toml")), config }
+    }
+
+    #[test]
+    fn show_config_lists_splits_keys_and_where_they_came_from() {
+        let config = Config {
+            archive_per: Some("target-id".into()),
+            overlay_root: Some("torch/".into()),
+            group_by: Some("family".into()),
+            ..Config::default()
+        };
+        let settings = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap();
+        assert_eq!(settings.archive_per, Some(crate::plan::split::ArchivePer::TargetId));
+        let described = settings.describe();
+        let row = |key: &str| described.iter().find(|(k, _, _)| *k == key).map(|(_, v, o)| (v.clone(), o.clone()));
+        let from_file = "/project/pyproject.toml".to_string();
+        assert_eq!(row("archive-per"), Some(("\"target-id\"".into(), from_file.clone())));
+        assert_eq!(row("overlay-root"), Some(("\"torch\"".into(), from_file.clone())));
+        assert_eq!(row("group-by"), Some(("\"family\"".into(), from_file)));
+        assert_eq!(row("group"), Some(("(none)".into(), "default".into())));
     }
 
     fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {

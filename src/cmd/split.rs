@@ -20,7 +20,8 @@ use crate::analysis::CopyRoom;
 use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::targets::Keep;
 use crate::plan::split::{
-    ArchiveLayout, DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups, check_device_name, split,
+    ArchiveLayout, DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups,
+    check_device_name, split,
 };
 /// `--group-by`'s values and `--group`'s check, for the command line.
 pub use crate::plan::split::{ArchivePer, GroupBy, check_kpack_group, check_overlay_root};
@@ -612,7 +613,12 @@ struct DeviceInput<'p> {
 impl<'p> DeviceInput<'p> {
     /// Take the group's archives out of what the host's rewrite returned: those whose name's
     /// processor is one of the group's ([`crate::plan::kpack::ArchivePer::name`]).
-    fn take(plan: &'p SplitPlan, group: String, processors: Vec<&'p str>, thinned: &mut BTreeMap<String, ThinOutcome>) -> Self {
+    fn take(
+        plan: &'p SplitPlan,
+        group: String,
+        processors: Vec<&'p str>,
+        thinned: &mut BTreeMap<String, ThinOutcome>,
+    ) -> Self {
         let ours = |name: &str| processors.contains(&crate::plan::kpack::processor_of(name));
         let mut finished = Vec::new();
         let mut parts: BTreeMap<String, Vec<(&SplitTo, ArchiveWriter)>> = BTreeMap::new();

@@ -95,6 +95,15 @@ impl ArchivePer {
     }
 }
 
+impl std::fmt::Display for ArchivePer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ArchivePer::Processor => "processor",
+            ArchivePer::TargetId => "target-id",
+        })
+    }
+}
+
 /// The processor of a target id, or of an archive name. Ex) `gfx90a:xnack+` → `gfx90a`
 pub fn processor_of(target: &str) -> &str {
     target.split(':').next().unwrap_or(target)

@@ -94,6 +94,17 @@ impl std::str::FromStr for GroupBy {
     }
 }
 
+impl std::fmt::Display for GroupBy {
+    /// As `--group-by` writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GroupBy::Target => "target",
+            GroupBy::Subfamily => "subfamily",
+            GroupBy::Family => "family",
+        })
+    }
+}
+
 impl GroupBy {
     /// The device wheel a processor's code goes to. Ex) (Subfamily, `gfx1151`) → `gfx115x`;
     /// a generic processor is its own group.

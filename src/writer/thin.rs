@@ -493,22 +493,24 @@ fn split_out(
     type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
     let mut batch: Batch = Vec::new();
     let mut frames = Vec::new();
-    let mut flush =
-        |batch: &mut Batch, captured: &mut Captured, writers: &mut BTreeMap<String, ArchiveWriter>| -> std::io::Result<()> {
-            let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
-            crate::analysis::copy::compress_all(&objects, &mut frames, &mut |i, object, frame| {
-                let (at, key, target, _) = &batch[i];
-                if let Some(at) = at {
-                    return captured.add(&to.dir, *at, target, object, frame);
-                }
-                for name in archives_taking(to, target) {
-                    archive_of(writers, name, &to.dir)?.add_frame(key, target, object, frame)?;
-                }
-                Ok(())
-            })?;
-            batch.clear();
+    let mut flush = |batch: &mut Batch,
+                     captured: &mut Captured,
+                     writers: &mut BTreeMap<String, ArchiveWriter>|
+     -> std::io::Result<()> {
+        let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
+        crate::analysis::copy::compress_all(&objects, &mut frames, &mut |i, object, frame| {
+            let (at, key, target, _) = &batch[i];
+            if let Some(at) = at {
+                return captured.add(&to.dir, *at, target, object, frame);
+            }
+            for name in archives_taking(to, target) {
+                archive_of(writers, name, &to.dir)?.add_frame(key, target, object, frame)?;
+            }
             Ok(())
-        };
+        })?;
+        batch.clear();
+        Ok(())
+    };
     let done = rewrite::split_host(
         zeroed,
         &change.ranges,
@@ -534,7 +536,8 @@ fn split_out(
                     }
                     let takers = archives_taking(to, &target);
                     let Some((first, others)) = takers.split_first() else { return Ok(()) };
-                    archive_of(&mut writers, first.clone(), &to.dir)?.add_streamed(&key, &target, entry.size, reader)?;
+                    archive_of(&mut writers, first.clone(), &to.dir)?
+                        .add_streamed(&key, &target, entry.size, reader)?;
                     let mut from = writers.remove(first).expect("made above");
                     for other in others {
                         archive_of(&mut writers, other.clone(), &to.dir)?.copy_frame(&mut from, &key, &target, &key)?;
