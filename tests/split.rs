@@ -724,7 +724,7 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     let bad = wheelfix(d, &["split", "--all-targets", "--group", "../up", "-w", "bad", wheel.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
 
-    // TheRock's layout (`--overlay-root`), as its splitter writes it: one archive per processor
+    // TheRock's layout (`--overlay-root`), as its splitter writes it: one archive per target id
     // in `<root>/.kpack/`, named after the project (`fatpkg_gfx942.kpack`); each binary's kernel
     // name and keys its path below the root; its search path climbing from its directory to the
     // root. The runtime's reader and the stub runtime find every code object through it.
