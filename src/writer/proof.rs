@@ -54,12 +54,12 @@ pub fn prove_thinned(
     let mut problems = Vec::new();
     let mut found = Vec::new();
     // Each range (a bundle's span, where the thinned bundle starts) read apart, on every core.
-    let read: Vec<Result<bundle_read::BundlesRead, String>> =
+    let read: Vec<Result<bundle_read::BundlesRead, bundle_read::BundleReadError>> =
         ranges.par_iter().map(|&(from, to)| bundle_read::read_bundles(read_at, from, to)).collect();
     for result in read {
         match result {
             Ok(read) => found.extend(read.objects),
-            Err(e) => problems.push(e),
+            Err(e) => problems.push(e.to_string()),
         }
     }
     for o in &found {

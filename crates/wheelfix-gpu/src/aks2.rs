@@ -34,23 +34,38 @@ struct Entry {
 pub fn archive<V: FileView + ?Sized>(file: &str, view: &V) -> GpuCode {
     let mut code = GpuCode::new(file, Container::AotritonArchive);
     if let Err(note) = read(view, &mut code) {
-        code.notes.push(note);
+        code.notes.push(note.to_string());
     }
     code.finish()
 }
 
-fn read<V: FileView + ?Sized>(view: &V, code: &mut GpuCode) -> Result<(), String> {
-    let header = view.get(0, 16).map_err(|_| "the header is cut short".to_string())?;
+/// Why an archive's kernels cannot be listed; the report notes it.
+#[derive(Debug, thiserror::Error)]
+enum Aks2Problem {
+    #[error("the header is cut short")]
+    ShortHeader,
+    #[error("the header lies: {kernels} kernels in a directory of {directory_size} bytes")]
+    HeaderLies { kernels: u64, directory_size: u64 },
+    #[error("the xz stream was not read")]
+    Unread,
+    #[error("cannot decode the xz stream: {0}")]
+    Xz(#[from] std::io::Error),
+    /// The directory ends inside an entry or a name.
+    #[error("the directory ends inside {0}")]
+    ShortDirectory(&'static str),
+}
+
+fn read<V: FileView + ?Sized>(view: &V, code: &mut GpuCode) -> Result<(), Aks2Problem> {
+    let header = view.get(0, 16).map_err(|_| Aks2Problem::ShortHeader)?;
     let u32_at = |at: usize| le::u32_at(header, at).map(u64::from).unwrap_or(0);
     let (total, kernels, directory_size) = (u32_at(4), u32_at(8), u32_at(12));
     if directory_size > MAX_DECODED as u64 || kernels > directory_size / (ENTRY_FIXED as u64 + 1) {
-        return Err(format!("the header lies: {kernels} kernels in a directory of {directory_size} bytes"));
+        return Err(Aks2Problem::HeaderLies { kernels, directory_size });
     }
     let available = view.len().min(KEEP);
-    let compressed =
-        view.get(16, available.saturating_sub(16)).map_err(|_| "the xz stream was not read".to_string())?;
+    let compressed = view.get(16, available.saturating_sub(16)).map_err(|_| Aks2Problem::Unread)?;
     let mut xz = lzma_rust2::XzReader::new_mem_limit(compressed, false, MEMORY_LIMIT_KB).take(MAX_DECODED as u64);
-    let xz_error = |e: std::io::Error| format!("cannot decode the xz stream: {e}");
+    let xz_error = Aks2Problem::Xz;
     let mut directory = vec![0u8; directory_size as usize];
     xz.read_exact(&mut directory).map_err(xz_error)?;
     let entries = parse_directory(&directory, kernels)?;
@@ -76,7 +91,7 @@ fn read<V: FileView + ?Sized>(view: &V, code: &mut GpuCode) -> Result<(), String
         std::io::copy(&mut (&mut xz).take(entry.offset - at), &mut std::io::sink()).map_err(xz_error)?;
         let mut head = [0u8; 64];
         if let Err(e) = xz.read_exact(&mut head) {
-            code.notes.push(xz_error(e));
+            code.notes.push(xz_error(e).to_string());
             return Ok(());
         }
         at = entry.offset + 64;
@@ -94,15 +109,15 @@ fn read<V: FileView + ?Sized>(view: &V, code: &mut GpuCode) -> Result<(), String
     Ok(())
 }
 
-fn parse_directory(directory: &[u8], kernels: u64) -> Result<Vec<Entry>, String> {
+fn parse_directory(directory: &[u8], kernels: u64) -> Result<Vec<Entry>, Aks2Problem> {
     let mut entries = Vec::new();
     let mut at = 0;
     for _ in 0..kernels {
-        let fixed = directory.get(at..at + ENTRY_FIXED).ok_or("the directory ends inside an entry")?;
+        let fixed = directory.get(at..at + ENTRY_FIXED).ok_or(Aks2Problem::ShortDirectory("an entry"))?;
         let u32_at = |i: usize| le::u32_at(fixed, i * 4).map(u64::from).unwrap_or(0);
         let (offset, size, name_len) = (u32_at(2), u32_at(3), u32_at(4) as usize);
         at += ENTRY_FIXED;
-        directory.get(at..at + name_len).ok_or("the directory ends inside a name")?;
+        directory.get(at..at + name_len).ok_or(Aks2Problem::ShortDirectory("a name"))?;
         at += name_len;
         entries.push(Entry { offset, size });
     }

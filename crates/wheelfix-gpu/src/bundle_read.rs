@@ -16,6 +16,21 @@ use wheelfix_base::le;
 
 const PLAIN_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 const COMPRESSED_MAGIC: &[u8] = b"CCOB";
+/// Why a range's bundles do not read back: the file could not be read, or a bundle whose
+/// table reads holds contents that do not.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleReadError {
+    #[error("cannot read bytes {from}..{to}: {source}")]
+    Read { from: u64, to: u64, source: std::io::Error },
+    /// A plain bundle: its bytes could not be read, or an entry runs past its end.
+    #[error("the bundle at {at}: {problem}")]
+    Plain { at: u64, problem: String },
+    /// A compressed bundle: its bytes could not be read or decoded, or what they decode to is
+    /// not the bundle its header describes.
+    #[error("the compressed bundle at {at}: {problem}")]
+    Compressed { at: u64, problem: String },
+}
+
 /// More entries or a longer id than any bundler writes: the bytes are not a bundle table.
 const MAX_ENTRIES: u64 = 1 << 16;
 const MAX_ID: u64 = 1 << 12;
@@ -45,7 +60,7 @@ pub fn read_bundles(
     read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
     from: u64,
     to: u64,
-) -> Result<BundlesRead, String> {
+) -> Result<BundlesRead, BundleReadError> {
     let mut found = BundlesRead::default();
     let mut at = from;
     while let Some((start, compressed)) = next_magic(read_at, at, to)? {
@@ -67,13 +82,13 @@ fn next_magic(
     read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
     mut at: u64,
     to: u64,
-) -> Result<Option<(u64, bool)>, String> {
+) -> Result<Option<(u64, bool)>, BundleReadError> {
     const CHUNK: u64 = 1 << 20;
     let mut buf = Vec::new();
     while at < to {
         let n = CHUNK.min(to - at) as usize;
         buf.resize(n, 0);
-        read_at(&mut buf, at).map_err(|e| format!("cannot read bytes {at}..{}: {e}", at + n as u64))?;
+        read_at(&mut buf, at).map_err(|source| BundleReadError::Read { from: at, to: at + n as u64, source })?;
         let plain = memchr::memmem::find(&buf, PLAIN_MAGIC).map(|p| (p, false));
         let compressed = memchr::memmem::find(&buf, COMPRESSED_MAGIC).map(|p| (p, true));
         if let Some((p, kind)) = [plain, compressed].into_iter().flatten().min() {
@@ -129,8 +144,9 @@ fn plain_bundle(
     read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
     start: u64,
     to: u64,
-) -> Result<Option<(u64, Vec<BundledObject>)>, String> {
-    let io = |e: std::io::Error| format!("the bundle at {start}: {e}");
+) -> Result<Option<(u64, Vec<BundledObject>)>, BundleReadError> {
+    let fail = |problem: String| BundleReadError::Plain { at: start, problem };
+    let io = |e: std::io::Error| fail(e.to_string());
     let mut at = start + PLAIN_MAGIC.len() as u64;
     let mut next = |buf: &mut [u8]| {
         if at + buf.len() as u64 > to {
@@ -147,7 +163,7 @@ fn plain_bundle(
     let mut objects = Vec::new();
     for (offset, size, id) in entries {
         let end = offset.checked_add(size).filter(|&end| start.saturating_add(end) <= to);
-        let end = end.ok_or_else(|| format!("the bundle at {start}: entry `{id}` runs past the end"))?;
+        let end = end.ok_or_else(|| fail(format!("entry `{id}` runs past the end")))?;
         len = len.max(end);
         if !is_device(&id) {
             continue;
@@ -165,10 +181,11 @@ fn compressed_bundle(
     read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
     start: u64,
     to: u64,
-) -> Result<Option<(u64, Vec<BundledObject>)>, String> {
+) -> Result<Option<(u64, Vec<BundledObject>)>, BundleReadError> {
+    let fail = |problem: String| BundleReadError::Compressed { at: start, problem };
     let mut head = [0u8; 32];
     let n = head.len().min((to - start) as usize);
-    read_at(&mut head[..n], start).map_err(|e| format!("the compressed bundle at {start}: {e}"))?;
+    read_at(&mut head[..n], start).map_err(|e| fail(e.to_string()))?;
     // `head` is 32 bytes: every read below lies inside it (the match checks `n` first).
     let half = |i: usize| le::u16_at(&head, i).unwrap_or(0);
     let word = |i: usize| le::u32_at(&head, i).unwrap_or(0);
@@ -184,7 +201,6 @@ fn compressed_bundle(
     if method > 1 || total.is_some_and(|t| t < header || t > to - start) {
         return Ok(None);
     }
-    let fail = |what: String| format!("the compressed bundle at {start}: {what}");
     let end = total.map_or(to, |t| start + t);
     let source = std::io::BufReader::with_capacity(1 << 18, RangeReader { read_at, at: start + header, end });
     let mut stream: Box<dyn Read + '_> = if method == 0 {
@@ -280,7 +296,7 @@ mod tests {
         out
     }
 
-    fn read(data: &[u8]) -> Result<BundlesRead, String> {
+    fn read(data: &[u8]) -> Result<BundlesRead, BundleReadError> {
         let read_at = |buf: &mut [u8], at: u64| {
             let at = at as usize;
             buf.copy_from_slice(data.get(at..at + buf.len()).ok_or(std::io::ErrorKind::UnexpectedEof)?);
@@ -315,9 +331,18 @@ mod tests {
     fn a_bundle_that_does_not_match_its_header_is_an_error() {
         let mut ccob = compressed_v3(&plain(&[("hipv4-amdgcn-amd-amdhsa--gfx942", b"x")]));
         ccob[16] += 1; // the uncompressed size
-        assert!(read(&ccob).unwrap_err().contains("its header says"), "{:?}", read(&ccob));
+        let err = read(&ccob).unwrap_err();
+        assert!(
+            matches!(&err, BundleReadError::Compressed { at: 0, problem } if problem.contains("its header says")),
+            "{err:?}"
+        );
         let mut short = plain(&[("hipv4-amdgcn-amd-amdhsa--gfx942", b"0123456789")]);
         short.truncate(short.len() - 3);
-        assert!(read(&short).unwrap_err().contains("runs past the end"));
+        let err = read(&short).unwrap_err();
+        assert!(
+            matches!(&err, BundleReadError::Plain { at: 0, problem } if problem.contains("runs past the end")),
+            "{err:?}"
+        );
+        assert_eq!(err.to_string(), "the bundle at 0: entry `hipv4-amdgcn-amd-amdhsa--gfx942` runs past the end");
     }
 }

@@ -70,30 +70,55 @@ pub fn read_marker(bytes: &[u8]) -> Option<(String, Vec<String>)> {
     (!paths.is_empty()).then_some((name, paths))
 }
 
+/// Why a marker cannot be used by the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkerProblem {
+    #[error("not MessagePack ({0})")]
+    NotMessagePack(String),
+    #[error("not a MessagePack map")]
+    NotAMap,
+    /// A count larger than the map's entries reads what follows it (zeros) as more entries.
+    #[error("a key that is not a string (a map count past its entries?)")]
+    KeyNotAString,
+    /// A field is missing. Ex) `kernel_name`
+    #[error("no {0}")]
+    Missing(&'static str),
+    #[error("kernel_name is not a string")]
+    NameNotAString,
+    #[error("kpack_search_paths is not an array")]
+    PathsNotAnArray,
+    #[error("a search path that is not a non-empty string")]
+    BadPath,
+    /// A marker cut short and padded with zeros still parses: its last string holds them.
+    #[error("a string with a NUL byte (the marker cut short?)")]
+    Nul,
+    #[error("no search paths")]
+    NoPaths,
+}
+
 /// A kpack marker at the start of `bytes` as the runtime uses it, or why it cannot: a map
 /// with a string `kernel_name` and a non-empty array of non-empty strings `kpack_search_paths`.
 /// Its kernel name, search paths, and length in bytes.
-pub fn usable_marker(bytes: &[u8]) -> Result<(String, Vec<String>, usize), String> {
-    let (value, len) = crate::msgpack::parse_prefix(bytes).map_err(|e| format!("not MessagePack ({e})"))?;
-    let map = value.as_map().ok_or("not a MessagePack map")?;
-    // A count larger than the map's entries reads what follows it (zeros) as more entries.
+pub fn usable_marker(bytes: &[u8]) -> Result<(String, Vec<String>, usize), MarkerProblem> {
+    use MarkerProblem as P;
+    let (value, len) = crate::msgpack::parse_prefix(bytes).map_err(|e| P::NotMessagePack(e.to_string()))?;
+    let map = value.as_map().ok_or(P::NotAMap)?;
     if map.iter().any(|(k, _)| k.as_str().is_none()) {
-        return Err("a key that is not a string (a map count past its entries?)".into());
+        return Err(P::KeyNotAString);
     }
-    let name = value.get("kernel_name").ok_or("no kernel_name")?.as_str().ok_or("kernel_name is not a string")?;
-    let paths = value.get("kpack_search_paths").ok_or("no kpack_search_paths")?;
-    let paths = paths.as_array().ok_or("kpack_search_paths is not an array")?;
+    let name = value.get("kernel_name").ok_or(P::Missing("kernel_name"))?.as_str().ok_or(P::NameNotAString)?;
+    let paths = value.get("kpack_search_paths").ok_or(P::Missing("kpack_search_paths"))?;
+    let paths = paths.as_array().ok_or(P::PathsNotAnArray)?;
     let paths: Vec<String> = paths
         .iter()
         .map(|p| p.as_str().filter(|p| !p.is_empty()).map(String::from))
         .collect::<Option<_>>()
-        .ok_or("a search path that is not a non-empty string")?;
-    // A marker cut short and padded with zeros still parses: its last string holds them.
+        .ok_or(P::BadPath)?;
     if paths.iter().any(|p| p.contains('\0')) || name.contains('\0') {
-        return Err("a string with a NUL byte (the marker cut short?)".into());
+        return Err(P::Nul);
     }
     if paths.is_empty() {
-        return Err("no search paths".into());
+        return Err(P::NoPaths);
     }
     Ok((name.to_string(), paths, len))
 }

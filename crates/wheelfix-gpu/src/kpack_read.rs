@@ -146,8 +146,8 @@ fn read_into(
         let decoded = if scheme == "none" { measure(source) } else { decode(source) };
         let (object, head) = match decoded {
             Ok(found) => found,
-            Err(message) => {
-                out.problems.push(ArchiveProblem::Undecodable { key, target, ordinal, message });
+            Err(e) => {
+                out.problems.push(ArchiveProblem::Undecodable { key, target, ordinal, message: e.to_string() });
                 continue;
             }
         };
@@ -269,8 +269,25 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// Why a frame does not decode to one code object.
+#[derive(Debug, thiserror::Error)]
+enum FrameError {
+    /// Reading the archive, or zstd's decoder, failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// zstd cannot find where the frame ends. Ex) `Unknown frame descriptor`
+    #[error("{0}")]
+    Zstd(&'static str),
+    /// One frame must fill its range: what follows it is not part of the code object.
+    #[error("{0} bytes after the zstd frame")]
+    Trailing(u64),
+}
+
+/// A decoded frame: its content's size, XXH3-128 digest and head.
+type Decoded = Result<(crate::kpack::Object, Vec<u8>), FrameError>;
+
 /// Decode one zstd frame that must fill the whole range: its content's size, XXH3-128 digest and head.
-fn decode(source: RangeReader<'_>) -> Result<(crate::kpack::Object, Vec<u8>), String> {
+fn decode(source: RangeReader<'_>) -> Decoded {
     if source.end - source.at <= WHOLE_FRAME
         && let Some(found) = decode_whole(&source)
     {
@@ -281,7 +298,7 @@ fn decode(source: RangeReader<'_>) -> Result<(crate::kpack::Object, Vec<u8>), St
 
 /// Decode a small frame whose header states its content size in one call; `None` when the
 /// header states none or a larger one.
-fn decode_whole(source: &RangeReader<'_>) -> Option<Result<(crate::kpack::Object, Vec<u8>), String>> {
+fn decode_whole(source: &RangeReader<'_>) -> Option<Decoded> {
     WHOLE.with_borrow_mut(|whole| {
         if whole.is_none() {
             *whole = Some((zstd::bulk::Decompressor::new().ok()?, Vec::new(), Vec::new()));
@@ -289,7 +306,7 @@ fn decode_whole(source: &RangeReader<'_>) -> Option<Result<(crate::kpack::Object
         let (decompressor, frame, content) = whole.as_mut().expect("made above");
         frame.resize((source.end - source.at) as usize, 0);
         if let Err(e) = (source.read_at)(frame, source.at) {
-            return Some(Err(e.to_string()));
+            return Some(Err(e.into()));
         }
         let size = zstd::zstd_safe::get_frame_content_size(frame).ok().flatten()?;
         if size > WHOLE_CONTENT {
@@ -299,37 +316,37 @@ fn decode_whole(source: &RangeReader<'_>) -> Option<Result<(crate::kpack::Object
         content.reserve(size as usize);
         // A frame that holds more than its header says fails here, as it does in a stream.
         if let Err(e) = decompressor.decompress_to_buffer(frame.as_slice(), content) {
-            return Some(Err(e.to_string()));
+            return Some(Err(e.into()));
         }
         // One frame must fill the range: what follows it is not part of the code object.
         match zstd::zstd_safe::find_frame_compressed_size(frame) {
             Ok(n) if n == frame.len() => {}
-            Ok(n) => return Some(Err(format!("{} bytes after the zstd frame", frame.len() - n))),
-            Err(code) => return Some(Err(zstd::zstd_safe::get_error_name(code).to_string())),
+            Ok(n) => return Some(Err(FrameError::Trailing((frame.len() - n) as u64))),
+            Err(code) => return Some(Err(FrameError::Zstd(zstd::zstd_safe::get_error_name(code)))),
         }
         Some(Ok((crate::kpack::Object::of(content), content[..content.len().min(HEAD)].to_vec())))
     })
 }
 
 /// Decode one zstd frame as a stream.
-fn decode_stream(source: RangeReader<'_>) -> Result<(crate::kpack::Object, Vec<u8>), String> {
-    let mut decoder = zstd::stream::read::Decoder::new(source).map_err(|e| e.to_string())?.single_frame();
+fn decode_stream(source: RangeReader<'_>) -> Decoded {
+    let mut decoder = zstd::stream::read::Decoder::new(source)?.single_frame();
     let found = measure(&mut decoder)?;
     let rest = decoder.finish();
     let left = rest.buffer().len() as u64 + (rest.get_ref().end - rest.get_ref().at);
     if left != 0 {
-        return Err(format!("{left} bytes after the zstd frame"));
+        return Err(FrameError::Trailing(left));
     }
     Ok(found)
 }
 
 /// Size, XXH3-128 digest and head of everything `source` gives.
-fn measure(mut source: impl Read) -> Result<(crate::kpack::Object, Vec<u8>), String> {
+fn measure(mut source: impl Read) -> Decoded {
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
     let mut buf = vec![0u8; 256 << 10];
     let (mut size, mut head) = (0u64, Vec::with_capacity(HEAD));
     loop {
-        let n = source.read(&mut buf).map_err(|e| e.to_string())?;
+        let n = source.read(&mut buf)?;
         if n == 0 {
             break;
         }

@@ -839,19 +839,47 @@ fn payloads_apart(table: &[u8]) -> bool {
     })
 }
 
+/// Why a bundle the scan met cannot be read; the report says it of the bundle's offset.
+#[derive(Debug, thiserror::Error)]
+enum BundleProblem {
+    #[error("truncated entry table")]
+    Truncated,
+    /// The table's header lies (a count or size no file could hold).
+    #[error("{0}")]
+    Lie(String),
+    #[error(transparent)]
+    Header(#[from] super::bundle::CcobError),
+    #[error("claims {claims} bytes, but only {remain} remain")]
+    PastEnd { claims: u64, remain: u64 },
+    #[error("unknown compression method {0}")]
+    Method(u16),
+    #[error("cannot decode ({method}): {problem}")]
+    Undecodable { method: &'static str, problem: String },
+    #[error("does not decode to an offload bundle")]
+    NotABundle,
+    /// What a compressed bundle decodes to ends inside its table.
+    #[error("the entry table is truncated")]
+    DecodedTruncated,
+}
+
+impl From<super::TableError> for BundleProblem {
+    fn from(e: super::TableError) -> BundleProblem {
+        match e {
+            super::TableError::Truncated => BundleProblem::Truncated,
+            super::TableError::Lie(e) => BundleProblem::Lie(e),
+        }
+    }
+}
+
 fn read_bundle(
     at: u64,
     table: &[u8],
     headers: &BTreeMap<u64, Vec<u8>>,
     end: u64,
     code: &mut GpuCode,
-) -> Result<u64, String> {
+) -> Result<u64, BundleProblem> {
     let available = (end - at).min(table.len() as u64) as usize;
-    let entries = match super::bundle_table(&table[..available]) {
-        Ok(t) => t,
-        Err(super::TableError::Truncated) => return Err("truncated entry table".into()),
-        Err(super::TableError::Lie(e)) => return Err(e),
-    };
+    let entries = super::bundle_table(&table[..available])?;
     let limit = end - at;
     let mut len = 32 + entries.iter().map(|e| 24 + e.id.len() as u64).sum::<u64>();
     for entry in &entries {
@@ -870,13 +898,13 @@ fn read_bundle(
 
 /// One compressed bundle, read up to the range's `end`: returns its length and a description
 /// (`CCOB v3 zstd`).
-fn read_ccob(ccob: &Ccob, end: u64, code: &mut GpuCode) -> Result<(u64, String), String> {
-    let h = ccob.fields().map_err(|e| e.to_string())?;
+fn read_ccob(ccob: &Ccob, end: u64, code: &mut GpuCode) -> Result<(u64, String), BundleProblem> {
+    let h = ccob.fields()?;
     let (version, method, header, total) = (h.version, h.method, h.header_len(), h.total);
     let remaining = end - ccob.at;
     let len = match total {
         Some(t) if t < header as u64 || t > remaining => {
-            return Err(format!("claims {t} bytes, but only {remaining} remain"));
+            return Err(BundleProblem::PastEnd { claims: t, remain: remaining });
         }
         Some(t) => t,
         None => remaining, // v1 has no total size: it runs to the end of the range
@@ -884,21 +912,21 @@ fn read_ccob(ccob: &Ccob, end: u64, code: &mut GpuCode) -> Result<(u64, String),
     let method_name = match method {
         0 => "zlib",
         1 => "zstd",
-        m => return Err(format!("unknown compression method {m}")),
+        m => return Err(BundleProblem::Method(m)),
     };
+    let undecodable = |problem: String| BundleProblem::Undecodable { method: method_name, problem };
     if let Some(e) = &ccob.error {
-        return Err(format!("cannot decode ({method_name}): {e}"));
+        return Err(undecodable(e.to_string()));
     }
     if ccob.input_end > end && total.is_none() {
-        return Err(format!("cannot decode ({method_name}): the stream runs past the end"));
+        return Err(undecodable("the stream runs past the end".into()));
     }
     if !ccob.decoded.starts_with(BUNDLE_MAGIC) {
-        return Err("does not decode to an offload bundle".into());
+        return Err(BundleProblem::NotABundle);
     }
     let table = match super::bundle_table(&ccob.decoded) {
-        Ok(table) => table,
-        Err(super::TableError::Truncated) => return Err("the entry table is truncated".into()),
-        Err(super::TableError::Lie(e)) => return Err(e),
+        Err(super::TableError::Truncated) => return Err(BundleProblem::DecodedTruncated),
+        read => read?,
     };
     let decoded = &ccob.decoded;
     let header_at = |entry: &super::BundleEntry| {
