@@ -62,7 +62,7 @@ impl ForeignFormat {
     /// either byte order, or a fat file with a plausible architecture count).
     pub fn sniff(head: &[u8]) -> Option<ForeignFormat> {
         if head.starts_with(b"MZ")
-            && let Some(at) = head.get(0x3c..0x40).map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize)
+            && let Some(at) = wheelfix_base::le::u32_at(head, 0x3c).map(|at| at as usize)
             && head.get(at..at + 4) == Some(b"PE\0\0")
         {
             return Some(ForeignFormat::Pe);

@@ -19,6 +19,7 @@
 //! states must agree on where each container ends.
 
 use std::collections::BTreeMap;
+use wheelfix_base::le;
 
 use super::codec::{Step, StreamDecoder};
 use super::{
@@ -361,8 +362,8 @@ impl Open {
                 if header.len() < 16 {
                     take(header, *at, 16, pos, data);
                     if header.len() == 16 {
-                        let header_size = u16::from_le_bytes([header[6], header[7]]) as u64;
-                        let payload = u64::from_le_bytes(header[8..16].try_into().unwrap());
+                        let header_size = le::u16_at(header, 6).map_or(0, u64::from);
+                        let payload = le::u64_at(header, 8).unwrap_or(0);
                         *end = (*at + header_size).saturating_add(payload);
                         *next = Some(*at + header_size);
                     }
@@ -381,8 +382,8 @@ impl Open {
                     if buf.len() < 0x20 {
                         break;
                     }
-                    let entry_header = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as u64;
-                    let size = u64::from_le_bytes(buf[8..16].try_into().unwrap());
+                    let entry_header = le::u32_at(buf, 4).map_or(0, u64::from);
+                    let size = le::u64_at(buf, 8).unwrap_or(0);
                     *next = (entry_header != 0).then(|| entry.saturating_add(entry_header).saturating_add(size));
                 }
             }
@@ -746,9 +747,9 @@ impl Hits {
             if *base < at {
                 continue;
             }
-            let version = header.get(4..6).map(|b| u16::from_le_bytes([b[0], b[1]]));
-            let header_size = header.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]]) as u64).unwrap_or(16);
-            let payload = header.get(8..16).map(|b| u64::from_le_bytes(b.try_into().unwrap())).unwrap_or(0);
+            let version = le::u16_at(header, 4);
+            let header_size = le::u16_at(header, 6).map_or(16, u64::from);
+            let payload = le::u64_at(header, 8).unwrap_or(0);
             let stop = (base + header_size).saturating_add(payload);
             if strict && (version != Some(1) || header_size != 16 || payload == 0 || stop > end) {
                 continue;
@@ -759,9 +760,10 @@ impl Hits {
                 if entry + 0x20 > stop || bytes.len() < 0x20 {
                     break;
                 }
-                let kind = u16::from_le_bytes([bytes[0], bytes[1]]);
-                let entry_header = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
-                let sm = u32::from_le_bytes(bytes[0x1c..0x20].try_into().unwrap());
+                // `bytes` holds 0x20 or more (checked above).
+                let kind = le::u16_at(bytes, 0).unwrap_or(0);
+                let entry_header = le::u32_at(bytes, 4).unwrap_or(0);
+                let sm = le::u32_at(bytes, 0x1c).unwrap_or(0);
                 if entry_header == 0 || (strict && (!matches!(kind, 1 | 2) || !(0x20..=0x1000).contains(&entry_header)))
                 {
                     break;
