@@ -1166,7 +1166,10 @@ mod tests {
 
     /// The gfx90a device wheel: archives (install path → key → target ids), pinning the host
     /// back or not.
-    fn device(archives: &[(&str, &[(&str, &[&str])])], pins_back: bool) -> Dist {
+    /// A table of contents: key → target ids.
+    type Toc<'a> = &'a [(&'a str, &'a [&'a str])];
+
+    fn device(archives: &[(&str, Toc<'_>)], pins_back: bool) -> Dist {
         let mut w = wheel();
         for (path, toc) in archives {
             let toc = toc.iter().map(|(k, ts)| (k.to_string(), ts.iter().map(|t| t.to_string()).collect())).collect();
