@@ -753,6 +753,13 @@ fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() 
     let overlay_gfx90a = pip_install(d, &d.join("overlay"), "fatpkg[device-gfx90a]", "site-overlay-gfx90a");
     let per_id = ["fatpkg/.kpack/fatpkg_gfx90a.kpack", "fatpkg/.kpack/fatpkg_gfx90a:xnack+.kpack"];
     assert_eq!(archives_in(&overlay_gfx90a), [&per_id[..], &["fatpkg/.kpack/fatpkg_gfx90a:xnack-.kpack"]].concat());
+    // Each archive's header names it as TheRock's does: family and arches its target id.
+    let header = "import msgpack, struct, sys\nb = open(sys.argv[1], 'rb').read()\nt = msgpack.unpackb(b[struct.unpack_from('<Q', b, 8)[0]:], raw=False)\nprint(t['gfx_arch_family'], *t['gfx_arches'])";
+    for name in archives_in(&overlay_gfx90a) {
+        let id = name.strip_prefix("fatpkg/.kpack/fatpkg_").unwrap().strip_suffix(".kpack").unwrap();
+        let out = run(Command::new(reader_python()).args(["-c", header]).arg(overlay_gfx90a.join(&name)));
+        assert_eq!(out.trim(), format!("{id} {id}"), "{name}");
+    }
     for id in ["gfx90a:xnack+", "gfx90a:xnack-"] {
         for (member, _, _) in &originals {
             let found = read_installed(&overlay_gfx90a.join(member), id);

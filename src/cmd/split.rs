@@ -647,7 +647,7 @@ fn shared_archive(
 ) -> std::io::Result<Option<(String, Arc<Spilled>)>> {
     let Some((first, _)) = parts.first() else { return Ok(None) };
     let (path, group) = (first.archive_path(name), first.shared.clone().unwrap_or_default());
-    let family = crate::plan::kpack::family(name);
+    let family = first.archive_per.family(name);
     let archive = if parts.len() == 1 {
         parts.pop().expect("one").1
     } else {

@@ -85,6 +85,16 @@ impl ArchivePer {
         }
     }
 
+    /// The `gfx_arch_family` an archive's header names: the processor's family (`gfx9`) for an
+    /// archive per processor, the archive's own name for one per target id (as TheRock writes
+    /// it: `gfx90a:xnack+`).
+    pub fn family(self, name: &str) -> String {
+        match self {
+            ArchivePer::Processor => family(name),
+            ArchivePer::TargetId => name.to_string(),
+        }
+    }
+
     /// `processor` or `target-id`, as `--archive-per` writes it.
     pub fn parse(text: &str) -> Result<ArchivePer, String> {
         match text {
@@ -156,6 +166,8 @@ mod tests {
             assert_eq!(per.name(group, target), name, "{per:?} {group} {target}");
             assert_eq!(super::processor_of(&per.name(group, target)), group);
         }
+        assert_eq!(Processor.family("gfx90a"), "gfx9");
+        assert_eq!(TargetId.family("gfx90a:xnack+"), "gfx90a:xnack+");
         assert_eq!(super::ArchivePer::parse("target-id"), Ok(TargetId));
         assert!(super::ArchivePer::parse("target").is_err());
     }

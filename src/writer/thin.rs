@@ -579,7 +579,7 @@ fn split_out(
     if to.shared.is_some() {
         return Ok((done, (BTreeMap::new(), writers)));
     }
-    let finished = finish_and_prove(writers.into_iter().collect(), &to.kernel_name, &change.member)?;
+    let finished = finish_and_prove(writers.into_iter().collect(), to, &change.member)?;
     Ok((done, (finished, BTreeMap::new())))
 }
 
@@ -602,13 +602,13 @@ fn archives_taking(to: &SplitTo, target: &str) -> Vec<String> {
 /// members' writing beneath this one, each with its memory).
 fn finish_and_prove(
     archives: Vec<(String, ArchiveWriter)>,
-    kernel_name: &str,
+    to: &SplitTo,
     binary: &str,
 ) -> std::io::Result<BTreeMap<String, Arc<Spilled>>> {
     let one = |(group, writer): (String, ArchiveWriter)| -> std::io::Result<(String, Arc<Spilled>)> {
-        let family = crate::plan::kpack::family(&group);
+        let family = to.archive_per.family(&group);
         let expected = writer.expected();
-        let file = writer.finish(kernel_name, &family)?;
+        let file = writer.finish(&to.kernel_name, &family)?;
         // Hashed here, as the proof reads it, where the binaries are rewritten on every core,
         // not when the device wheels are gathered.
         let stored = super::proof::proven_archive(file, &expected, binary, &group)?;
