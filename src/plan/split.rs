@@ -239,45 +239,15 @@ pub fn split(
     let (mut binaries, mut cut, mut left, mut unreadable) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut present: Vec<&Group> = Vec::new();
     // Kernel databases move whole, binaries among them (`libMIOpenCK*_gfx942.so`).
-    let mut databases = Vec::new();
-    for (member, db) in databases::in_wheel(wheel) {
-        let group = groups.iter().find(|g| g.keep.keeps(&db.target));
+    let databases = database_moves(wheel, &groups, names);
+    for db in &databases {
+        plan.remove.insert(db.member.clone());
+        let group = db.group.as_ref().and_then(|name| groups.iter().find(|g| g.name == *name));
         if let Some(g) = group
             && !present.iter().any(|p| p.name == g.name)
         {
             present.push(g);
         }
-        plan.remove.insert(member.name.to_string());
-        databases.push(DatabaseMove {
-            member: member.name.to_string(),
-            target: db.target,
-            group: group.map(|g| g.name.clone()),
-            size: member.size,
-        });
-    }
-    // A family directory's files go to the one device wheel that takes the whole family
-    // (`--group-by family`: `gfx11xx` → gfx11; `subfamily`: `gfx120x` → gfx120x), beside a
-    // processor of it that the split has; else they stay in the host.
-    for member in wheel.archive.members().iter().filter(|m| !m.is_dir()) {
-        let Some((_, family)) = wheel.install_path(&member.name).and_then(|p| databases::family_database(&p)) else {
-            continue;
-        };
-        let family_wheel = (names.wheel_of)(&family);
-        let Some(g) =
-            groups.iter().find(|g| databases::in_family(&g.name, &family) && (names.wheel_of)(&g.name) == family_wheel)
-        else {
-            continue;
-        };
-        if !present.iter().any(|p| p.name == g.name) {
-            present.push(g);
-        }
-        plan.remove.insert(member.name.to_string());
-        databases.push(DatabaseMove {
-            member: member.name.to_string(),
-            target: family,
-            group: Some(g.name.clone()),
-            size: member.size,
-        });
     }
     // The directory of the shared archives' `.kpack/`: the overlay root, else the directory
     // every binary to split installs in or below.
@@ -319,36 +289,14 @@ pub fn split(
             left.push(code.clone());
             continue;
         };
-        // Under an overlay root, a binary is keyed by its path below the root (TheRock's keys).
-        let kernel_name = match root {
-            None => install_path.clone(),
-            Some(root) => match install_path.strip_prefix(&format!("{root}/")) {
-                Some(below) => below.to_string(),
-                None => {
-                    let why = format!(
-                        "it installs at {install_path}, outside the overlay root `{root}` (--overlay-root): TheRock's layout keys every binary by its path below the root"
-                    );
-                    unreadable.push((code.file.clone(), why));
-                    continue;
-                }
-            },
-        };
-        // The archives go where the binary installs (a binary in `.data/platlib/` installs at
-        // the root of site-packages, as does the device wheel's archive beside it), or, shared,
-        // in the directory of every binary the wheel splits.
-        let (dir_part, file_name) = parent_and_name(&install_path);
-        // The runtime expands every `@GFXARCH@` of a search path: one in the binary's own name
-        // would be expanded too, and no archive would be found. The archive's name spells it
-        // otherwise.
-        let file_name = &file_name.replace(crate::elf::gpu::kpack::GFXARCH, "_GFXARCH_");
-        let (archive_stem, search) = match shared.map(|s| s.group) {
-            None => (in_dir(dir_part, &format!(".kpack/{file_name}")), format!(".kpack/{file_name}")),
-            Some(name) => {
-                let up = "../".repeat(depth(dir_part) - depth(&shared_dir));
-                (in_dir(&shared_dir, &format!(".kpack/{name}")), format!("{up}.kpack/{name}"))
+        let kernel_name = match kernel_name(&install_path, root) {
+            Ok(name) => name,
+            Err(why) => {
+                unreadable.push((code.file.clone(), why));
+                continue;
             }
         };
-        let search = vec![format!("{search}_{}.kpack", crate::elf::gpu::kpack::GFXARCH)];
+        let (archive_stem, search) = archive_places(&install_path, shared.map(|s| s.group), &shared_dir);
         let to = Arc::new(SplitTo {
             member: code.file.clone(),
             marker: crate::elf::gpu::kpack::marker(&kernel_name, &search),
@@ -405,6 +353,75 @@ pub fn split(
     let moved: Vec<GpuCode> = analysis.gpu.iter().filter(|c| cut.iter().any(|f| f.file == c.file)).cloned().collect();
     let uncovered = crate::elf::gpu::targets::uncovered(&moved, &requested);
     SplitPlan { plan, binaries, cut, left, unreadable, groups, databases, uncovered }
+}
+
+/// The name a binary's code objects are keyed by: its install path, or under an overlay root
+/// its path below the root (TheRock's keys); a binary outside the root cannot be keyed so.
+fn kernel_name(install_path: &str, root: Option<&str>) -> Result<String, String> {
+    let Some(root) = root else { return Ok(install_path.to_string()) };
+    match install_path.strip_prefix(&format!("{root}/")) {
+        Some(below) => Ok(below.to_string()),
+        None => Err(format!(
+            "it installs at {install_path}, outside the overlay root `{root}` (--overlay-root): TheRock's layout keys every binary by its path below the root"
+        )),
+    }
+}
+
+/// Where a binary's archives go and how its marker finds them: the archives' member path stem
+/// (`_<name>.kpack` appended) and the marker's search paths. Beside the binary (a binary in
+/// `.data/platlib/` installs at the root of site-packages, as does the device wheel's archive
+/// beside it), or, shared by the kpack group `group`, in `shared_dir`, the directory of every
+/// binary the wheel splits (or the overlay root).
+fn archive_places(install_path: &str, group: Option<&str>, shared_dir: &str) -> (String, Vec<String>) {
+    let (dir_part, file_name) = parent_and_name(install_path);
+    // The runtime expands every `@GFXARCH@` of a search path: one in the binary's own name
+    // would be expanded too, and no archive would be found. The archive's name spells it
+    // otherwise.
+    let file_name = &file_name.replace(crate::elf::gpu::kpack::GFXARCH, "_GFXARCH_");
+    let (archive_stem, search) = match group {
+        None => (in_dir(dir_part, &format!(".kpack/{file_name}")), format!(".kpack/{file_name}")),
+        Some(name) => {
+            let up = "../".repeat(depth(dir_part) - depth(shared_dir));
+            (in_dir(shared_dir, &format!(".kpack/{name}")), format!("{up}.kpack/{name}"))
+        }
+    };
+    (archive_stem, vec![format!("{search}_{}.kpack", crate::elf::gpu::kpack::GFXARCH)])
+}
+
+/// The kernel database files that leave the host wheel, each with the group whose device wheel
+/// takes it: a processor's files (`TensileLibrary_gfx942.dat`) to the group that keeps that
+/// processor's code, or to none; a family directory's files (`gfx11xx/`) to the one device wheel
+/// that takes the whole family (`--group-by family`: `gfx11xx` → gfx11; `subfamily`: `gfx120x`
+/// → gfx120x), beside a processor of it that the split has, else they stay in the host.
+fn database_moves(wheel: &Wheel, groups: &[Group], names: &DeviceNames<'_>) -> Vec<DatabaseMove> {
+    let mut moves = Vec::new();
+    for (member, db) in databases::in_wheel(wheel) {
+        let group = groups.iter().find(|g| g.keep.keeps(&db.target));
+        moves.push(DatabaseMove {
+            member: member.name.to_string(),
+            target: db.target,
+            group: group.map(|g| g.name.clone()),
+            size: member.size,
+        });
+    }
+    for member in wheel.archive.members().iter().filter(|m| !m.is_dir()) {
+        let Some((_, family)) = wheel.install_path(&member.name).and_then(|p| databases::family_database(&p)) else {
+            continue;
+        };
+        let family_wheel = (names.wheel_of)(&family);
+        let Some(g) =
+            groups.iter().find(|g| databases::in_family(&g.name, &family) && (names.wheel_of)(&g.name) == family_wheel)
+        else {
+            continue;
+        };
+        moves.push(DatabaseMove {
+            member: member.name.to_string(),
+            target: family,
+            group: Some(g.name.clone()),
+            size: member.size,
+        });
+    }
+    moves
 }
 
 /// A path's directory and file name. Ex) `p/lib/k.so` → (`p/lib`, `k.so`); `k.so` → (``, `k.so`)
