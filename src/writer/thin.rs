@@ -36,9 +36,9 @@ const MIN_REUSED_RUN: u64 = 64 << 10;
 /// went to; why its layout was left as it is, if it was.
 #[derive(Default)]
 pub struct ThinOutcome {
-    /// `split`: the binary's archives by group, finished and proven (without `--group`).
+    /// `split`: the binary's archives by name (`gfx942`, or a target id: [`crate::plan::kpack::ArchivePer::name`]), finished and proven (without `--group`).
     pub archives: BTreeMap<String, Arc<Spilled>>,
-    /// `split --group`: the binary's archives by group, left unfinished for the device wheels
+    /// `split --group`: the binary's archives by name, left unfinished for the device wheels
     /// to merge with the other binaries'.
     pub unfinished: BTreeMap<String, ArchiveWriter>,
     /// Why the freed space stays in the file (its layout could not change), when it does.
@@ -596,7 +596,7 @@ fn archives_taking(to: &SplitTo, target: &str) -> Vec<String> {
     names
 }
 
-/// Finish each group's archive, prove it ([`super::proof`]) and hash it as a member to store;
+/// Finish each of a binary's archives (by name: `gfx942`, or a target id), prove it ([`super::proof`]) and hash it as a member to store;
 /// on every core (a binary's archives are independent, and the proof decodes every frame), on
 /// threads of their own rather than the pool's (a pool thread waiting here would take up other
 /// members' writing beneath this one, each with its memory).
@@ -605,14 +605,14 @@ fn finish_and_prove(
     to: &SplitTo,
     binary: &str,
 ) -> std::io::Result<BTreeMap<String, Arc<Spilled>>> {
-    let one = |(group, writer): (String, ArchiveWriter)| -> std::io::Result<(String, Arc<Spilled>)> {
-        let family = to.archive_per.family(&group);
+    let one = |(name, writer): (String, ArchiveWriter)| -> std::io::Result<(String, Arc<Spilled>)> {
+        let family = to.archive_per.family(&name);
         let expected = writer.expected();
         let file = writer.finish(&to.kernel_name, &family)?;
         // Hashed here, as the proof reads it, where the binaries are rewritten on every core,
         // not when the device wheels are gathered.
-        let stored = super::proof::proven_archive(file, &expected, binary, &group)?;
-        Ok((group, Arc::new(stored)))
+        let stored = super::proof::proven_archive(file, &expected, binary, &name)?;
+        Ok((name, Arc::new(stored)))
     };
     let threads = rayon::current_num_threads().clamp(1, archives.len().max(1));
     let mut queues: Vec<Vec<(String, ArchiveWriter)>> = (0..threads).map(|_| Vec::new()).collect();
