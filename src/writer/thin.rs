@@ -85,17 +85,16 @@ fn thin_from(
     let (file, holes, marks): (&std::fs::File, Ranges, Option<&BlockMarks>) = match copy {
         Some(copy) => (&copy.file, copy.holes.clone(), copy.marks.as_ref()),
         None => {
-            let file = tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?;
-            let mut out = BufWriter::with_capacity(1 << 20, file);
-            let mut stream = wheel.archive.zip.stream_marking(member).map_err(|e| fail(e.to_string()))?;
-            std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
-            inflated = (out.into_inner().map_err(|e| fail(e.error().to_string()))?, stream.take_marks());
+            inflated = inflate_member(wheel, member, dir).map_err(fail)?;
             (&inflated.0, Ranges::default(), inflated.1.as_ref())
         }
     };
     let len = file.metadata().map_err(|e| fail(e.to_string()))?.len();
     if len != member.size {
         return Err(fail(format!("its inflated copy holds {len} bytes, the archive says {}", member.size)));
+    }
+    if let Some(&(start, end)) = change.ranges.iter().find(|&&(start, end)| start > end || end > len) {
+        return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
     }
     let data_offset = wheel.archive.zip.data_offset(member).map_err(|e| fail(e.to_string()))?;
     let read_original = |buf: &mut [u8], at: u64| {
@@ -113,60 +112,25 @@ fn thin_from(
     if let Some(marks) = marks {
         fill_stray_holes(&mut zeroed, &change.ranges, marks, &read_original, member.compressed_size);
     }
-    let mut cut = crate::plan::thin::FileCut {
-        file: change.member.clone(),
-        container: change.expected.container,
-        ..Default::default()
-    };
     // Freed space is laid out for the layout change when the file is to lose it.
     let laid_out = rewrite::FreedLayout { page: if change.compact.is_empty() { None } else { page_size(&zeroed) } };
-    let mut freed = Vec::new();
-    for &(start, end) in &change.ranges {
-        if start > end || end > len {
-            return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
-        }
-    }
     let mut outcome = ThinOutcome::default();
-    // A split host's first marker, which the compacted file names `.rocm_kpack_ref`.
-    let mut marker = None;
-    if let Some(to) = &change.split {
-        let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
-        let (moved, archives) = split_out(&mut zeroed, change, to, captured).map_err(|e| fail(e.to_string()))?;
-        marker = moved.first_marker.map(|from| (from, to.marker.len() as u64));
-        Count::sum_into(&mut cut.dropped, moved.moved);
-        freed.extend(moved.freed);
-        (outcome.archives, outcome.unfinished) = archives;
-    }
-    // What the thinned file must hold (read from the original before each bundle is
-    // rewritten), and the original's bundle spans, where the proof looks for it.
-    let (mut kept_before, mut proof_spans) = (Vec::new(), Vec::new());
-    for &(start, end) in change.ranges.iter().filter(|_| change.split.is_none()) {
-        let (thinned, kept, spans) =
-            thin_bundles(&mut zeroed, start, end, &change.keep, laid_out).map_err(|e| fail(e.to_string()))?;
-        Count::sum_into(&mut cut.kept, thinned.kept);
-        Count::sum_into(&mut cut.dropped, thinned.dropped);
-        freed.extend(thinned.freed);
-        kept_before.extend(kept);
-        proof_spans.extend(spans);
-    }
-    // The analysis planned from the same bytes; a difference means one of the two readers is
-    // wrong, and the report would not be true.
-    if cut != change.expected {
-        return Err(fail(format!(
-            "its bundles read differently when rewritten (kept {:?}, dropped {:?}) than when analysed (kept {:?}, dropped {:?}); nothing was written",
-            cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
-        )));
-    }
+    let rewritten = rewrite_member(&mut zeroed, change, copy, laid_out, &mut outcome).map_err(fail)?;
     if change.split.is_none() && super::proof::damage_hook_set() {
         damage_first_kept(&mut zeroed, &change.ranges).map_err(|e| fail(format!("the test hook failed: {e}")))?;
     }
     let compacted = match laid_out.page {
-        Some(_) => compacted(&mut zeroed, len, &freed, change, marker).unwrap_or_else(|note| {
+        Some(_) => compacted(&mut zeroed, len, &rewritten.freed, change, rewritten.marker).unwrap_or_else(|note| {
             outcome.layout_note = note;
             None
         }),
         None => None,
     };
+    let thinned =
+        ThinnedFile { zeroed: &zeroed, compacted: compacted.as_ref(), len: compacted.as_ref().map_or(len, |c| c.len) };
+    if change.split.is_none() {
+        prove_member(&thinned, &rewritten, len).map_err(fail)?;
+    }
     let mut same: Vec<blocks::SameAs> = zeroed
         .same_as_original()
         .iter()
@@ -175,52 +139,12 @@ fn thin_from(
     if let Some(compacted) = &compacted {
         same = moved_with(&same, compacted);
     }
-    let original_len = len;
-    let len = compacted.as_ref().map_or(len, |c| c.len);
-    if change.split.is_none() {
-        let thinned = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
-        let read = |buf: &mut [u8], at: u64| match &compacted {
-            Some(c) => c.read_at(&thinned, buf, at),
-            None => thinned(buf, at),
-        };
-        let ranges: Vec<(u64, u64)> = match &compacted {
-            Some(c) => proof_spans.iter().filter_map(|&r| moved_range(c, r)).collect(),
-            None => proof_spans.clone(),
-        };
-        debug_assert!(ranges.iter().all(|&(_, to)| to <= len.max(original_len)));
-        super::proof::prove_thinned(&kept_before, &read, &ranges).map_err(|problems| {
-            fail(format!(
-                "the thinned file does not hold the code it keeps: {}; nothing was written",
-                problems.join("; ")
-            ))
-        })?;
-    }
     let reuse = marks.map(|marks| Reuse {
         runs: blocks::reusable_runs(marks, &same, MIN_REUSED_RUN),
         marks,
         read_original: &read_original,
     });
-    if let Some(reuse) = &reuse {
-        let reused: u64 = reuse.runs.iter().map(|r| r.to - r.from).sum();
-        crate::debug!("{}: {reused} of {len} bytes keep their original deflate blocks", change.member);
-    }
-    let spill = |level| {
-        let thinned = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
-        let read = |buf: &mut [u8], at: u64| match &compacted {
-            Some(c) => c.read_at(&thinned, buf, at),
-            None => thinned(buf, at),
-        };
-        match Spilled::from_reader(len, level, dir, reuse.as_ref(), read) {
-            // Never expected: the content is checked against the original's where its blocks
-            // are copied, and on a difference the member is deflated whole instead.
-            Err(e) if e.get_ref().is_some_and(|inner| inner.is::<ReuseMismatch>()) => {
-                crate::debug!("{}: {e}; deflating it anew", change.member);
-                Spilled::from_reader(len, level, dir, None, read)
-            }
-            spilled => spilled,
-        }
-        .map_err(|source| WriteError::Spill { file: change.member.clone(), source })
-    };
+    let spill = |level| deflate_member(&thinned, level, dir, reuse.as_ref(), &change.member);
     let spilled = spill(level)?;
     // Published members are often deflated harder than zlib's default, and compressed bundles
     // leave deflate little to save: a member that comes out larger than it was is deflated
@@ -232,6 +156,136 @@ fn thin_from(
         }
     }
     Ok((spilled, outcome))
+}
+
+/// A member inflated into a temporary file in `dir`, with the deflate block marks its stream
+/// gave.
+fn inflate_member(
+    wheel: &Wheel,
+    member: &crate::wheel::Member,
+    dir: &Path,
+) -> Result<(std::fs::File, Option<BlockMarks>), String> {
+    let file = tempfile::tempfile_in(dir).map_err(|e| format!("cannot make a temporary file: {e}"))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut stream = wheel.archive.zip.stream_marking(member).map_err(|e| e.to_string())?;
+    std::io::copy(&mut stream, &mut out).map_err(|e| e.to_string())?;
+    let file = out.into_inner().map_err(|e| e.error().to_string())?;
+    Ok((file, stream.take_marks()))
+}
+
+/// What rewriting a member's bundles left to do after: the spans it freed, and for a thin, the
+/// code objects the file must still hold and where the proof looks for them.
+struct Rewritten {
+    freed: Vec<rewrite::Freed>,
+    /// What the thinned file must hold, read from the original before each bundle is rewritten.
+    kept_before: Vec<(String, Object)>,
+    /// The original's bundle spans.
+    proof_spans: Vec<(u64, u64)>,
+    /// A split host's first marker (offset, length), which the compacted file names
+    /// `.rocm_kpack_ref`.
+    marker: Option<(u64, u64)>,
+}
+
+/// Rewrite the member's bundles: thin them in place, or (`split`) move their code out into
+/// archives, which go to `outcome`. What was kept and dropped is checked against the analysis.
+fn rewrite_member(
+    zeroed: &mut rewrite::ZeroedFile<'_>,
+    change: &ThinChange,
+    copy: Option<&BundledCopy>,
+    laid_out: rewrite::FreedLayout,
+    outcome: &mut ThinOutcome,
+) -> Result<Rewritten, String> {
+    let mut cut = crate::plan::thin::FileCut {
+        file: change.member.clone(),
+        container: change.expected.container,
+        ..Default::default()
+    };
+    let mut done = Rewritten { freed: Vec::new(), kept_before: Vec::new(), proof_spans: Vec::new(), marker: None };
+    if let Some(to) = &change.split {
+        let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
+        let (moved, archives) = split_out(zeroed, change, to, captured).map_err(|e| e.to_string())?;
+        done.marker = moved.first_marker.map(|from| (from, to.marker.len() as u64));
+        Count::sum_into(&mut cut.dropped, moved.moved);
+        done.freed.extend(moved.freed);
+        (outcome.archives, outcome.unfinished) = archives;
+    } else {
+        for &(start, end) in &change.ranges {
+            let (thinned, kept, spans) =
+                thin_bundles(zeroed, start, end, &change.keep, laid_out).map_err(|e| e.to_string())?;
+            Count::sum_into(&mut cut.kept, thinned.kept);
+            Count::sum_into(&mut cut.dropped, thinned.dropped);
+            done.freed.extend(thinned.freed);
+            done.kept_before.extend(kept);
+            done.proof_spans.extend(spans);
+        }
+    }
+    // The analysis planned from the same bytes; a difference means one of the two readers is
+    // wrong, and the report would not be true.
+    if cut != change.expected {
+        return Err(format!(
+            "its bundles read differently when rewritten (kept {:?}, dropped {:?}) than when analysed (kept {:?}, dropped {:?}); nothing was written",
+            cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
+        ));
+    }
+    Ok(done)
+}
+
+/// The rewritten member as it is to be stored: the rewritten copy, less the pages the
+/// compaction leaves out.
+struct ThinnedFile<'a> {
+    zeroed: &'a rewrite::ZeroedFile<'a>,
+    compacted: Option<&'a crate::elf::layout::Compacted>,
+    len: u64,
+}
+
+impl ThinnedFile<'_> {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+        let rewritten = |buf: &mut [u8], at: u64| self.zeroed.read_at(buf, at);
+        match self.compacted {
+            Some(c) => c.read_at(&rewritten, buf, at),
+            None => rewritten(buf, at),
+        }
+    }
+}
+
+/// Prove that the thinned file holds every code object it keeps, where its bundles now lie.
+fn prove_member(thinned: &ThinnedFile<'_>, rewritten: &Rewritten, original_len: u64) -> Result<(), String> {
+    let ranges: Vec<(u64, u64)> = match thinned.compacted {
+        Some(c) => rewritten.proof_spans.iter().filter_map(|&r| moved_range(c, r)).collect(),
+        None => rewritten.proof_spans.clone(),
+    };
+    debug_assert!(ranges.iter().all(|&(_, to)| to <= original_len));
+    let read = |buf: &mut [u8], at: u64| thinned.read_at(buf, at);
+    super::proof::prove_thinned(&rewritten.kept_before, &read, &ranges).map_err(|problems| {
+        format!("the thinned file does not hold the code it keeps: {}; nothing was written", problems.join("; "))
+    })
+}
+
+/// Deflate the thinned member at `level` into a file in `dir`, copying the original's deflate
+/// blocks where `reuse` says the content is still theirs.
+fn deflate_member(
+    thinned: &ThinnedFile<'_>,
+    level: u32,
+    dir: &Path,
+    reuse: Option<&Reuse<'_>>,
+    member: &str,
+) -> Result<Spilled, WriteError> {
+    let len = thinned.len;
+    if let Some(reuse) = reuse {
+        let reused: u64 = reuse.runs.iter().map(|r| r.to - r.from).sum();
+        crate::debug!("{member}: {reused} of {len} bytes keep their original deflate blocks");
+    }
+    let read = |buf: &mut [u8], at: u64| thinned.read_at(buf, at);
+    match Spilled::from_reader(len, level, dir, reuse, read) {
+        // Never expected: the content is checked against the original's where its blocks
+        // are copied, and on a difference the member is deflated whole instead.
+        Err(e) if e.get_ref().is_some_and(|inner| inner.is::<ReuseMismatch>()) => {
+            crate::debug!("{member}: {e}; deflating it anew");
+            Spilled::from_reader(len, level, dir, None, read)
+        }
+        spilled => spilled,
+    }
+    .map_err(|source| WriteError::Spill { file: member.to_string(), source })
 }
 
 /// The thinned file without its freed pages, planned and checked ([`crate::elf::layout`]);
@@ -479,38 +533,16 @@ fn split_out(
     to: &SplitTo,
     captured: Option<Captured>,
 ) -> Result<(rewrite::SplitHost, SplitArchives), rewrite::RewriteError> {
-    let mut captured = captured.unwrap_or_default();
-    let taken: usize = captured.by_target.values().map(|a| a.entries().count()).sum();
-    // The archives by name (`gfx942`, or a target id), each made with its first code object.
-    let mut writers: BTreeMap<String, ArchiveWriter> = BTreeMap::new();
-    let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
-    // Per target id, each plain object's offset → its name in the archives.
-    let mut names: BTreeMap<String, BTreeMap<u64, String>> = BTreeMap::new();
-    // Code objects read here are compressed a batch at a time on every core (a binary's
-    // objects would otherwise be compressed on one), each once however many archives take it; a
-    // batch holds at most SPLIT_BATCH bytes (or one larger object), whatever the binary's size.
-    // Each is (its offset for a plain bundle's, its name, target id, bytes).
-    type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
-    let mut batch: Batch = Vec::new();
-    let mut frames = Vec::new();
-    let mut flush = |batch: &mut Batch,
-                     captured: &mut Captured,
-                     writers: &mut BTreeMap<String, ArchiveWriter>|
-     -> std::io::Result<()> {
-        let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
-        crate::analysis::copy::compress_all(&objects, &mut frames, &mut |i, object, frame| {
-            let (at, key, target, _) = &batch[i];
-            if let Some(at) = at {
-                return captured.add(&to.dir, *at, target, object, frame);
-            }
-            for name in archives_taking(to, target) {
-                archive_of(writers, name, &to.dir)?.add_frame(key, target, object, frame)?;
-            }
-            Ok(())
-        })?;
-        batch.clear();
-        Ok(())
+    let mut out = SplitCollector {
+        to,
+        captured: captured.unwrap_or_default(),
+        writers: BTreeMap::new(),
+        names: BTreeMap::new(),
+        batch: Vec::new(),
+        frames: Vec::new(),
     };
+    let taken: usize = out.captured.by_target.values().map(|a| a.entries().count()).sum();
+    let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
     let done = rewrite::split_host(
         zeroed,
         &change.ranges,
@@ -521,53 +553,16 @@ fn split_out(
         &mut |ordinal, entry, payload| {
             let target = crate::elf::gpu::scan::bundle_target(&entry.id).unwrap_or(&entry.id).to_string();
             let key = format!("{}#{ordinal}", to.kernel_name);
-            let (at, bytes) = match payload {
-                Payload::Plain(bytes, at) => (Some(at), bytes),
-                Payload::Decoded(bytes) => (None, bytes),
-                Payload::Streamed(reader, at) => {
-                    // Too large to hold: after the batch before it (frames go in order),
-                    // compressed as it is read, into its target's captured archive (a plain
-                    // bundle's) or the first archive that takes it, and copied, as a frame,
-                    // into the others'.
-                    flush(&mut batch, &mut captured, &mut writers)?;
-                    if let Some(at) = at {
-                        names.entry(target.clone()).or_default().insert(at, key);
-                        return captured.stream(&to.dir, at, &target, entry.size, reader);
-                    }
-                    let takers = archives_taking(to, &target);
-                    let Some((first, others)) = takers.split_first() else { return Ok(()) };
-                    archive_of(&mut writers, first.clone(), &to.dir)?
-                        .add_streamed(&key, &target, entry.size, reader)?;
-                    let mut from = writers.remove(first).expect("made above");
-                    for other in others {
-                        archive_of(&mut writers, other.clone(), &to.dir)?.copy_frame(&mut from, &key, &target, &key)?;
-                    }
-                    writers.insert(first.clone(), from);
-                    return Ok(());
-                }
-                Payload::NotHeld(at) => {
-                    let size =
-                        captured.by_target.get(&target).and_then(|a| a.original_size(&Captured::key(at), &target));
-                    if size != Some(entry.size) {
-                        return Err(std::io::Error::other(format!(
-                            "the code object for {target} at {at} was neither copied nor taken as it streamed past"
-                        )));
-                    }
-                    names.entry(target).or_default().insert(at, key);
-                    return Ok(());
-                }
-            };
-            if let Some(at) = at {
-                names.entry(target.clone()).or_default().insert(at, key.clone());
+            match payload {
+                Payload::Plain(bytes, at) => out.add(Some(at), key, target, bytes),
+                Payload::Decoded(bytes) => out.add(None, key, target, bytes),
+                Payload::Streamed(reader, at) => out.add_streamed(at, key, target, entry.size, reader),
+                Payload::NotHeld(at) => out.taken_before(at, key, target, entry.size),
             }
-            batch.push((at, key, target, bytes));
-            if batch.iter().map(|(_, _, _, b)| b.len()).sum::<usize>() >= SPLIT_BATCH {
-                flush(&mut batch, &mut captured, &mut writers)?;
-            }
-            Ok(())
         },
     )?;
-    flush(&mut batch, &mut captured, &mut writers)?;
+    out.flush()?;
+    let SplitCollector { mut captured, mut writers, names, .. } = out;
     crate::debug!(
         "{}: {} of {} wrappers found pointing at their bundles; {taken} plain code objects taken as it streamed, {} read from it",
         change.member,
@@ -581,6 +576,100 @@ fn split_out(
     }
     let finished = finish_and_prove(writers.into_iter().collect(), to, &change.member)?;
     Ok((done, (finished, BTreeMap::new())))
+}
+
+/// Code objects read here, waiting to be compressed: (its offset for a plain bundle's, its
+/// name, target id, bytes).
+type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
+
+/// Where a split binary's code objects go as its bundles are read: plain bundles' into an
+/// archive per target id, keyed by offset (`captured`, with those the analysis took from the
+/// stream), the others into the archives by name (`writers`: `gfx942`, or a target id, each
+/// made with its first code object).
+struct SplitCollector<'a> {
+    to: &'a SplitTo,
+    captured: Captured,
+    writers: BTreeMap<String, ArchiveWriter>,
+    /// Per target id, each plain object's offset → its name in the archives.
+    names: BTreeMap<String, BTreeMap<u64, String>>,
+    /// Code objects are compressed a batch at a time on every core (a binary's objects would
+    /// otherwise be compressed on one), each once however many archives take it; a batch holds
+    /// at most SPLIT_BATCH bytes (or one larger object), whatever the binary's size.
+    batch: Batch,
+    frames: Vec<Vec<u8>>,
+}
+
+impl SplitCollector<'_> {
+    /// A code object held whole: into the batch, compressed when the batch is full.
+    fn add(&mut self, at: Option<u64>, key: String, target: String, bytes: Vec<u8>) -> std::io::Result<()> {
+        if let Some(at) = at {
+            self.names.entry(target.clone()).or_default().insert(at, key.clone());
+        }
+        self.batch.push((at, key, target, bytes));
+        if self.batch.iter().map(|(_, _, _, b)| b.len()).sum::<usize>() >= SPLIT_BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Compress the batch and add each frame where its object goes.
+    fn flush(&mut self) -> std::io::Result<()> {
+        let SplitCollector { to, captured, writers, batch, frames, .. } = self;
+        let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
+        crate::analysis::copy::compress_all(&objects, frames, &mut |i, object, frame| {
+            let (at, key, target, _) = &batch[i];
+            if let Some(at) = at {
+                return captured.add(&to.dir, *at, target, object, frame);
+            }
+            for name in archives_taking(to, target) {
+                archive_of(writers, name, &to.dir)?.add_frame(key, target, object, frame)?;
+            }
+            Ok(())
+        })?;
+        batch.clear();
+        Ok(())
+    }
+
+    /// A code object too large to hold: after the batch before it (frames go in order),
+    /// compressed as it is read, into its target's captured archive (a plain bundle's) or the
+    /// first archive that takes it, and copied, as a frame, into the others'.
+    fn add_streamed(
+        &mut self,
+        at: Option<u64>,
+        key: String,
+        target: String,
+        size: u64,
+        reader: &mut dyn std::io::Read,
+    ) -> std::io::Result<()> {
+        self.flush()?;
+        let dir = &self.to.dir;
+        if let Some(at) = at {
+            self.names.entry(target.clone()).or_default().insert(at, key);
+            return self.captured.stream(dir, at, &target, size, reader);
+        }
+        let takers = archives_taking(self.to, &target);
+        let Some((first, others)) = takers.split_first() else { return Ok(()) };
+        archive_of(&mut self.writers, first.clone(), dir)?.add_streamed(&key, &target, size, reader)?;
+        let mut from = self.writers.remove(first).expect("made above");
+        for other in others {
+            archive_of(&mut self.writers, other.clone(), dir)?.copy_frame(&mut from, &key, &target, &key)?;
+        }
+        self.writers.insert(first.clone(), from);
+        Ok(())
+    }
+
+    /// A plain bundle's code object that the kept copy left out: the analysis took it as the
+    /// member streamed past, and it is named here.
+    fn taken_before(&mut self, at: u64, key: String, target: String, size: u64) -> std::io::Result<()> {
+        let taken = self.captured.by_target.get(&target).and_then(|a| a.original_size(&Captured::key(at), &target));
+        if taken != Some(size) {
+            return Err(std::io::Error::other(format!(
+                "the code object for {target} at {at} was neither copied nor taken as it streamed past"
+            )));
+        }
+        self.names.entry(target).or_default().insert(at, key);
+        Ok(())
+    }
 }
 
 /// The names of the archives a code object of `target` goes to: one per group that takes it
