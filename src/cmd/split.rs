@@ -74,37 +74,11 @@ pub fn run(request: &SplitRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    let naming = match Naming::of(request, &settings) {
-        Ok(naming) => naming,
+    let (request, asked) = match resolved(request, &settings) {
+        Ok(resolved) => resolved,
         Err(e) => return Output::usage(e),
     };
-    let kpack_group = request.kpack_group.clone().or(settings.kpack_group.clone());
-    let overlay_root = request.overlay_root.clone().or(settings.overlay_root.clone());
-    let archive_per = request.archive_per.or(settings.archive_per).unwrap_or(match overlay_root {
-        Some(_) => ArchivePer::TargetId,
-        None => ArchivePer::Processor,
-    });
-    let request = &SplitRequest {
-        device_name: Some(naming.0),
-        group_by: Some(naming.1),
-        kpack_group,
-        overlay_root,
-        archive_per: Some(archive_per),
-        ..request.clone()
-    };
-
-    let asked: Result<Vec<Group>, String> = match (request.all_targets, request.targets.is_empty()) {
-        (true, false) => return Output::usage("give --gpu-target or --all-targets, not both"),
-        (false, true) if settings.gpu_targets.value.is_empty() => {
-            return Output::usage("split needs --gpu-target (repeatable) or --all-targets: the device wheels to write");
-        }
-        (false, true) => settings.gpu_targets.value.iter().map(|t| group_of(t)).collect(),
-        _ => request.targets.iter().map(|t| group_of(t)).collect(),
-    };
-    let asked = match asked {
-        Ok(groups) => groups,
-        Err(e) => return Output::usage(e),
-    };
+    let request = &request;
     if let Err(e) = std::fs::create_dir_all(&request.wheel_dir) {
         return Output::failure(format!("cannot create {}: {e}", request.wheel_dir.display()));
     }
@@ -171,6 +145,36 @@ pub fn run(request: &SplitRequest) -> Output {
     stderr.extend(shared_failed.into_iter().map(|e| format!("wheelfix: warning: {e}")));
     let failed = results.iter().filter(|r| r.is_err()).count();
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
+}
+
+/// The request with every setting resolved from its flag, else `[tool.wheelfix]`, else its
+/// default; and the groups asked for (none with `--all-targets`: each wheel's own).
+fn resolved(request: &SplitRequest, settings: &Settings) -> Result<(SplitRequest, Vec<Group>), String> {
+    let naming = Naming::of(request, settings)?;
+    let kpack_group = request.kpack_group.clone().or(settings.kpack_group.clone());
+    let overlay_root = request.overlay_root.clone().or(settings.overlay_root.clone());
+    let archive_per = request.archive_per.or(settings.archive_per).unwrap_or(match overlay_root {
+        Some(_) => ArchivePer::TargetId,
+        None => ArchivePer::Processor,
+    });
+    let request = SplitRequest {
+        device_name: Some(naming.0),
+        group_by: Some(naming.1),
+        kpack_group,
+        overlay_root,
+        archive_per: Some(archive_per),
+        ..request.clone()
+    };
+
+    let asked: Result<Vec<Group>, String> = match (request.all_targets, request.targets.is_empty()) {
+        (true, false) => return Err("give --gpu-target or --all-targets, not both".into()),
+        (false, true) if settings.gpu_targets.value.is_empty() => {
+            return Err("split needs --gpu-target (repeatable) or --all-targets: the device wheels to write".into());
+        }
+        (false, true) => settings.gpu_targets.value.iter().map(|t| group_of(t)).collect(),
+        _ => request.targets.iter().map(|t| group_of(t)).collect(),
+    };
+    Ok((request, asked?))
 }
 
 /// One wheel, planned: its split, or the reason it is left alone.

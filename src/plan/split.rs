@@ -232,7 +232,6 @@ pub fn split(
     dir: &std::path::Path,
     layout: ArchiveLayout<'_>,
 ) -> SplitPlan {
-    let shared = layout.shared;
     let mut plan = Plan::new(wheel.filename.clone());
     plan.compression_level = compression_level;
     let groups = Arc::new(groups.to_vec());
@@ -249,96 +248,32 @@ pub fn split(
             present.push(g);
         }
     }
-    // The directory of the shared archives' `.kpack/`: the overlay root, else the directory
-    // every binary to split installs in or below.
-    let root = shared.and_then(|s| s.root).map(|r| r.trim_end_matches('/'));
-    let common = analysis
-        .gpu
-        .iter()
-        .filter(|c| c.container == Container::HipFatbin && !c.target_bytes.is_empty())
-        .filter(|c| !databases.iter().any(|d| d.member == c.file))
-        .filter_map(|c| wheel.install_path(&c.file))
-        .map(|path| parent_and_name(&path).0.to_string())
-        .reduce(|a, b| common_dir(&a, &b))
-        .unwrap_or_default();
-    let shared_dir = root.map_or(common, str::to_string);
+    let root = layout.shared.and_then(|s| s.root).map(|r| r.trim_end_matches('/'));
+    let places = Places {
+        root,
+        shared_dir: root.map_or_else(|| common_dir_of_binaries(wheel, analysis, &databases), str::to_string),
+        layout,
+        dir,
+        compact,
+    };
     for code in &analysis.gpu {
         if databases.iter().any(|d| d.member == code.file) {
             continue;
         }
-        if code.container != Container::HipFatbin || code.target_bytes.is_empty() {
-            left.push(code.clone());
-            continue;
-        }
-        if let Some(problem) = code.bundle_problems.first() {
-            unreadable.push((code.file.clone(), problem.clone()));
-            continue;
-        }
-        let Some(member) = analysis.elf.iter().find(|m| m.path == code.file) else {
-            left.push(code.clone());
-            continue;
-        };
-        let facts = &member.facts;
-        let Some(wrappers) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes()) else {
-            unreadable.push((code.file.clone(), "offload bundles but no .hipFatBinSegment wrappers".into()));
-            continue;
-        };
-        // The binary's install path keys its code objects; one in `.data/scripts` or
-        // `.data/data` installs outside site-packages, where no archive path can follow it.
-        let Some(install_path) = wheel.install_path(&code.file) else {
-            left.push(code.clone());
-            continue;
-        };
-        let kernel_name = match kernel_name(&install_path, root) {
-            Ok(name) => name,
-            Err(why) => {
-                unreadable.push((code.file.clone(), why));
-                continue;
-            }
-        };
-        let (archive_stem, search) = archive_places(&install_path, shared.map(|s| s.group), &shared_dir);
-        let to = Arc::new(SplitTo {
-            member: code.file.clone(),
-            marker: crate::elf::gpu::kpack::marker(&kernel_name, &search),
-            kernel_name,
-            wrappers: (wrappers.offset, wrappers.size),
-            pointers: wrapper_pointers(facts, wrappers.addr),
-            groups: groups.clone(),
-            dir: dir.to_path_buf(),
-            archive_stem,
-            shared: shared.map(|s| s.group.to_string()),
-            archive_per: layout.per,
-        });
-        let ranges: Vec<(u64, u64)> = facts
-            .sections_named(".hip_fatbin")
-            .filter(|s| s.has_file_bytes())
-            .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
-            .collect();
-        // Every code object leaves the binary.
-        let file_cut = FileCut {
-            file: code.file.clone(),
-            container: Some(code.container),
-            kept: BTreeMap::new(),
-            dropped: code.target_bytes.clone(),
-        };
-        for g in groups.iter() {
-            if code.target_bytes.keys().any(|t| g.keep.keeps(t)) && !present.iter().any(|p| p.name == g.name) {
-                present.push(g);
+        match plan_binary(code, wheel, analysis, &groups, &places) {
+            BinarySplit::Left => left.push(code.clone()),
+            BinarySplit::Unreadable(why) => unreadable.push((code.file.clone(), why)),
+            BinarySplit::Moves { to, change, cut: file_cut } => {
+                for g in groups.iter() {
+                    if code.target_bytes.keys().any(|t| g.keep.keeps(t)) && !present.iter().any(|p| p.name == g.name) {
+                        present.push(g);
+                    }
+                }
+                plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(change), mode: None });
+                binaries.push(to);
+                cut.push(file_cut);
             }
         }
-        let change = ThinChange {
-            member: code.file.clone(),
-            compact: if compact { ranges.clone() } else { Vec::new() },
-            ranges,
-            keep: Keep::new(Vec::new()),
-            expected: file_cut.clone(),
-            copy: analysis.bundled_copies.get(&code.file).cloned(),
-            copy_shared: false,
-            split: Some(to.clone()),
-        };
-        plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });
-        binaries.push(to);
-        cut.push(file_cut);
     }
     let present: Vec<&str> = present.iter().map(|g| g.name.as_str()).collect();
     let groups: Vec<String> =
@@ -353,6 +288,114 @@ pub fn split(
     let moved: Vec<GpuCode> = analysis.gpu.iter().filter(|c| cut.iter().any(|f| f.file == c.file)).cloned().collect();
     let uncovered = crate::elf::gpu::targets::uncovered(&moved, &requested);
     SplitPlan { plan, binaries, cut, left, unreadable, groups, databases, uncovered }
+}
+
+/// Where one wheel's split puts its archives, for each binary's plan.
+struct Places<'a> {
+    /// The overlay root (`--overlay-root`), without a trailing slash.
+    root: Option<&'a str>,
+    /// The directory of the shared archives' `.kpack/`: the overlay root, else the directory
+    /// every binary to split installs in or below.
+    shared_dir: String,
+    layout: ArchiveLayout<'a>,
+    /// Where the archives are made.
+    dir: &'a std::path::Path,
+    /// Whether the binaries lose the space their bundles held.
+    compact: bool,
+}
+
+/// What the split does with one file's device code.
+enum BinarySplit {
+    /// Left in the host wheel: not in offload bundles, or in a file that installs outside
+    /// site-packages.
+    Left,
+    /// Its bundles cannot be read or moved, for this reason: the wheel is not written.
+    Unreadable(String),
+    /// Its code objects move out into archives.
+    Moves { to: Arc<SplitTo>, change: Box<ThinChange>, cut: FileCut },
+}
+
+/// The directory every binary the wheel splits installs in or below (databases aside).
+fn common_dir_of_binaries(wheel: &Wheel, analysis: &Analysis, databases: &[DatabaseMove]) -> String {
+    analysis
+        .gpu
+        .iter()
+        .filter(|c| c.container == Container::HipFatbin && !c.target_bytes.is_empty())
+        .filter(|c| !databases.iter().any(|d| d.member == c.file))
+        .filter_map(|c| wheel.install_path(&c.file))
+        .map(|path| parent_and_name(&path).0.to_string())
+        .reduce(|a, b| common_dir(&a, &b))
+        .unwrap_or_default()
+}
+
+/// Plan the split of one file's device code: every code object leaves the binary for the
+/// archives, its marker in their place.
+fn plan_binary(
+    code: &GpuCode,
+    wheel: &Wheel,
+    analysis: &Analysis,
+    groups: &Arc<Vec<Group>>,
+    places: &Places<'_>,
+) -> BinarySplit {
+    if code.container != Container::HipFatbin || code.target_bytes.is_empty() {
+        return BinarySplit::Left;
+    }
+    if let Some(problem) = code.bundle_problems.first() {
+        return BinarySplit::Unreadable(problem.clone());
+    }
+    let Some(member) = analysis.elf.iter().find(|m| m.path == code.file) else {
+        return BinarySplit::Left;
+    };
+    let facts = &member.facts;
+    let Some(wrappers) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes()) else {
+        return BinarySplit::Unreadable("offload bundles but no .hipFatBinSegment wrappers".into());
+    };
+    // The binary's install path keys its code objects; one in `.data/scripts` or
+    // `.data/data` installs outside site-packages, where no archive path can follow it.
+    let Some(install_path) = wheel.install_path(&code.file) else {
+        return BinarySplit::Left;
+    };
+    let kernel_name = match kernel_name(&install_path, places.root) {
+        Ok(name) => name,
+        Err(why) => return BinarySplit::Unreadable(why),
+    };
+    let shared = places.layout.shared;
+    let (archive_stem, search) = archive_places(&install_path, shared.map(|s| s.group), &places.shared_dir);
+    let to = Arc::new(SplitTo {
+        member: code.file.clone(),
+        marker: crate::elf::gpu::kpack::marker(&kernel_name, &search),
+        kernel_name,
+        wrappers: (wrappers.offset, wrappers.size),
+        pointers: wrapper_pointers(facts, wrappers.addr),
+        groups: groups.clone(),
+        dir: places.dir.to_path_buf(),
+        archive_stem,
+        shared: shared.map(|s| s.group.to_string()),
+        archive_per: places.layout.per,
+    });
+    let ranges: Vec<(u64, u64)> = facts
+        .sections_named(".hip_fatbin")
+        .filter(|s| s.has_file_bytes())
+        .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
+        .collect();
+    // Every code object leaves the binary.
+    let cut = FileCut {
+        file: code.file.clone(),
+        container: Some(code.container),
+        kept: BTreeMap::new(),
+        dropped: code.target_bytes.clone(),
+    };
+    let change = ThinChange {
+        member: code.file.clone(),
+        compact: if places.compact { ranges.clone() } else { Vec::new() },
+        ranges,
+        keep: Keep::new(Vec::new()),
+        expected: cut.clone(),
+        copy: analysis.bundled_copies.get(&code.file).cloned(),
+        copy_shared: false,
+        split: Some(to.clone()),
+    };
+    BinarySplit::Moves { to, change: Box::new(change), cut }
 }
 
 /// The name a binary's code objects are keyed by: its install path, or under an overlay root
