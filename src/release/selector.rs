@@ -79,20 +79,16 @@ pub struct SelectorWheel {
     pub requirements: Vec<String>,
 }
 
-/// Write one selector wheel per platform of `inputs` into `output_dir`.
-pub fn build(
+/// Per platform: project → (version, name as written, device target).
+type Projects = BTreeMap<PackageName, (String, String, Option<String>)>;
+
+/// The inputs' projects by platform family, with the platform tags of each; a selector's own
+/// earlier wheels are read past.
+fn projects_by_platform(
     inputs: &[SelectorInput],
     name: &str,
-    version: Option<&str>,
-    output_dir: &Path,
-    source_date_epoch: Option<i64>,
-) -> Result<Vec<SelectorWheel>, SelectorError> {
-    if !super::metapackage::is_project_name(name) {
-        return Err(SelectorError::Name(name.to_string()));
-    }
+) -> Result<BTreeMap<String, (Projects, Vec<PlatformTag>)>, SelectorError> {
     let own = PackageName::new(name);
-    // platform → project → (version, name as written, device target); platform tags per platform.
-    type Projects = BTreeMap<PackageName, (String, String, Option<String>)>;
     let mut platforms: BTreeMap<String, (Projects, Vec<PlatformTag>)> = BTreeMap::new();
     for input in inputs {
         let project = PackageName::new(&input.name);
@@ -123,10 +119,18 @@ pub fn build(
     if platforms.is_empty() {
         return Err(SelectorError::Empty);
     }
-    let version = match version {
+    Ok(platforms)
+}
+
+/// The selector's version: the one asked for, else the one version every input has.
+fn selector_version(
+    version: Option<&str>,
+    platforms: &BTreeMap<String, (Projects, Vec<PlatformTag>)>,
+) -> Result<String, SelectorError> {
+    match version {
         Some(v) => {
             <pep440_rs::Version as std::str::FromStr>::from_str(v).map_err(|_| SelectorError::Version(v.into()))?;
-            v.to_string()
+            Ok(v.to_string())
         }
         None => {
             let all: BTreeSet<&str> =
@@ -134,9 +138,24 @@ pub fn build(
             if all.len() != 1 {
                 return Err(SelectorError::Versions(all.into_iter().collect::<Vec<_>>().join(", ")));
             }
-            all.into_iter().next().expect("one").to_string()
+            Ok(all.into_iter().next().expect("one").to_string())
         }
-    };
+    }
+}
+
+/// Write one selector wheel per platform of `inputs` into `output_dir`.
+pub fn build(
+    inputs: &[SelectorInput],
+    name: &str,
+    version: Option<&str>,
+    output_dir: &Path,
+    source_date_epoch: Option<i64>,
+) -> Result<Vec<SelectorWheel>, SelectorError> {
+    if !super::metapackage::is_project_name(name) {
+        return Err(SelectorError::Name(name.to_string()));
+    }
+    let platforms = projects_by_platform(inputs, name)?;
+    let version = selector_version(version, &platforms)?;
     std::fs::create_dir_all(output_dir)
         .map_err(|source| SelectorError::CreateDir { path: output_dir.display().to_string(), source })?;
     let mut written = Vec::new();

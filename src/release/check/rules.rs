@@ -722,10 +722,6 @@ pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
     findings
 }
 
-/// Each kpack-split binary finds its archive for the architecture of every index that serves
-/// it: a wheel of an architecture directory for that one, a wheel outside them for each of
-/// the set's architecture directories, and, in a set without any, for the processors of the
-/// archives the set holds.
 /// A kpack archive's table of contents: key → target ids.
 type Toc = BTreeMap<String, Vec<String>>;
 
@@ -761,23 +757,7 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
                 .flat_map(|r| dists.iter().filter(move |d| d.project == r.package.as_str()))
                 .filter(|d| d.platform.is_none() || d.platform == host.platform)
                 .collect();
-            for d in &devices {
-                let pins_back =
-                    d.metadata.requires_dist.iter().any(|r| {
-                        r.package.as_str() == host.project && r.pinned.as_deref() == Some(host.version.as_str())
-                    });
-                if !pins_back {
-                    findings.push(Finding {
-                        kind: "device-pin-one-way",
-                        severity: Severity::Error,
-                        message: format!(
-                            "{}: {} requires it for `{extra}`, but it does not require {}=={}: installed alone or beside another version, its archives serve a host they were not split from",
-                            d.file_name, host.file_name, host.project, host.version
-                        ),
-                        files: vec![d.path.display().to_string()],
-                    });
-                }
-            }
+            findings.extend(one_way_pins(host, extra, &devices));
             let tocs: Vec<(&Dist, &String, &Toc)> = devices
                 .iter()
                 .flat_map(|d| d.wheel.iter().flat_map(move |dw| dw.kpack_tocs.iter().map(move |(p, t)| (*d, p, t))))
@@ -819,37 +799,85 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
                 let (built_without, lost): (Vec<String>, Vec<String>) =
                     missing.into_iter().partition(|key| keys_with_code.contains(key.as_str()));
                 let (d, path, _) = archives[0];
-                let files = vec![host.path.display().to_string(), d.path.display().to_string()];
-                if let Some(first) = lost.first() {
-                    findings.push(Finding {
-                        kind: "kpack-kernel-missing",
-                        severity: Severity::Error,
-                        message: format!(
-                            "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}), nor for any processor in any archive of the set: installed with [{extra}], those kernels fail to load (hipErrorInvalidImage). The device wheel is not from this host's split, or its code was lost",
-                            host.file_name,
-                            lost.len(),
-                            d.file_name
-                        ),
-                        files: files.clone(),
-                    });
-                }
-                if let Some(first) = built_without.first() {
-                    findings.push(Finding {
-                        kind: "kpack-kernel-not-built",
-                        severity: Severity::Warning,
-                        message: format!(
-                            "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with code for other processors but none for {target} in {} ({path}): those translation units were built without {target}, and their kernels do not run there (as in the fat wheel)",
-                            host.file_name,
-                            built_without.len(),
-                            d.file_name
-                        ),
-                        files,
-                    });
-                }
+                let missing =
+                    MissingKernels { host, device: d, archive: path, binary, wrappers: *wrappers, target, extra };
+                findings.extend(missing.findings(&lost, &built_without));
             }
         }
     }
     findings
+}
+
+/// The device wheels an extra brings that do not require the host back at its exact version.
+fn one_way_pins(host: &Dist, extra: &str, devices: &[&Dist]) -> Vec<Finding> {
+    let pins_back = |d: &Dist| {
+        d.metadata
+            .requires_dist
+            .iter()
+            .any(|r| r.package.as_str() == host.project && r.pinned.as_deref() == Some(host.version.as_str()))
+    };
+    devices
+        .iter()
+        .filter(|d| !pins_back(d))
+        .map(|d| Finding {
+            kind: "device-pin-one-way",
+            severity: Severity::Error,
+            message: format!(
+                "{}: {} requires it for `{extra}`, but it does not require {}=={}: installed alone or beside another version, its archives serve a host they were not split from",
+                d.file_name, host.file_name, host.project, host.version
+            ),
+            files: vec![d.path.display().to_string()],
+        })
+        .collect()
+}
+
+/// A split host's binary whose wrappers lack code for `target` in the archive (`archive`, of
+/// the device wheel `device`) that its extra `extra` installs.
+struct MissingKernels<'a> {
+    host: &'a Dist,
+    device: &'a Dist,
+    archive: &'a str,
+    binary: &'a str,
+    wrappers: usize,
+    target: &'a str,
+    extra: &'a str,
+}
+
+impl MissingKernels<'_> {
+    /// The findings for the wrappers whose code was lost (no processor has it in the set) and
+    /// those built without the target (others have it).
+    fn findings(&self, lost: &[String], built_without: &[String]) -> Vec<Finding> {
+        let MissingKernels { host, device: d, archive: path, binary, wrappers, target, extra } = *self;
+        let files = vec![host.path.display().to_string(), d.path.display().to_string()];
+        let mut findings = Vec::new();
+        if let Some(first) = lost.first() {
+            findings.push(Finding {
+                kind: "kpack-kernel-missing",
+                severity: Severity::Error,
+                message: format!(
+                    "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}), nor for any processor in any archive of the set: installed with [{extra}], those kernels fail to load (hipErrorInvalidImage). The device wheel is not from this host's split, or its code was lost",
+                    host.file_name,
+                    lost.len(),
+                    d.file_name
+                ),
+                files: files.clone(),
+            });
+        }
+        if let Some(first) = built_without.first() {
+            findings.push(Finding {
+                kind: "kpack-kernel-not-built",
+                severity: Severity::Warning,
+                message: format!(
+                    "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with code for other processors but none for {target} in {} ({path}): those translation units were built without {target}, and their kernels do not run there (as in the fat wheel)",
+                    host.file_name,
+                    built_without.len(),
+                    d.file_name
+                ),
+                files,
+            });
+        }
+        findings
+    }
 }
 
 /// Files two distributions of the set would both install, on one platform and architecture
@@ -952,9 +980,12 @@ fn unserved_mode(processor: &str, found: &[String]) -> Option<String> {
     None
 }
 
+/// Each kpack-split binary finds its archive for the architecture of every index that serves
+/// it: a wheel of an architecture directory for that one, a wheel outside them for each of
+/// the set's architecture directories, and, in a set without any, for the processors of the
+/// archives the set holds.
 pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
-    use crate::elf::gpu::kpack::archive_paths;
-    let mut archives: BTreeMap<&str, Vec<(&Dist, &Vec<String>)>> = BTreeMap::new();
+    let mut archives: ArchivesByPath<'_> = BTreeMap::new();
     for d in dists {
         for (path, targets) in d.wheel.iter().flat_map(|w| &w.kpack_archives) {
             archives.entry(path.as_str()).or_default().push((d, targets));
@@ -1014,58 +1045,74 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
             continue;
         }
         for arch in &arches {
-            let names = names_of(arch);
-            // The archive names of `arch` a binary finds (the processor's, or target ids').
-            let found = |binary: &String, paths: &Vec<String>| -> Vec<String> {
-                names
-                    .iter()
-                    .filter(|name| {
-                        archive_paths(binary, paths, name).iter().any(|c| {
-                            archives.get(c.as_str()).is_some_and(|list| {
-                                list.iter().any(|(o, targets)| {
-                                    architecture_dir(&o.path).is_none_or(|a| &a == arch)
-                                        && (targets.is_empty() || targets.iter().any(|t| processor(t) == *arch))
-                                })
-                            })
+            findings.extend(arch_findings(d, &w.kpack_refs, arch, &names_of(arch), &archives));
+        }
+    }
+    findings
+}
+
+/// The set's kpack archives by install path, each with the distributions that hold one there
+/// and its target ids.
+type ArchivesByPath<'a> = BTreeMap<&'a str, Vec<(&'a Dist, &'a Vec<String>)>>;
+
+/// Whether `d`'s kpack-split binaries (`refs`: binary, search paths) find their archive for
+/// `arch` under one of its `names` (the processor's, or its target ids'), and every mode of it.
+fn arch_findings(
+    d: &Dist,
+    refs: &[(String, Vec<String>)],
+    arch: &str,
+    names: &[String],
+    archives: &ArchivesByPath<'_>,
+) -> Vec<Finding> {
+    use crate::elf::gpu::kpack::archive_paths;
+    let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
+    let mut findings = Vec::new();
+    // The archive names of `arch` a binary finds (the processor's, or target ids').
+    let found = |binary: &String, paths: &Vec<String>| -> Vec<String> {
+        names
+            .iter()
+            .filter(|name| {
+                archive_paths(binary, paths, name).iter().any(|c| {
+                    archives.get(c.as_str()).is_some_and(|list| {
+                        list.iter().any(|(o, targets)| {
+                            architecture_dir(&o.path).is_none_or(|a| a == arch)
+                                && (targets.is_empty() || targets.iter().any(|t| processor(t) == *arch))
                         })
                     })
-                    .cloned()
-                    .collect()
-            };
-            let unresolved: Vec<(&String, Vec<String>)> = w
-                .kpack_refs
-                .iter()
-                .filter(|(binary, paths)| found(binary, paths).is_empty())
-                .map(|(binary, paths)| (binary, archive_paths(binary, paths, arch)))
-                .collect();
-            for (binary, paths) in &w.kpack_refs {
-                if let Some(message) = unserved_mode(arch, &found(binary, paths)) {
-                    findings.push(Finding {
-                        kind: "kpack-mode-unserved",
-                        severity: Severity::Warning,
-                        message: format!("{}: {binary}: {message}", d.file_name),
-                        files: vec![d.path.display().to_string()],
-                    });
-                }
-            }
-            let Some((first, candidates)) = unresolved.first() else { continue };
-            let looked = candidates
-                .first()
-                .map(|c| format!("site-packages/{c}"))
-                .unwrap_or_else(|| "outside site-packages".into());
+                })
+            })
+            .cloned()
+            .collect()
+    };
+    let unresolved: Vec<(&String, Vec<String>)> = refs
+        .iter()
+        .filter(|(binary, paths)| found(binary, paths).is_empty())
+        .map(|(binary, paths)| (binary, archive_paths(binary, paths, arch)))
+        .collect();
+    for (binary, paths) in refs {
+        if let Some(message) = unserved_mode(arch, &found(binary, paths)) {
             findings.push(Finding {
-                kind: "kpack-unresolved",
-                severity: Severity::Error,
-                message: format!(
-                    "{}: {} kpack-split binar{} ({first}, …) find no device code for {arch}: {first} looks for {looked}, which no file of the set for {arch} installs. Installed there, the first kernel launch fails (hipErrorInvalidImage); publish the wheel that carries the {arch} archive in the {arch} index",
-                    d.file_name,
-                    unresolved.len(),
-                    if unresolved.len() == 1 { "y" } else { "ies" },
-                ),
+                kind: "kpack-mode-unserved",
+                severity: Severity::Warning,
+                message: format!("{}: {binary}: {message}", d.file_name),
                 files: vec![d.path.display().to_string()],
             });
         }
     }
+    let Some((first, candidates)) = unresolved.first() else { return findings };
+    let looked =
+        candidates.first().map(|c| format!("site-packages/{c}")).unwrap_or_else(|| "outside site-packages".into());
+    findings.push(Finding {
+        kind: "kpack-unresolved",
+        severity: Severity::Error,
+        message: format!(
+            "{}: {} kpack-split binar{} ({first}, …) find no device code for {arch}: {first} looks for {looked}, which no file of the set for {arch} installs. Installed there, the first kernel launch fails (hipErrorInvalidImage); publish the wheel that carries the {arch} archive in the {arch} index",
+            d.file_name,
+            unresolved.len(),
+            if unresolved.len() == 1 { "y" } else { "ies" },
+        ),
+        files: vec![d.path.display().to_string()],
+    });
     findings
 }
 
