@@ -256,24 +256,9 @@ pub fn compact_naming(
     freed: &[(u64, u64)],
     named: Option<NamedSpan<'_>>,
 ) -> Result<Compacted, LayoutError> {
-    let (mut header, head) = Header::read(source, len)?;
+    let Headers { header, head, phdrs, sections } = read_headers(source, len)?;
     let Some(unit) = page_size(header.machine) else {
         return refuse(format!("machine {}: its page size is not known here", header.machine));
-    };
-    let phdr_bytes = read_vec(source, header.phoff, header.phentsize * header.phnum as u64)?;
-    let phdrs = ProgramHeader::parse(&phdr_bytes, 0, header.phnum, header.ctx)
-        .or_else(|_| refuse("its program headers do not parse"))?;
-    header.is_program = phdrs.iter().any(|p| p.p_type == PT_INTERP);
-    let sh_bytes = read_vec(source, header.shoff, header.shentsize * header.shnum as u64)?;
-    let sections = if header.shnum == 0 {
-        Vec::new()
-    } else {
-        // (goblin's `SectionHeader::parse` takes offset 0 for "no table".)
-        let entry = |i: usize| sh_bytes.pread_with::<SectionHeader>(i * header.shentsize as usize, header.ctx);
-        (0..header.shnum)
-            .map(entry)
-            .collect::<Result<Vec<_>, _>>()
-            .or_else(|_| refuse("its section headers do not parse"))?
     };
     let holes = find_holes(&phdrs, &sections, len, freed, unit);
     let freed_holes = holes.len();
@@ -314,6 +299,65 @@ pub fn compact_naming(
     } else if header.shnum > 0 {
         edits.overlays.push((map.new_offset(old_table.0), vec![0u8; (old_table.1 - old_table.0) as usize].into()));
     }
+    let (pieces, out) =
+        new_pieces(len, &removed_all, names, &header, &head, phoff, &new_headers, new_sections, &mut edits);
+    let old_loads = phdrs.into_iter().filter(|p| p.p_type == PT_LOAD).collect();
+    Ok(Compacted {
+        pieces,
+        len: out,
+        old_len: len,
+        holes: holes.iter().map(|h| (h.from, h.to)).collect(),
+        removed,
+        splits,
+        kept_holes: freed_holes.saturating_sub(holes.len()),
+        old_loads,
+        new_headers,
+        changed_in_memory: edits.changed_in_memory,
+    })
+}
+
+/// A file's ELF header (and its first bytes), program headers and section headers.
+struct Headers {
+    header: Header,
+    head: Vec<u8>,
+    phdrs: Vec<ProgramHeader>,
+    sections: Vec<SectionHeader>,
+}
+
+fn read_headers(source: Source<'_>, len: u64) -> Result<Headers, LayoutError> {
+    let (mut header, head) = Header::read(source, len)?;
+    let phdr_bytes = read_vec(source, header.phoff, header.phentsize * header.phnum as u64)?;
+    let phdrs = ProgramHeader::parse(&phdr_bytes, 0, header.phnum, header.ctx)
+        .or_else(|_| refuse("its program headers do not parse"))?;
+    header.is_program = phdrs.iter().any(|p| p.p_type == PT_INTERP);
+    let sh_bytes = read_vec(source, header.shoff, header.shentsize * header.shnum as u64)?;
+    let sections = if header.shnum == 0 {
+        Vec::new()
+    } else {
+        // (goblin's `SectionHeader::parse` takes offset 0 for "no table".)
+        let entry = |i: usize| sh_bytes.pread_with::<SectionHeader>(i * header.shentsize as usize, header.ctx);
+        (0..header.shnum)
+            .map(entry)
+            .collect::<Result<Vec<_>, _>>()
+            .or_else(|_| refuse("its section headers do not parse"))?
+    };
+    Ok(Headers { header, head, phdrs, sections })
+}
+
+/// The compacted file's pieces and its length: the old file's bytes less `removed_all`, the
+/// new section names (if any) and section header table at the end, then the edits over them.
+#[allow(clippy::too_many_arguments)]
+fn new_pieces(
+    len: u64,
+    removed_all: &[(u64, u64)],
+    names: Option<Vec<u8>>,
+    header: &Header,
+    head: &[u8],
+    phoff: u64,
+    new_headers: &[ProgramHeader],
+    mut new_sections: Vec<SectionHeader>,
+    edits: &mut Edits,
+) -> (BTreeMap<u64, Piece>, u64) {
     let mut pieces = BTreeMap::new();
     let mut out = 0u64;
     let mut from = 0u64;
@@ -344,23 +388,11 @@ pub fn compact_naming(
         at
     };
     let shnum = if header.shnum == 0 { 0 } else { new_sections.len() };
-    edits.overlays.push((0, header.patched(&head, phoff, new_headers.len(), shoff, shnum).into()));
-    for (at, bytes) in edits.overlays {
+    edits.overlays.push((0, header.patched(head, phoff, new_headers.len(), shoff, shnum).into()));
+    for (at, bytes) in edits.overlays.drain(..) {
         overlay(&mut pieces, at, bytes);
     }
-    let old_loads = phdrs.into_iter().filter(|p| p.p_type == PT_LOAD).collect();
-    Ok(Compacted {
-        pieces,
-        len: out,
-        old_len: len,
-        holes: holes.iter().map(|h| (h.from, h.to)).collect(),
-        removed,
-        splits,
-        kept_holes: freed_holes.saturating_sub(holes.len()),
-        old_loads,
-        new_headers,
-        changed_in_memory: edits.changed_in_memory,
-    })
+    (pieces, out)
 }
 
 /// Give `span` a section of its own, cut out of its holder's first piece, and rename the rest of

@@ -231,6 +231,51 @@ fn rebased(sh: &SectionHeader) -> SectionHeader {
     SectionHeader { sh_offset: 0, ..sh.clone() }
 }
 
+/// The section header table; a count of 0 with a table means the real count overflowed, and
+/// is in the first header's `sh_size`. No more headers are read than the file could hold.
+fn section_headers<V: FileView + ?Sized>(
+    view: &V,
+    header: &goblin::elf::Header,
+    ctx: Ctx,
+) -> Result<Vec<SectionHeader>, ElfError> {
+    if header.e_shoff == 0 {
+        return Ok(Vec::new());
+    }
+    let entry = u64::from(header.e_shentsize);
+    let first = range(view, header.e_shoff, entry * u64::from(header.e_shnum.max(1)), "section header table")?;
+    let count = match header.e_shnum {
+        0 => SectionHeader::parse_from(first, 0, 1, ctx)?.first().map_or(0, |sh| sh.sh_size),
+        n => u64::from(n),
+    };
+    let count = count.min(view.len() / entry.max(1));
+    let sh_bytes = range(view, header.e_shoff, entry * count.max(1), "section header table")?;
+    Ok(SectionHeader::parse_from(sh_bytes, 0, count as usize, ctx)?)
+}
+
+/// Each section with its name from the section name table (`shstrndx`), if there is one.
+fn named_sections<V: FileView + ?Sized>(
+    view: &V,
+    section_headers: &[SectionHeader],
+    shstrndx: usize,
+) -> Result<Vec<SectionInfo>, ElfError> {
+    let shstrtab = section_headers
+        .get(shstrndx)
+        .filter(|sh| sh.sh_type != SHT_NOBITS)
+        .map(|sh| range(view, sh.sh_offset, sh.sh_size, "section name table"))
+        .transpose()?;
+    Ok(section_headers
+        .iter()
+        .map(|sh| SectionInfo {
+            name: shstrtab.and_then(|t| string_at(t, sh.sh_name as u64)).unwrap_or_default(),
+            kind: sh.sh_type,
+            flags: sh.sh_flags,
+            offset: sh.sh_offset,
+            size: sh.sh_size,
+            addr: sh.sh_addr,
+        })
+        .collect())
+}
+
 fn parse_facts<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
     let head = range(view, 0, 64.min(view.len()), "ELF header")?;
     let header = goblin::elf::Elf::parse_header(head)?;
@@ -245,20 +290,7 @@ fn parse_facts<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
     let ph_size = ProgramHeader::size(ctx) as u64;
     let ph_bytes = range(view, header.e_phoff, ph_size * u64::from(header.e_phnum), "program header table")?;
     let program_headers = ProgramHeader::parse(ph_bytes, 0, header.e_phnum as usize, ctx)?;
-    let section_headers = if header.e_shoff == 0 {
-        Vec::new()
-    } else {
-        let entry = u64::from(header.e_shentsize);
-        let first = range(view, header.e_shoff, entry * u64::from(header.e_shnum.max(1)), "section header table")?;
-        // A count of 0 means the real count overflowed: it is in the first header's sh_size.
-        let count = match header.e_shnum {
-            0 => SectionHeader::parse_from(first, 0, 1, ctx)?.first().map_or(0, |sh| sh.sh_size),
-            n => u64::from(n),
-        };
-        let count = count.min(view.len() / entry.max(1));
-        let sh_bytes = range(view, header.e_shoff, entry * count.max(1), "section header table")?;
-        SectionHeader::parse_from(sh_bytes, 0, count as usize, ctx)?
-    };
+    let section_headers = section_headers(view, &header, ctx)?;
 
     let mut facts = ElfFacts {
         is_64: container.is_big(),
@@ -303,22 +335,7 @@ fn parse_facts<V: FileView + ?Sized>(view: &V) -> Result<ElfFacts, ElfError> {
         }
     }
 
-    let shstrtab = section_headers
-        .get(header.e_shstrndx as usize)
-        .filter(|sh| sh.sh_type != SHT_NOBITS)
-        .map(|sh| range(view, sh.sh_offset, sh.sh_size, "section name table"))
-        .transpose()?;
-    for sh in &section_headers {
-        let name = shstrtab.and_then(|t| string_at(t, sh.sh_name as u64)).unwrap_or_default();
-        facts.sections.push(SectionInfo {
-            name,
-            kind: sh.sh_type,
-            flags: sh.sh_flags,
-            offset: sh.sh_offset,
-            size: sh.sh_size,
-            addr: sh.sh_addr,
-        });
-    }
+    facts.sections = named_sections(view, &section_headers, header.e_shstrndx as usize)?;
 
     if let Some(dyn_header) = program_headers.iter().find(|ph| ph.p_type == PT_DYNAMIC) {
         // goblin reads the entries from the bytes given at the header's offset, and turns the

@@ -209,56 +209,9 @@ fn movable(data: &SectionData<'_>, name: &[u8]) -> bool {
 /// Move the sections that outgrew their place (and whatever a new program header displaces)
 /// into a new `PT_LOAD` segment.
 fn make_room(builder: &mut Builder<'_>, original: &[(SectionId, u64, u64)]) -> Result<(), PatchError> {
-    let mut by_addr: Vec<(SectionId, u64, u64)> = original.to_vec();
-    by_addr.sort_by_key(|(_, addr, _)| *addr);
-    let load_end = |addr: u64| {
-        builder
-            .segments
-            .iter()
-            .filter(|s| s.p_type == elf::PT_LOAD && s.p_vaddr <= addr && addr < s.p_vaddr + s.p_memsz.max(1))
-            .map(|s| s.p_vaddr + s.p_memsz)
-            .next()
-            .unwrap_or(u64::MAX)
-    };
-    let mut movers: Vec<SectionId> = Vec::new();
-    for (i, (id, addr, _)) in by_addr.iter().enumerate() {
-        let size = builder.sections.get(*id).sh_size;
-        let next = by_addr.get(i + 1).map_or(u64::MAX, |(_, a, _)| *a);
-        if addr + size > next.min(load_end(*addr)) {
-            movers.push(*id);
-        }
-    }
+    let movers = sections_to_move(builder, original);
     if movers.is_empty() {
         return Ok(());
-    }
-    // One more program header: sections in the way of the grown table move too.
-    let phentsize = builder.encoder().program_header_size();
-    let phdr_start = builder.header.e_phoff;
-    let phdr_end = phdr_start + builder.program_headers_size() + phentsize;
-    let first_load = builder.segments.iter().find(|s| s.p_type == elf::PT_LOAD && s.p_offset <= phdr_start);
-    let phdr_addr_end = first_load.map_or(phdr_end, |s| s.p_vaddr + (phdr_end - s.p_offset));
-    for (id, addr, _) in &by_addr {
-        if *addr < phdr_addr_end && builder.sections.get(*id).sh_offset >= phdr_start && !movers.contains(id) {
-            movers.push(*id);
-        }
-    }
-    // Non-load segments (PT_NOTE, PT_INTERP, PT_GNU_PROPERTY) move whole. PT_GNU_RELRO is a
-    // range to protect, not a unit: it lets go of what moves (below).
-    loop {
-        let mut grew = false;
-        for segment in builder.segments.iter().filter(|s| s.p_type != elf::PT_LOAD && s.p_type != elf::PT_GNU_RELRO) {
-            if segment.sections.iter().any(|id| movers.contains(id)) {
-                for id in &segment.sections {
-                    if !movers.contains(id) {
-                        movers.push(*id);
-                        grew = true;
-                    }
-                }
-            }
-        }
-        if !grew {
-            break;
-        }
     }
     for id in &movers {
         let section = builder.sections.get(*id);
@@ -318,6 +271,64 @@ fn make_room(builder: &mut Builder<'_>, original: &[(SectionId, u64, u64)]) -> R
         segment.p_memsz = size;
     }
     Ok(())
+}
+
+/// The sections that must move: those that outgrew their place, those in the way of the
+/// program header table grown by one entry, and the rest of any non-load segment one of them
+/// is in.
+fn sections_to_move(builder: &Builder<'_>, original: &[(SectionId, u64, u64)]) -> Vec<SectionId> {
+    let mut by_addr: Vec<(SectionId, u64, u64)> = original.to_vec();
+    by_addr.sort_by_key(|(_, addr, _)| *addr);
+    let load_end = |addr: u64| {
+        builder
+            .segments
+            .iter()
+            .filter(|s| s.p_type == elf::PT_LOAD && s.p_vaddr <= addr && addr < s.p_vaddr + s.p_memsz.max(1))
+            .map(|s| s.p_vaddr + s.p_memsz)
+            .next()
+            .unwrap_or(u64::MAX)
+    };
+    let mut movers: Vec<SectionId> = Vec::new();
+    for (i, (id, addr, _)) in by_addr.iter().enumerate() {
+        let size = builder.sections.get(*id).sh_size;
+        let next = by_addr.get(i + 1).map_or(u64::MAX, |(_, a, _)| *a);
+        if addr + size > next.min(load_end(*addr)) {
+            movers.push(*id);
+        }
+    }
+    if movers.is_empty() {
+        return movers;
+    }
+    // One more program header: sections in the way of the grown table move too.
+    let phentsize = builder.encoder().program_header_size();
+    let phdr_start = builder.header.e_phoff;
+    let phdr_end = phdr_start + builder.program_headers_size() + phentsize;
+    let first_load = builder.segments.iter().find(|s| s.p_type == elf::PT_LOAD && s.p_offset <= phdr_start);
+    let phdr_addr_end = first_load.map_or(phdr_end, |s| s.p_vaddr + (phdr_end - s.p_offset));
+    for (id, addr, _) in &by_addr {
+        if *addr < phdr_addr_end && builder.sections.get(*id).sh_offset >= phdr_start && !movers.contains(id) {
+            movers.push(*id);
+        }
+    }
+    // Non-load segments (PT_NOTE, PT_INTERP, PT_GNU_PROPERTY) move whole. PT_GNU_RELRO is a
+    // range to protect, not a unit: it lets go of what moves (below).
+    loop {
+        let mut grew = false;
+        for segment in builder.segments.iter().filter(|s| s.p_type != elf::PT_LOAD && s.p_type != elf::PT_GNU_RELRO) {
+            if segment.sections.iter().any(|id| movers.contains(id)) {
+                for id in &segment.sections {
+                    if !movers.contains(id) {
+                        movers.push(*id);
+                        grew = true;
+                    }
+                }
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    movers
 }
 
 /// Re-read the output and check that it says what was asked.

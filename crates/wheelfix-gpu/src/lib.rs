@@ -424,44 +424,7 @@ pub fn host_binary_view<V: FileView + ?Sized>(
         (s.has_file_bytes() && end <= view.len()).then_some((s.offset, end))
     };
     if let Some(reference) = facts.section(kpack::MARKER_SECTION) {
-        let mut code = GpuCode::new(file, Container::KpackSplit);
-        code.notes.push("device code was split out by kpack: it lives in .kpack archives, not in this file".into());
-        if let Ok(bytes) = view.get(reference.offset, reference.size) {
-            match msgpack::parse(bytes) {
-                Ok(value) => {
-                    if let Some(name) = value.get("kernel_name").and_then(|v| v.as_str()) {
-                        code.notes.push(format!("kernel name: {name}"));
-                        code.kpack_kernel = Some((name.to_string(), wrapper_count(facts)));
-                    }
-                    if let Some(paths) = value.get("kpack_search_paths").and_then(|v| v.as_array()) {
-                        code.kpack_search_paths = paths.iter().filter_map(|p| p.as_str()).map(String::from).collect();
-                        code.notes.push(format!("kpack search paths: {}", code.kpack_search_paths.join(", ")));
-                    }
-                }
-                Err(e) => code.notes.push(format!("unreadable .rocm_kpack_ref: {e}")),
-            }
-            // wheelfix's split leaves every marker in the sections that held the bundles
-            // (`.rocm_kpack_moved`, or `.hip_fatbin` over which the first marker was named):
-            // each is checked. Elsewhere (TheRock's), the one marker.
-            let mut pieces: Vec<(u64, u64)> = spent_fatbins(facts)
-                .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
-                .filter(|&(_, end)| end <= view.len())
-                .collect();
-            let covered = pieces.iter().any(|&(a, b)| a <= reference.offset && reference.offset < b);
-            if covered || facts.sections_named(kpack::MOVED_SECTION).next().is_some() {
-                if !covered {
-                    pieces.push((reference.offset, reference.offset + bytes.len() as u64));
-                    pieces.sort_unstable();
-                }
-                kpack_marker_problems(&pieces, wrapper_count(facts), view, &mut code);
-            } else if let Err(e) = kpack::usable_marker(bytes) {
-                let problem = format!("a kpack marker the runtime cannot use: its .rocm_kpack_ref marker: {e}");
-                code.notes.push(problem.clone());
-                code.kpack_marker_problems.push(problem);
-            }
-        }
-        kpack_wrapper_problems(facts, view, &mut code);
-        return vec![code.finish()];
+        return vec![kpack_referenced(file, facts, view, reference)];
     }
     if facts.sections.is_empty() {
         return sectionless_bundles(file, view.len(), hits).into_iter().collect();
@@ -535,6 +498,54 @@ pub fn host_binary_view<V: FileView + ?Sized>(
     found.extend(embedded_code_objects(file, facts, view.len(), hits, &bundled));
     found.extend(bundles);
     found
+}
+
+/// A host binary split by kpack with a `.rocm_kpack_ref` section: its marker (kernel name,
+/// search paths) and whatever keeps the runtime from using it or its wrappers.
+fn kpack_referenced<V: FileView + ?Sized>(
+    file: &str,
+    facts: &ElfFacts,
+    view: &V,
+    reference: &wheelfix_elf::SectionInfo,
+) -> GpuCode {
+    let mut code = GpuCode::new(file, Container::KpackSplit);
+    code.notes.push("device code was split out by kpack: it lives in .kpack archives, not in this file".into());
+    if let Ok(bytes) = view.get(reference.offset, reference.size) {
+        match msgpack::parse(bytes) {
+            Ok(value) => {
+                if let Some(name) = value.get("kernel_name").and_then(|v| v.as_str()) {
+                    code.notes.push(format!("kernel name: {name}"));
+                    code.kpack_kernel = Some((name.to_string(), wrapper_count(facts)));
+                }
+                if let Some(paths) = value.get("kpack_search_paths").and_then(|v| v.as_array()) {
+                    code.kpack_search_paths = paths.iter().filter_map(|p| p.as_str()).map(String::from).collect();
+                    code.notes.push(format!("kpack search paths: {}", code.kpack_search_paths.join(", ")));
+                }
+            }
+            Err(e) => code.notes.push(format!("unreadable .rocm_kpack_ref: {e}")),
+        }
+        // wheelfix's split leaves every marker in the sections that held the bundles
+        // (`.rocm_kpack_moved`, or `.hip_fatbin` over which the first marker was named):
+        // each is checked. Elsewhere (TheRock's), the one marker.
+        let mut pieces: Vec<(u64, u64)> = spent_fatbins(facts)
+            .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?)))
+            .filter(|&(_, end)| end <= view.len())
+            .collect();
+        let covered = pieces.iter().any(|&(a, b)| a <= reference.offset && reference.offset < b);
+        if covered || facts.sections_named(kpack::MOVED_SECTION).next().is_some() {
+            if !covered {
+                pieces.push((reference.offset, reference.offset + bytes.len() as u64));
+                pieces.sort_unstable();
+            }
+            kpack_marker_problems(&pieces, wrapper_count(facts), view, &mut code);
+        } else if let Err(e) = kpack::usable_marker(bytes) {
+            let problem = format!("a kpack marker the runtime cannot use: its .rocm_kpack_ref marker: {e}");
+            code.notes.push(problem.clone());
+            code.kpack_marker_problems.push(problem);
+        }
+    }
+    kpack_wrapper_problems(facts, view, &mut code);
+    code.finish()
 }
 
 /// Where to look for the bundles of a device-code section whose header runs past the end of a

@@ -1265,6 +1265,30 @@ impl WrapperPointers {
     }
 }
 
+/// Each bundle's wrapper is HIP's (`HIPF`), and each bundle's space holds the marker.
+fn check_marker_room<F: Positional>(
+    file: &F,
+    spans: &[(u64, u64)],
+    wrapper_at: u64,
+    marker_len: u64,
+) -> Result<(), RewriteError> {
+    for (i, &(at, next)) in spans.iter().enumerate() {
+        let w = wrapper_at + i as u64 * super::kpack::WRAPPER_LEN;
+        let mut magic = [0u8; 4];
+        file.read_exact_at(&mut magic, w)?;
+        if magic != super::kpack::HIPF {
+            return Err(lie(w, format!("wrapper {i} does not start with HIP's magic (found {magic:02x?})")));
+        }
+        if marker_len > next - at {
+            return Err(lie(
+                at,
+                format!("the kpack marker ({marker_len} bytes) does not fit the bundle's {} bytes", next - at),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn split_host<F: Positional>(
     file: &mut F,
     fatbins: &[(u64, u64)],
@@ -1325,20 +1349,7 @@ pub fn split_host<F: Positional>(
         }
         done.pointers_checked += usize::from(pointer.is_some());
     }
-    for (i, &(at, next)) in spans.iter().enumerate() {
-        let w = wrapper_at + i as u64 * super::kpack::WRAPPER_LEN;
-        let mut magic = [0u8; 4];
-        file.read_exact_at(&mut magic, w)?;
-        if magic != super::kpack::HIPF {
-            return Err(lie(w, format!("wrapper {i} does not start with HIP's magic (found {magic:02x?})")));
-        }
-        if marker.len() as u64 > next - at {
-            return Err(lie(
-                at,
-                format!("the kpack marker ({} bytes) does not fit the bundle's {} bytes", marker.len(), next - at),
-            ));
-        }
-    }
+    check_marker_room(&*file, &spans, wrapper_at, marker.len() as u64)?;
     // Every wrapper points at the first bundle's marker where the place of every pointer is
     // known (the runtime tells the wrappers apart by their index, not by their marker): the
     // rest of the section is free as one span, which a layout change takes out of the file
