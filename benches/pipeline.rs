@@ -8,9 +8,12 @@
 //! and on a copy whose spare `DT_NULL` entries are used up (as lld leaves them), which makes the
 //! patcher move `.dynamic` into a new segment. Median of 3 each, and the ratio.
 
-#[path = "../tests/support/elfgen.rs"]
+// The tests' builders; the bench uses a few of their functions.
+#[path = "../tests/it/support/elfgen.rs"]
+#[allow(dead_code)]
 mod elfgen;
-#[path = "../tests/support/wheelgen.rs"]
+#[path = "../tests/it/support/wheelgen.rs"]
+#[allow(dead_code)]
 mod wheelgen;
 
 use std::time::{Duration, Instant};

@@ -28,7 +28,7 @@
 //! regular-file opens, paths), `wheelfix-zip` (the archive, `wheel::zip`), `wheelfix-elf` (host
 //! ELF files, `elf`) and `wheelfix-gpu` (GPU code formats, `elf::gpu`). This crate re-exports
 //! them where its modules always found them. Each module of this crate uses only the modules of
-//! the layers before its own (`tests/layers.rs` holds the code to it, and the crates to their
+//! the layers before its own (`tests/it/layers.rs` holds the code to it, and the crates to their
 //! order):
 //!
 //! 1. `log`, `platform`, `parallel`, `progress`: the ground every stage stands on.

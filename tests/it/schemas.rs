@@ -1,0 +1,85 @@
+//! Every JSON document wheelfix writes validates against its schema in `schemas/` (checked with
+//! Python's `jsonschema`, installed from PyPI by the test setup).
+
+use crate::support;
+
+use std::path::Path;
+
+use support::gpugen::{GFX950, bundle_for, host_with_fatbin, host_with_wrapped_fatbin};
+use support::python::validate;
+use support::wheelgen::WheelSpec;
+use support::{stderr, wheelfix};
+
+#[test]
+fn every_json_output_matches_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let gpu = WheelSpec::new("torch", "2.15.0a0+git31a77fc", "cp312-cp312-linux_x86_64")
+        .file("torch/_C.so", host_with_fatbin("_C", bundle_for(&[("gfx950", GFX950)], 6)))
+        .write(&d.join("in"));
+    let broken = d.join("in/broken-1.0-py3-none-any.whl");
+    std::fs::write(&broken, b"no").unwrap();
+    let testdata =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/rocm_demo-1.0.0-cp312-cp312-manylinux2014_x86_64.whl");
+    let (g, b, t) = (gpu.to_str().unwrap(), broken.to_str().unwrap(), testdata.to_str().unwrap());
+
+    let out = wheelfix(d, &["show", "--json", "--rocm-version", "10.1.0", "--expect-gpu-target", "gfx950", g, b, t]);
+    validate("show.schema.json", &out.stdout);
+    let out = wheelfix(d, &["show", "--json", t]);
+    validate("show.schema.json", &out.stdout);
+    let out = wheelfix(d, &["retag", "--json", "--rocm-version", "10.1.0", "-w", "marked", g, b]);
+    validate("retag.schema.json", &out.stdout);
+    let out = wheelfix(d, &["thin", "--json", "--gpu-target", "gfx950", "-w", "thinned", g, b, t]);
+    validate("thin.schema.json", &out.stdout);
+    let out = wheelfix(d, &["thin", "--json", "--gpu-target", "gfx942", "--allow-missing", "-w", "thinned2", g]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("thin.schema.json", &out.stdout);
+    let out = wheelfix(d, &["repair", "--json", "-w", "repaired", t]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("retag.schema.json", &out.stdout);
+    let marked = std::fs::read_dir(d.join("marked")).unwrap().next().unwrap().unwrap().path();
+    let out = wheelfix(
+        d,
+        &[
+            "metapackage",
+            "--json",
+            "--name",
+            "rocm-torch",
+            "--rocm-version",
+            "10.1.0",
+            "--gpu-target",
+            "gfx950",
+            "-o",
+            "meta",
+            marked.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("metapackage.schema.json", &out.stdout);
+    let out = wheelfix(d, &["index", "--json", "--python", "3.14", "-o", "site", "marked", "meta"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("index.schema.json", &out.stdout);
+    validate("release.schema.json", &std::fs::read(d.join("site/release.json")).unwrap());
+    let out = wheelfix(d, &["site", "--json", "-o", "public", "site"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("site.schema.json", &out.stdout);
+    let out = wheelfix(d, &["check", "--json", "marked", "meta", "in"]);
+    validate("check.schema.json", &out.stdout);
+    let wrapped = WheelSpec::new("torch", "2.15.0a0+git31a77fc", "cp312-cp312-linux_x86_64")
+        .file("torch/_C.so", host_with_wrapped_fatbin("_C", bundle_for(&[("gfx950", GFX950)], 6), 1))
+        .write(&d.join("wrapped"));
+    let w = wrapped.to_str().unwrap();
+    let out = wheelfix(d, &["split", "--json", "--all-targets", "-w", "split", w, g, b, t]);
+    validate("split.schema.json", &out.stdout);
+    let out = wheelfix(d, &["variants", "--json", "--all-targets", "--null", "--plain", "-w", "variants", g, b]);
+    validate("variants.schema.json", &out.stdout);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["wheels"][0]["variants"][0]["label"], "gfx950", "{doc}");
+    assert_eq!(doc["wheels"][1]["ok"], false, "{doc}");
+    let device = std::fs::read_dir(d.join("split")).unwrap().map(|e| e.unwrap().path());
+    let device: Vec<_> = device.filter(|p| p.to_string_lossy().contains("torch_device_gfx950")).collect();
+    assert_eq!(device.len(), 1, "the gfx950 device wheel");
+    let out = wheelfix(d, &["selector", "--json", "--name", "rocm-torch", "-o", "sel", device[0].to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    validate("selector.schema.json", &out.stdout);
+}

@@ -1,0 +1,159 @@
+//! `selector`: the seed-000 race reproduced. Linux and Windows builds of one release carry
+//! different device wheels; the selector written from both, in either order, is the same bytes,
+//! and pip resolves `rocm[device-gfx950]` to the gfx950 device wheel on Linux and says on
+//! Windows that the extra is not there (rather than installing nothing in silence).
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::python::{assert_true_record, system_python};
+use support::wheelgen::WheelSpec;
+use support::{stderr, stdout, wheelfix};
+
+const VERSION: &str = "7.14.0a20260519";
+
+/// The wheels of one platform: the core, and a device wheel per target.
+fn platform_wheels(dir: &Path, tag: &str, targets: &[&str]) -> Vec<PathBuf> {
+    let mut wheels =
+        vec![WheelSpec::new("rocm_sdk_core", VERSION, tag).file("_rocm_sdk_core/__init__.py", "").write(dir)];
+    for t in targets {
+        let name = format!("rocm_sdk_device_{t}");
+        let member = format!("_rocm_sdk_libraries/.kpack/blas_lib_{t}.kpack");
+        wheels.push(WheelSpec::new(&name, VERSION, tag).file(&member, format!("KPAK {t}")).write(dir));
+    }
+    wheels
+}
+
+fn pip(args: &[&str], dir: &Path) -> std::process::Output {
+    Command::new(system_python())
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "--dry-run", "--no-index", "--ignore-installed"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// The projects a pip dry run would install, from its report.
+fn would_install(report: &Path) -> Vec<String> {
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
+    let mut names: Vec<String> =
+        report["install"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().into()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn one_selector_from_every_platform_in_any_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let linux = platform_wheels(&d.join("linux"), "py3-none-manylinux_2_28_x86_64", &["gfx942", "gfx950", "gfx1100"]);
+    let windows = platform_wheels(&d.join("windows"), "py3-none-win_amd64", &["gfx1100", "gfx1151"]);
+    let arg = |p: &PathBuf| p.to_str().unwrap().to_string();
+    let mut outputs = Vec::new();
+    for (out, first, second) in [("sel-a", &linux, &windows), ("sel-b", &windows, &linux)] {
+        let mut args: Vec<String> = vec!["selector".into(), "--name".into(), "rocm".into(), "-o".into(), out.into()];
+        args.extend(first.iter().chain(second.iter()).map(arg));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = wheelfix(d, &args);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(d.join(out))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name().to_string_lossy().to_string(), std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        files.sort();
+        outputs.push(files);
+    }
+    assert_eq!(outputs[0], outputs[1], "the same bytes from either order");
+    let names: Vec<&str> = outputs[0].iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            format!("rocm-{VERSION}-py3-none-manylinux_2_28_x86_64.whl").as_str(),
+            format!("rocm-{VERSION}-py3-none-win_amd64.whl").as_str()
+        ]
+    );
+    let sel = d.join("sel-a");
+    for (name, _) in &outputs[0] {
+        let record = assert_true_record(&sel.join(name));
+        assert!(record.contains("METADATA"), "{record}");
+    }
+
+    // Linux: the extra brings the gfx950 device wheel and the core, pinned.
+    let report = d.join("linux.json");
+    let out = pip(
+        &[
+            "--find-links",
+            "sel-a",
+            "--find-links",
+            "linux",
+            "--report",
+            report.to_str().unwrap(),
+            "rocm[device-gfx950]",
+        ],
+        d,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(would_install(&report), ["rocm", "rocm-sdk-core", "rocm-sdk-device-gfx950"]);
+    let out = pip(
+        &["--find-links", "sel-a", "--find-links", "linux", "--report", report.to_str().unwrap(), "rocm[device-all]"],
+        d,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        would_install(&report),
+        ["rocm", "rocm-sdk-core", "rocm-sdk-device-gfx1100", "rocm-sdk-device-gfx942", "rocm-sdk-device-gfx950"]
+    );
+
+    // Windows (pip told the platform): no gfx950 there, and pip says so.
+    let win = ["--platform", "win_amd64", "--only-binary=:all:", "--target", "t", "--python-version", "3.11"];
+    let mut args: Vec<&str> = win.to_vec();
+    args.extend(["--find-links", "sel-a", "--find-links", "windows", "--report", report.to_str().unwrap()]);
+    args.push("rocm[device-gfx950]");
+    let out = pip(&args, d);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not provide the extra 'device-gfx950'"), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(would_install(&report), ["rocm", "rocm-sdk-core"]);
+    args.pop();
+    args.push("rocm[device-gfx1151]");
+    let out = pip(&args, d);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(would_install(&report), ["rocm", "rocm-sdk-core", "rocm-sdk-device-gfx1151"]);
+
+    // check on the whole release: the selectors' extras match each platform's device wheels.
+    let set = d.join("set");
+    for (i, w) in linux.iter().chain(&windows).enumerate() {
+        let sub = set.join(if i < linux.len() { "linux" } else { "windows" });
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::copy(w, sub.join(w.file_name().unwrap())).unwrap();
+    }
+    for (name, bytes) in &outputs[0] {
+        std::fs::write(set.join(name), bytes).unwrap();
+    }
+    let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = report["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    assert!(!kinds.iter().any(|k| k.contains("extra")), "{report:#}");
+}
+
+#[test]
+fn a_selector_needs_one_version_or_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut wheels = platform_wheels(&d.join("linux"), "py3-none-manylinux_2_28_x86_64", &["gfx942"]);
+    wheels.push(WheelSpec::new("rocm_sdk_device_gfx950", "7.15.0", "py3-none-manylinux_2_28_x86_64").write(d));
+    let mut args = vec!["selector", "--name", "rocm", "-o", "sel"];
+    args.extend(wheels.iter().map(|w| w.to_str().unwrap()));
+    let out = wheelfix(d, &args);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--version"), "{}", stderr(&out));
+    args.extend(["--version", "7.15.0"]);
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = wheelfix(d, &["selector", "--name", "bad name", "-o", "sel", wheels[0].to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+}
