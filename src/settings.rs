@@ -229,8 +229,8 @@ fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsE
     }
     let overlay_root = config.overlay_root.as_ref().map(|r| r.trim_end_matches('/').to_string());
     let archive_per = match &config.archive_per {
+        Some(text) => Some(text.parse().map_err(|why| bad("archive-per", text, why))?),
         None => None,
-        Some(text) => Some(crate::plan::split::ArchivePer::parse(text).map_err(|why| bad("archive-per", text, why))?),
     };
     Ok(SplitNaming {
         device_name: config.device_name.clone(),

@@ -94,9 +94,13 @@ impl ArchivePer {
             ArchivePer::TargetId => name.to_string(),
         }
     }
+}
 
-    /// `processor` or `target-id`, as `--archive-per` writes it.
-    pub fn parse(text: &str) -> Result<ArchivePer, String> {
+impl std::str::FromStr for ArchivePer {
+    type Err = String;
+
+    /// `processor` or `target-id`, as `--archive-per` and `archive-per` write it.
+    fn from_str(text: &str) -> Result<ArchivePer, String> {
         match text {
             "processor" => Ok(ArchivePer::Processor),
             "target-id" => Ok(ArchivePer::TargetId),
@@ -168,7 +172,7 @@ mod tests {
         }
         assert_eq!(Processor.family("gfx90a"), "gfx9");
         assert_eq!(TargetId.family("gfx90a:xnack+"), "gfx90a:xnack+");
-        assert_eq!(super::ArchivePer::parse("target-id"), Ok(TargetId));
-        assert!(super::ArchivePer::parse("target").is_err());
+        assert_eq!("target-id".parse::<super::ArchivePer>(), Ok(TargetId));
+        assert!("target".parse::<super::ArchivePer>().is_err());
     }
 }
