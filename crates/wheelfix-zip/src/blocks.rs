@@ -14,11 +14,9 @@
 //! back to one. A stored block cannot be moved to another bit position (its length field is
 //! byte aligned) and the last block ends its stream, so no run holds either.
 //!
-//! About 630 lines of code: marking block starts while inflating, finding reusable runs and
-//! copying them are one format's three views of the same bit positions, tested together.
-//!
 //! One file of over 600 lines (about 520 of code, then its tests on real deflate streams):
-//! marking, matching and copying blocks at a bit offset are one technique.
+//! marking block starts while inflating, finding reusable runs and copying them are one
+//! format's three views of the same bit positions, tested together.
 
 use std::io::{self, Write};
 
