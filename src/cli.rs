@@ -642,6 +642,13 @@ pub struct SplitArgs {
     /// host's).
     #[arg(long)]
     require_devices: bool,
+    /// A requirement every device wheel gains, `@GFXARCH@` standing for its processor, as
+    /// TheRock's splitter takes it (repeatable): `--device-requires-dist
+    /// 'rocm-sdk-device-@GFXARCH@==7.1.0'`. A device wheel of several processors (--group-by
+    /// family, subfamily) gains only those without `@GFXARCH@`. Default: `device-requires-dist`
+    /// of [tool.wheelfix].
+    #[arg(long = "device-requires-dist", value_name = "REQUIREMENT", value_parser = device_requirement)]
+    device_requires_dist: Vec<String>,
     #[command(flatten)]
     rewrite: RewriteArgs,
     #[command(flatten)]
@@ -723,6 +730,7 @@ fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
         archive_per: args.archive_per.map(ArchivePerArg::into),
         drop_other_targets: args.drop_other_targets,
         require_devices: args.require_devices,
+        device_requires_dist: args.device_requires_dist,
         compact: !args.rewrite.no_compact,
     }
 }
@@ -780,6 +788,12 @@ impl From<ArchivePerArg> for cmd::split::ArchivePer {
 /// An overlay root ([`cmd::split::check_overlay_root`]), without a trailing `/`.
 fn overlay_root(text: &str) -> Result<String, String> {
     cmd::split::check_overlay_root(text).map(|()| text.trim_end_matches('/').to_string())
+}
+
+/// A device wheel's requirement ([`cmd::split::check_device_requirement`]), without the
+/// spaces around it.
+fn device_requirement(text: &str) -> Result<String, String> {
+    cmd::split::check_device_requirement(text).map(|()| text.trim().to_string())
 }
 
 /// A kpack group name ([`cmd::split::check_kpack_group`]).

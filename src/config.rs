@@ -60,6 +60,8 @@ pub struct Config {
     pub overlay_root: Option<String>,
     /// `split --archive-per`: `processor` or `target-id`.
     pub archive_per: Option<String>,
+    /// `split --device-requires-dist`: requirements every device wheel gains.
+    pub device_requires_dist: Option<Vec<String>>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

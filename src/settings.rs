@@ -194,6 +194,9 @@ pub struct Settings {
     pub kpack_group: Option<String>,
     pub overlay_root: Option<String>,
     pub archive_per: Option<crate::plan::split::ArchivePer>,
+    /// `device-requires-dist` of `[tool.wheelfix]`, each checked (`--device-requires-dist`
+    /// replaces them).
+    pub device_requires_dist: Vec<String>,
     /// The bytes of inflated copies `thin` and `split` may keep on disk at once
     /// (`WHEELFIX_COPY_ROOM`; `0` keeps none).
     pub copy_room: u64,
@@ -209,10 +212,11 @@ struct SplitNaming {
     kpack_group: Option<String>,
     overlay_root: Option<String>,
     archive_per: Option<crate::plan::split::ArchivePer>,
+    device_requires_dist: Vec<String>,
 }
 
 fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsError> {
-    use crate::plan::split::{check_device_name, check_kpack_group, check_overlay_root};
+    use crate::plan::split::{check_device_name, check_device_requirement, check_kpack_group, check_overlay_root};
     let bad = |key: &'static str, value: &str, why: String| SettingsError::Split { key, value: value.into(), why };
     if let Some(template) = &config.device_name {
         check_device_name(template).map_err(|why| bad("device-name", template, why))?;
@@ -232,7 +236,12 @@ fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsE
         Some(text) => Some(text.parse().map_err(|why| bad("archive-per", text, why))?),
         None => None,
     };
+    let device_requires_dist = config.device_requires_dist.clone().unwrap_or_default();
+    for requirement in &device_requires_dist {
+        check_device_requirement(requirement).map_err(|why| bad("device-requires-dist", requirement, why))?;
+    }
     Ok(SplitNaming {
+        device_requires_dist: device_requires_dist.iter().map(|r| r.trim().to_string()).collect(),
         device_name: config.device_name.clone(),
         group_by,
         kpack_group: config.group.clone(),
@@ -545,7 +554,8 @@ impl Settings {
             }
             analyze.parallel_inflate = min.and_then(crate::wheel::zip::ParallelInflate::with_pool_threads);
         }
-        let SplitNaming { device_name, group_by, kpack_group, overlay_root, archive_per } = split_naming(config)?;
+        let SplitNaming { device_name, group_by, kpack_group, overlay_root, archive_per, device_requires_dist } =
+            split_naming(config)?;
         Ok(Settings {
             config_file: loaded.path.clone(),
             device_name,
@@ -553,6 +563,7 @@ impl Settings {
             kpack_group,
             overlay_root,
             archive_per,
+            device_requires_dist,
             copy_room: copy_room(env)?,
             source_date_epoch: source_date_epoch(env)?,
             exclude,
@@ -599,6 +610,7 @@ impl Settings {
             kpack_group: None,
             overlay_root: None,
             archive_per: None,
+            device_requires_dist: Vec::new(),
             copy_room: crate::analysis::copy::DEFAULT_ROOM,
             source_date_epoch: None,
             exclude: default(Vec::new()),
@@ -690,6 +702,11 @@ impl Settings {
                 text(&self.archive_per.map(|a| a.to_string())),
                 self.split_origin(self.archive_per.is_some()),
             ),
+            (
+                "device-requires-dist",
+                list(&self.device_requires_dist),
+                self.split_origin(!self.device_requires_dist.is_empty()),
+            ),
         ]
     }
 
@@ -719,6 +736,7 @@ mod tests {
             archive_per: Some("target-id".into()),
             overlay_root: Some("torch/".into()),
             group_by: Some("family".into()),
+            device_requires_dist: Some(vec![" rocm-sdk-device-@GFXARCH@==7.1.0".into()]),
             ..Config::default()
         };
         let settings = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap();
@@ -730,6 +748,8 @@ mod tests {
         assert_eq!(row("overlay-root"), Some(("\"torch\"".into(), from_file.clone())));
         assert_eq!(row("group-by"), Some(("\"family\"".into(), from_file)));
         assert_eq!(row("group"), Some(("(none)".into(), "default".into())));
+        let requirement = "[\"rocm-sdk-device-@GFXARCH@==7.1.0\"]".to_string();
+        assert_eq!(row("device-requires-dist"), Some((requirement, "/project/pyproject.toml".into())));
     }
 
     fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
@@ -866,6 +886,13 @@ mod tests {
                 "archive-per = \"target\" in [tool.wheelfix]: processor or target-id",
             ),
             (Config { device_name: Some("{name}-gpu".into()), ..Config::default() }, "has no {target}"),
+            (
+                Config {
+                    device_requires_dist: Some(vec!["ok==1".into(), "x @ https://e.com/x.whl".into()]),
+                    ..Config::default()
+                },
+                "device-requires-dist = \"x @ https://e.com/x.whl\" in [tool.wheelfix]: device requirement `x @ https://e.com/x.whl` names a URL",
+            ),
         ] {
             let err = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap_err();
             assert!(err.to_string().contains(message), "{err}");

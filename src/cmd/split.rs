@@ -21,10 +21,11 @@ use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::targets::Keep;
 use crate::plan::split::{
     ArchiveLayout, DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups,
-    check_device_name, split,
+    check_device_name, device_requirements, split,
 };
-/// `--group-by`'s values and `--group`'s check, for the command line.
-pub use crate::plan::split::{ArchivePer, GroupBy, check_kpack_group, check_overlay_root};
+/// `--group-by`'s values and the checks of `--group`, `--overlay-root` and
+/// `--device-requires-dist`, for the command line.
+pub use crate::plan::split::{ArchivePer, GroupBy, check_device_requirement, check_kpack_group, check_overlay_root};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
@@ -65,6 +66,9 @@ pub struct SplitRequest {
     pub drop_other_targets: bool,
     /// `--require-devices`: the host requires every device wheel unconditionally.
     pub require_devices: bool,
+    /// `--device-requires-dist`: requirements every device wheel gains, `@GFXARCH@` its
+    /// processor; else `device-requires-dist` of `[tool.wheelfix]`.
+    pub device_requires_dist: Vec<String>,
     pub compact: bool,
 }
 
@@ -157,12 +161,17 @@ fn resolved(request: &SplitRequest, settings: &Settings) -> Result<(SplitRequest
         Some(_) => ArchivePer::TargetId,
         None => ArchivePer::Processor,
     });
+    let device_requires_dist = match request.device_requires_dist.is_empty() {
+        true => settings.device_requires_dist.clone(),
+        false => request.device_requires_dist.clone(),
+    };
     let request = SplitRequest {
         device_name: Some(naming.0),
         group_by: Some(naming.1),
         kpack_group,
         overlay_root,
         archive_per: Some(archive_per),
+        device_requires_dist,
         ..request.clone()
     };
 
@@ -583,7 +592,8 @@ fn write_one(
         .collect();
     let devices = parallel::try_map_owned(inputs, |input| {
         let name = device_name(Naming::template(request), &wheel.metadata.name, &input.group);
-        write_device(wheel, plan, input, &name, (staged, settings.source_date_epoch))
+        let requires = device_requirements(&request.device_requires_dist, &input.processors);
+        write_device(wheel, plan, input, (&name, requires), (staged, settings.source_date_epoch))
     })?;
     Ok(SplitOutcome {
         wheel: wheel.filename.to_string(),
@@ -671,13 +681,14 @@ fn shared_archive(
     Ok(Some((path, Arc::new(stored))))
 }
 
-/// Write the device wheel of one group: its archives from every binary, stored (zstd frames do
-/// not deflate), and a `.dist-info` requiring the host at its exact version, with the host's tags.
+/// Write the device wheel of one group, project `name`: its archives from every binary, stored
+/// (zstd frames do not deflate), and a `.dist-info` requiring the host at its exact version
+/// (and `requires`, `--device-requires-dist`'s), with the host's tags.
 fn write_device(
     wheel: &wheel::Wheel,
     plan: &SplitPlan,
     input: DeviceInput<'_>,
-    name: &str,
+    (name, requires): (&str, Vec<String>),
     (dir, source_date_epoch): (&Path, Option<i64>),
 ) -> Result<DeviceWheel, Error> {
     let io =
@@ -705,7 +716,7 @@ fn write_device(
             wheel.metadata.name
         ),
         provides_extra: Vec::new(),
-        requires_dist: vec![format!("{}=={version}", wheel.metadata.name)],
+        requires_dist: std::iter::once(format!("{}=={version}", wheel.metadata.name)).chain(requires).collect(),
         file_tags: wheel.filename.tag_triple(),
         tags: wheel
             .filename

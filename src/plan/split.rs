@@ -10,6 +10,10 @@
 //! The host wheel is written by the same writer as `thin`'s ([`ThinChange`] with
 //! [`SplitTo`]); the archives are written as each binary is, and gathered into device wheels
 //! afterwards.
+//!
+//! One file of over 600 lines (about 590 of code, then its tests): the groups, the device
+//! wheels' names and extras, and where each binary's archives go are one plan, each part
+//! naming what the others write.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -159,6 +163,39 @@ pub fn therock_group(project: &str) -> String {
 pub struct SharedArchives<'a> {
     pub group: &'a str,
     pub root: Option<&'a str>,
+}
+
+/// A requirement every device wheel gains (`--device-requires-dist`, as TheRock's splitter
+/// takes it): PEP 508, by name, `@GFXARCH@` standing for the wheel's processor.
+/// Ex) `rocm-sdk-device-@GFXARCH@==7.1.0`; not `x @ https://…`, `a b`
+pub fn check_device_requirement(text: &str) -> Result<(), String> {
+    use std::str::FromStr;
+    let filled = text.replace(crate::elf::gpu::kpack::GFXARCH, "gfx942");
+    let parsed = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(filled.trim())
+        .map_err(|e| format!("device requirement `{text}` is not a PEP 508 requirement: {}", e.message))?;
+    if matches!(parsed.version_or_url, Some(pep508_rs::VersionOrUrl::Url(_))) {
+        return Err(format!(
+            "device requirement `{text}` names a URL: pip refuses a URL requirement of a wheel from an index"
+        ));
+    }
+    Ok(())
+}
+
+/// The requirements a device wheel of `processors` gains from `asked`: each with `@GFXARCH@`
+/// filled in with its processor; a wheel of several processors (`--group-by family`) gains
+/// only those without `@GFXARCH@`, as TheRock's family wheels do (the per-processor package
+/// a requirement names would be one of several). Ex) `rocm-sdk-device-@GFXARCH@==7.1.0` for
+/// gfx942 → `rocm-sdk-device-gfx942==7.1.0`
+pub fn device_requirements(asked: &[String], processors: &[&str]) -> Vec<String> {
+    let gfxarch = crate::elf::gpu::kpack::GFXARCH;
+    asked
+        .iter()
+        .filter_map(|r| match processors {
+            [processor] => Some(r.replace(gfxarch, processor)),
+            _ => (!r.contains(gfxarch)).then(|| r.clone()),
+        })
+        .map(|r| r.trim().to_string())
+        .collect()
 }
 
 /// A device-name template makes project names: `{target}` in it, nothing pip would refuse.

@@ -250,560 +250,666 @@ fn expected_for(original: &[String], preferred: &[&str]) -> Vec<String> {
 
 #[test]
 fn a_split_set_installs_with_an_extra_and_loads_its_device_code_through_kpack() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let stub = support::python::cc_shared(d, STUB, "libamdhip64.so", &["-ldl"]);
-    let objects = objects(d);
-    let mut spec = WheelSpec::new("fatpkg", VERSION, "py3-none-linux_x86_64").file("fatpkg/__init__.py", "");
-    let mut originals = Vec::new();
-    for (member, linker) in MEMBERS {
-        let lib = library(d, &objects, linker);
-        let bytes = std::fs::read(&lib).unwrap();
-        let (registered, value) = load_with_stub(d, &stub, &lib);
-        assert_eq!((registered.len(), value.as_str()), (9, "42"), "{member}: the untouched library");
-        spec = spec.file(member, bytes.clone());
-        originals.push((member, bytes, registered));
-    }
-    for (i, (path, _)) in DATABASES.iter().enumerate() {
-        spec = spec.file(path, vec![i as u8; 5000 + i]);
-    }
-    let wheel = spec.write(&d.join("in"));
+    let set = SplitSet::split_per_processor();
+    set.metadata_pins_each_way();
+    set.hosts_carry_markers_rocm_reads();
+    set.check_names_what_a_set_lacks();
+    set.release_pages_install_the_set();
+    set.show_reads_the_split();
+    set.installed_device_code_loads();
+    set.metapackage_brings_the_archives();
+    set.grouped_by_family();
+    set.one_kpack_group_and_therock_layout();
+    set.xnack_and_generic_targets_fall_back();
+}
 
-    let out = wheelfix(d, &["split", "-v", "--all-targets", "-w", "out", wheel.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
-    // Each wrapper's RELATIVE relocation was read, and points at the bundle split as its.
-    for (member, _) in MEMBERS {
-        let said = format!("{member}: 3 of 3 wrappers found pointing at their bundles;");
-        assert!(stderr(&out).contains(&said), "{said}: {}", stderr(&out));
-    }
-    let out_dir = d.join("out");
-    let mut written: Vec<String> =
-        std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
-    written.sort();
-    assert_eq!(
-        written,
-        [
-            "fatpkg-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
-            "fatpkg_device_gfx1100-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
-            "fatpkg_device_gfx90a-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
-            "fatpkg_device_gfx942-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
-        ],
-        "{text}"
-    );
-    for name in &written {
-        assert_true_record(&out_dir.join(name));
-    }
-    // The code objects were taken as the binaries streamed past (none was copied raw); with
-    // no room for copies each binary is inflated again and its objects read from it, to the
-    // same bytes.
-    for (member, _) in MEMBERS {
-        let said = format!("{member}: 3 of 3 wrappers found pointing at their bundles; ");
-        let line = stderr(&out).lines().find(|l| l.contains(&said)).map(str::to_string).unwrap_or_default();
-        assert!(!line.contains("; 0 plain code objects taken") && line.ends_with(", 0 read from it"), "{line}");
-    }
-    same_without_copies(d, &["split", "--all-targets"], &wheel, &out_dir);
-    let host = out_dir.join(&written[0]);
-    let metadata = String::from_utf8(read_member(&host, "fatpkg-1.0+rocm7.1.0.dist-info/METADATA")).unwrap();
-    for group in ["gfx90a", "gfx942", "gfx1100"] {
-        assert!(metadata.contains(&format!("Provides-Extra: device-{group}\n")), "{metadata}");
-        assert!(
-            metadata.contains(&format!(
-                "Requires-Dist: fatpkg-device-{group}==1.0+rocm7.1.0; extra == \"device-{group}\"\n"
-            )),
-            "{metadata}"
+/// The fat wheel of the split tests (three units in two binaries, linked by lld and by GNU ld,
+/// and kernel database files), split per processor into `out/`.
+struct SplitSet {
+    _dir: tempfile::TempDir,
+    d: PathBuf,
+    stub: PathBuf,
+    objects: Vec<PathBuf>,
+    wheel: PathBuf,
+    /// Each binary: its member path, its bytes, and what the stub runtime registers from it.
+    originals: Vec<(&'static str, Vec<u8>, Vec<String>)>,
+    out_dir: PathBuf,
+    /// The split's wheels, sorted: the host, then the gfx1100, gfx90a and gfx942 device wheels.
+    written: Vec<String>,
+}
+
+impl SplitSet {
+    /// Build the fat wheel and split it per processor; the split's outputs are checked as
+    /// they are listed, and again without room for copies (the same bytes).
+    fn split_per_processor() -> SplitSet {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let stub = support::python::cc_shared(d, STUB, "libamdhip64.so", &["-ldl"]);
+        let objects = objects(d);
+        let mut spec = WheelSpec::new("fatpkg", VERSION, "py3-none-linux_x86_64").file("fatpkg/__init__.py", "");
+        let mut originals = Vec::new();
+        for (member, linker) in MEMBERS {
+            let lib = library(d, &objects, linker);
+            let bytes = std::fs::read(&lib).unwrap();
+            let (registered, value) = load_with_stub(d, &stub, &lib);
+            assert_eq!((registered.len(), value.as_str()), (9, "42"), "{member}: the untouched library");
+            spec = spec.file(member, bytes.clone());
+            originals.push((*member, bytes, registered));
+        }
+        for (i, (path, _)) in DATABASES.iter().enumerate() {
+            spec = spec.file(path, vec![i as u8; 5000 + i]);
+        }
+        let wheel = spec.write(&d.join("in"));
+
+        let out = wheelfix(d, &["split", "-v", "--all-targets", "-w", "out", wheel.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        // Each wrapper's RELATIVE relocation was read, and points at the bundle split as its.
+        for (member, _) in MEMBERS {
+            let said = format!("{member}: 3 of 3 wrappers found pointing at their bundles;");
+            assert!(stderr(&out).contains(&said), "{said}: {}", stderr(&out));
+        }
+        let out_dir = d.join("out");
+        let mut written: Vec<String> = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        written.sort();
+        assert_eq!(
+            written,
+            [
+                "fatpkg-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
+                "fatpkg_device_gfx1100-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
+                "fatpkg_device_gfx90a-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
+                "fatpkg_device_gfx942-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
+            ],
+            "{text}"
         );
-        assert!(
-            metadata
-                .contains(&format!("Requires-Dist: fatpkg-device-{group}==1.0+rocm7.1.0; extra == \"device-all\"\n"))
-        );
-    }
-    let device = String::from_utf8(read_member(
-        &out_dir.join(&written[3]),
-        "fatpkg_device_gfx942-1.0+rocm7.1.0.dist-info/METADATA",
-    ))
-    .unwrap();
-    assert!(device.contains("Requires-Dist: fatpkg==1.0+rocm7.1.0\n"), "{device}");
-    // No device code stays in the host: its binaries install smaller than the originals, and
-    // readelf and eu-elflint say nothing of them they did not say of the originals.
-    for (member, bytes, _) in &originals {
-        let split = read_member(&host, member);
-        assert!(split.len() + 40 * 4096 < bytes.len(), "{member}: {} of {} bytes", split.len(), bytes.len());
-        // Not in any section (split renames the `.hip_fatbin` it emptied): nowhere in the file.
-        let left = |magic: &[u8]| split.windows(magic.len()).any(|w| w == magic);
-        assert!(!left(b"__CLANG_OFFLOAD_BUNDLE__") && !left(b"CCOB"), "{member}: an offload bundle is left");
-        let (old_path, new_path) = (d.join("original.so"), d.join("split.so"));
-        std::fs::write(&old_path, bytes).unwrap();
-        std::fs::write(&new_path, &split).unwrap();
-        assert_eq!(support::hip::readelf_warnings(&new_path), "", "{member}");
-        let before = support::hip::elflint(&old_path);
-        let new: Vec<String> = support::hip::elflint(&new_path).into_iter().filter(|l| !before.contains(l)).collect();
-        assert!(new.is_empty(), "{member}: eu-elflint says more than of the original: {new:?}");
-        // ROCm's tools find the marker by its section's name.
-        let marker = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(&new_path));
-        let marker: serde_json::Value = serde_json::from_str(marker.trim()).unwrap();
-        assert!(marker["kernel_name"].as_str().is_some_and(|k| !k.is_empty()), "{member}: {marker}");
-        let paths = marker["kpack_search_paths"].as_array().unwrap_or_else(|| panic!("{member}: {marker}"));
-        assert!(paths.iter().all(|p| p.as_str().unwrap().contains("@GFXARCH@")), "{member}: {marker}");
-        // GNU strip keeps the marker where ROCm's tools read it, and writes a file elflint passes.
-        let stripped = d.join("stripped.so");
-        let out = Command::new("strip").arg("-o").arg(&stripped).arg(&new_path).output().expect("strip (binutils)");
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success() && said.is_empty(), "{member}: strip says {said}");
-        let again = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(&stripped));
-        assert_eq!(serde_json::from_str::<serde_json::Value>(again.trim()).unwrap(), marker, "{member}, stripped");
-        let new: Vec<String> = support::hip::elflint(&stripped).into_iter().filter(|l| !before.contains(l)).collect();
-        assert!(new.is_empty(), "{member}, stripped: eu-elflint says more than of the original: {new:?}");
+        for name in &written {
+            assert_true_record(&out_dir.join(name));
+        }
+        // The code objects were taken as the binaries streamed past (none was copied raw); with
+        // no room for copies each binary is inflated again and its objects read from it, to the
+        // same bytes.
+        for (member, _) in MEMBERS {
+            let said = format!("{member}: 3 of 3 wrappers found pointing at their bundles; ");
+            let line = stderr(&out).lines().find(|l| l.contains(&said)).map(str::to_string).unwrap_or_default();
+            assert!(!line.contains("; 0 plain code objects taken") && line.ends_with(", 0 read from it"), "{line}");
+        }
+        same_without_copies(d, &["split", "--all-targets"], &wheel, &out_dir);
+        let d = d.to_path_buf();
+        SplitSet { _dir: dir, d, stub, objects, wheel, originals, out_dir, written }
     }
 
-    // `check` on the set: nothing to say; without a device wheel, or with one split from
-    // another build (one unit, one binary), it names the host, the binary and the target.
-    let check = |set: &Path| {
+    /// `check --json` of a set: its exit code, and its errors and kpack warnings (the others
+    /// are of the versions: no `+rocm` label on this test's wheels).
+    fn check(&self, set: &Path) -> (Option<i32>, Vec<serde_json::Value>) {
+        let d = self.d.as_path();
         let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        // Errors, and the warnings of kpack (the others are of the versions: no `+rocm` label
-        // on this test's wheels).
         let errors = report["findings"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|f| f["severity"] == "error" || f["kind"].as_str().is_some_and(|k| k.starts_with("kpack-")));
         (out.status.code(), errors.cloned().collect::<Vec<_>>())
-    };
-    // The third unit has no gfx90a code (nor had the fat build): with [device-gfx90a], its
-    // wrapper finds nothing, in each binary, while it has code for the other processors. That,
-    // a warning (the fat wheel is the same), and nothing else, is what check says.
-    let (code, findings) = check(&out_dir);
-    let said: Vec<(&str, bool)> = findings
-        .iter()
-        .map(|f| {
-            let m = f["message"].as_str().unwrap();
-            (f["kind"].as_str().unwrap(), m.contains("1 of 3 wrappers") && m.contains("#2,") && m.contains("gfx90a"))
-        })
-        .collect();
-    assert_eq!((code, said), (Some(0), vec![("kpack-kernel-not-built", true); 2]), "{findings:#?}");
-    let other = WheelSpec::new("fatpkg", VERSION, "py3-none-linux_x86_64")
-        .file("fatpkg/__init__.py", "")
-        .file(MEMBERS[0].0, std::fs::read(library(d, &objects[..1], "lld")).unwrap())
-        .write(&d.join("other-in"));
-    let out = wheelfix(
-        d,
-        &["split", "--gpu-target", "gfx942", "--drop-other-targets", "-w", "other", other.to_str().unwrap()],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let swap = d.join("other").join(&written[3]);
-    for (set, swap) in [("no-gfx942", None), ("mismatched", Some(&swap)), ("only-other", Some(&swap))] {
-        let set_dir = d.join(set);
-        std::fs::create_dir_all(&set_dir).unwrap();
-        let kept = |n: &&String| !n.contains("gfx942") && (set != "only-other" || !n.contains("device"));
-        for name in written.iter().filter(kept) {
-            std::fs::copy(out_dir.join(name), set_dir.join(name)).unwrap();
+    }
+
+    /// The host's extras pin each device wheel, and each device wheel pins the host.
+    fn metadata_pins_each_way(&self) {
+        let (out_dir, written) = (&self.out_dir, &self.written[..]);
+        let host = out_dir.join(&written[0]);
+        let metadata = String::from_utf8(read_member(&host, "fatpkg-1.0+rocm7.1.0.dist-info/METADATA")).unwrap();
+        for group in ["gfx90a", "gfx942", "gfx1100"] {
+            assert!(metadata.contains(&format!("Provides-Extra: device-{group}\n")), "{metadata}");
+            assert!(
+                metadata.contains(&format!(
+                    "Requires-Dist: fatpkg-device-{group}==1.0+rocm7.1.0; extra == \"device-{group}\"\n"
+                )),
+                "{metadata}"
+            );
+            assert!(
+                metadata.contains(&format!(
+                    "Requires-Dist: fatpkg-device-{group}==1.0+rocm7.1.0; extra == \"device-all\"\n"
+                ))
+            );
         }
-        if let Some(swap) = &swap {
-            std::fs::copy(swap, set_dir.join(swap.file_name().unwrap())).unwrap();
-        }
-        let (code, findings) = check(&set_dir);
-        assert_eq!(code, Some(1), "{set}: {findings:#?}");
-        let text = serde_json::to_string(&findings).unwrap();
-        assert!(text.contains("gfx942"), "{set}: {text}");
-        let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
-        if set == "only-other" {
-            // Wrappers #1 and #2 have code for no processor in the whole set: lost, an error.
-            let lost = findings.iter().find(|f| f["kind"] == "kpack-kernel-missing").expect(&text);
-            assert!(lost["message"].as_str().unwrap().contains("2 of 3 wrappers"), "{text}");
-        } else if swap.is_some() {
-            // The other build's archive lacks wrappers that have code for other processors:
-            // a warning, as a unit built for fewer targets would be; its other binary has no
-            // archive: an error.
-            assert!(kinds.contains(&"kpack-kernel-not-built") && kinds.contains(&"kpack-unresolved"), "{set}: {text}");
-            assert!(text.contains("fatpkg/libk-lld.so#1") && text.contains("fatpkg/sub/libk-bfd.so"), "{text}");
+        let device = String::from_utf8(read_member(
+            &out_dir.join(&written[3]),
+            "fatpkg_device_gfx942-1.0+rocm7.1.0.dist-info/METADATA",
+        ))
+        .unwrap();
+        assert!(device.contains("Requires-Dist: fatpkg==1.0+rocm7.1.0\n"), "{device}");
+    }
+
+    /// No device code stays in the hosts, and ROCm's marker reader finds each marker.
+    fn hosts_carry_markers_rocm_reads(&self) {
+        let host = self.out_dir.join(&self.written[0]);
+        let (d, originals) = (self.d.as_path(), &self.originals[..]);
+        // No device code stays in the host: its binaries install smaller than the originals, and
+        // readelf and eu-elflint say nothing of them they did not say of the originals.
+        for (member, bytes, _) in originals {
+            let split = read_member(&host, member);
+            assert!(split.len() + 40 * 4096 < bytes.len(), "{member}: {} of {} bytes", split.len(), bytes.len());
+            // Not in any section (split renames the `.hip_fatbin` it emptied): nowhere in the file.
+            let left = |magic: &[u8]| split.windows(magic.len()).any(|w| w == magic);
+            assert!(!left(b"__CLANG_OFFLOAD_BUNDLE__") && !left(b"CCOB"), "{member}: an offload bundle is left");
+            let (old_path, new_path) = (d.join("original.so"), d.join("split.so"));
+            std::fs::write(&old_path, bytes).unwrap();
+            std::fs::write(&new_path, &split).unwrap();
+            assert_eq!(support::hip::readelf_warnings(&new_path), "", "{member}");
+            let before = support::hip::elflint(&old_path);
+            let new: Vec<String> =
+                support::hip::elflint(&new_path).into_iter().filter(|l| !before.contains(l)).collect();
+            assert!(new.is_empty(), "{member}: eu-elflint says more than of the original: {new:?}");
+            // ROCm's tools find the marker by its section's name.
+            let marker = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(&new_path));
+            let marker: serde_json::Value = serde_json::from_str(marker.trim()).unwrap();
+            assert!(marker["kernel_name"].as_str().is_some_and(|k| !k.is_empty()), "{member}: {marker}");
+            let paths = marker["kpack_search_paths"].as_array().unwrap_or_else(|| panic!("{member}: {marker}"));
+            assert!(paths.iter().all(|p| p.as_str().unwrap().contains("@GFXARCH@")), "{member}: {marker}");
+            // GNU strip keeps the marker where ROCm's tools read it, and writes a file elflint passes.
+            let stripped = d.join("stripped.so");
+            let out = Command::new("strip").arg("-o").arg(&stripped).arg(&new_path).output().expect("strip (binutils)");
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success() && said.is_empty(), "{member}: strip says {said}");
+            let again = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(&stripped));
+            assert_eq!(serde_json::from_str::<serde_json::Value>(again.trim()).unwrap(), marker, "{member}, stripped");
+            let new: Vec<String> =
+                support::hip::elflint(&stripped).into_iter().filter(|l| !before.contains(l)).collect();
+            assert!(new.is_empty(), "{member}, stripped: eu-elflint says more than of the original: {new:?}");
         }
     }
 
-    // A set with errors is indexed all the same (only --fail-on-check refuses), but `index`
-    // and `site` say so on stderr rather than only on the page.
-    let out = wheelfix(d, &["index", "-o", "site-bad", d.join("no-gfx942").to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("warning: check found") && stderr(&out).contains("error"), "{}", stderr(&out));
-    let out = wheelfix(d, &["site", "-o", "public-bad", "site-bad"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("warning: check found") && stderr(&out).contains("site-bad"), "{}", stderr(&out));
+    /// `check` of the set and of sets that lack or mismatch a device wheel.
+    fn check_names_what_a_set_lacks(&self) {
+        let (d, objects, out_dir, written) = (self.d.as_path(), &self.objects, &self.out_dir, &self.written[..]);
+        let check = |set: &Path| self.check(set);
+        // `check` on the set: nothing to say; without a device wheel, or with one split from
+        // another build (one unit, one binary), it names the host, the binary and the target.
+        // The third unit has no gfx90a code (nor had the fat build): with [device-gfx90a], its
+        // wrapper finds nothing, in each binary, while it has code for the other processors. That,
+        // a warning (the fat wheel is the same), and nothing else, is what check says.
+        let (code, findings) = check(out_dir);
+        let said: Vec<(&str, bool)> = findings
+            .iter()
+            .map(|f| {
+                let m = f["message"].as_str().unwrap();
+                (
+                    f["kind"].as_str().unwrap(),
+                    m.contains("1 of 3 wrappers") && m.contains("#2,") && m.contains("gfx90a"),
+                )
+            })
+            .collect();
+        assert_eq!((code, said), (Some(0), vec![("kpack-kernel-not-built", true); 2]), "{findings:#?}");
+        let other = WheelSpec::new("fatpkg", VERSION, "py3-none-linux_x86_64")
+            .file("fatpkg/__init__.py", "")
+            .file(MEMBERS[0].0, std::fs::read(library(d, &objects[..1], "lld")).unwrap())
+            .write(&d.join("other-in"));
+        let out = wheelfix(
+            d,
+            &["split", "--gpu-target", "gfx942", "--drop-other-targets", "-w", "other", other.to_str().unwrap()],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let swap = d.join("other").join(&written[3]);
+        for (set, swap) in [("no-gfx942", None), ("mismatched", Some(&swap)), ("only-other", Some(&swap))] {
+            let set_dir = d.join(set);
+            std::fs::create_dir_all(&set_dir).unwrap();
+            let kept = |n: &&String| !n.contains("gfx942") && (set != "only-other" || !n.contains("device"));
+            for name in written.iter().filter(kept) {
+                std::fs::copy(out_dir.join(name), set_dir.join(name)).unwrap();
+            }
+            if let Some(swap) = &swap {
+                std::fs::copy(swap, set_dir.join(swap.file_name().unwrap())).unwrap();
+            }
+            let (code, findings) = check(&set_dir);
+            assert_eq!(code, Some(1), "{set}: {findings:#?}");
+            let text = serde_json::to_string(&findings).unwrap();
+            assert!(text.contains("gfx942"), "{set}: {text}");
+            let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+            if set == "only-other" {
+                // Wrappers #1 and #2 have code for no processor in the whole set: lost, an error.
+                let lost = findings.iter().find(|f| f["kind"] == "kpack-kernel-missing").expect(&text);
+                assert!(lost["message"].as_str().unwrap().contains("2 of 3 wrappers"), "{text}");
+            } else if swap.is_some() {
+                // The other build's archive lacks wrappers that have code for other processors:
+                // a warning, as a unit built for fewer targets would be; its other binary has no
+                // archive: an error.
+                assert!(
+                    kinds.contains(&"kpack-kernel-not-built") && kinds.contains(&"kpack-unresolved"),
+                    "{set}: {text}"
+                );
+                assert!(text.contains("fatpkg/libk-lld.so#1") && text.contains("fatpkg/sub/libk-bfd.so"), "{text}");
+            }
+        }
+    }
 
-    // The release page of the set: per GPU, the command with its extra and the device wheel's
-    // size; the gfx942 command, run as printed, installs the host and the gfx942 device wheel.
-    let out = wheelfix(d, &["index", "-o", "site", out_dir.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let page: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();
-    let rows: Vec<(&str, &str)> = page["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["target"].as_str().unwrap(), r["install"].as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        rows,
-        [
-            ("gfx90a", "fatpkg[device-gfx90a]==1.0+rocm7.1.0"),
-            ("gfx942", "fatpkg[device-gfx942]==1.0+rocm7.1.0"),
-            ("gfx1100", "fatpkg[device-gfx1100]==1.0+rocm7.1.0")
-        ]
-    );
-    // With a selector beside the set, the page names one ROCm: the selector's own version
-    // (`1.0`) is not one.
-    let mut args = vec!["selector", "--name", "fatpkg-gpu", "-o", "selected"];
-    let outputs: Vec<String> = written.iter().map(|n| out_dir.join(n).display().to_string()).collect();
-    args.extend(outputs.iter().map(String::as_str));
-    let out = wheelfix(d, &args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    // Served over HTTP, as people reach it; the commands are taken from Chromium's DOM.
-    let server = support::http::Server::start(d);
-    let selected_url = server.url("site-selected/");
-    let out = wheelfix(
-        d,
-        &["index", "-o", "site-selected", "--site-url", &selected_url, out_dir.to_str().unwrap(), "selected"],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let selected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(d.join("site-selected/release.json")).unwrap()).unwrap();
-    assert_eq!(selected["rocm"], serde_json::json!(["7.1.0"]), "{selected}");
-    // `site` renders the same page under the landing page, whose command installs everything.
-    let out = wheelfix(d, &["site", "-o", "public", "site"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let again = std::fs::read_to_string(d.join("public/site/release.html")).unwrap();
-    assert!(again.contains("<tr data-target=\"gfx942\">"), "{again}");
-    let landing = support::html_text(&std::fs::read_to_string(d.join("public/index.html")).unwrap());
-    assert!(landing.contains("'fatpkg[device-all]==1.0+rocm7.1.0'"), "{landing}");
-    let html = std::fs::read_to_string(d.join("site/release.html")).unwrap();
-    let row = &html[html.find("<tr data-target=\"gfx942\">").expect("a gfx942 row")..];
-    let row = &row[..row.find("</tr>").unwrap()];
-    let cmd = &row[row.find("<code class=\"cmd\">").unwrap() + 18..];
-    let command = support::html_text(&cmd[..cmd.find("</code>").unwrap()]);
-    assert!(command.contains("'fatpkg[device-gfx942]==1.0+rocm7.1.0'"), "{command}");
-    // Another index serves a newer fatpkg without the extras (as PyPI serves a same-named
-    // project): the command, pinned exactly, still installs the release's.
-    let shadow =
-        WheelSpec::new("fatpkg", "2.0", "py3-none-any").file("fatpkg/__init__.py", "").write(&d.join("shadow"));
-    assert!(shadow.exists());
-    let venv = d.join("venv-page");
-    run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
-    let path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap());
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(&command)
-        .env("PATH", path)
-        .env("VIRTUAL_ENV", &venv)
-        .env("PIP_FIND_LINKS", d.join("shadow"))
-        .current_dir(d)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "`{command}`: {}", String::from_utf8_lossy(&out.stderr));
-    let site_packages =
-        std::fs::read_dir(venv.join("lib")).unwrap().next().unwrap().unwrap().path().join("site-packages");
-    assert_eq!(
-        archives_in(&site_packages),
-        ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"]
-    );
+    /// The release pages of the set, and their commands run as printed.
+    fn release_pages_install_the_set(&self) {
+        let (d, out_dir, written) = (self.d.as_path(), &self.out_dir, &self.written[..]);
+        // A set with errors is indexed all the same (only --fail-on-check refuses), but `index`
+        // and `site` say so on stderr rather than only on the page.
+        let out = wheelfix(d, &["index", "-o", "site-bad", d.join("no-gfx942").to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stderr(&out).contains("warning: check found") && stderr(&out).contains("error"), "{}", stderr(&out));
+        let out = wheelfix(d, &["site", "-o", "public-bad", "site-bad"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stderr(&out).contains("warning: check found") && stderr(&out).contains("site-bad"), "{}", stderr(&out));
 
-    // With the selector, the page starts from the GPU: one pip and one uv command per GPU,
-    // through the selector's extra. Each, run as printed while another source serves a newer
-    // same-named release, installs the release with that GPU's device code and no other.
-    let html = support::browser::dump_dom(&server.url("site-selected/release.html"));
-    let row = &html[html.find("<tr data-gpu=\"gfx942\">").expect("a gfx942 GPU row")..];
-    let row = &row[..row.find("</tr>").unwrap()];
-    assert!(row.contains("AMD Instinct MI300X"), "{row}");
-    let command_of = |class: &str| {
-        let at = row.find(&format!("<code class=\"cmd {class}\">")).unwrap() + 18 + class.len() + 1;
-        support::html_text(&row[at..at + row[at..].find("</code>").unwrap()])
-    };
-    for (tool, command) in [("pip", command_of("pip")), ("uv", command_of("uv"))] {
-        assert!(command.contains(&format!("{selected_url} ")), "{command}");
-        assert!(command.contains("'fatpkg-gpu[device-gfx942]==1.0+rocm7.1.0'"), "{command}");
-        let venv = d.join(format!("venv-gpu-{tool}"));
+        // The release page of the set: per GPU, the command with its extra and the device wheel's
+        // size; the gfx942 command, run as printed, installs the host and the gfx942 device wheel.
+        let out = wheelfix(d, &["index", "-o", "site", out_dir.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let page: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();
+        let rows: Vec<(&str, &str)> = page["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["target"].as_str().unwrap(), r["install"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("gfx90a", "fatpkg[device-gfx90a]==1.0+rocm7.1.0"),
+                ("gfx942", "fatpkg[device-gfx942]==1.0+rocm7.1.0"),
+                ("gfx1100", "fatpkg[device-gfx1100]==1.0+rocm7.1.0")
+            ]
+        );
+        // With a selector beside the set, the page names one ROCm: the selector's own version
+        // (`1.0`) is not one.
+        let mut args = vec!["selector", "--name", "fatpkg-gpu", "-o", "selected"];
+        let outputs: Vec<String> = written.iter().map(|n| out_dir.join(n).display().to_string()).collect();
+        args.extend(outputs.iter().map(String::as_str));
+        let out = wheelfix(d, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        // Served over HTTP, as people reach it; the commands are taken from Chromium's DOM.
+        let server = support::http::Server::start(d);
+        let selected_url = server.url("site-selected/");
+        let out = wheelfix(
+            d,
+            &["index", "-o", "site-selected", "--site-url", &selected_url, out_dir.to_str().unwrap(), "selected"],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let selected: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join("site-selected/release.json")).unwrap()).unwrap();
+        assert_eq!(selected["rocm"], serde_json::json!(["7.1.0"]), "{selected}");
+        // `site` renders the same page under the landing page, whose command installs everything.
+        let out = wheelfix(d, &["site", "-o", "public", "site"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let again = std::fs::read_to_string(d.join("public/site/release.html")).unwrap();
+        assert!(again.contains("<tr data-target=\"gfx942\">"), "{again}");
+        let landing = support::html_text(&std::fs::read_to_string(d.join("public/index.html")).unwrap());
+        assert!(landing.contains("'fatpkg[device-all]==1.0+rocm7.1.0'"), "{landing}");
+        let html = std::fs::read_to_string(d.join("site/release.html")).unwrap();
+        let row = &html[html.find("<tr data-target=\"gfx942\">").expect("a gfx942 row")..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        let cmd = &row[row.find("<code class=\"cmd\">").unwrap() + 18..];
+        let command = support::html_text(&cmd[..cmd.find("</code>").unwrap()]);
+        assert!(command.contains("'fatpkg[device-gfx942]==1.0+rocm7.1.0'"), "{command}");
+        // Another index serves a newer fatpkg without the extras (as PyPI serves a same-named
+        // project): the command, pinned exactly, still installs the release's.
+        let shadow =
+            WheelSpec::new("fatpkg", "2.0", "py3-none-any").file("fatpkg/__init__.py", "").write(&d.join("shadow"));
+        assert!(shadow.exists());
+        let venv = d.join("venv-page");
         run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
-        let bin = format!("{}:{}", venv.join("bin").display(), support::python::tools_venv().join("bin").display());
+        let path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap());
         let out = Command::new("sh")
             .arg("-c")
             .arg(&command)
-            .env("PATH", format!("{bin}:{}", std::env::var("PATH").unwrap()))
+            .env("PATH", path)
             .env("VIRTUAL_ENV", &venv)
             .env("PIP_FIND_LINKS", d.join("shadow"))
-            .env("UV_FIND_LINKS", d.join("shadow"))
-            .env("UV_NO_CACHE", "1")
             .current_dir(d)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{tool}: `{command}`: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "`{command}`: {}", String::from_utf8_lossy(&out.stderr));
         let site_packages =
             std::fs::read_dir(venv.join("lib")).unwrap().next().unwrap().unwrap().path().join("site-packages");
         assert_eq!(
             archives_in(&site_packages),
-            ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"],
-            "{tool}"
+            ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"]
         );
-        assert!(site_packages.join("fatpkg-1.0+rocm7.1.0.dist-info").exists(), "{tool}: the release's own host");
-    }
-    let text = support::html_text(&html);
-    assert!(text.contains("One project at a time"), "{text}");
-    assert!(text.contains("no glibc promised · Python: any Python 3"), "{text}");
 
-    // wheelfix reads its own output: the host's binaries as split out, the device wheel's
-    // archives with their targets.
-    let report = support::show_json(d, &host, &[]);
-    for (member, _, _) in &originals {
-        let gpu = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == **member).expect("listed");
-        assert_eq!(gpu["container"], "kpack-split", "{gpu}");
-        assert!(!report.to_string().contains("not loadable"), "{report}");
-        assert_eq!(
-            gpu["kpack_search_paths"][0],
-            format!(".kpack/{}_@GFXARCH@.kpack", member.rsplit('/').next().unwrap())
-        );
-    }
-    let report = support::show_json(d, &out_dir.join(&written[2]), &[]);
-    let targets: Vec<&serde_json::Value> = report["gpu"].as_array().unwrap().iter().map(|g| &g["targets"]).collect();
-    assert_eq!(targets.len(), 2, "{report}");
-    for t in targets {
-        assert_eq!(*t, serde_json::json!(["gfx90a", "gfx90a:xnack+", "gfx90a:xnack-"]), "{report}");
-    }
-
-    let full = pip_install(d, &out_dir, "fatpkg[device-gfx942]", "site-gfx942");
-    assert_eq!(
-        archives_in(&full),
-        ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"],
-        "the gfx942 archives and no other target's"
-    );
-    let host_only = pip_install(d, &out_dir, "fatpkg", "site-host");
-    assert!(archives_in(&host_only).is_empty());
-    // The gfx942 database files are installed and no other target's; files of no target stay.
-    for (i, (path, target)) in DATABASES.iter().enumerate() {
-        let in_full = std::fs::read(full.join(path)).ok();
-        let expected = matches!(target, None | Some("gfx942")).then(|| vec![i as u8; 5000 + i]);
-        assert_eq!(in_full, expected, "{path} with [device-gfx942]");
-        assert_eq!(host_only.join(path).exists(), target.is_none(), "{path} without a device wheel");
-    }
-
-    for (member, original, registered) in &originals {
-        let installed = full.join(member);
-        // The reader gets, per wrapper, exactly what clang's bundler unbundles from the bundle
-        // that wrapper pointed at, and the archive lists gfx942 alone.
-        let found = read_installed(&installed, "gfx942");
-        let bundles = bundles(original);
-        assert_eq!(found.len(), bundles.len(), "{member}: one wrapper per bundle");
-        for (i, (key, sha, arches)) in found.iter().enumerate() {
-            assert_eq!(key, &format!("{member}#{i}"));
-            let expected = sha256_hex(&bundler_unbundle(d, &bundles[i], "hipv4-amdgcn-amd-amdhsa--gfx942"));
-            assert_eq!((sha, arches.as_slice()), (&expected, &["gfx942".to_string()][..]), "{member} wrapper {i}");
+        // With the selector, the page starts from the GPU: one pip and one uv command per GPU,
+        // through the selector's extra. Each, run as printed while another source serves a newer
+        // same-named release, installs the release with that GPU's device code and no other.
+        let html = support::browser::dump_dom(&server.url("site-selected/release.html"));
+        let row = &html[html.find("<tr data-gpu=\"gfx942\">").expect("a gfx942 GPU row")..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        assert!(row.contains("AMD Instinct MI300X"), "{row}");
+        let command_of = |class: &str| {
+            let at = row.find(&format!("<code class=\"cmd {class}\">")).unwrap() + 18 + class.len() + 1;
+            support::html_text(&row[at..at + row[at..].find("</code>").unwrap()])
+        };
+        for (tool, command) in [("pip", command_of("pip")), ("uv", command_of("uv"))] {
+            assert!(command.contains(&format!("{selected_url} ")), "{command}");
+            assert!(command.contains("'fatpkg-gpu[device-gfx942]==1.0+rocm7.1.0'"), "{command}");
+            let venv = d.join(format!("venv-gpu-{tool}"));
+            run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
+            let bin = format!("{}:{}", venv.join("bin").display(), support::python::tools_venv().join("bin").display());
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(&command)
+                .env("PATH", format!("{bin}:{}", std::env::var("PATH").unwrap()))
+                .env("VIRTUAL_ENV", &venv)
+                .env("PIP_FIND_LINKS", d.join("shadow"))
+                .env("UV_FIND_LINKS", d.join("shadow"))
+                .env("UV_NO_CACHE", "1")
+                .current_dir(d)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{tool}: `{command}`: {}", String::from_utf8_lossy(&out.stderr));
+            let site_packages =
+                std::fs::read_dir(venv.join("lib")).unwrap().next().unwrap().unwrap().path().join("site-packages");
+            assert_eq!(
+                archives_in(&site_packages),
+                ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"],
+                "{tool}"
+            );
+            assert!(site_packages.join("fatpkg-1.0+rocm7.1.0.dist-info").exists(), "{tool}: the release's own host");
         }
-        let missing = read_installed(&host_only.join(member), "gfx942");
-        assert!(missing.iter().all(|(_, sha, _)| sha == "MISSING"), "{member}: without the device wheel: {missing:?}");
-
-        // The stub runtime registers, per wrapper, the original's gfx942 code object.
-        let (lines, value) = load_as(d, &stub, &installed, "gfx942:sramecc+:xnack-", Some("gfx9-4-generic"));
-        assert_eq!(value, "42", "{member}: the host code runs");
-        assert_eq!(lines, expected_for(registered, &["gfx942"]), "{member}");
-        let (lines, value) = load_as(d, &stub, &host_only.join(member), "gfx942", None);
-        assert_eq!(value, "42");
-        assert!(lines.iter().all(|l| l.starts_with("MISSING")), "{member}: without the device wheel: {lines:?}");
+        let text = support::html_text(&html);
+        assert!(text.contains("One project at a time"), "{text}");
+        assert!(text.contains("no glibc promised · Python: any Python 3"), "{text}");
     }
 
-    // A metapackage of the multi-architecture set: one extra per target, each requiring the
-    // host with that target's extra; installed, it brings the gfx942 archives.
-    let mut args = vec!["metapackage", "--name", "rocm-fat", "--rocm-version", "7.1.0", "-o", "meta"];
-    args.extend(["--gpu-target", "gfx942", "--gpu-target", "gfx1100"]);
-    let paths: Vec<String> = written.iter().map(|n| out_dir.join(n).display().to_string()).collect();
-    args.extend(paths.iter().map(String::as_str));
-    let out = wheelfix(d, &args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let meta = std::fs::read_dir(d.join("meta")).unwrap().next().unwrap().unwrap().path();
-    let dist_info =
-        format!("{}.dist-info/METADATA", meta.file_name().unwrap().to_str().unwrap().split("-py3").next().unwrap());
-    let text = String::from_utf8(read_member(&meta, &dist_info)).unwrap();
-    assert!(
-        text.contains(&format!("Requires-Dist: fatpkg[device-gfx942]=={VERSION}; extra == \"device-gfx942\"\n")),
-        "{text}"
-    );
-    assert!(!text.contains("fatpkg-device"), "device wheels come through the host's extra: {text}");
-    let site = d.join("site-meta");
-    run(Command::new(system_python())
-        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-index", "--find-links"])
-        .arg(&out_dir)
-        .arg("--find-links")
-        .arg(d.join("meta"))
-        .arg("--target")
-        .arg(&site)
-        .arg("rocm-fat[device-gfx942]"));
-    assert_eq!(
-        archives_in(&site),
-        ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"]
-    );
-
-    // Grouped by family: one device wheel for gfx9 (gfx90a and gfx942), one for gfx11; the
-    // host keeps an extra per processor. Installed with [device-gfx942], the gfx942 code loads.
-    let out = wheelfix(d, &["split", "--all-targets", "--group-by", "family", "-w", "family", wheel.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    // Groups of several targets take copies of the captured frames: the same bytes again.
-    same_without_copies(d, &["split", "--all-targets", "--group-by", "family"], &wheel, &d.join("family"));
-    let mut names: Vec<String> = std::fs::read_dir(d.join("family"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .collect();
-    names.sort();
-    assert_eq!(
-        names,
-        [
-            format!("fatpkg-{VERSION}-py3-none-linux_x86_64.whl"),
-            format!("fatpkg_device_gfx11-{VERSION}-py3-none-linux_x86_64.whl"),
-            format!("fatpkg_device_gfx9-{VERSION}-py3-none-linux_x86_64.whl"),
-        ]
-    );
-    let metadata = String::from_utf8(read_member(
-        &d.join("family").join(&names[0]),
-        &format!("fatpkg-{VERSION}.dist-info/METADATA"),
-    ))
-    .unwrap();
-    for (extra, project) in
-        [("gfx942", "gfx9"), ("gfx90a", "gfx9"), ("gfx9", "gfx9"), ("gfx1100", "gfx11"), ("gfx11", "gfx11")]
-    {
-        let line = format!("Requires-Dist: fatpkg-device-{project}=={VERSION}; extra == \"device-{extra}\"\n");
-        assert!(metadata.contains(&line), "{line}{metadata}");
+    /// `show` reads the split host and device wheels.
+    fn show_reads_the_split(&self) {
+        let host = self.out_dir.join(&self.written[0]);
+        let (d, originals, out_dir, written) =
+            (self.d.as_path(), &self.originals[..], &self.out_dir, &self.written[..]);
+        // wheelfix reads its own output: the host's binaries as split out, the device wheel's
+        // archives with their targets.
+        let report = support::show_json(d, &host, &[]);
+        for (member, _, _) in originals {
+            let gpu = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == **member).expect("listed");
+            assert_eq!(gpu["container"], "kpack-split", "{gpu}");
+            assert!(!report.to_string().contains("not loadable"), "{report}");
+            assert_eq!(
+                gpu["kpack_search_paths"][0],
+                format!(".kpack/{}_@GFXARCH@.kpack", member.rsplit('/').next().unwrap())
+            );
+        }
+        let report = support::show_json(d, &out_dir.join(&written[2]), &[]);
+        let targets: Vec<&serde_json::Value> =
+            report["gpu"].as_array().unwrap().iter().map(|g| &g["targets"]).collect();
+        assert_eq!(targets.len(), 2, "{report}");
+        for t in targets {
+            assert_eq!(*t, serde_json::json!(["gfx90a", "gfx90a:xnack+", "gfx90a:xnack-"]), "{report}");
+        }
     }
-    assert_eq!(metadata.matches("extra == \"device-all\"").count(), 2, "{metadata}");
-    // The family directory's file goes with its family's wheel; check finds what it found in
-    // the set split per processor (the third unit's missing gfx90a code), nothing more.
-    let holds = |name: &str, path: &str| {
-        let zip = zip::ZipArchive::new(std::fs::File::open(d.join("family").join(name)).unwrap()).unwrap();
-        zip.file_names().any(|n| n.is_ok_and(|n| n == path))
-    };
-    let aks2 = "fatpkg/lib/aotriton.images/amd-gfx11xx/flash/k.aks2";
-    assert!(holds(&names[1], aks2) && !holds(&names[0], aks2) && !holds(&names[2], aks2), "{aks2}");
-    let (code, findings) = check(&d.join("family"));
-    let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
-    assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{findings:#?}");
-    let family = pip_install(d, &d.join("family"), "fatpkg[device-gfx942]", "site-family");
-    assert!(!family.join(aks2).exists(), "{aks2} installed with the gfx9 wheel");
-    assert_eq!(
-        archives_in(&family),
-        [
-            "fatpkg/.kpack/libk-lld.so_gfx90a.kpack",
-            "fatpkg/.kpack/libk-lld.so_gfx942.kpack",
-            "fatpkg/sub/.kpack/libk-bfd.so_gfx90a.kpack",
-            "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"
-        ]
-    );
-    let (member, _, registered) = &originals[0];
-    let (lines, value) = load_as(d, &stub, &family.join(member), "gfx942", None);
-    assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"));
 
-    // One kpack group (`--group`, kpack's own layout): both binaries' code in one archive per
-    // processor, in their common directory, each binary's marker naming it; the reader and the
-    // stub runtime find every code object through it, as through an archive per binary.
-    let out = wheelfix(d, &["split", "--all-targets", "--group", "fatpkg", "-w", "grouped", wheel.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    same_without_copies(d, &["split", "--all-targets", "--group", "fatpkg"], &wheel, &d.join("grouped"));
-    let grouped = pip_install(d, &d.join("grouped"), "fatpkg[device-gfx942]", "site-grouped");
-    assert_eq!(archives_in(&grouped), ["fatpkg/.kpack/fatpkg_gfx942.kpack"]);
-    // Every wrapper's code object, keyed `<kernel name>#<i>`, through the shared archive; the
-    // stub runtime registers them; `check` of the set says only what the build lacks.
-    let every_object_found = |site: &Path, out: &str, kernel_name: &dyn Fn(&str) -> String| {
-        for (member, original, registered) in &originals {
-            let found = read_installed(&site.join(member), "gfx942");
+    /// Installed with an extra, each wrapper's code object loads, and only that target's.
+    fn installed_device_code_loads(&self) {
+        let (d, stub, originals, out_dir) = (self.d.as_path(), &self.stub, &self.originals[..], &self.out_dir);
+        let full = pip_install(d, out_dir, "fatpkg[device-gfx942]", "site-gfx942");
+        assert_eq!(
+            archives_in(&full),
+            ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"],
+            "the gfx942 archives and no other target's"
+        );
+        let host_only = pip_install(d, out_dir, "fatpkg", "site-host");
+        assert!(archives_in(&host_only).is_empty());
+        // The gfx942 database files are installed and no other target's; files of no target stay.
+        for (i, (path, target)) in DATABASES.iter().enumerate() {
+            let in_full = std::fs::read(full.join(path)).ok();
+            let expected = matches!(target, None | Some("gfx942")).then(|| vec![i as u8; 5000 + i]);
+            assert_eq!(in_full, expected, "{path} with [device-gfx942]");
+            assert_eq!(host_only.join(path).exists(), target.is_none(), "{path} without a device wheel");
+        }
+
+        for (member, original, registered) in originals {
+            let installed = full.join(member);
+            // The reader gets, per wrapper, exactly what clang's bundler unbundles from the bundle
+            // that wrapper pointed at, and the archive lists gfx942 alone.
+            let found = read_installed(&installed, "gfx942");
             let bundles = bundles(original);
             assert_eq!(found.len(), bundles.len(), "{member}: one wrapper per bundle");
-            for (i, (key, sha, _)) in found.iter().enumerate() {
-                assert_eq!(key, &format!("{}#{i}", kernel_name(member)));
+            for (i, (key, sha, arches)) in found.iter().enumerate() {
+                assert_eq!(key, &format!("{member}#{i}"));
                 let expected = sha256_hex(&bundler_unbundle(d, &bundles[i], "hipv4-amdgcn-amd-amdhsa--gfx942"));
-                assert_eq!(sha, &expected, "{member} wrapper {i} through {out}'s archive");
+                assert_eq!((sha, arches.as_slice()), (&expected, &["gfx942".to_string()][..]), "{member} wrapper {i}");
             }
-            let (lines, value) = load_as(d, &stub, &site.join(member), "gfx942", None);
-            assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"), "{member}");
+            let missing = read_installed(&host_only.join(member), "gfx942");
+            assert!(
+                missing.iter().all(|(_, sha, _)| sha == "MISSING"),
+                "{member}: without the device wheel: {missing:?}"
+            );
+
+            // The stub runtime registers, per wrapper, the original's gfx942 code object.
+            let (lines, value) = load_as(d, stub, &installed, "gfx942:sramecc+:xnack-", Some("gfx9-4-generic"));
+            assert_eq!(value, "42", "{member}: the host code runs");
+            assert_eq!(lines, expected_for(registered, &["gfx942"]), "{member}");
+            let (lines, value) = load_as(d, stub, &host_only.join(member), "gfx942", None);
+            assert_eq!(value, "42");
+            assert!(lines.iter().all(|l| l.starts_with("MISSING")), "{member}: without the device wheel: {lines:?}");
         }
-        let (code, findings) = check(&d.join(out));
+    }
+
+    /// A metapackage of the set brings a target's archives.
+    fn metapackage_brings_the_archives(&self) {
+        let (d, out_dir, written) = (self.d.as_path(), &self.out_dir, &self.written[..]);
+        // A metapackage of the multi-architecture set: one extra per target, each requiring the
+        // host with that target's extra; installed, it brings the gfx942 archives.
+        let mut args = vec!["metapackage", "--name", "rocm-fat", "--rocm-version", "7.1.0", "-o", "meta"];
+        args.extend(["--gpu-target", "gfx942", "--gpu-target", "gfx1100"]);
+        let paths: Vec<String> = written.iter().map(|n| out_dir.join(n).display().to_string()).collect();
+        args.extend(paths.iter().map(String::as_str));
+        let out = wheelfix(d, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let meta = std::fs::read_dir(d.join("meta")).unwrap().next().unwrap().unwrap().path();
+        let dist_info =
+            format!("{}.dist-info/METADATA", meta.file_name().unwrap().to_str().unwrap().split("-py3").next().unwrap());
+        let text = String::from_utf8(read_member(&meta, &dist_info)).unwrap();
+        assert!(
+            text.contains(&format!("Requires-Dist: fatpkg[device-gfx942]=={VERSION}; extra == \"device-gfx942\"\n")),
+            "{text}"
+        );
+        assert!(!text.contains("fatpkg-device"), "device wheels come through the host's extra: {text}");
+        let site = d.join("site-meta");
+        run(Command::new(system_python())
+            .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-index", "--find-links"])
+            .arg(out_dir)
+            .arg("--find-links")
+            .arg(d.join("meta"))
+            .arg("--target")
+            .arg(&site)
+            .arg("rocm-fat[device-gfx942]"));
+        assert_eq!(
+            archives_in(&site),
+            ["fatpkg/.kpack/libk-lld.so_gfx942.kpack", "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"]
+        );
+    }
+
+    /// Device wheels per family.
+    fn grouped_by_family(&self) {
+        let (d, stub, wheel, originals) = (self.d.as_path(), &self.stub, &self.wheel, &self.originals[..]);
+        let check = |set: &Path| self.check(set);
+        // Grouped by family: one device wheel for gfx9 (gfx90a and gfx942), one for gfx11; the
+        // host keeps an extra per processor. Installed with [device-gfx942], the gfx942 code loads.
+        let out =
+            wheelfix(d, &["split", "--all-targets", "--group-by", "family", "-w", "family", wheel.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        // Groups of several targets take copies of the captured frames: the same bytes again.
+        same_without_copies(d, &["split", "--all-targets", "--group-by", "family"], wheel, &d.join("family"));
+        let mut names: Vec<String> = std::fs::read_dir(d.join("family"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                format!("fatpkg-{VERSION}-py3-none-linux_x86_64.whl"),
+                format!("fatpkg_device_gfx11-{VERSION}-py3-none-linux_x86_64.whl"),
+                format!("fatpkg_device_gfx9-{VERSION}-py3-none-linux_x86_64.whl"),
+            ]
+        );
+        let metadata = String::from_utf8(read_member(
+            &d.join("family").join(&names[0]),
+            &format!("fatpkg-{VERSION}.dist-info/METADATA"),
+        ))
+        .unwrap();
+        for (extra, project) in
+            [("gfx942", "gfx9"), ("gfx90a", "gfx9"), ("gfx9", "gfx9"), ("gfx1100", "gfx11"), ("gfx11", "gfx11")]
+        {
+            let line = format!("Requires-Dist: fatpkg-device-{project}=={VERSION}; extra == \"device-{extra}\"\n");
+            assert!(metadata.contains(&line), "{line}{metadata}");
+        }
+        assert_eq!(metadata.matches("extra == \"device-all\"").count(), 2, "{metadata}");
+        // The family directory's file goes with its family's wheel; check finds what it found in
+        // the set split per processor (the third unit's missing gfx90a code), nothing more.
+        let holds = |name: &str, path: &str| {
+            let zip = zip::ZipArchive::new(std::fs::File::open(d.join("family").join(name)).unwrap()).unwrap();
+            zip.file_names().any(|n| n.is_ok_and(|n| n == path))
+        };
+        let aks2 = "fatpkg/lib/aotriton.images/amd-gfx11xx/flash/k.aks2";
+        assert!(holds(&names[1], aks2) && !holds(&names[0], aks2) && !holds(&names[2], aks2), "{aks2}");
+        let (code, findings) = check(&d.join("family"));
         let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
-        assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{out}: {findings:#?}");
-    };
-    every_object_found(&grouped, "grouped", &|member| member.to_string());
-    let bad = wheelfix(d, &["split", "--all-targets", "--group", "../up", "-w", "bad", wheel.to_str().unwrap()]);
-    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+        assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{findings:#?}");
+        let family = pip_install(d, &d.join("family"), "fatpkg[device-gfx942]", "site-family");
+        assert!(!family.join(aks2).exists(), "{aks2} installed with the gfx9 wheel");
+        assert_eq!(
+            archives_in(&family),
+            [
+                "fatpkg/.kpack/libk-lld.so_gfx90a.kpack",
+                "fatpkg/.kpack/libk-lld.so_gfx942.kpack",
+                "fatpkg/sub/.kpack/libk-bfd.so_gfx90a.kpack",
+                "fatpkg/sub/.kpack/libk-bfd.so_gfx942.kpack"
+            ]
+        );
+        let (member, _, registered) = &originals[0];
+        let (lines, value) = load_as(d, stub, &family.join(member), "gfx942", None);
+        assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"));
+    }
 
-    // TheRock's layout (`--overlay-root`), as its splitter writes it: one archive per target id
-    // in `<root>/.kpack/`, named after the project (`fatpkg_gfx942.kpack`); each binary's kernel
-    // name and keys its path below the root; its search path climbing from its directory to the
-    // root. The runtime's reader and the stub runtime find every code object through it.
-    let args = ["split", "--all-targets", "--overlay-root", "fatpkg", "--device-name", "amd-{name}-device-{target}"];
-    let out = wheelfix(d, &[&args[..], &["-w", "overlay", wheel.to_str().unwrap()]].concat());
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(d.join("overlay/amd_fatpkg_device_gfx942-1.0+rocm7.1.0-py3-none-linux_x86_64.whl").exists());
-    let overlay = pip_install(d, &d.join("overlay"), "fatpkg[device-gfx942]", "site-overlay");
-    assert_eq!(archives_in(&overlay), ["fatpkg/.kpack/fatpkg_gfx942.kpack"]);
-    for (member, _, _) in &originals {
-        let below = member.strip_prefix("fatpkg/").unwrap();
-        let up = "../".repeat(below.matches('/').count());
-        let marker = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(overlay.join(member)));
-        let expected = serde_json::json!({
-            "kernel_name": below,
-            "kpack_search_paths": [format!("{up}.kpack/fatpkg_@GFXARCH@.kpack")],
-        });
-        assert_eq!(serde_json::from_str::<serde_json::Value>(marker.trim()).unwrap(), expected, "{member}");
-    }
-    every_object_found(&overlay, "overlay", &|member| member.strip_prefix("fatpkg/").unwrap().to_string());
-    // Under an overlay root the archives are per target id, as TheRock writes them: the gfx90a
-    // device wheel holds one archive per xnack mode (and one for the plain processor), each
-    // listing its target id alone; the runtime, asking for the agent's target id and then its
-    // processor, loads what the fat binary would have for each mode. `--archive-per processor`
-    // gives one gfx90a archive.
-    let overlay_gfx90a = pip_install(d, &d.join("overlay"), "fatpkg[device-gfx90a]", "site-overlay-gfx90a");
-    let per_id = ["fatpkg/.kpack/fatpkg_gfx90a.kpack", "fatpkg/.kpack/fatpkg_gfx90a:xnack+.kpack"];
-    assert_eq!(archives_in(&overlay_gfx90a), [&per_id[..], &["fatpkg/.kpack/fatpkg_gfx90a:xnack-.kpack"]].concat());
-    // Each archive's header names it as TheRock's does: family and arches its target id.
-    let header = "import msgpack, struct, sys\nb = open(sys.argv[1], 'rb').read()\nt = msgpack.unpackb(b[struct.unpack_from('<Q', b, 8)[0]:], raw=False)\nprint(t['gfx_arch_family'], *t['gfx_arches'])";
-    for name in archives_in(&overlay_gfx90a) {
-        let id = name.strip_prefix("fatpkg/.kpack/fatpkg_").unwrap().strip_suffix(".kpack").unwrap();
-        let out = run(Command::new(reader_python()).args(["-c", header]).arg(overlay_gfx90a.join(&name)));
-        assert_eq!(out.trim(), format!("{id} {id}"), "{name}");
-    }
-    for id in ["gfx90a:xnack+", "gfx90a:xnack-"] {
-        for (member, _, _) in &originals {
-            let found = read_installed(&overlay_gfx90a.join(member), id);
-            assert!(found.iter().any(|(_, sha, _)| sha != "MISSING"), "{member}: no {id} code found");
-            for (key, sha, arches) in found.iter().filter(|(_, sha, _)| sha != "MISSING") {
-                assert_eq!(arches, &[id.to_string()], "{member} {key} {sha}: its archive lists {id} alone");
+    /// One kpack archive per processor for the wheel (`--group`), and TheRock's layout (`--overlay-root`).
+    fn one_kpack_group_and_therock_layout(&self) {
+        let (d, stub, wheel, originals) = (self.d.as_path(), &self.stub, &self.wheel, &self.originals[..]);
+        let check = |set: &Path| self.check(set);
+        // One kpack group (`--group`, kpack's own layout): both binaries' code in one archive per
+        // processor, in their common directory, each binary's marker naming it; the reader and the
+        // stub runtime find every code object through it, as through an archive per binary.
+        let out =
+            wheelfix(d, &["split", "--all-targets", "--group", "fatpkg", "-w", "grouped", wheel.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        same_without_copies(d, &["split", "--all-targets", "--group", "fatpkg"], wheel, &d.join("grouped"));
+        let grouped = pip_install(d, &d.join("grouped"), "fatpkg[device-gfx942]", "site-grouped");
+        assert_eq!(archives_in(&grouped), ["fatpkg/.kpack/fatpkg_gfx942.kpack"]);
+        // Every wrapper's code object, keyed `<kernel name>#<i>`, through the shared archive; the
+        // stub runtime registers them; `check` of the set says only what the build lacks.
+        let every_object_found = |site: &Path, out: &str, kernel_name: &dyn Fn(&str) -> String| {
+            for (member, original, registered) in originals {
+                let found = read_installed(&site.join(member), "gfx942");
+                let bundles = bundles(original);
+                assert_eq!(found.len(), bundles.len(), "{member}: one wrapper per bundle");
+                for (i, (key, sha, _)) in found.iter().enumerate() {
+                    assert_eq!(key, &format!("{}#{i}", kernel_name(member)));
+                    let expected = sha256_hex(&bundler_unbundle(d, &bundles[i], "hipv4-amdgcn-amd-amdhsa--gfx942"));
+                    assert_eq!(sha, &expected, "{member} wrapper {i} through {out}'s archive");
+                }
+                let (lines, value) = load_as(d, stub, &site.join(member), "gfx942", None);
+                assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"), "{member}");
+            }
+            let (code, findings) = check(&d.join(out));
+            let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+            assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{out}: {findings:#?}");
+        };
+        every_object_found(&grouped, "grouped", &|member| member.to_string());
+        let bad = wheelfix(d, &["split", "--all-targets", "--group", "../up", "-w", "bad", wheel.to_str().unwrap()]);
+        assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+
+        // TheRock's layout (`--overlay-root`), as its splitter writes it: one archive per target id
+        // in `<root>/.kpack/`, named after the project (`fatpkg_gfx942.kpack`); each binary's kernel
+        // name and keys its path below the root; its search path climbing from its directory to the
+        // root. The runtime's reader and the stub runtime find every code object through it.
+        let args =
+            ["split", "--all-targets", "--overlay-root", "fatpkg", "--device-name", "amd-{name}-device-{target}"];
+        let out = wheelfix(d, &[&args[..], &["-w", "overlay", wheel.to_str().unwrap()]].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(d.join("overlay/amd_fatpkg_device_gfx942-1.0+rocm7.1.0-py3-none-linux_x86_64.whl").exists());
+        let overlay = pip_install(d, &d.join("overlay"), "fatpkg[device-gfx942]", "site-overlay");
+        assert_eq!(archives_in(&overlay), ["fatpkg/.kpack/fatpkg_gfx942.kpack"]);
+        for (member, _, _) in originals {
+            let below = member.strip_prefix("fatpkg/").unwrap();
+            let up = "../".repeat(below.matches('/').count());
+            let marker = run(Command::new(reader_python()).args(["-c", ROCM_MARKER_READER]).arg(overlay.join(member)));
+            let expected = serde_json::json!({
+                "kernel_name": below,
+                "kpack_search_paths": [format!("{up}.kpack/fatpkg_@GFXARCH@.kpack")],
+            });
+            assert_eq!(serde_json::from_str::<serde_json::Value>(marker.trim()).unwrap(), expected, "{member}");
+        }
+        every_object_found(&overlay, "overlay", &|member| member.strip_prefix("fatpkg/").unwrap().to_string());
+        // Under an overlay root the archives are per target id, as TheRock writes them: the gfx90a
+        // device wheel holds one archive per xnack mode (and one for the plain processor), each
+        // listing its target id alone; the runtime, asking for the agent's target id and then its
+        // processor, loads what the fat binary would have for each mode. `--archive-per processor`
+        // gives one gfx90a archive.
+        let overlay_gfx90a = pip_install(d, &d.join("overlay"), "fatpkg[device-gfx90a]", "site-overlay-gfx90a");
+        let per_id = ["fatpkg/.kpack/fatpkg_gfx90a.kpack", "fatpkg/.kpack/fatpkg_gfx90a:xnack+.kpack"];
+        assert_eq!(archives_in(&overlay_gfx90a), [&per_id[..], &["fatpkg/.kpack/fatpkg_gfx90a:xnack-.kpack"]].concat());
+        // Each archive's header names it as TheRock's does: family and arches its target id.
+        let header = "import msgpack, struct, sys\nb = open(sys.argv[1], 'rb').read()\nt = msgpack.unpackb(b[struct.unpack_from('<Q', b, 8)[0]:], raw=False)\nprint(t['gfx_arch_family'], *t['gfx_arches'])";
+        for name in archives_in(&overlay_gfx90a) {
+            let id = name.strip_prefix("fatpkg/.kpack/fatpkg_").unwrap().strip_suffix(".kpack").unwrap();
+            let out = run(Command::new(reader_python()).args(["-c", header]).arg(overlay_gfx90a.join(&name)));
+            assert_eq!(out.trim(), format!("{id} {id}"), "{name}");
+        }
+        for id in ["gfx90a:xnack+", "gfx90a:xnack-"] {
+            for (member, _, _) in originals {
+                let found = read_installed(&overlay_gfx90a.join(member), id);
+                assert!(found.iter().any(|(_, sha, _)| sha != "MISSING"), "{member}: no {id} code found");
+                for (key, sha, arches) in found.iter().filter(|(_, sha, _)| sha != "MISSING") {
+                    assert_eq!(arches, &[id.to_string()], "{member} {key} {sha}: its archive lists {id} alone");
+                }
             }
         }
-    }
-    for (member, _, registered) in &originals {
-        for (agent, preferred) in [
-            ("gfx90a:xnack+", ["gfx90a:xnack+", "gfx90a"]),
-            ("gfx90a:xnack-", ["gfx90a:xnack-", "gfx90a"]),
-            ("gfx90a:sramecc+:xnack-", ["gfx90a:xnack-", "gfx90a"]),
-        ] {
-            let (lines, _) = load_as(d, &stub, &overlay_gfx90a.join(member), agent, None);
-            assert_eq!(lines, expected_for(registered, &preferred), "{member} on {agent}, per target id");
+        for (member, _, registered) in originals {
+            for (agent, preferred) in [
+                ("gfx90a:xnack+", ["gfx90a:xnack+", "gfx90a"]),
+                ("gfx90a:xnack-", ["gfx90a:xnack-", "gfx90a"]),
+                ("gfx90a:sramecc+:xnack-", ["gfx90a:xnack-", "gfx90a"]),
+            ] {
+                let (lines, _) = load_as(d, stub, &overlay_gfx90a.join(member), agent, None);
+                assert_eq!(lines, expected_for(registered, &preferred), "{member} on {agent}, per target id");
+            }
         }
+        let args = ["split", "--all-targets", "--overlay-root", "fatpkg", "--archive-per", "processor"];
+        let out = wheelfix(d, &[&args[..], &["-w", "overlay-per-processor", wheel.to_str().unwrap()]].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+        let per_processor = pip_install(d, &d.join("overlay-per-processor"), "fatpkg[device-gfx90a]", "site-pp");
+        assert_eq!(archives_in(&per_processor), ["fatpkg/.kpack/fatpkg_gfx90a.kpack"]);
+        // A binary outside the root is refused, by name; a root that climbs out is a usage error.
+        let outside = wheelfix(
+            d,
+            &["split", "--all-targets", "--overlay-root", "fatpkg/sub", "-w", "out", wheel.to_str().unwrap()],
+        );
+        assert_eq!(outside.status.code(), Some(1), "{}", stderr(&outside));
+        assert!(stderr(&outside).contains("outside the overlay root `fatpkg/sub`"), "{}", stderr(&outside));
+        let climbs =
+            wheelfix(d, &["split", "--all-targets", "--overlay-root", "../x", "-w", "out", wheel.to_str().unwrap()]);
+        assert_eq!(climbs.status.code(), Some(2), "{}", stderr(&climbs));
     }
-    let args = ["split", "--all-targets", "--overlay-root", "fatpkg", "--archive-per", "processor"];
-    let out = wheelfix(d, &[&args[..], &["-w", "overlay-per-processor", wheel.to_str().unwrap()]].concat());
-    assert!(out.status.success(), "{}", stderr(&out));
-    let per_processor = pip_install(d, &d.join("overlay-per-processor"), "fatpkg[device-gfx90a]", "site-pp");
-    assert_eq!(archives_in(&per_processor), ["fatpkg/.kpack/fatpkg_gfx90a.kpack"]);
-    // A binary outside the root is refused, by name; a root that climbs out is a usage error.
-    let outside =
-        wheelfix(d, &["split", "--all-targets", "--overlay-root", "fatpkg/sub", "-w", "out", wheel.to_str().unwrap()]);
-    assert_eq!(outside.status.code(), Some(1), "{}", stderr(&outside));
-    assert!(stderr(&outside).contains("outside the overlay root `fatpkg/sub`"), "{}", stderr(&outside));
-    let climbs =
-        wheelfix(d, &["split", "--all-targets", "--overlay-root", "../x", "-w", "out", wheel.to_str().unwrap()]);
-    assert_eq!(climbs.status.code(), Some(2), "{}", stderr(&climbs));
 
-    // xnack variants and generic targets, as the runtime falls back.
-    let gfx90a = pip_install(d, &out_dir, "fatpkg[device-gfx90a]", "site-gfx90a");
-    let gfx1100 = pip_install(d, &out_dir, "fatpkg[device-gfx1100]", "site-gfx1100");
-    for (member, _, registered) in &originals {
-        let (lines, _) = load_as(d, &stub, &gfx90a.join(member), "gfx90a:xnack+", None);
-        assert_eq!(lines, expected_for(registered, &["gfx90a:xnack+", "gfx90a"]), "{member} on gfx90a:xnack+");
-        let (lines, _) = load_as(d, &stub, &gfx90a.join(member), "gfx90a:xnack-", None);
-        assert_eq!(lines, expected_for(registered, &["gfx90a:xnack-", "gfx90a"]), "{member} on gfx90a:xnack-");
-        let (lines, _) = load_as(d, &stub, &gfx1100.join(member), "gfx1100", Some("gfx11-generic"));
-        assert_eq!(lines, expected_for(registered, &["gfx1100", "gfx11-generic"]), "{member} on gfx1100");
-        assert!(!lines.iter().any(|l| l.starts_with("MISSING")), "{lines:?}");
+    /// xnack variants and generic targets, as the runtime falls back.
+    fn xnack_and_generic_targets_fall_back(&self) {
+        let (d, stub, originals, out_dir) = (self.d.as_path(), &self.stub, &self.originals[..], &self.out_dir);
+        // xnack variants and generic targets, as the runtime falls back.
+        let gfx90a = pip_install(d, out_dir, "fatpkg[device-gfx90a]", "site-gfx90a");
+        let gfx1100 = pip_install(d, out_dir, "fatpkg[device-gfx1100]", "site-gfx1100");
+        for (member, _, registered) in originals {
+            let (lines, _) = load_as(d, stub, &gfx90a.join(member), "gfx90a:xnack+", None);
+            assert_eq!(lines, expected_for(registered, &["gfx90a:xnack+", "gfx90a"]), "{member} on gfx90a:xnack+");
+            let (lines, _) = load_as(d, stub, &gfx90a.join(member), "gfx90a:xnack-", None);
+            assert_eq!(lines, expected_for(registered, &["gfx90a:xnack-", "gfx90a"]), "{member} on gfx90a:xnack-");
+            let (lines, _) = load_as(d, stub, &gfx1100.join(member), "gfx1100", Some("gfx11-generic"));
+            assert_eq!(lines, expected_for(registered, &["gfx1100", "gfx11-generic"]), "{member} on gfx1100");
+            assert!(!lines.iter().any(|l| l.starts_with("MISSING")), "{lines:?}");
+        }
     }
 }
 
@@ -1496,4 +1602,62 @@ fn device_code_the_python_versions_share_is_stored_once() {
     }
     let check = wheelfix(d, &["check", "out"]);
     assert!(check.status.success(), "{}", stdout(&check));
+}
+
+#[test]
+fn device_wheels_require_what_device_requires_dist_names_for_their_processor() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let demo = demo_in(&d.join("in"));
+    let kernels = read_member(&demo, "rocm_demo/_kernels.cpython-312-x86_64-linux-gnu.so");
+    let fat = WheelSpec::new("gpupkg", "1.0", "py3-none-linux_x86_64")
+        .file("gpupkg/__init__.py", "")
+        .file("gpupkg/_kernels.so", kernels)
+        .write(&d.join("in"));
+    // The ROCm SDK's packages the device wheels are to require, as the index serves them.
+    for project in ["rocm_sdk_device_gfx942", "rocm_sdk_core"] {
+        WheelSpec::new(project, "7.1.0", "py3-none-any")
+            .file(&format!("{project}/__init__.py"), "")
+            .write(&d.join("index"));
+    }
+    let asked = [
+        "--device-requires-dist",
+        "rocm-sdk-device-@GFXARCH@==7.1.0",
+        "--device-requires-dist",
+        "rocm-sdk-core==7.1.0",
+    ];
+    let split = |group_by: &str, out: &str| {
+        let args = ["split", "--all-targets", "--group-by", group_by, "-w", out, fat.to_str().unwrap()];
+        let out = wheelfix(d, &[&args[..], &asked].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    let requires = |project: &str, out: &str| -> Vec<String> {
+        let wheel = d.join(out).join(format!("{project}-1.0-py3-none-linux_x86_64.whl"));
+        let metadata = String::from_utf8(read_member(&wheel, &format!("{project}-1.0.dist-info/METADATA"))).unwrap();
+        metadata.lines().filter_map(|l| l.strip_prefix("Requires-Dist: ")).map(str::to_string).collect()
+    };
+    split("target", "out");
+    for target in ["gfx942", "gfx950"] {
+        let expected =
+            ["gpupkg==1.0".to_string(), format!("rocm-sdk-device-{target}==7.1.0"), "rocm-sdk-core==7.1.0".into()];
+        assert_eq!(requires(&format!("gpupkg_device_{target}"), "out"), expected);
+    }
+    // Installed with [device-gfx942], pip brings what its device wheel requires.
+    for wheel in wheels_in(&d.join("index")) {
+        std::fs::copy(&wheel, d.join("out").join(wheel.file_name().unwrap())).unwrap();
+    }
+    let site = pip_install(d, &d.join("out"), "gpupkg[device-gfx942]", "site");
+    assert!(site.join("rocm_sdk_device_gfx942").is_dir() && site.join("rocm_sdk_core").is_dir());
+    assert_eq!(archives_in(&site), ["gpupkg/.kpack/_kernels.so_gfx942.kpack"]);
+    // A device wheel of several processors (the gfx9 family's) gains only what names none.
+    split("family", "family");
+    assert_eq!(requires("gpupkg_device_gfx9", "family"), ["gpupkg==1.0", "rocm-sdk-core==7.1.0"]);
+    // Not a requirement, or one by URL: a usage error, and nothing is written.
+    for bad in ["not a requirement!", "x @ https://example.com/x.whl"] {
+        let out =
+            wheelfix(d, &["split", "--all-targets", "--device-requires-dist", bad, "-w", "bad", fat.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("device requirement `{bad}`")), "{}", stderr(&out));
+        assert!(!d.join("bad").exists());
+    }
 }
