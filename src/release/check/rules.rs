@@ -749,15 +749,7 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
             let Some(target) = extra.strip_prefix("device-").filter(|t| t.starts_with("gfx")) else { continue };
             let Ok(requested) = crate::elf::gpu::targets::Requested::parse(target) else { continue };
             let runs = crate::elf::gpu::targets::Keep::new(vec![requested]);
-            // The device wheels the extra brings, on the host's platform.
-            let devices: Vec<&Dist> = host
-                .metadata
-                .requires_dist
-                .iter()
-                .filter(|r| r.under_extra(extra))
-                .flat_map(|r| dists.iter().filter(move |d| d.project == r.package.as_str()))
-                .filter(|d| d.platform.is_none() || d.platform == host.platform)
-                .collect();
+            let devices = devices_of(host, extra, dists);
             findings.extend(one_way_pins(host, extra, &devices));
             let tocs: Vec<(&Dist, &String, &Toc)> = devices
                 .iter()
@@ -807,6 +799,28 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
         }
     }
     findings
+}
+
+/// The device wheels `extra` of `host` brings, on the host's platform: of the versions the
+/// requirement admits (a set of several releases holds other versions of the same device
+/// projects, each for its own host).
+fn devices_of<'a>(host: &Dist, extra: &str, dists: &'a [Dist]) -> Vec<&'a Dist> {
+    host.metadata
+        .requires_dist
+        .iter()
+        .filter(|r| r.under_extra(extra))
+        .flat_map(|r| dists.iter().filter(move |d| d.project == r.package.as_str() && admits(r, &d.version)))
+        .filter(|d| d.platform.is_none() || d.platform == host.platform)
+        .collect()
+}
+
+/// Whether a requirement admits a distribution's version; a version or specifier that does not
+/// parse is admitted (what else would the requirement bring).
+fn admits(requirement: &crate::wheel::requirement::Requirement, version: &str) -> bool {
+    match (requirement.specifiers(), version.parse::<pep440_rs::Version>()) {
+        (Some(specifiers), Ok(version)) => specifiers.contains(&version),
+        _ => true,
+    }
 }
 
 /// The device wheels an extra brings that do not require the host back at its exact version.
@@ -1267,6 +1281,31 @@ mod tests {
         let toc = BTreeMap::from([("lib/k.so#1".to_string(), vec!["gfx942".to_string()])]);
         other.wheel.as_mut().unwrap().kpack_tocs.insert("pkg/.kpack/pkg_gfx942.kpack".into(), toc);
         assert_eq!(kinds(&split_set_findings(&[host(2), other])), ["kpack-kernel-not-built"]);
+    }
+
+    #[test]
+    fn a_set_of_two_releases_checks_each_host_against_its_own_device_wheels() {
+        let keys: &[(&str, &[&str])] = &[("lib/k.so#0", &["gfx90a"])];
+        let older_host = {
+            let mut h = host(1);
+            h.metadata = CoreMetadata::parse(
+                "Metadata-Version: 2.1\nName: pkg\nVersion: 0.9\nProvides-Extra: device-gfx90a\nRequires-Dist: pkg-device-gfx90a==0.9; extra == \"device-gfx90a\"\n",
+            )
+            .unwrap();
+            h.version = "0.9".into();
+            h
+        };
+        let older_device = {
+            let mut d = device(&[("pkg/.kpack/pkg_gfx90a.kpack", keys)], true);
+            d.metadata = CoreMetadata::parse(
+                "Metadata-Version: 2.1\nName: pkg-device-gfx90a\nVersion: 0.9\nRequires-Dist: pkg==0.9\n",
+            )
+            .unwrap();
+            d.version = "0.9".into();
+            d
+        };
+        let set = [host(1), device(&[("pkg/.kpack/pkg_gfx90a.kpack", keys)], true), older_host, older_device];
+        assert_eq!(kinds(&split_set_findings(&set)), Vec::<&str>::new());
     }
 
     #[test]
