@@ -813,7 +813,7 @@ fn index_url(text: &str) -> Result<String, String> {
 
 /// A requirement handed to a resolver: a PEP 508 requirement, never an option.
 fn requirement(text: &str) -> Result<String, String> {
-    wheelfix::release::resolve::requirement(text)
+    wheelfix::release::resolve::requirement(text).map_err(|e| e.to_string())
 }
 
 /// What a parsed command line asks for: a command of the library, or what the binary does

@@ -459,7 +459,7 @@ fn resolve(
         timeout,
     };
     let scratch = tempfile::tempdir().map_err(|e| format!("cannot make a scratch directory: {e}"))?;
-    let resolution = release::resolve::resolve(&request, scratch.path())?;
+    let resolution = release::resolve::resolve(&request, scratch.path()).map_err(|e| e.to_string())?;
     let site = release::upstream::Upstream::new(&index_url, timeout);
     let findings = release::check::resolution_findings(&resolution, &site, &args.forbid)?;
     Ok((resolution, findings))

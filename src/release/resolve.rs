@@ -105,38 +105,84 @@ pub struct Resolution {
     pub failure: Option<String>,
 }
 
+/// Why a resolution was not made. A resolution the resolver ran and could not satisfy is no
+/// error: it is the release's finding ([`Resolution::failure`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("{text:?} is not a PEP 508 requirement: {why}")]
+    NotPep508 { text: String, why: String },
+    #[error("{0:?} names a URL; --resolve takes requirements by name, resolved from the indexes")]
+    ByUrl(String),
+    /// An option or a second line where a requirement was expected.
+    #[error("{0:?} is not a requirement")]
+    NotARequirement(String),
+    /// A program (`what`: how it was called) could not be run, or ran past its deadline.
+    #[error("{what}: {problem}")]
+    Run { what: String, problem: RunProblem },
+    /// A version query that exited non-zero.
+    #[error("`{command}` failed: {stderr}")]
+    QueryFailed { command: String, stderr: String },
+    /// pip's `--report` could not be read.
+    #[error("pip's report: {0}")]
+    Report(String),
+    /// The resolver failed for a reason of its own (a usage error, a crash), not the release's.
+    #[error(
+        "{resolver} could not run the resolution (this says nothing of the release): {message}\ncommand: {command}"
+    )]
+    Resolver { resolver: String, message: String, command: String },
+    /// A pip too old for `install --dry-run --report`.
+    #[error(
+        "`python3 -m pip` is {0}; --resolve needs pip {major}.{minor} or newer (`install --dry-run --report`): `python3 -m pip install -U pip`, a python3 whose pip is newer first on PATH, or --resolver uv",
+        major = PIP_MIN.0,
+        minor = PIP_MIN.1
+    )]
+    OldPip(String),
+}
+
+/// Why a resolver's process gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RunProblem {
+    #[error("cannot run it (is it installed and on PATH?): {0}")]
+    Spawn(std::io::Error),
+    #[error("{0}")]
+    Wait(std::io::Error),
+    #[error("stopped after {0} s without an answer (the deadline is twenty times --timeout)")]
+    Deadline(u64),
+}
+
 /// A requirement as `--resolve` takes it: one PEP 508 requirement by name (no URL, no option,
 /// no second line), written back in its normal form, which is what the resolver receives.
 /// Ex) `rocm-torch[device-gfx950]`; not `--report=x`, `-rFILE`, `a\nb`
-pub fn requirement(text: &str) -> Result<String, String> {
+pub fn requirement(text: &str) -> Result<String, ResolveError> {
     use std::str::FromStr;
     let parsed = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(text)
-        .map_err(|e| format!("{text:?} is not a PEP 508 requirement: {}", e.message))?;
+        .map_err(|e| ResolveError::NotPep508 { text: text.into(), why: e.message.to_string() })?;
     if parsed.version_or_url.as_ref().is_some_and(|v| matches!(v, pep508_rs::VersionOrUrl::Url(_))) {
-        return Err(format!("{text:?} names a URL; --resolve takes requirements by name, resolved from the indexes"));
+        return Err(ResolveError::ByUrl(text.into()));
     }
     let normal = parsed.to_string();
     if normal.starts_with('-') || normal.contains(['\n', '\r']) {
-        return Err(format!("{text:?} is not a requirement"));
+        return Err(ResolveError::NotARequirement(text.into()));
     }
     Ok(normal)
 }
 
 /// Resolve with the chosen resolver. `Err` when it cannot be run at all.
-pub fn resolve(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, String> {
+pub fn resolve(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, ResolveError> {
     match request.resolver {
         Resolver::Pip => resolve_with_pip(request, scratch),
         Resolver::Uv => resolve_with_uv(request, scratch),
     }
 }
 
-fn version_of(program: &str, args: &[&str], scratch: &std::path::Path) -> Result<String, String> {
+fn version_of(program: &str, args: &[&str], scratch: &std::path::Path) -> Result<String, ResolveError> {
     let mut command = Command::new(program);
     command.args(args).current_dir(scratch);
+    let called = format!("{program} {}", args.join(" "));
     let out = run_bounded(command, None, std::time::Duration::from_secs(120))
-        .map_err(|e| format!("`{program} {}`: {e}", args.join(" ")))?;
+        .map_err(|problem| ResolveError::Run { what: format!("`{called}`"), problem })?;
     if !out.success {
-        return Err(format!("`{program} {}` failed: {}", args.join(" "), out.stderr_tail.trim()));
+        return Err(ResolveError::QueryFailed { command: called, stderr: out.stderr_tail.trim().to_string() });
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
@@ -158,7 +204,7 @@ struct Ran {
 
 /// Run `command` with `input` on its standard input, keeping a bounded part of what it prints,
 /// and stop it (its whole process group) when it runs past `deadline`.
-fn run_bounded(mut command: Command, input: Option<Vec<u8>>, deadline: std::time::Duration) -> Result<Ran, String> {
+fn run_bounded(mut command: Command, input: Option<Vec<u8>>, deadline: std::time::Duration) -> Result<Ran, RunProblem> {
     use std::io::{Read, Write};
     use std::os::unix::process::CommandExt;
     use std::process::Stdio;
@@ -167,7 +213,7 @@ fn run_bounded(mut command: Command, input: Option<Vec<u8>>, deadline: std::time
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let mut child = command.spawn().map_err(|e| format!("cannot run it (is it installed and on PATH?): {e}"))?;
+    let mut child = command.spawn().map_err(RunProblem::Spawn)?;
     let feeder = match (input, child.stdin.take()) {
         (Some(bytes), Some(mut stdin)) => Some(std::thread::spawn(move || {
             let _ = stdin.write_all(&bytes);
@@ -198,7 +244,7 @@ fn run_bounded(mut command: Command, input: Option<Vec<u8>>, deadline: std::time
     });
     let started = std::time::Instant::now();
     let status = loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
+        match child.try_wait().map_err(RunProblem::Wait)? {
             Some(status) => break Some(status),
             None if started.elapsed() > deadline => {
                 // SAFETY: signals the process group this child leads.
@@ -216,10 +262,7 @@ fn run_bounded(mut command: Command, input: Option<Vec<u8>>, deadline: std::time
     let stderr_tail = stderr_reader.join().unwrap_or_default();
     match status {
         Some(status) => Ok(Ran { success: status.success(), stdout, stderr_tail }),
-        None => Err(format!(
-            "stopped after {} s without an answer (the deadline is twenty times --timeout)",
-            deadline.as_secs()
-        )),
+        None => Err(RunProblem::Deadline(deadline.as_secs())),
     }
 }
 
@@ -236,7 +279,7 @@ fn tail(text: &str) -> String {
     lines[lines.len().saturating_sub(12)..].join("\n")
 }
 
-fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, String> {
+fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, ResolveError> {
     let python = "python3";
     // `pip 26.3 from /…/pip (python 3.11)` → `pip 26.3`
     let version = version_of(python, &["-I", "-m", "pip", "--version"], scratch)?;
@@ -271,14 +314,15 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     args.extend(request.requirements.iter().cloned());
     let mut child = Command::new(python);
     child.args(&args).current_dir(scratch);
-    let out = run_bounded(child, None, request.deadline()).map_err(|e| format!("{python} -m pip: {e}"))?;
+    let out = run_bounded(child, None, request.deadline())
+        .map_err(|problem| ResolveError::Run { what: format!("{python} -m pip"), problem })?;
     let command = shown_command(python, args);
     if !out.success {
         return failed(resolver, command, &out.stderr_tail);
     }
-    let text =
-        crate::wheel::inputs::read_text_bounded(&report, REPORT_MAX).map_err(|e| format!("pip's report: {e}"))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("pip's report: {e}"))?;
+    let text = crate::wheel::inputs::read_text_bounded(&report, REPORT_MAX)
+        .map_err(|e| ResolveError::Report(e.to_string()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| ResolveError::Report(e.to_string()))?;
     let items: &[serde_json::Value] = value["install"].as_array().map(Vec::as_slice).unwrap_or_default();
     let name_of = |item: &serde_json::Value| {
         crate::wheel::name::PackageName::new(item["metadata"]["name"].as_str().unwrap_or_default()).to_string()
@@ -332,13 +376,10 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
 
 /// A resolver that exited non-zero: no resolution of the requirements (a finding of the
 /// release), or an error of the resolver itself, which says nothing of the release.
-fn failed(resolver: String, command: Vec<String>, stderr: &str) -> Result<Resolution, String> {
+fn failed(resolver: String, command: Vec<String>, stderr: &str) -> Result<Resolution, ResolveError> {
     let message = tail(stderr);
     if !is_no_resolution(&message) {
-        return Err(format!(
-            "{resolver} could not run the resolution (this says nothing of the release): {message}\ncommand: {}",
-            command.join(" ")
-        ));
+        return Err(ResolveError::Resolver { resolver, message, command: command.join(" ") });
     }
     Ok(Resolution { resolver, command, distributions: Vec::new(), failure: Some(message) })
 }
@@ -348,16 +389,13 @@ const PIP_MIN: (u64, u64) = (22, 2);
 
 /// Refuse a pip older than [`PIP_MIN`], naming it and what to do, rather than reporting its
 /// usage error as the release's failure. Ex) `pip 26.3` → ok; `pip 21.3.1` → an error
-fn check_pip_version(resolver: &str) -> Result<(), String> {
+fn check_pip_version(resolver: &str) -> Result<(), ResolveError> {
     let version = resolver.strip_prefix("pip ").unwrap_or(resolver);
     let mut parts = version.split('.').map(|p| p.parse::<u64>().ok());
     let found = (parts.next().flatten(), parts.next().flatten().unwrap_or(0));
     match found {
         (Some(major), minor) if (major, minor) >= PIP_MIN => Ok(()),
-        _ => Err(format!(
-            "`python3 -m pip` is {resolver}; --resolve needs pip {}.{} or newer (`install --dry-run --report`): `python3 -m pip install -U pip`, a python3 whose pip is newer first on PATH, or --resolver uv",
-            PIP_MIN.0, PIP_MIN.1
-        )),
+        _ => Err(ResolveError::OldPip(resolver.to_string())),
     }
 }
 
@@ -452,7 +490,7 @@ fn uv_platform(tag: &str) -> String {
     }
 }
 
-fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, String> {
+fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Result<Resolution, ResolveError> {
     let uv = "uv";
     let resolver = version_of(uv, &["--version"], scratch)?;
     // uv searches `--extra-index-url` first and stops at the first index that has a name. As
@@ -487,7 +525,8 @@ fn resolve_with_uv(request: &ResolveRequest, scratch: &std::path::Path) -> Resul
     // never an option line (`-r`, `--index-url`) of a requirements file.
     debug_assert!(request.requirements.iter().all(|r| requirement(r).is_ok()));
     let input = request.requirements.join("\n") + "\n";
-    let out = run_bounded(child, Some(input.into_bytes()), request.deadline()).map_err(|e| format!("{uv}: {e}"))?;
+    let out = run_bounded(child, Some(input.into_bytes()), request.deadline())
+        .map_err(|problem| ResolveError::Run { what: uv.to_string(), problem })?;
     let command = shown_command(uv, args);
     if !out.success {
         return failed(resolver, command, &out.stderr_tail);
