@@ -169,16 +169,17 @@ pub struct SharedArchives<'a> {
 /// takes it): PEP 508, by name, `@GFXARCH@` standing for the wheel's processor.
 /// Ex) `rocm-sdk-device-@GFXARCH@==7.1.0`; not `x @ https://…`, `a b`
 pub fn check_device_requirement(text: &str) -> Result<(), String> {
-    use std::str::FromStr;
+    use crate::wheel::requirement::{ByNameError, by_name};
     let filled = text.replace(crate::elf::gpu::kpack::GFXARCH, "gfx942");
-    let parsed = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(filled.trim())
-        .map_err(|e| format!("device requirement `{text}` is not a PEP 508 requirement: {}", e.message))?;
-    if matches!(parsed.version_or_url, Some(pep508_rs::VersionOrUrl::Url(_))) {
-        return Err(format!(
+    match by_name(filled.trim()) {
+        Ok(_) => Ok(()),
+        Err(ByNameError::NotPep508(why)) => {
+            Err(format!("device requirement `{text}` is not a PEP 508 requirement: {why}"))
+        }
+        Err(ByNameError::Url) => Err(format!(
             "device requirement `{text}` names a URL: pip refuses a URL requirement of a wheel from an index"
-        ));
+        )),
     }
-    Ok(())
 }
 
 /// The requirements a device wheel of `processors` gains from `asked`: each with `@GFXARCH@`
@@ -194,7 +195,6 @@ pub fn device_requirements(asked: &[String], processors: &[&str]) -> Vec<String>
             [processor] => Some(r.replace(gfxarch, processor)),
             _ => (!r.contains(gfxarch)).then(|| r.clone()),
         })
-        .map(|r| r.trim().to_string())
         .collect()
 }
 

@@ -154,13 +154,11 @@ pub enum RunProblem {
 /// no second line), written back in its normal form, which is what the resolver receives.
 /// Ex) `rocm-torch[device-gfx950]`; not `--report=x`, `-rFILE`, `a\nb`
 pub fn requirement(text: &str) -> Result<String, ResolveError> {
-    use std::str::FromStr;
-    let parsed = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(text)
-        .map_err(|e| ResolveError::NotPep508 { text: text.into(), why: e.message.to_string() })?;
-    if parsed.version_or_url.as_ref().is_some_and(|v| matches!(v, pep508_rs::VersionOrUrl::Url(_))) {
-        return Err(ResolveError::ByUrl(text.into()));
-    }
-    let normal = parsed.to_string();
+    use crate::wheel::requirement::{ByNameError, by_name};
+    let normal = by_name(text).map_err(|e| match e {
+        ByNameError::NotPep508(why) => ResolveError::NotPep508 { text: text.into(), why },
+        ByNameError::Url => ResolveError::ByUrl(text.into()),
+    })?;
     if normal.starts_with('-') || normal.contains(['\n', '\r']) {
         return Err(ResolveError::NotARequirement(text.into()));
     }

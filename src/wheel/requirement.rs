@@ -242,6 +242,27 @@ fn exact_pin(spec: &str) -> Option<ExactPin> {
     Some(ExactPin { op, version: version.to_string(), range: start..start + len })
 }
 
+/// Why a text is not one requirement by name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ByNameError {
+    #[error("not a PEP 508 requirement: {0}")]
+    NotPep508(String),
+    /// `name @ https://…`: installers fetch it from the URL, not from an index.
+    #[error("names a URL")]
+    Url,
+}
+
+/// A PEP 508 requirement by name (not `name @ url`), in its normal form.
+/// Ex) `rocm-torch [device-gfx950]` → `rocm-torch[device-gfx950]`
+pub fn by_name(text: &str) -> Result<String, ByNameError> {
+    let parsed = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(text)
+        .map_err(|e| ByNameError::NotPep508(e.message.to_string()))?;
+    if matches!(parsed.version_or_url, Some(pep508_rs::VersionOrUrl::Url(_))) {
+        return Err(ByNameError::Url);
+    }
+    Ok(parsed.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -175,6 +175,7 @@ fn inflate_member(
 
 /// What rewriting a member's bundles left to do after: the spans it freed, and for a thin, the
 /// code objects the file must still hold and where the proof looks for them.
+#[derive(Default)]
 struct Rewritten {
     freed: Vec<rewrite::Freed>,
     /// What the thinned file must hold, read from the original before each bundle is rewritten.
@@ -200,7 +201,7 @@ fn rewrite_member(
         container: change.expected.container,
         ..Default::default()
     };
-    let mut done = Rewritten { freed: Vec::new(), kept_before: Vec::new(), proof_spans: Vec::new(), marker: None };
+    let mut done = Rewritten::default();
     if let Some(to) = &change.split {
         let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
         let (moved, archives) = split_out(zeroed, change, to, captured).map_err(|e| e.to_string())?;
