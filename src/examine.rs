@@ -80,7 +80,10 @@ pub fn examine(
 /// file; what was read, analysed and judged as a wheel's members would be, the files named
 /// relative to `path` (a file by its name), with their sizes. Libraries resolve as the loader
 /// would find them from where the files lie.
-pub fn examine_installed(path: &Path, options: &ExamineOptions<'_>) -> Result<InstalledExamined, String> {
+pub fn examine_installed(
+    path: &Path,
+    options: &ExamineOptions<'_>,
+) -> Result<InstalledExamined, analysis::installed::InstalledError> {
     let files = if path.is_dir() {
         analysis::installed::files_under(path)?
     } else {

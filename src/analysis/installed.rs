@@ -47,15 +47,37 @@ pub struct Site {
     pub unreadable: Vec<(String, String)>,
 }
 
+/// Why an installed directory, distribution or file cannot be read (the caller names the
+/// distribution or file).
+#[derive(Debug, thiserror::Error)]
+pub enum InstalledError {
+    /// A directory that cannot be resolved or listed. Ex) `/venv/lib: Permission denied`
+    #[error("{}: {source}", path.display())]
+    Dir { path: PathBuf, source: std::io::Error },
+    #[error("METADATA: {0}")]
+    MetadataRead(std::io::Error),
+    #[error("METADATA: {0}")]
+    Metadata(#[from] crate::wheel::metadata::MetadataError),
+    /// The file cannot be opened (or is not a regular file), or its size read.
+    #[error("{0}")]
+    Open(std::io::Error),
+    /// Its bytes cannot be read.
+    #[error("cannot read it: {0}")]
+    Read(std::io::Error),
+    #[error("{0}")]
+    Elf(#[from] crate::elf::ElfError),
+}
+
 /// The most of a METADATA, RECORD or small text file read.
 const TEXT_MAX: u64 = 64 << 20;
 
 impl Site {
     /// The distributions installed in `root`, sorted by name.
-    pub fn read(root: &Path) -> Result<Site, String> {
+    pub fn read(root: &Path) -> Result<Site, InstalledError> {
         // The real path: the runtime resolves archives from the real paths of binaries.
-        let root = &root.canonicalize().map_err(|e| format!("{}: {e}", root.display()))?;
-        let entries = std::fs::read_dir(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let dir_error = |source| InstalledError::Dir { path: root.to_path_buf(), source };
+        let root = &root.canonicalize().map_err(dir_error)?;
+        let entries = std::fs::read_dir(root).map_err(dir_error)?;
         let mut dist_infos: Vec<String> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -66,7 +88,7 @@ impl Site {
         for dist_info in dist_infos {
             match read_distribution(root, &dist_info) {
                 Ok(d) => site.distributions.push(d),
-                Err(e) => site.unreadable.push((dist_info, e)),
+                Err(e) => site.unreadable.push((dist_info, e.to_string())),
             }
         }
         site.distributions.sort_by(|a, b| a.name.cmp(&b.name));
@@ -79,11 +101,11 @@ impl Site {
     }
 }
 
-fn read_distribution(root: &Path, dist_info: &str) -> Result<Distribution, String> {
+fn read_distribution(root: &Path, dist_info: &str) -> Result<Distribution, InstalledError> {
     let dir = root.join(dist_info);
     let text = |name: &str| crate::wheel::inputs::read_text_bounded(&dir.join(name), TEXT_MAX);
-    let metadata = text("METADATA").map_err(|e| format!("METADATA: {e}"))?;
-    let metadata = CoreMetadata::parse(&metadata).map_err(|e| format!("METADATA: {e}"))?;
+    let metadata = text("METADATA").map_err(InstalledError::MetadataRead)?;
+    let metadata = CoreMetadata::parse(&metadata)?;
     let record = crate::wheel::inputs::read_bounded(&dir.join("RECORD"), TEXT_MAX).unwrap_or_default();
     let mut files: Vec<String> = match crate::wheel::record::Record::parse(&record) {
         Ok(record) => record.rows().filter_map(|r| crate::wheel::normalize_path(r.path)).collect(),
@@ -143,12 +165,12 @@ fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> usize {
 
 /// A host binary read from disk: its ELF facts and the device code in it (`name` is how the
 /// device code names the file, its path relative to site-packages).
-pub fn read_binary(path: &Path, name: &str) -> Result<(ElfFacts, Vec<GpuCode>), String> {
-    let file = crate::wheel::inputs::open_regular(path).map_err(|e| e.to_string())?;
-    let len = file.metadata().map_err(|e| e.to_string())?.len();
+pub fn read_binary(path: &Path, name: &str) -> Result<(ElfFacts, Vec<GpuCode>), InstalledError> {
+    let file = crate::wheel::inputs::open_regular(path).map_err(InstalledError::Open)?;
+    let len = file.metadata().map_err(InstalledError::Open)?.len();
     let read = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at);
-    let facts = ElfFacts::parse_by_ranges(len, &read).map_err(|e| e.to_string())?;
-    let hits = Hits::of_sections_read(&facts, len, &read).map_err(|e| format!("cannot read it: {e}"))?;
+    let facts = ElfFacts::parse_by_ranges(len, &read)?;
+    let hits = Hits::of_sections_read(&facts, len, &read).map_err(InstalledError::Read)?;
     // The ranges the device-code reader looks at itself (a kpack marker, the HIP wrappers).
     let mut kept = Kept::new(len);
     for (offset, size) in gpu::host_sections_read(&facts, &hits) {
@@ -165,17 +187,17 @@ pub fn read_binary(path: &Path, name: &str) -> Result<(ElfFacts, Vec<GpuCode>), 
 /// A device-code file on disk (an AMDGPU or CUDA code object, an offload bundle, a compressed
 /// one, a kpack or AOTriton archive): what it holds, read by position (the containers scanned
 /// 4 MiB at a time, a kpack table of contents kept), so memory does not grow with its size.
-pub fn read_device_file(path: &Path, name: &str) -> Result<Option<GpuCode>, String> {
-    let file = crate::wheel::inputs::open_regular(path).map_err(|e| e.to_string())?;
-    let len = file.metadata().map_err(|e| e.to_string())?.len();
+pub fn read_device_file(path: &Path, name: &str) -> Result<Option<GpuCode>, InstalledError> {
+    let file = crate::wheel::inputs::open_regular(path).map_err(InstalledError::Open)?;
+    let len = file.metadata().map_err(InstalledError::Open)?.len();
     let mut head = vec![0u8; 4096.min(len) as usize];
-    file.read_exact_at(&mut head, 0).map_err(|e| format!("cannot read it: {e}"))?;
+    file.read_exact_at(&mut head, 0).map_err(InstalledError::Read)?;
     if head.starts_with(b"\x7fELF") {
         return Ok(gpu::code_object_from_header(name, &head));
     }
     let Some(patterns) = gpu::scan::Patterns::for_container(&head) else { return Ok(None) };
     let read = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at);
-    let hits = Hits::of_range_read(0, len, patterns, &read).map_err(|e| format!("cannot read it: {e}"))?;
+    let hits = Hits::of_range_read(0, len, patterns, &read).map_err(InstalledError::Read)?;
     let mut kept = Kept::new(len);
     kept.insert(0, &head);
     let table = if head.starts_with(gpu::KPAK_MAGIC) {
@@ -187,7 +209,7 @@ pub fn read_device_file(path: &Path, name: &str) -> Result<Option<GpuCode>, Stri
     };
     if let Some((offset, size)) = table.filter(|(_, size)| *size <= TEXT_MAX) {
         let mut buf = vec![0u8; size as usize];
-        file.read_exact_at(&mut buf, offset).map_err(|e| format!("cannot read it: {e}"))?;
+        file.read_exact_at(&mut buf, offset).map_err(InstalledError::Read)?;
         kept.insert(offset, &buf);
     }
     Ok(gpu::container_view(name, &kept, &hits))
@@ -195,13 +217,14 @@ pub fn read_device_file(path: &Path, name: &str) -> Result<Option<GpuCode>, Stri
 
 /// Every regular file under `dir` (symlinks not followed: the files they name are listed
 /// where they lie), as (path relative to `dir`, path), sorted by path.
-pub fn files_under(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
+pub fn files_under(dir: &Path) -> Result<Vec<(String, PathBuf)>, InstalledError> {
     let mut found = Vec::new();
     let mut pending = vec![(String::new(), dir.to_path_buf())];
     while let Some((prefix, at)) = pending.pop() {
-        let entries = std::fs::read_dir(&at).map_err(|e| format!("{}: {e}", at.display()))?;
+        let dir_error = |source| InstalledError::Dir { path: at.clone(), source };
+        let entries = std::fs::read_dir(&at).map_err(dir_error)?;
         for entry in entries {
-            let entry = entry.map_err(|e| format!("{}: {e}", at.display()))?;
+            let entry = entry.map_err(dir_error)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
             match entry.file_type() {
@@ -350,7 +373,7 @@ pub fn examine(site: Site, devices: &[gpu::targets::Requested], search: &super::
                         .collect();
                     Ok(InstalledBinary { path: path.clone(), owner: *owner, facts, gpu, unfound })
                 }
-                Err(e) => Err((path.clone(), e)),
+                Err(e) => Err((path.clone(), e.to_string())),
             })
         },
         |_| {},
@@ -423,11 +446,10 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
                         }
                         Read::Host(Box::new(facts), code)
                     }
-                    Err(e) => Read::Failed(e),
+                    Err(e) => Read::Failed(e.to_string()),
                 },
-                FileKind::DeviceCode => {
-                    read_device_file(path, name).map_or_else(Read::Failed, |c| Read::Device(c.map(Box::new)))
-                }
+                FileKind::DeviceCode => read_device_file(path, name)
+                    .map_or_else(|e| Read::Failed(e.to_string()), |c| Read::Device(c.map(Box::new))),
                 FileKind::Other => {
                     let mut head = [0u8; 64];
                     let n = crate::wheel::inputs::open_regular(path).map(|f| read_up_to(&f, &mut head, 0)).unwrap_or(0);

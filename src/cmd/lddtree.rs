@@ -90,7 +90,8 @@ fn of_directory(
     search: &analysis::linkage::LibrarySearch,
 ) -> Result<Vec<analysis::lddtree::Tree>, String> {
     use analysis::installed::{FileKind, file_kind, files_under};
-    let files: Vec<(String, PathBuf)> = files_under(dir)?
+    let files: Vec<(String, PathBuf)> = files_under(dir)
+        .map_err(|e| e.to_string())?
         .into_iter()
         .filter(|(name, _)| member.is_none_or(|m| m == name))
         .filter(|(_, path)| file_kind(path) == FileKind::HostElf)

@@ -111,7 +111,7 @@ fn is_installed_input(path: &Path) -> bool {
 /// `show` of installed files: the tag they meet, their libraries, their device code.
 fn show_installed(path: &Path, settings: &Settings) -> Result<ShowReport, String> {
     let crate::examine::InstalledExamined { files, analysis, judgement } =
-        crate::examine::examine_installed(path, &settings.examine_options())?;
+        crate::examine::examine_installed(path, &settings.examine_options()).map_err(|e| e.to_string())?;
     let root = if path.is_dir() { path } else { path.parent().unwrap_or(Path::new(".")) };
     Ok(ShowReport::of_installed(&path.display().to_string(), root, &files, &analysis, &judgement))
 }

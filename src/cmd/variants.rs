@@ -188,7 +188,7 @@ fn check_provider_flags(request: &VariantsRequest) -> Result<(), String> {
     if request.provider_plugin && !request.static_targets.is_empty() {
         return Err("give --provider amd or --static-gpu-target, not both".into());
     }
-    request.static_targets.iter().try_for_each(|t| Requested::parse(t).map(drop))
+    request.static_targets.iter().try_for_each(|t| Requested::parse(t).map(drop).map_err(|e| e.to_string()))
 }
 
 /// The `providers` table a wheel's variant.json carries, if one is asked for.

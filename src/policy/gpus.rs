@@ -23,7 +23,7 @@ const GPU_NAMES: &str = include_str!("../../policies/gpu-names.json");
 pub fn parse(text: &str) -> Result<Requested, String> {
     Requested::parse(text).map_err(|e| match meant(text) {
         Some(hint) => format!("{e}: {hint}"),
-        None => e,
+        None => e.to_string(),
     })
 }
 

@@ -42,13 +42,24 @@ impl fmt::Display for Requested {
     }
 }
 
+/// Why a target a user names is not one. Messages name the text as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("`{0}` is not an AMDGPU processor LLVM knows (e.g. gfx942, gfx90a, gfx1100)")]
+    UnknownProcessor(String),
+    #[error("`{text}`: feature `{part}` must end in + or -")]
+    FeatureWithoutSign { text: String, part: String },
+    #[error("`{text}`: unknown target feature `{name}` (xnack, sramecc)")]
+    UnknownFeature { text: String, name: String },
+}
+
 impl Requested {
     /// Parse a target a user names; only AMDGPU processors LLVM knows are accepted.
-    pub fn parse(text: &str) -> Result<Requested, String> {
+    pub fn parse(text: &str) -> Result<Requested, TargetError> {
         let mut parts = text.trim().split(':');
         let processor = parts.next().unwrap_or_default().to_ascii_lowercase();
         if !is_known_processor(&processor) {
-            return Err(format!("`{text}` is not an AMDGPU processor LLVM knows (e.g. gfx942, gfx90a, gfx1100)"));
+            return Err(TargetError::UnknownProcessor(text.to_string()));
         }
         let mut features = Vec::new();
         for part in parts {
@@ -56,11 +67,13 @@ impl Requested {
                 Some(name) => (name, true),
                 None => match part.strip_suffix('-') {
                     Some(name) => (name, false),
-                    None => return Err(format!("`{text}`: feature `{part}` must end in + or -")),
+                    None => {
+                        return Err(TargetError::FeatureWithoutSign { text: text.to_string(), part: part.to_string() });
+                    }
                 },
             };
             if !matches!(name, "xnack" | "sramecc") {
-                return Err(format!("`{text}`: unknown target feature `{name}` (xnack, sramecc)"));
+                return Err(TargetError::UnknownFeature { text: text.to_string(), name: name.to_string() });
             }
             features.push((name.to_string(), on));
         }

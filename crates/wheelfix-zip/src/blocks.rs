@@ -123,7 +123,7 @@ impl MarkingInflate {
 
     /// Inflate what `input` gives into `output`: (bytes consumed, bytes produced, whether the
     /// stream ended). Neither consuming nor producing means the input ended early.
-    pub fn inflate(&mut self, input: &[u8], output: &mut [u8]) -> Result<(usize, usize, bool), String> {
+    pub fn inflate(&mut self, input: &[u8], output: &mut [u8]) -> Result<(usize, usize, bool), CorruptStream> {
         let (in_start, out_start) = (self.total_in(), self.total_out());
         let mut consumed = 0usize;
         let mut produced = 0usize;
@@ -164,7 +164,7 @@ impl MarkingInflate {
                     last.movable &= !self.unread_blocks;
                 }
                 z::Z_OK | z::Z_BUF_ERROR => {}
-                _ => return Err(self.message(status)),
+                _ => return Err(CorruptStream(self.message(status))),
             }
             if !self.ended && self.stream.data_type & 128 != 0 {
                 self.block_start(&input[consumed..]);
@@ -248,6 +248,11 @@ impl MarkingInflate {
         unsafe { std::ffi::CStr::from_ptr(self.stream.msg) }.to_string_lossy().into_owned()
     }
 }
+
+/// A DEFLATE stream the inflater refuses, with zlib's reason. Ex) `invalid distance too far back`
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CorruptStream(pub String);
 
 impl Drop for MarkingInflate {
     fn drop(&mut self) {

@@ -413,12 +413,13 @@ enum Inflater {
 impl Inflater {
     /// Inflate from `input` into `output`: (bytes consumed, bytes produced, whether the stream
     /// ended).
-    fn inflate(&mut self, input: &[u8], output: &mut [u8]) -> Result<(usize, usize, bool), String> {
+    fn inflate(&mut self, input: &[u8], output: &mut [u8]) -> Result<(usize, usize, bool), blocks::CorruptStream> {
         match self {
             Inflater::Plain(inflate) => {
                 let (before_in, before_out) = (inflate.total_in(), inflate.total_out());
-                let status =
-                    inflate.decompress(input, output, flate2::FlushDecompress::None).map_err(|e| e.to_string())?;
+                let status = inflate
+                    .decompress(input, output, flate2::FlushDecompress::None)
+                    .map_err(|e| blocks::CorruptStream(e.to_string()))?;
                 let (consumed, produced) = (inflate.total_in() - before_in, inflate.total_out() - before_out);
                 Ok((consumed as usize, produced as usize, status == flate2::Status::StreamEnd))
             }
