@@ -786,18 +786,18 @@ impl From<ArchivePerArg> for cmd::split::ArchivePer {
 }
 
 /// An overlay root ([`cmd::split::check_overlay_root`]), without a trailing `/`.
-fn overlay_root(text: &str) -> Result<String, String> {
+fn overlay_root(text: &str) -> Result<String, cmd::split::SettingError> {
     cmd::split::check_overlay_root(text).map(|()| text.trim_end_matches('/').to_string())
 }
 
 /// A device wheel's requirement ([`cmd::split::check_device_requirement`]), without the
 /// spaces around it.
-fn device_requirement(text: &str) -> Result<String, String> {
+fn device_requirement(text: &str) -> Result<String, cmd::split::SettingError> {
     cmd::split::check_device_requirement(text).map(|()| text.trim().to_string())
 }
 
 /// A kpack group name ([`cmd::split::check_kpack_group`]).
-fn kpack_group(text: &str) -> Result<String, String> {
+fn kpack_group(text: &str) -> Result<String, cmd::split::SettingError> {
     cmd::split::check_kpack_group(text).map(|()| text.to_string())
 }
 

@@ -44,7 +44,7 @@ pub enum SettingsError {
     )]
     LibSdir { origin: Origin, value: String },
     #[error("{key} = {value:?} in [tool.wheelfix]: {why}")]
-    Split { key: &'static str, value: String, why: String },
+    Split { key: &'static str, value: String, why: crate::plan::split::SettingError },
     #[error("{name}={value} is not {what}")]
     Environment { name: &'static str, value: String, what: &'static str },
 }
@@ -217,7 +217,11 @@ struct SplitNaming {
 
 fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsError> {
     use crate::plan::split::{check_device_name, check_device_requirement, check_kpack_group, check_overlay_root};
-    let bad = |key: &'static str, value: &str, why: String| SettingsError::Split { key, value: value.into(), why };
+    let bad = |key: &'static str, value: &str, why: crate::plan::split::SettingError| SettingsError::Split {
+        key,
+        value: value.into(),
+        why,
+    };
     if let Some(template) = &config.device_name {
         check_device_name(template).map_err(|why| bad("device-name", template, why))?;
     }
@@ -233,7 +237,7 @@ fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsE
     }
     let overlay_root = config.overlay_root.as_ref().map(|r| r.trim_end_matches('/').to_string());
     let archive_per = match &config.archive_per {
-        Some(text) => Some(text.parse().map_err(|why| bad("archive-per", text, why))?),
+        Some(text) => Some(text.parse().map_err(|why| bad("archive-per", text, From::from(why)))?),
         None => None,
     };
     let device_requires_dist = config.device_requires_dist.clone().unwrap_or_default();

@@ -494,6 +494,13 @@ pub fn metapackage(
                 crate::elf::gpu::targets::uncovered(&analysis.gpu, &requested)
             },
             extras: wheel.metadata.provides_extra.clone(),
+            brings: wheel
+                .metadata
+                .requires_dist
+                .iter()
+                .filter(|r| r.extra.as_deref().is_some_and(|e| e.starts_with("device-")))
+                .map(|r| r.package.to_string())
+                .collect(),
         })
     });
     // The first failure in argument order is the one reported.

@@ -25,7 +25,9 @@ use crate::plan::split::{
 };
 /// `--group-by`'s values and the checks of `--group`, `--overlay-root` and
 /// `--device-requires-dist`, for the command line.
-pub use crate::plan::split::{ArchivePer, GroupBy, check_device_requirement, check_kpack_group, check_overlay_root};
+pub use crate::plan::split::{
+    ArchivePer, GroupBy, SettingError, check_device_requirement, check_kpack_group, check_overlay_root,
+};
 use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
@@ -561,6 +563,8 @@ fn device_groups<'p>(plan: &'p SplitPlan, request: &SplitRequest) -> Vec<(String
             None => wheels.push((group, vec![processor])),
         }
     }
+    // A family directory's wheel holds files, no processor's code.
+    wheels.extend(plan.families.iter().map(|f| (f.name.clone(), Vec::new())));
     wheels
 }
 
@@ -591,8 +595,16 @@ fn write_one(
         .map(|(group, processors)| DeviceInput::take(plan, group, processors, &mut thinned))
         .collect();
     let devices = parallel::try_map_owned(inputs, |input| {
-        let name = device_name(Naming::template(request), &wheel.metadata.name, &input.group);
-        let requires = device_requirements(&request.device_requires_dist, &input.processors);
+        let project = |group: &str| device_name(Naming::template(request), &wheel.metadata.name, group);
+        let name = project(&input.group);
+        let mut requires = device_requirements(&request.device_requires_dist, &input.processors);
+        // A processor's wheel requires its family's (TheRock's packaging chain).
+        let version = &wheel.filename.version.text;
+        for family in
+            plan.families.iter().filter(|f| f.processors.iter().any(|p| input.processors.contains(&p.as_str())))
+        {
+            requires.push(format!("{}=={version}", project(&family.name)));
+        }
         write_device(wheel, plan, input, (&name, requires), (staged, settings.source_date_epoch))
     })?;
     Ok(SplitOutcome {
@@ -701,8 +713,12 @@ fn write_device(
         }
     }
     let archives = spilled.len();
-    let databases: Vec<_> =
-        plan.databases.iter().filter(|m| m.group.as_deref().is_some_and(|g| processors.contains(&g))).collect();
+    let databases: Vec<_> = plan
+        .databases
+        .iter()
+        .filter(|m| m.group.as_deref().is_some_and(|g| processors.contains(&g) || g == group))
+        .collect();
+    let family = plan.families.iter().find(|f| f.name == group);
     for db in &databases {
         spilled.push((db.member.clone(), Arc::new(copied(wheel, &db.member, dir, plan.plan.compression_level)?)));
     }
@@ -710,11 +726,18 @@ fn write_device(
     let device = NewWheel {
         name: name.to_string(),
         version: version.clone(),
-        summary: format!(
-            "{} device code of {} {version}, split out by wheelfix (kpack archives)",
-            processors.join(", "),
-            wheel.metadata.name
-        ),
+        summary: match family {
+            Some(f) => format!(
+                "{group} kernel databases of {} {version} (for {}), split out by wheelfix",
+                wheel.metadata.name,
+                f.processors.join(", ")
+            ),
+            None => format!(
+                "{} device code of {} {version}, split out by wheelfix (kpack archives)",
+                processors.join(", "),
+                wheel.metadata.name
+            ),
+        },
         provides_extra: Vec::new(),
         requires_dist: std::iter::once(format!("{}=={version}", wheel.metadata.name)).chain(requires).collect(),
         file_tags: wheel.filename.tag_triple(),
@@ -737,7 +760,9 @@ fn write_device(
         target: group.clone(),
         name: name.to_string(),
         wheel: path.display().to_string(),
-        extra: format!("device-{group}"),
+        // A family's wheel comes with each of its processors' extras, and with `device-all`.
+        extra: if family.is_some() { "device-all".to_string() } else { format!("device-{group}") },
+        family_of: family.map(|f| f.processors.clone()).unwrap_or_default(),
         archives,
         databases: databases.len(),
         size,

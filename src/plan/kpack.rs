@@ -96,15 +96,20 @@ impl ArchivePer {
     }
 }
 
+/// An `--archive-per` value that is none of the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("processor or target-id")]
+pub struct UnknownArchivePer;
+
 impl std::str::FromStr for ArchivePer {
-    type Err = String;
+    type Err = UnknownArchivePer;
 
     /// `processor` or `target-id`, as `--archive-per` and `archive-per` write it.
-    fn from_str(text: &str) -> Result<ArchivePer, String> {
+    fn from_str(text: &str) -> Result<ArchivePer, Self::Err> {
         match text {
             "processor" => Ok(ArchivePer::Processor),
             "target-id" => Ok(ArchivePer::TargetId),
-            _ => Err("processor or target-id".into()),
+            _ => Err(UnknownArchivePer),
         }
     }
 }

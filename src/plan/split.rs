@@ -65,6 +65,9 @@ pub struct SplitPlan {
     /// Kernel database files leaving the host: each to its group's device wheel (at the same
     /// path), or to none (a target no group takes).
     pub databases: Vec<DatabaseMove>,
+    /// Device wheels of a family directory's files (`amd-gfx11xx/`) that no one group's wheel
+    /// takes whole: the wheels of the family's processors require it.
+    pub families: Vec<FamilyWheel>,
     /// Binaries that have no code at all for some of the groups (as the fat wheel had none):
     /// installed with those extras, they cannot load their kernels there.
     pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
@@ -85,15 +88,15 @@ pub enum GroupBy {
 }
 
 impl std::str::FromStr for GroupBy {
-    type Err = String;
+    type Err = SettingError;
 
     /// `target`, `subfamily` or `family`, as `--group-by` and `group-by` write it.
-    fn from_str(text: &str) -> Result<GroupBy, String> {
+    fn from_str(text: &str) -> Result<GroupBy, SettingError> {
         match text {
             "target" => Ok(GroupBy::Target),
             "subfamily" => Ok(GroupBy::Subfamily),
             "family" => Ok(GroupBy::Family),
-            _ => Err("target, subfamily or family".into()),
+            _ => Err(SettingError::GroupBy),
         }
     }
 }
@@ -122,31 +125,51 @@ impl GroupBy {
     }
 }
 
-/// A kpack group name names archive files: letters, digits, `.`, `_` and `-` only, not first
-/// a `.`.
-pub fn check_kpack_group(text: &str) -> Result<(), String> {
-    let ok = !text.is_empty()
-        && !text.starts_with('.')
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("kpack group `{text}`: letters, digits, `.`, `_` and `-` (it names archive files)"))
+/// Why a split setting (a flag, or its `[tool.wheelfix]` key) is refused: a usage error, the
+/// value named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    #[error("target, subfamily or family")]
+    GroupBy,
+    #[error(transparent)]
+    ArchivePer(#[from] super::kpack::UnknownArchivePer),
+    #[error("kpack group `{0}`: letters, digits, `.`, `_` and `-` (it names archive files)")]
+    KpackGroup(String),
+    #[error("overlay root `{0}`: a directory of the wheel's installed tree, as a relative path (`torch`)")]
+    OverlayRoot(String),
+    #[error("device requirement `{text}` is not a PEP 508 requirement: {why}")]
+    NotPep508 { text: String, why: String },
+    #[error("device requirement `{0}` names a URL: pip refuses a URL requirement of a wheel from an index")]
+    UrlRequirement(String),
+    #[error("--device-name `{0}` has no {{target}}: every device wheel would have the same name")]
+    NoTarget(String),
+    #[error("--device-name `{template}` does not make a project name (`{example}`)")]
+    NotProjectName { template: String, example: String },
+}
+
+impl From<SettingError> for String {
+    fn from(e: SettingError) -> String {
+        e.to_string()
     }
 }
 
+/// A kpack group name names archive files: letters, digits, `.`, `_` and `-` only, not first
+/// a `.`.
+pub fn check_kpack_group(text: &str) -> Result<(), SettingError> {
+    let ok = !text.is_empty()
+        && !text.starts_with('.')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok { Ok(()) } else { Err(SettingError::KpackGroup(text.to_string())) }
+}
+
 /// An overlay root is a directory of the installed tree: a relative path of names, none `..`.
-pub fn check_overlay_root(text: &str) -> Result<(), String> {
+pub fn check_overlay_root(text: &str) -> Result<(), SettingError> {
     let trimmed = text.trim_end_matches('/');
     let ok = !trimmed.is_empty()
         && !trimmed.starts_with('/')
         && !trimmed.contains('\\')
         && trimmed.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("overlay root `{text}`: a directory of the wheel's installed tree, as a relative path (`torch`)"))
-    }
+    if ok { Ok(()) } else { Err(SettingError::OverlayRoot(text.to_string())) }
 }
 
 /// The name TheRock's splitter gives a project's kpack group: the project's name in lower case,
@@ -168,17 +191,13 @@ pub struct SharedArchives<'a> {
 /// A requirement every device wheel gains (`--device-requires-dist`, as TheRock's splitter
 /// takes it): PEP 508, by name, `@GFXARCH@` standing for the wheel's processor.
 /// Ex) `rocm-sdk-device-@GFXARCH@==7.1.0`; not `x @ https://…`, `a b`
-pub fn check_device_requirement(text: &str) -> Result<(), String> {
+pub fn check_device_requirement(text: &str) -> Result<(), SettingError> {
     use crate::wheel::requirement::{ByNameError, by_name};
     let filled = text.replace(crate::elf::gpu::kpack::GFXARCH, "gfx942");
     match by_name(filled.trim()) {
         Ok(_) => Ok(()),
-        Err(ByNameError::NotPep508(why)) => {
-            Err(format!("device requirement `{text}` is not a PEP 508 requirement: {why}"))
-        }
-        Err(ByNameError::Url) => Err(format!(
-            "device requirement `{text}` names a URL: pip refuses a URL requirement of a wheel from an index"
-        )),
+        Err(ByNameError::NotPep508(why)) => Err(SettingError::NotPep508 { text: text.to_string(), why }),
+        Err(ByNameError::Url) => Err(SettingError::UrlRequirement(text.to_string())),
     }
 }
 
@@ -199,17 +218,34 @@ pub fn device_requirements(asked: &[String], processors: &[&str]) -> Vec<String>
 }
 
 /// A device-name template makes project names: `{target}` in it, nothing pip would refuse.
-pub fn check_device_name(template: &str) -> Result<(), String> {
+pub fn check_device_name(template: &str) -> Result<(), SettingError> {
     if !template.contains("{target}") {
-        return Err(format!(
-            "--device-name `{template}` has no {{target}}: every device wheel would have the same name"
-        ));
+        return Err(SettingError::NoTarget(template.to_string()));
     }
     let example = template.replace("{name}", "pkg").replace("{target}", "gfx942");
     if crate::wheel::name::PackageName::parse(&example).is_err() {
-        return Err(format!("--device-name `{template}` does not make a project name (`{example}`)"));
+        return Err(SettingError::NotProjectName { template: template.to_string(), example });
     }
     Ok(())
+}
+
+/// The device wheel of a family directory's kernel database files (`amd-gfx11xx/`, `gfx120x/`)
+/// where the split writes a wheel per processor: TheRock's packaging chain, in which each
+/// processor's device wheel requires the wheel of its family's shared files, as the host's
+/// extra for the processor does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyWheel {
+    /// Its group name. Ex) `gfx11` (of `gfx11xx`), `gfx120x`
+    pub name: String,
+    /// The split's processors of the family, whose wheels require it. Ex) `gfx1100`, `gfx1151`
+    pub processors: Vec<String>,
+}
+
+/// The group name of a family directory's device wheel: a family (`gfx11xx` → `gfx11`, as
+/// `--group-by family` names it) or a sub-family as it is spelled (`gfx120x`, as `--group-by
+/// subfamily` names it).
+pub fn family_wheel_name(family: &str) -> String {
+    if family.ends_with("xx") { crate::plan::kpack::family(family) } else { family.to_string() }
 }
 
 /// A kernel database file that leaves the host wheel.
@@ -275,7 +311,7 @@ pub fn split(
     let (mut binaries, mut cut, mut left, mut unreadable) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut present: Vec<&Group> = Vec::new();
     // Kernel databases move whole, binaries among them (`libMIOpenCK*_gfx942.so`).
-    let databases = database_moves(wheel, &groups, names);
+    let mut databases = database_moves(wheel, &groups, names);
     for db in &databases {
         plan.remove.insert(db.member.clone());
         let group = db.group.as_ref().and_then(|name| groups.iter().find(|g| g.name == *name));
@@ -313,18 +349,22 @@ pub fn split(
         }
     }
     let present: Vec<&str> = present.iter().map(|g| g.name.as_str()).collect();
-    let groups: Vec<String> =
+    let processors: Vec<String> =
         crate::elf::gpu::targets::natural_order(present.iter().copied()).into_iter().map(str::to_string).collect();
+    let (families, stay) = family_wheels(&mut databases, &groups, &processors);
+    for member in stay {
+        plan.remove.remove(&member);
+    }
     if !binaries.is_empty() || !databases.is_empty() {
-        let extras = device_extras(&groups, names);
+        let extras = device_extras(&processors, &families, names);
         let metadata = with_device_extras(&wheel.metadata_text, &extras, &wheel.metadata.version.text);
         let path = format!("{}/METADATA", wheel.dist_info);
         plan.replace.insert(path, NewMember { content: Content::Bytes(metadata.into_bytes()), mode: None });
     }
-    let requested: Vec<_> = groups.iter().filter_map(|g| Requested::parse(g).ok()).collect();
+    let requested: Vec<_> = processors.iter().filter_map(|g| Requested::parse(g).ok()).collect();
     let moved: Vec<GpuCode> = analysis.gpu.iter().filter(|c| cut.iter().any(|f| f.file == c.file)).cloned().collect();
     let uncovered = crate::elf::gpu::targets::uncovered(&moved, &requested);
-    SplitPlan { plan, binaries, cut, left, unreadable, groups, databases, uncovered }
+    SplitPlan { plan, binaries, cut, left, unreadable, groups: processors, databases, families, uncovered }
 }
 
 /// Where one wheel's split puts its archives, for each binary's plan.
@@ -489,19 +529,55 @@ fn database_moves(wheel: &Wheel, groups: &[Group], names: &DeviceNames<'_>) -> V
             continue;
         };
         let family_wheel = (names.wheel_of)(&family);
-        let Some(g) =
-            groups.iter().find(|g| databases::in_family(&g.name, &family) && (names.wheel_of)(&g.name) == family_wheel)
-        else {
-            continue;
+        let whole =
+            groups.iter().find(|g| databases::in_family(&g.name, &family) && (names.wheel_of)(&g.name) == family_wheel);
+        let group = match whole {
+            Some(g) => g.name.clone(),
+            // No one group's wheel takes the family: its own wheel does, if a processor of it is
+            // split out (`split` keeps only the processors that have code or files moved).
+            None if groups.iter().any(|g| databases::in_family(&g.name, &family)) => family_wheel_name(&family),
+            None => continue,
         };
         moves.push(DatabaseMove {
             member: member.name.to_string(),
             target: family,
-            group: Some(g.name.clone()),
+            group: Some(group),
             size: member.size,
         });
     }
     moves
+}
+
+/// The family wheels of a split whose device wheels hold `present` (processors, in the order
+/// people read them): one for the files of each family directory ([`database_moves`]) that went
+/// to no group's wheel. A family none of whose processors is present keeps its files in the
+/// host: they leave `moves`, and are returned.
+fn family_wheels(
+    moves: &mut Vec<DatabaseMove>,
+    groups: &[Group],
+    present: &[String],
+) -> (Vec<FamilyWheel>, Vec<String>) {
+    let (mut families, mut stay) = (Vec::<FamilyWheel>::new(), Vec::new());
+    moves.retain(|db| {
+        let Some(name) = db.group.as_deref().filter(|g| !groups.iter().any(|x| x.name == *g)) else { return true };
+        let processors: Vec<String> = present.iter().filter(|p| databases::in_family(p, &db.target)).cloned().collect();
+        if processors.is_empty() {
+            stay.push(db.member.clone());
+            return false;
+        }
+        match families.iter_mut().find(|f| f.name == name) {
+            Some(f) => {
+                for p in processors {
+                    if !f.processors.contains(&p) {
+                        f.processors.push(p);
+                    }
+                }
+            }
+            None => families.push(FamilyWheel { name: name.to_string(), processors }),
+        }
+        true
+    });
+    (families, stay)
 }
 
 /// A path's directory and file name. Ex) `p/lib/k.so` → (`p/lib`, `k.so`); `k.so` → (``, `k.so`)
@@ -526,14 +602,29 @@ fn common_dir(a: &str, b: &str) -> String {
 }
 
 /// The host's extras: one per processor (`device-gfx1100`), and one per device wheel that holds
-/// several (`device-gfx110x`), each naming the device project of its wheel group.
-pub fn device_extras(processors: &[String], names: &DeviceNames<'_>) -> Vec<(String, String)> {
+/// several (`device-gfx110x`), each naming the device project of its wheel group; an extra of a
+/// processor of a family wheel (or of a group of them) names that wheel too.
+pub fn device_extras(
+    processors: &[String],
+    families: &[FamilyWheel],
+    names: &DeviceNames<'_>,
+) -> Vec<(String, String)> {
     let mut extras: Vec<(String, String)> =
         processors.iter().map(|p| (p.clone(), (names.project)(&(names.wheel_of)(p)))).collect();
     for p in processors {
         let group = (names.wheel_of)(p);
         if !extras.iter().any(|(name, _)| *name == group) {
             extras.push((group.clone(), (names.project)(&group)));
+        }
+    }
+    for family in families {
+        let project = (names.project)(&family.name);
+        for p in &family.processors {
+            for extra in [p.clone(), (names.wheel_of)(p)] {
+                if !extras.iter().any(|(name, pr)| *name == extra && *pr == project) {
+                    extras.push((extra, project.clone()));
+                }
+            }
         }
     }
     extras
@@ -546,7 +637,7 @@ pub fn require_devices(split: &mut SplitPlan, wheel: &Wheel, names: &DeviceNames
     let path = format!("{}/METADATA", wheel.dist_info);
     let Some(NewMember { content: Content::Bytes(bytes), .. }) = split.plan.replace.get_mut(&path) else { return };
     let mut projects: Vec<String> = Vec::new();
-    for (_, project) in device_extras(&split.groups, names) {
+    for (_, project) in device_extras(&split.groups, &split.families, names) {
         if !projects.contains(&project) {
             projects.push(project);
         }
@@ -581,16 +672,25 @@ pub fn with_device_extras(metadata: &str, extras: &[(String, String)], version: 
         })
     };
     let mut projects: Vec<&str> = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
     for (name, project) in extras {
         if !projects.contains(&project.as_str()) {
             projects.push(project);
         }
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    // An extra may bring several wheels (a processor's and its family's): declared once.
+    for name in names {
         let extra = format!("device-{name}");
         if declared(&extra) {
             continue;
         }
         lines.push_str(&format!("Provides-Extra: {extra}\n"));
-        lines.push_str(&format!("Requires-Dist: {project}=={version}; extra == \"{extra}\"\n"));
+        for (_, project) in extras.iter().filter(|(n, _)| n == name) {
+            lines.push_str(&format!("Requires-Dist: {project}=={version}; extra == \"{extra}\"\n"));
+        }
     }
     if !projects.is_empty() && !declared("device-all") {
         lines.push_str("Provides-Extra: device-all\n");

@@ -130,6 +130,18 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOption
         cut.retain(|c: &FileCut| c.file != *member.name);
         pruned.push(file_cut);
     }
+    // A family directory's files (`amd-gfx11xx/`) go when no processor kept is of the family.
+    for member in wheel.archive.members().iter().filter(|m| prune_files && !m.is_dir()) {
+        let path = wheel.install_path(&member.name);
+        let Some((_, family)) = path.as_deref().and_then(crate::analysis::databases::family_database) else { continue };
+        if keep.targets.iter().any(|t| crate::analysis::databases::in_family(&t.processor, &family)) {
+            continue;
+        }
+        let mut file_cut = FileCut { file: member.name.to_string(), container: None, ..FileCut::default() };
+        file_cut.dropped.entry(family).or_default().add(member.size);
+        plan.remove.insert(member.name.to_string());
+        pruned.push(file_cut);
+    }
     let mut uncovered = crate::elf::gpu::targets::uncovered(&analysis.gpu, &keep.targets);
     uncovered.retain(|u| !plan.remove.contains(&u.file));
     let missing = if analysis.gpu.is_empty() { Vec::new() } else { missing_targets(&analysis.gpu, keep, &uncovered) };

@@ -121,6 +121,9 @@ pub struct Pinned {
     pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
     /// Its `Provides-Extra` names: a split host's `device-<target>` extras bring its device code.
     pub extras: Vec<String>,
+    /// The projects its `device-…` extras require (a split host's device wheels, a family's
+    /// among them).
+    pub brings: Vec<String>,
 }
 
 pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapackage, MetapackageError> {
@@ -147,7 +150,10 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
         }
         // A split set's device wheel comes with its host's extra, not as a pin of its own.
         if let Some(target) = super::check::device_target_of(project.as_str())
-            && wheels.iter().any(|h| h.extras.iter().any(|e| e.strip_prefix("device-") == Some(target)))
+            && wheels.iter().any(|h| {
+                h.extras.iter().any(|e| e.strip_prefix("device-") == Some(target))
+                    || h.brings.iter().any(|b| PackageName::new(b) == project)
+            })
         {
             continue;
         }

@@ -18,8 +18,13 @@ pub struct DeviceWheel {
     /// Its project name. Ex) `torch-device-gfx942`
     pub name: String,
     pub wheel: String,
-    /// The host's extra that requires it. Ex) `device-gfx942`
+    /// The host's extra that requires it. Ex) `device-gfx942`; `device-all` for a family
+    /// directory's wheel, which every extra of `family_of` brings too.
     pub extra: String,
+    /// A family directory's wheel (`amd-gfx11xx/`): the processors whose device wheels (and
+    /// extras) require it. Ex) `gfx1100`, `gfx1151`
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub family_of: Vec<String>,
     /// kpack archives in it (one per host binary with code for the group).
     pub archives: usize,
     /// Kernel database files moved into it from the host, at their paths.
@@ -137,7 +142,7 @@ pub fn to_text(results: &[Split<'_>]) -> String {
         for d in &o.devices {
             let _ = writeln!(
                 out,
-                "  {}: {} ({} download, {} installed; {}, {}; extra `{}`){}",
+                "  {}: {} ({} download, {} installed; {}, {}; extra `{}`{}){}",
                 d.target,
                 d.wheel,
                 size(d.size),
@@ -145,6 +150,11 @@ pub fn to_text(results: &[Split<'_>]) -> String {
                 crate::log::plural(d.archives, "archive"),
                 crate::log::plural(d.databases, "database file"),
                 d.extra,
+                if d.family_of.is_empty() {
+                    String::new()
+                } else {
+                    format!("; required by the device wheels of {}", d.family_of.join(", "))
+                },
                 if d.shared { "; shared by every Python version's host" } else { "" }
             );
         }

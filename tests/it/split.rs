@@ -21,7 +21,8 @@ use support::{read_member, stderr, stdout, wheelfix, wheelfix_env};
 const VERSION: &str = "1.0+rocm7.1.0";
 
 /// Kernel database files (kpack's naming rules), with the target each is for; `None` stays in
-/// the host wheel (no target, or a family's directory when the split is per processor).
+/// the host wheel (no target); a family's directory goes to the family's own device wheel when
+/// the split is per processor (`gfx11`, required by the gfx1100 wheel).
 const DATABASES: &[(&str, Option<&str>)] = &[
     ("fatpkg/lib/rocblas/library/TensileLibrary_gfx942.co", Some("gfx942")),
     ("fatpkg/lib/rocblas/library/TensileLibrary_Type_HH_gfx90a-xnack+.dat", Some("gfx90a")),
@@ -29,7 +30,7 @@ const DATABASES: &[(&str, Option<&str>)] = &[
     ("fatpkg/lib/hipblaslt/library/gfx1100/Kernels.hsaco", Some("gfx1100")),
     ("fatpkg/share/miopen/db/gfx942130.kdb", Some("gfx942")),
     ("fatpkg/share/miopen/db/gfx90a6e.HIP.fdb.txt", Some("gfx90a")),
-    ("fatpkg/lib/aotriton.images/amd-gfx11xx/flash/k.aks2", None),
+    ("fatpkg/lib/aotriton.images/amd-gfx11xx/flash/k.aks2", Some("gfx11")),
 ];
 
 /// The binaries of the wheel, by member path: one per linker, one in a subdirectory.
@@ -274,7 +275,8 @@ struct SplitSet {
     /// Each binary: its member path, its bytes, and what the stub runtime registers from it.
     originals: Vec<(&'static str, Vec<u8>, Vec<String>)>,
     out_dir: PathBuf,
-    /// The split's wheels, sorted: the host, then the gfx1100, gfx90a and gfx942 device wheels.
+    /// The split's wheels, sorted: the host, then the gfx11 (family), gfx1100, gfx90a and gfx942
+    /// device wheels.
     written: Vec<String>,
 }
 
@@ -319,6 +321,7 @@ impl SplitSet {
             written,
             [
                 "fatpkg-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
+                "fatpkg_device_gfx11-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
                 "fatpkg_device_gfx1100-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
                 "fatpkg_device_gfx90a-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
                 "fatpkg_device_gfx942-1.0+rocm7.1.0-py3-none-linux_x86_64.whl",
@@ -374,12 +377,27 @@ impl SplitSet {
                 ))
             );
         }
-        let device = String::from_utf8(read_member(
-            &out_dir.join(&written[3]),
-            "fatpkg_device_gfx942-1.0+rocm7.1.0.dist-info/METADATA",
-        ))
-        .unwrap();
+        let device_metadata = |i: usize, project: &str| {
+            let path = format!("{project}-1.0+rocm7.1.0.dist-info/METADATA");
+            String::from_utf8(read_member(&out_dir.join(&written[i]), &path)).unwrap()
+        };
+        let device = device_metadata(4, "fatpkg_device_gfx942");
         assert!(device.contains("Requires-Dist: fatpkg==1.0+rocm7.1.0\n"), "{device}");
+        assert!(!device.contains("gfx11"), "{device}");
+        // TheRock's packaging chain: the family directory's files (`amd-gfx11xx/`) are a wheel of
+        // their own, which the gfx1100 wheel requires and the gfx1100 extra brings too.
+        let gfx1100 = device_metadata(2, "fatpkg_device_gfx1100");
+        assert!(gfx1100.contains("Requires-Dist: fatpkg-device-gfx11==1.0+rocm7.1.0\n"), "{gfx1100}");
+        let family = device_metadata(1, "fatpkg_device_gfx11");
+        assert!(family.contains("Requires-Dist: fatpkg==1.0+rocm7.1.0\n"), "{family}");
+        for line in [
+            "Requires-Dist: fatpkg-device-gfx11==1.0+rocm7.1.0; extra == \"device-gfx1100\"\n",
+            "Requires-Dist: fatpkg-device-gfx11==1.0+rocm7.1.0; extra == \"device-all\"\n",
+        ] {
+            assert!(metadata.contains(line), "{line}{metadata}");
+        }
+        assert_eq!(metadata.matches("Provides-Extra: device-gfx1100\n").count(), 1, "{metadata}");
+        assert!(!metadata.contains("Provides-Extra: device-gfx11\n"), "no extra of the family alone: {metadata}");
     }
 
     /// No device code stays in the hosts, and ROCm's marker reader finds each marker.
@@ -451,7 +469,7 @@ impl SplitSet {
             &["split", "--gpu-target", "gfx942", "--drop-other-targets", "-w", "other", other.to_str().unwrap()],
         );
         assert!(out.status.success(), "{}", stderr(&out));
-        let swap = d.join("other").join(&written[3]);
+        let swap = d.join("other").join(&written[4]);
         for (set, swap) in [("no-gfx942", None), ("mismatched", Some(&swap)), ("only-other", Some(&swap))] {
             let set_dir = d.join(set);
             std::fs::create_dir_all(&set_dir).unwrap();
@@ -632,7 +650,7 @@ impl SplitSet {
                 format!(".kpack/{}_@GFXARCH@.kpack", member.rsplit('/').next().unwrap())
             );
         }
-        let report = support::show_json(d, &out_dir.join(&written[2]), &[]);
+        let report = support::show_json(d, &out_dir.join(&written[3]), &[]);
         let targets: Vec<&serde_json::Value> =
             report["gpu"].as_array().unwrap().iter().map(|g| &g["targets"]).collect();
         assert_eq!(targets.len(), 2, "{report}");
@@ -909,6 +927,11 @@ impl SplitSet {
             let (lines, _) = load_as(d, stub, &gfx1100.join(member), "gfx1100", Some("gfx11-generic"));
             assert_eq!(lines, expected_for(registered, &["gfx1100", "gfx11-generic"]), "{member} on gfx1100");
             assert!(!lines.iter().any(|l| l.starts_with("MISSING")), "{lines:?}");
+        }
+        // The gfx1100 extra brings the gfx11 family directory's files, through the family wheel.
+        for (i, (path, target)) in DATABASES.iter().enumerate() {
+            let expected = matches!(target, None | Some("gfx1100" | "gfx11")).then(|| vec![i as u8; 5000 + i]);
+            assert_eq!(std::fs::read(gfx1100.join(path)).ok(), expected, "{path} with [device-gfx1100]");
         }
     }
 }

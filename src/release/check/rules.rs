@@ -75,7 +75,14 @@ fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Fin
     for device in devices {
         let target = device_target(device).unwrap_or_default();
         let extra = format!("device-{target}");
-        if !requirements.iter().any(|r| r.under_extra(&extra) && r.package == **device) {
+        // A family's device wheel (`gfx11`, `gfx120x`, TheRock's `gfx12-0`: no processor) may
+        // come only with its processors' extras, as TheRock's packaging chain has it.
+        let family_brought = crate::elf::gpu::targets::Requested::parse(target).is_err()
+            && requirements.iter().any(|r| {
+                r.package == **device
+                    && r.extra.as_deref().is_some_and(|e| e.starts_with("device-") && e != "device-all")
+            });
+        if !family_brought && !requirements.iter().any(|r| r.under_extra(&extra) && r.package == **device) {
             findings.push(Finding {
                 kind: "missing-extra",
                 severity: Severity::Error,
@@ -1351,5 +1358,30 @@ mod tests {
         assert_eq!(device_target("amd-torch-device-gfx1201"), Some("gfx1201"));
         assert_eq!(architecture_dir(Path::new("site/gfx950/x.whl")).as_deref(), Some("gfx950"));
         assert_eq!(architecture_dir(Path::new("site/linux/x.whl")), None);
+    }
+
+    #[test]
+    fn a_family_wheel_may_come_with_its_processors_extras_alone() {
+        let host = |extras: &str| {
+            let text = format!(
+                "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\nProvides-Extra: device-gfx1100\nRequires-Dist: pkg-device-gfx1100==1.0; extra == \"device-gfx1100\"\n{extras}Provides-Extra: device-all\nRequires-Dist: pkg-device-gfx1100==1.0; extra == \"device-all\"\nRequires-Dist: pkg-device-gfx11==1.0; extra == \"device-all\"\n"
+            );
+            dist("set/pkg-1.0-py3-none-linux_x86_64.whl", &text, None)
+        };
+        let device = |target: &str| {
+            let text =
+                format!("Metadata-Version: 2.1\nName: pkg-device-{target}\nVersion: 1.0\nRequires-Dist: pkg==1.0\n");
+            dist(&format!("set/pkg_device_{target}-1.0-py3-none-linux_x86_64.whl"), &text, None)
+        };
+        let chained = host("Requires-Dist: pkg-device-gfx11==1.0; extra == \"device-gfx1100\"\n");
+        let found = selector_findings(&[chained, device("gfx1100"), device("gfx11")]);
+        assert_eq!(kinds(&found), Vec::<&str>::new(), "TheRock's packaging chain");
+        // Brought by no processor's extra: only `device-all` installs it.
+        let found = selector_findings(&[host(""), device("gfx1100"), device("gfx11")]);
+        assert_eq!(kinds(&found), ["missing-extra"]);
+        // A processor's wheel is its own extra's, whatever else brings it.
+        let stray = host("Requires-Dist: pkg-device-gfx1101==1.0; extra == \"device-gfx1100\"\n");
+        let found = selector_findings(&[stray, device("gfx1100"), device("gfx11"), device("gfx1101")]);
+        assert!(kinds(&found).contains(&"missing-extra"), "{found:?}");
     }
 }
