@@ -379,7 +379,7 @@ pub fn directory_url(base: &str) -> String {
 
 /// One file of the index, or why it is left out: unreadable, or a wheel pip refuses.
 fn read_file(path: &Path) -> Result<IndexedFile, String> {
-    let dist = super::Distribution::read(path)?;
+    let dist = super::Distribution::read(path).map_err(|e| e.to_string())?;
     if let Some(problem) = dist.installer_problems.first() {
         let more = dist.installer_problems.len() - 1;
         let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };

@@ -34,14 +34,29 @@ pub struct Distribution {
     pub installer_problems: Vec<String>,
 }
 
+/// Why a file of a release set cannot be read as a distribution.
+#[derive(Debug, thiserror::Error)]
+pub enum DistributionError {
+    #[error(transparent)]
+    Wheel(#[from] crate::wheel::WheelError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("PKG-INFO: {0}")]
+    PkgInfo(crate::wheel::metadata::MetadataError),
+    #[error("the sdist's file name is not `<name>-<version>.tar.gz` for its PKG-INFO's name {0}")]
+    SdistName(String),
+    #[error("an sdist without PKG-INFO")]
+    NoPkgInfo,
+}
+
 impl Distribution {
     /// Read a wheel through [`WheelMetadata`] (its METADATA only), or an sdist's
     /// `<name>-<version>/PKG-INFO` (`.tar.gz`).
-    pub fn read(path: &Path) -> Result<Distribution, String> {
+    pub fn read(path: &Path) -> Result<Distribution, DistributionError> {
         let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
         if file_name.ends_with(".whl") {
-            let wheel = WheelMetadata::open(path).map_err(|e| e.to_string())?;
-            let sha256 = wheel.archive.zip.sha256().map_err(|e| e.to_string())?;
+            let wheel = WheelMetadata::open(path)?;
+            let sha256 = wheel.archive.zip.sha256()?;
             return Ok(Distribution {
                 path: path.to_path_buf(),
                 file_name,
@@ -55,10 +70,10 @@ impl Distribution {
         }
         let metadata_bytes = read_pkg_info(path)?;
         let metadata =
-            CoreMetadata::parse(&String::from_utf8_lossy(&metadata_bytes)).map_err(|e| format!("PKG-INFO: {e}"))?;
+            CoreMetadata::parse(&String::from_utf8_lossy(&metadata_bytes)).map_err(DistributionError::PkgInfo)?;
         check_sdist_name(&file_name, &metadata)?;
-        let sha256 = crate::wheel::digest::file_sha256_hex(path).map_err(|e| e.to_string())?;
-        let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+        let sha256 = crate::wheel::digest::file_sha256_hex(path)?;
+        let size = std::fs::metadata(path)?.len();
         Ok(Distribution {
             path: path.to_path_buf(),
             file_name,
@@ -113,10 +128,8 @@ pub fn python_tag_fits(tag: &str, abis: &[String], major: u64, minor: u64) -> bo
 /// An sdist's file name is `<name>-<version>.tar.gz` for the name of its PKG-INFO and a PEP 440
 /// version (what pip reads off the link), in the characters those allow: a page quotes it, a
 /// URL holds it.
-fn check_sdist_name(file_name: &str, metadata: &CoreMetadata) -> Result<(), String> {
-    let wrong = || {
-        format!("the sdist's file name is not `<name>-<version>.tar.gz` for its PKG-INFO's name {}", metadata.package)
-    };
+fn check_sdist_name(file_name: &str, metadata: &CoreMetadata) -> Result<(), DistributionError> {
+    let wrong = || DistributionError::SdistName(metadata.package.to_string());
     let stem = file_name.strip_suffix(".tar.gz").ok_or_else(wrong)?;
     let (name, version) = stem.rsplit_once('-').ok_or_else(wrong)?;
     let same_name = crate::wheel::name::PackageName::parse(name).is_ok_and(|n| n == metadata.package);
@@ -128,21 +141,21 @@ fn check_sdist_name(file_name: &str, metadata: &CoreMetadata) -> Result<(), Stri
 }
 
 /// An sdist's `<name>-<version>/PKG-INFO`.
-fn read_pkg_info(path: &Path) -> Result<Vec<u8>, String> {
+fn read_pkg_info(path: &Path) -> Result<Vec<u8>, DistributionError> {
     use std::io::Read;
-    let file = crate::wheel::inputs::open_regular(path).map_err(|e| e.to_string())?;
-    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let file = crate::wheel::inputs::open_regular(path)?;
+    let len = file.metadata()?.len();
     let mut archive = tar::Archive::new(flate2::read::MultiGzDecoder::new(file.take(len)));
-    for entry in archive.entries().map_err(|e| e.to_string())? {
-        let entry = entry.map_err(|e| e.to_string())?;
+    for entry in archive.entries()? {
+        let entry = entry?;
         let is_pkg_info = entry.path().ok().is_some_and(|p| p.components().count() == 2 && p.ends_with("PKG-INFO"));
         if is_pkg_info {
             let mut data = Vec::new();
-            entry.take(16 << 20).read_to_end(&mut data).map_err(|e| e.to_string())?;
+            entry.take(16 << 20).read_to_end(&mut data)?;
             return Ok(data);
         }
     }
-    Err("an sdist without PKG-INFO".into())
+    Err(DistributionError::NoPkgInfo)
 }
 
 /// The platform family of a wheel's platform tags, for telling Linux and Windows builds apart.

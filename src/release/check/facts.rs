@@ -288,7 +288,11 @@ pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePa
         // findings may still use.
         Err(wheel_error) => {
             let dist = crate::release::Distribution::read(path);
-            let message = if file_name.ends_with(".whl") { Some(wheel_error) } else { dist.as_ref().err().cloned() };
+            let message = if file_name.ends_with(".whl") {
+                Some(wheel_error)
+            } else {
+                dist.as_ref().err().map(|e| e.to_string())
+            };
             let sha256 = match &dist {
                 Ok(d) => Some(d.sha256.clone()),
                 Err(_) => crate::wheel::digest::file_sha256_hex(path).ok(),
