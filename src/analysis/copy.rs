@@ -163,8 +163,8 @@ pub fn compress_all(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>, sink: &mut Fra
             .map(|((objects, frames), described)| {
                 scope.spawn(move || {
                     objects.iter().zip(frames).zip(described).try_for_each(|((b, f), d)| {
-                        *d = Some(Object::of(b));
-                        kpack::compress_frame_into(b, f)
+                        *d = Some(kpack::compress_frame_into(b, f)?);
+                        Ok(())
                     })
                 })
             })

@@ -249,17 +249,19 @@ impl std::fmt::Debug for ArchiveWriter {
     }
 }
 
-/// A code object as one archive frame (zstd, level 1, with the content's checksum).
-pub fn compress_frame(code_object: &[u8]) -> std::io::Result<Vec<u8>> {
+/// A code object as one archive frame (zstd, with the content's checksum), and its
+/// description.
+pub fn compress_frame(code_object: &[u8]) -> std::io::Result<(Object, Vec<u8>)> {
     let mut frame = Vec::new();
-    compress_frame_into(code_object, &mut frame)?;
-    Ok(frame)
+    let object = compress_frame_into(code_object, &mut frame)?;
+    Ok((object, frame))
 }
 
 /// A code object as one archive frame, into `frame` (its old content replaced; a buffer used
-/// again is not faulted in afresh for every object). Each thread keeps one encoder: a fresh one
-/// per object costs its allocation (several MB) every time.
-pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::Result<()> {
+/// again is not faulted in afresh for every object), and its description (digested as it was
+/// compressed: one pass over the object). Each thread keeps one encoder: a fresh one per object
+/// costs its allocation (several MB) every time.
+pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::Result<Object> {
     thread_local! {
         static ENCODER: std::cell::RefCell<Option<FrameEncoder>> = const { std::cell::RefCell::new(None) };
     }
@@ -276,14 +278,14 @@ pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::
         };
         encoder.start(code_object.len() as u64)?;
         encoder.write(code_object, &mut out)?;
-        encoder.finish(&mut out).map(|_| ())
+        encoder.finish(&mut out)
     })
 }
 
-/// The encoder of archive frames: zstd level 1, the content's size in the frame header and its
-/// checksum at the end (4 bytes, which every zstd decoder verifies: an archive damaged after
-/// it was written fails to decode in `check` and at load time, instead of handing the GPU
-/// other bytes). It streams: a code object of any size is compressed in bounded memory, fed
+/// The encoder of archive frames: zstd at level 3 (`ARCHIVE_ZSTD_LEVEL`), the content's size in
+/// the frame header and its checksum at the end (4 bytes, which every zstd decoder verifies: an
+/// archive damaged after it was written fails to decode in `check` and at load time, instead of
+/// handing the GPU other bytes). It streams: a code object of any size is compressed in bounded memory, fed
 /// in pieces as it arrives, and zstd's streaming output does not depend on how the input is
 /// cut, so a frame is the same bytes whether its object was held whole or streamed.
 pub struct FrameEncoder {
@@ -400,7 +402,8 @@ impl ArchiveWriter {
 
     /// Add the code object of `key` (`<kernel_name>#<index>`) for `target` (a target id).
     pub fn add(&mut self, key: &str, target: &str, code_object: &[u8]) -> std::io::Result<()> {
-        self.add_frame(key, target, Object::of(code_object), &compress_frame(code_object)?)
+        let (object, frame) = compress_frame(code_object)?;
+        self.add_frame(key, target, object, &frame)
     }
 
     /// Add the code object `object` describes, already made a frame by [`compress_frame`].
