@@ -11,7 +11,7 @@
 //! [`SplitTo`]); the archives are written as each binary is, and gathered into device wheels
 //! afterwards.
 //!
-//! One file of over 600 lines (about 590 of code, then its tests): the groups, the device
+//! One file of over 600 lines (about 730 of code, then its tests): the groups, the device
 //! wheels' names and extras, and where each binary's archives go are one plan, each part
 //! naming what the others write.
 
@@ -729,6 +729,54 @@ pub fn shared_device_wheel(wheel: &Wheel) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_family_wheel_comes_with_its_processors_extras_and_device_all() {
+        let project = |g: &str| format!("k-device-{g}");
+        let families = vec![FamilyWheel { name: "gfx11".into(), processors: vec!["gfx1100".into(), "gfx1151".into()] }];
+        let processors: Vec<String> = ["gfx942", "gfx1100", "gfx1151"].iter().map(|p| p.to_string()).collect();
+        // A wheel per processor: each gfx11 processor's extra brings its wheel and the family's.
+        let per_target = |p: &str| GroupBy::Target.wheel_of(p);
+        let names = DeviceNames { wheel_of: &per_target, project: &project };
+        let out = with_device_extras("Name: k\n", &device_extras(&processors, &families, &names), "1");
+        for (extra, wheel) in [("gfx1100", "gfx1100"), ("gfx1100", "gfx11"), ("gfx1151", "gfx11"), ("all", "gfx11")] {
+            let line = format!("Requires-Dist: k-device-{wheel}==1; extra == \"device-{extra}\"\n");
+            assert!(out.contains(&line), "{line}{out}");
+        }
+        assert!(!out.contains("k-device-gfx11==1; extra == \"device-gfx942\""), "{out}");
+        assert_eq!(out.matches("Provides-Extra: device-gfx1100\n").count(), 1, "{out}");
+        assert_eq!(out.matches("k-device-gfx11==1; extra == \"device-all\"").count(), 1, "{out}");
+        // A wheel per sub-family: the groups' extras bring the family's wheel too.
+        let per_subfamily = |p: &str| GroupBy::Subfamily.wheel_of(p);
+        let names = DeviceNames { wheel_of: &per_subfamily, project: &project };
+        let out = with_device_extras("Name: k\n", &device_extras(&processors, &families, &names), "1");
+        for extra in ["gfx1100", "gfx110x", "gfx1151", "gfx115x"] {
+            let line = format!("Requires-Dist: k-device-gfx11==1; extra == \"device-{extra}\"\n");
+            assert!(out.contains(&line), "{line}{out}");
+        }
+    }
+
+    #[test]
+    fn family_directories_go_to_a_family_wheel_only_when_a_processor_of_it_is_split_out() {
+        let moved = |member: &str, target: &str, group: &str| DatabaseMove {
+            member: member.into(),
+            target: target.into(),
+            group: Some(group.into()),
+            size: 1,
+        };
+        let groups: Vec<Group> = ["gfx942", "gfx1100"].iter().map(|p| Group::of(p).unwrap()).collect();
+        let mut moves = vec![
+            moved("a/amd-gfx11xx/k", "gfx11xx", "gfx11"),
+            moved("a/amd-gfx120x/k", "gfx120x", "gfx120x"),
+            moved("a/lib_gfx942.co", "gfx942", "gfx942"),
+        ];
+        let present = vec!["gfx942".to_string(), "gfx1100".to_string()];
+        let (families, stay) = family_wheels(&mut moves, &groups, &present);
+        assert_eq!(families, [FamilyWheel { name: "gfx11".into(), processors: vec!["gfx1100".into()] }]);
+        assert_eq!(stay, ["a/amd-gfx120x/k"], "no gfx12 processor: its files stay in the host");
+        assert_eq!(moves.iter().map(|m| m.member.as_str()).collect::<Vec<_>>(), ["a/amd-gfx11xx/k", "a/lib_gfx942.co"]);
+        assert_eq!((family_wheel_name("gfx11xx"), family_wheel_name("gfx120x")), ("gfx11".into(), "gfx120x".into()));
+    }
 
     #[test]
     fn extras_go_after_the_headers_and_before_the_description() {
