@@ -381,6 +381,7 @@ fn kept_objects<F: rewrite::Positional>(
         rewrite::read_bundles(zeroed, start, end, &stays, &mut |_, entry, payload| match payload {
             Payload::Plain(bytes, _) | Payload::Decoded(bytes) => {
                 kept.push((entry.id.clone(), Object::of(&bytes)));
+                rewrite::recycle(bytes);
                 Ok(())
             }
             Payload::Streamed(reader, _) => {
@@ -627,7 +628,9 @@ impl SplitCollector<'_> {
             }
             Ok(())
         })?;
-        batch.clear();
+        for (_, _, _, bytes) in batch.drain(..) {
+            rewrite::recycle(bytes);
+        }
         Ok(())
     }
 
