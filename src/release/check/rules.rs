@@ -33,6 +33,10 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
         m.entry(d.project.as_str()).or_default().insert(d.platform.as_deref());
         m
     });
+    let versions: BTreeMap<&str, BTreeSet<&str>> = dists.iter().fold(BTreeMap::new(), |mut m, d| {
+        m.entry(d.project.as_str()).or_default().insert(d.version.as_str());
+        m
+    });
     for d in dists {
         let device_extras: Vec<&String> =
             d.metadata.provides_extra.iter().filter(|e| e.starts_with("device-")).collect();
@@ -43,9 +47,10 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
         let requirements = &d.metadata.requires_dist;
         // The device packages this selector is about: those its extras name, and every present
         // package of the same family (`rocm-sdk-device-*`).
-        let families: BTreeSet<String> = requirements
+        let device_requirements: Vec<&crate::wheel::requirement::Requirement> =
+            requirements.iter().filter(|r| r.marker_extras.iter().any(|e| e.starts_with("device-"))).collect();
+        let families: BTreeSet<String> = device_requirements
             .iter()
-            .filter(|r| r.marker_extras.iter().any(|e| e.starts_with("device-")))
             .filter_map(|r| {
                 device_target(r.package.as_str()).map(|t| r.package.as_str().trim_end_matches(t).to_string())
             })
@@ -56,6 +61,9 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
             .filter(|p| device_target(p).is_some() && families.iter().any(|f| p.starts_with(f.as_str())))
             // A platform selector (`py3-none-win_amd64`) is about that platform's device wheels.
             .filter(|p| d.platform.is_none() || present[p].contains(&d.platform.as_deref()))
+            // A set of two releases: another release's device wheels (a processor this one was
+            // not built for) are not this one's to name.
+            .filter(|p| versions[p].iter().any(|v| device_requirements.iter().any(|r| admits(r, v))))
             .collect();
         findings.extend(device_extra_findings(d, &devices, &file));
         // Only the device extras: extras the project had before a split (`test`, `all`) are
@@ -1383,5 +1391,36 @@ mod tests {
         let stray = host("Requires-Dist: pkg-device-gfx1101==1.0; extra == \"device-gfx1100\"\n");
         let found = selector_findings(&[stray, device("gfx1100"), device("gfx11"), device("gfx1101")]);
         assert!(kinds(&found).contains(&"missing-extra"), "{found:?}");
+    }
+
+    #[test]
+    fn another_releases_device_wheels_are_not_this_hosts_missing_extras() {
+        let host = |version: &str, targets: &[&str]| {
+            let mut text = format!("Metadata-Version: 2.1\nName: pkg\nVersion: {version}\n");
+            for t in targets {
+                text.push_str(&format!(
+                    "Provides-Extra: device-{t}\nRequires-Dist: pkg-device-{t}=={version}; extra == \"device-{t}\"\n"
+                ));
+            }
+            dist(&format!("set/pkg-{version}-py3-none-linux_x86_64.whl"), &text, None)
+        };
+        let device = |target: &str, version: &str| {
+            let text = format!(
+                "Metadata-Version: 2.1\nName: pkg-device-{target}\nVersion: {version}\nRequires-Dist: pkg=={version}\n"
+            );
+            dist(&format!("set/pkg_device_{target}-{version}-py3-none-linux_x86_64.whl"), &text, None)
+        };
+        // Release 2.0 added gfx1101: release 1.0's host has no extra for it, and need not.
+        let set = [
+            host("1.0", &["gfx1100"]),
+            device("gfx1100", "1.0"),
+            host("2.0", &["gfx1100", "gfx1101"]),
+            device("gfx1100", "2.0"),
+            device("gfx1101", "2.0"),
+        ];
+        assert_eq!(kinds(&selector_findings(&set)), Vec::<&str>::new());
+        // The same release's device wheel without an extra is named.
+        let short = [host("1.0", &["gfx1100"]), device("gfx1100", "1.0"), device("gfx1101", "1.0")];
+        assert_eq!(kinds(&selector_findings(&short)), ["missing-extra"]);
     }
 }
