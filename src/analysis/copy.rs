@@ -20,8 +20,8 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 
 use crate::elf::gpu::BUNDLE_MAGIC;
 use crate::elf::gpu::kpack::{self, ArchiveWriter, Object};
@@ -70,7 +70,7 @@ impl CopyRoom {
     /// A new copy of a member of `size` bytes, in this room's directory.
     pub(crate) fn start(&self, size: u64) -> io::Result<HoledCopy<'_>> {
         Ok(HoledCopy {
-            file: tempfile::tempfile_in(&self.dir)?,
+            file: BackgroundWriter::new(tempfile::tempfile_in(&self.dir)?)?,
             size,
             keep: &self.keep,
             at: 0,
@@ -188,7 +188,7 @@ const CAPTURE_BATCH: usize = 8 << 20;
 /// What a capturing copy holds in memory at most: the batch, its frames, the buffers kept for
 /// the next, and the copy's own buffer (a code object larger than a batch is streamed into its
 /// archive, never held).
-const CAPTURE_MEMORY: u64 = 3 * CAPTURE_BATCH as u64 + BUF as u64;
+const CAPTURE_MEMORY: u64 = 3 * CAPTURE_BATCH as u64 + COPY_BUFFERS;
 
 /// What a payload being taken has of its bytes.
 enum Taken {
@@ -366,10 +366,77 @@ const MAX_TABLE: usize = 1 << 20;
 /// What is taken of a table first.
 const FIRST_TAKE: usize = 4 << 10;
 
+/// How many of a copy's buffers may wait for their write.
+const IN_FLIGHT: usize = 4;
+/// The buffers a copy holds at most: those waiting, the one being written, one given back and
+/// the one being filled.
+const COPY_BUFFERS: u64 = (IN_FLIGHT + 3) as u64 * BUF as u64;
+
+/// A copy's file, written on a thread of its own: the page-cache copy of each buffer (on a
+/// 470 MB library, a second of kernel time) runs beside the inflating thread, not in it.
+struct BackgroundWriter {
+    file: File,
+    queue: Option<mpsc::SyncSender<(Vec<u8>, u64)>>,
+    /// Buffers written, given back to be filled again.
+    spare: mpsc::Receiver<Vec<u8>>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl BackgroundWriter {
+    fn new(file: File) -> io::Result<BackgroundWriter> {
+        let (queue, waiting) = mpsc::sync_channel::<(Vec<u8>, u64)>(IN_FLIGHT);
+        let (give_back, spare) = mpsc::channel();
+        let writes_to = file.try_clone()?;
+        let thread = std::thread::Builder::new().name("copy writer".into()).spawn(move || {
+            for (buf, at) in waiting {
+                writes_to.write_all_at(&buf, at)?;
+                // The copy may have finished meanwhile: the buffer is then dropped.
+                let _ = give_back.send(buf);
+            }
+            Ok(())
+        })?;
+        Ok(BackgroundWriter { file, queue: Some(queue), spare, thread: Some(thread) })
+    }
+
+    /// An empty buffer of [`BUF`] bytes' capacity: one written before, else a new one.
+    fn buffer(&self) -> Vec<u8> {
+        let mut buf = self.spare.try_recv().unwrap_or_default();
+        buf.clear();
+        buf.reserve(BUF);
+        buf
+    }
+
+    /// Write `buf` at `at`, once the buffers before it are written.
+    fn write(&mut self, buf: Vec<u8>, at: u64) -> io::Result<()> {
+        let sent = self.queue.as_ref().map(|queue| queue.send((buf, at)).is_ok());
+        if sent != Some(true) {
+            // The thread stopped: its error says why.
+            self.finish()?;
+            return Err(io::Error::other("the copy's writer stopped"));
+        }
+        Ok(())
+    }
+
+    /// The file, every write done.
+    fn into_file(mut self) -> io::Result<File> {
+        self.finish()?;
+        Ok(self.file)
+    }
+
+    /// Wait for every write; the first error, if one failed.
+    fn finish(&mut self) -> io::Result<&File> {
+        self.queue = None;
+        if let Some(thread) = self.thread.take() {
+            thread.join().map_err(|_| io::Error::other("the copy's writer panicked"))??;
+        }
+        Ok(&self.file)
+    }
+}
+
 /// A copy being written in stream order. Every bundle magic that passes starts a table, read as
 /// its bytes arrive; once it reads, the payloads of entries the keep drops become holes.
 pub struct HoledCopy<'k> {
-    file: File,
+    file: BackgroundWriter,
     size: u64,
     keep: &'k Keep,
     /// The offset of the next byte to arrive.
@@ -389,7 +456,7 @@ impl HoledCopy<'_> {
     /// The finished copy, its length the member's.
     pub fn finish(mut self) -> io::Result<BundledCopy> {
         self.flush_buf()?;
-        self.file.set_len(self.size.max(self.at))?;
+        self.file.finish()?.set_len(self.size.max(self.at))?;
         // A payload the member ended inside of was not taken: its hole stays, and the writer,
         // finding neither bytes nor frame, inflates the member afresh.
         let captured = match self.capture.as_mut() {
@@ -406,7 +473,7 @@ impl HoledCopy<'_> {
             None => None,
         };
         Ok(BundledCopy {
-            file: self.file,
+            file: self.file.into_file()?,
             holes: self.holes,
             marks: self.marks,
             captured: std::sync::Mutex::new(captured),
@@ -420,7 +487,7 @@ impl HoledCopy<'_> {
 
     /// The memory it may hold beyond the stream's (for the budget of the pass that fills it).
     pub fn memory(&self) -> u64 {
-        if self.capture.is_some() { CAPTURE_MEMORY } else { BUF as u64 }
+        if self.capture.is_some() { CAPTURE_MEMORY } else { COPY_BUFFERS }
     }
 
     /// Where the member's deflate blocks start (from the inflater that gave the bytes).
@@ -522,8 +589,8 @@ impl HoledCopy<'_> {
 
     fn flush_buf(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
-            self.file.write_all_at(&self.buf, self.buf_at)?;
-            self.buf.clear();
+            let full = std::mem::replace(&mut self.buf, self.file.buffer());
+            self.file.write(full, self.buf_at)?;
         }
         Ok(())
     }
@@ -547,10 +614,15 @@ impl HoledCopy<'_> {
             self.flush_buf()?;
             self.buf_at = at;
         }
-        if bytes.len() >= BUF {
-            return self.file.write_all_at(bytes, at);
+        // Bytes of a chunk with no holes fill buffers of their own (a copy, cheaper than the
+        // page-cache copy it moves off this thread).
+        for (i, piece) in bytes.chunks(BUF).enumerate() {
+            if i > 0 {
+                self.flush_buf()?;
+                self.buf_at = at + (i * BUF) as u64;
+            }
+            self.buf.extend_from_slice(piece);
         }
-        self.buf.extend_from_slice(bytes);
         Ok(())
     }
 }
