@@ -9,9 +9,8 @@ use clap::{Args, Parser, Subcommand};
 
 use wheelfix::Destination;
 use wheelfix::cmd::{self, Common};
-use wheelfix::release;
-use wheelfix::release::index::IndexOptions;
-use wheelfix::release::metapackage::MetapackageOptions;
+use wheelfix::index::IndexOptions;
+use wheelfix::metapackage::MetapackageOptions;
 use wheelfix::settings::Flags;
 
 #[derive(Parser)]
@@ -803,17 +802,17 @@ fn kpack_group(text: &str) -> Result<String, cmd::split::SettingError> {
 
 /// A URL a page links or a command prints: `http` or `https` only.
 fn web_url(text: &str) -> Result<String, String> {
-    wheelfix::release::index::web_url(text, false).map(str::to_string)
+    wheelfix::index::web_url(text, false).map(str::to_string)
 }
 
 /// An index a resolver or `check --upstream` reads: also a local `file://` one.
 fn index_url(text: &str) -> Result<String, String> {
-    wheelfix::release::index::web_url(text, true).map(str::to_string)
+    wheelfix::index::web_url(text, true).map(str::to_string)
 }
 
 /// A requirement handed to a resolver: a PEP 508 requirement, never an option.
 fn requirement(text: &str) -> Result<String, String> {
-    wheelfix::release::resolve::requirement(text).map_err(|e| e.to_string())
+    wheelfix::upstream::resolve::requirement(text).map_err(|e| e.to_string())
 }
 
 /// What a parsed command line asks for: a command of the library, or what the binary does
@@ -879,7 +878,7 @@ impl Command {
             }),
             Command::Check(args) => cmd::Command::Check(cmd::release::CheckRequest {
                 common: args.common.common(|f| f.verify = !args.no_verify),
-                upstream: release::check::UpstreamOptions {
+                upstream: wheelfix::check::UpstreamOptions {
                     urls: args.upstream.clone(),
                     timeout: std::time::Duration::from_secs(args.timeout),
                 },
@@ -891,8 +890,8 @@ impl Command {
                     platforms: args.platforms,
                     forbid: args.forbid,
                     resolver: match args.resolver {
-                        ResolverArg::Pip => release::resolve::Resolver::Pip,
-                        ResolverArg::Uv => release::resolve::Resolver::Uv,
+                        ResolverArg::Pip => wheelfix::upstream::resolve::Resolver::Pip,
+                        ResolverArg::Uv => wheelfix::upstream::resolve::Resolver::Uv,
                     },
                     site_first: args.site_first,
                 }),

@@ -16,8 +16,11 @@
 //! 5. [`writer`]: the one writer, which applies any plan (it reads, strips and patches what the
 //!    plan names, and copies the rest as it is).
 //!
-//! [`report`] renders every command's outcome, as text and JSON; [`release`] works on sets of
-//! wheels (metapackages, indexes, `check`); [`settings`] resolves a run's settings once;
+//! Sets of wheels, a release: [`distribution`] reads a set's files once, [`index`] writes static
+//! pip indexes (and gathers them into a site), [`upstream`] reads other indexes and runs
+//! resolvers against them, [`check`] lints a set, [`metapackage`] writes the wheels a set adds
+//! (metapackages, selectors). [`report`] renders every command's outcome, as text and JSON;
+//! [`settings`] resolves a run's settings once;
 //! [`cmd`] runs each command over its inputs and decides its exit code. The binary only parses
 //! the command line, calls [`cmd::run`] and prints.
 //!
@@ -39,14 +42,20 @@
 //! 6. `examine`: one wheel opened, scanned, resolved and judged: how every command starts.
 //! 7. `plan`: the changes, as data.
 //! 8. `writer`: the changes, made.
-//! 9. `release`: sets of wheels.
-//! 10. `report`: every outcome, rendered.
-//! 11. `settings`: a run's settings.
-//! 12. `cmd`: the commands.
+//! 9. `distribution`: a release set's files, read.
+//! 10. `index`: static pip indexes, their uploads, a site of several.
+//! 11. `upstream`: other indexes, over HTTP, and the resolvers run against them.
+//! 12. `check`: a release set, linted.
+//! 13. `metapackage`: the wheels a set adds (metapackages, selectors).
+//! 14. `report`: every outcome, rendered.
+//! 15. `settings`: a run's settings.
+//! 16. `cmd`: the commands.
 
 pub mod analysis;
+pub mod check;
 pub mod cmd;
 pub mod config;
+pub mod distribution;
 /// Host ELF files ([`wheelfix_elf`]) and the GPU code in and beside them ([`wheelfix_gpu`]).
 pub mod elf {
     pub use wheelfix_elf::*;
@@ -55,14 +64,16 @@ pub mod elf {
 pub mod examine;
 pub mod exclude;
 pub mod html;
+pub mod index;
+pub mod metapackage;
 pub mod plan;
 pub mod policy;
 pub mod progress;
-pub mod release;
 pub mod report;
 pub mod settings;
 #[cfg(test)]
 mod testing;
+pub mod upstream;
 pub mod version;
 pub mod wheel;
 pub mod writer;

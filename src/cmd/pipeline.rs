@@ -11,7 +11,7 @@ use crate::version::{self, BatchMember, Content, OrderingHazard, VersionChange};
 use crate::wheel;
 use crate::wheel::output::OutputError;
 use crate::writer::WriteError;
-use crate::{parallel, plan, release};
+use crate::{metapackage, parallel, plan};
 
 /// Any failure of one wheel; the message names the wheel's member where there is one.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +41,7 @@ pub enum Error {
     #[error("{source}")]
     Vendor { wheel: String, source: analysis::vendor::VendorError },
     #[error(transparent)]
-    Metapackage(#[from] Box<release::metapackage::MetapackageError>),
+    Metapackage(#[from] Box<metapackage::MetapackageError>),
     #[error("its device code has nothing for {} (it has {}{}); nothing was written (--allow-missing thins it anyway)", missing.join(", "), if present.is_empty() { "no targets".to_string() } else { present.join(", ") }, if files.is_empty() { String::new() } else { format!("; none for it in {}", files.join(", ")) })]
     MissingTargets { missing: Vec<String>, present: Vec<String>, files: Vec<String> },
     #[error("cannot thin `{file}`: {problem}; nothing was written")]

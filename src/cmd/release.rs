@@ -4,13 +4,13 @@ use std::path::PathBuf;
 
 use super::pipeline::Error;
 use super::{Common, Output};
+use crate::index::IndexOptions;
+use crate::metapackage::MetapackageOptions;
 use crate::progress::Progress;
-use crate::release::index::IndexOptions;
-use crate::release::metapackage::MetapackageOptions;
 use crate::report::release::{self as render, CheckReport};
 use crate::settings::Settings;
 use crate::wheel::Wheel;
-use crate::{analysis, parallel, release};
+use crate::{analysis, check, index, metapackage, parallel, upstream};
 
 /// `metapackage`'s request.
 #[derive(Debug, Clone)]
@@ -36,15 +36,16 @@ pub fn run_selector(request: &SelectorRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    let read: Vec<Result<release::selector::SelectorInput, String>> = crate::parallel::map(&request.wheels, |path| {
-        let wheel = crate::wheel::WheelMetadata::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(release::selector::SelectorInput {
-            name: wheel.metadata.name.clone(),
-            version: wheel.metadata.version.text.clone(),
-            platform_tags: wheel.filename.platform_tags.clone(),
-            wheel: wheel.filename.to_string(),
-        })
-    });
+    let read: Vec<Result<metapackage::selector::SelectorInput, String>> =
+        crate::parallel::map(&request.wheels, |path| {
+            let wheel = crate::wheel::WheelMetadata::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(metapackage::selector::SelectorInput {
+                name: wheel.metadata.name.clone(),
+                version: wheel.metadata.version.text.clone(),
+                platform_tags: wheel.filename.platform_tags.clone(),
+                wheel: wheel.filename.to_string(),
+            })
+        });
     let mut inputs = Vec::new();
     for r in read {
         match r {
@@ -53,11 +54,11 @@ pub fn run_selector(request: &SelectorRequest) -> Output {
         }
     }
     let epoch = settings.source_date_epoch;
-    match release::selector::build(&inputs, &request.name, request.version.as_deref(), &request.output_dir, epoch) {
+    match metapackage::selector::build(&inputs, &request.name, request.version.as_deref(), &request.output_dir, epoch) {
         Ok(written) if request.json => {
             #[derive(serde::Serialize)]
             struct Written<'a> {
-                selectors: &'a [release::selector::SelectorWheel],
+                selectors: &'a [metapackage::selector::SelectorWheel],
             }
             let body = Written { selectors: &written };
             Output {
@@ -135,10 +136,10 @@ fn read_gpu_names(path: &std::path::Path) -> Result<std::collections::BTreeMap<S
 /// `file://` URL (what `pip install --index-url` takes for a local site).
 fn site_url(given: Option<&str>, output: &std::path::Path) -> String {
     match given {
-        Some(url) => release::index::directory_url(url),
+        Some(url) => index::directory_url(url),
         None => {
             let path = std::path::absolute(output).unwrap_or_else(|_| output.to_path_buf());
-            release::index::directory_url(&format!("file://{}", path.display()))
+            index::directory_url(&format!("file://{}", path.display()))
         }
     }
 }
@@ -153,18 +154,18 @@ fn page_settings() -> Result<Settings, String> {
 fn release_pages(
     request: &IndexRequest,
     page: &PageRequest,
-    survey: &release::check::Survey,
+    survey: &check::Survey,
     gpu_names: std::collections::BTreeMap<String, String>,
 ) -> Vec<(String, Vec<u8>)> {
     let output = &request.options.output;
     let title = page.title.clone().unwrap_or_else(|| {
-        let name = release::index::resolved_name(output);
+        let name = index::resolved_name(output);
         if name.is_empty() { "release".into() } else { name }
     });
-    let base = request.options.base_url.as_deref().map(release::index::directory_url);
+    let base = request.options.base_url.as_deref().map(index::directory_url);
     let href = |project: &str, file: &str| match &base {
-        Some(base) => format!("{base}{}", release::index::url_quote(file)),
-        None => format!("{project}/{}", release::index::url_quote(file)),
+        Some(base) => format!("{base}{}", index::url_quote(file)),
+        None => format!("{project}/{}", index::url_quote(file)),
     };
     let mut page =
         crate::report::page::ReleasePage::new(&title, &site_url(page.site_url.as_deref(), output), survey, href);
@@ -187,20 +188,15 @@ pub fn run_index(request: &IndexRequest) -> Output {
             Ok(s) => s,
             Err(e) => return Output::usage(e),
         };
-        Some(release::check::survey(
-            &request.inputs,
-            &settings.examine_options(),
-            &Default::default(),
-            &Default::default(),
-        ))
+        Some(check::survey(&request.inputs, &settings.examine_options(), &Default::default(), &Default::default()))
     } else {
         None
     };
     if request.fail_on_check
         && let Some(survey) = &survey
     {
-        let errors: Vec<&release::check::Finding> =
-            survey.findings.iter().filter(|f| f.severity == release::check::Severity::Error).collect();
+        let errors: Vec<&check::Finding> =
+            survey.findings.iter().filter(|f| f.severity == check::Severity::Error).collect();
         if !errors.is_empty() {
             let mut stderr: Vec<String> =
                 errors.iter().map(|f| format!("wheelfix: error: check: {}: {}", f.kind, f.message)).collect();
@@ -216,13 +212,13 @@ pub fn run_index(request: &IndexRequest) -> Output {
         request.options.pages = release_pages(&request, page, survey, gpu_names);
     }
     let request = &request;
-    match release::index::build(&request.inputs, &request.options) {
+    match index::build(&request.inputs, &request.options) {
         Ok(summary) => {
             let stdout = if request.json { render::index_json(&summary) } else { render::index_text(&summary) };
             let code = if summary.skipped.is_empty() { 0 } else { 1 };
             let mut stderr = render::index_messages(&summary);
             if let Some(survey) = &survey {
-                let errors = survey.findings.iter().filter(|f| f.severity == release::check::Severity::Error).count();
+                let errors = survey.findings.iter().filter(|f| f.severity == check::Severity::Error).count();
                 if errors > 0 {
                     stderr.push(check_warning("the set", errors, survey.findings.len() - errors));
                 }
@@ -250,7 +246,7 @@ pub struct SiteRequest {
 
 pub fn run_site(request: &SiteRequest) -> Output {
     use crate::report::page::{ReleasePage, landing_html};
-    let members = match release::site::members(&request.sites, &request.output) {
+    let members = match index::site::members(&request.sites, &request.output) {
         Ok(m) => m,
         Err(e) if e.is_usage() => return Output::usage(e),
         Err(e) => return Output::failure(e),
@@ -279,7 +275,7 @@ pub fn run_site(request: &SiteRequest) -> Output {
             Ok(p) => p,
             Err(e) => return Output::failure(format!("{}/release.json: {e}", m.dir.display())),
         };
-        if let Some(bad) = page.files.iter().find(|f| !release::index::safe_href(&f.href)) {
+        if let Some(bad) = page.files.iter().find(|f| !index::safe_href(&f.href)) {
             return Output::failure(format!(
                 "{}/release.json: the link {:?} of {} is neither an http(s) URL nor a plain relative path; the page is not published",
                 m.dir.display(),
@@ -287,7 +283,7 @@ pub fn run_site(request: &SiteRequest) -> Output {
                 bad.file_name
             ));
         }
-        page.site_url = format!("{base}{}/", release::index::url_quote(&m.name));
+        page.site_url = format!("{base}{}/", index::url_quote(&m.name));
         let dir = PathBuf::from(&m.name);
         pages.push((dir.join("release.html"), page.to_html(Some("../index.html")).into_bytes()));
         pages.push((dir.join("release.json"), page.to_json().into_bytes()));
@@ -295,7 +291,7 @@ pub fn run_site(request: &SiteRequest) -> Output {
     }
     let title = request.title.clone().unwrap_or_else(|| "ROCm release".into());
     pages.push((PathBuf::from("index.html"), landing_html(&title, &sites).into_bytes()));
-    match release::site::build(&members, &request.output, &pages) {
+    match index::site::build(&members, &request.output, &pages) {
         Ok(built) => {
             let stdout = if request.json {
                 crate::report::release::SiteSummary {
@@ -366,7 +362,7 @@ pub struct CheckRequest {
     /// List errors only (warnings are still counted).
     pub errors_only: bool,
     /// `--upstream`: indexes to compare the set with.
-    pub upstream: release::check::UpstreamOptions,
+    pub upstream: check::UpstreamOptions,
     /// `--resolve`: a resolution to hold against the set's index.
     pub resolve: Option<ResolveArgs>,
 }
@@ -383,14 +379,14 @@ pub struct ResolveArgs {
     pub python: Option<String>,
     pub platforms: Vec<String>,
     pub forbid: Vec<String>,
-    pub resolver: release::resolve::Resolver,
+    pub resolver: upstream::resolve::Resolver,
     pub site_first: bool,
 }
 
 impl ResolveArgs {
     /// The indexes besides the set's: those given, else the upstreams compared with, else PyPI
     /// (where a user's `pip install` takes the rest from).
-    fn extra_indexes(&self, upstream: &release::check::UpstreamOptions) -> Vec<String> {
+    fn extra_indexes(&self, upstream: &check::UpstreamOptions) -> Vec<String> {
         if !self.extra_index_urls.is_empty() {
             self.extra_index_urls.clone()
         } else if !upstream.urls.is_empty() {
@@ -422,7 +418,7 @@ pub fn run_check(request: &CheckRequest) -> Output {
         // A set is judged as it is: `--plat` (or $AUDITWHEEL_PLAT) names what `repair` should
         // aim for, which says nothing about the files published.
         let options = crate::examine::ExamineOptions { plat: None, ..settings.examine_options() };
-        release::check::survey(&request.dirs, &options, &site, &request.upstream).findings
+        check::survey(&request.dirs, &options, &site, &request.upstream).findings
     };
     let mut resolution = None;
     if let Some(args) = &request.resolve {
@@ -444,11 +440,11 @@ pub fn run_check(request: &CheckRequest) -> Output {
 /// Resolve as `args` asks, in a scratch directory of this run, and judge the outcome.
 fn resolve(
     args: &ResolveArgs,
-    upstream: &release::check::UpstreamOptions,
-) -> Result<(release::resolve::Resolution, Vec<release::check::Finding>), String> {
+    upstream: &check::UpstreamOptions,
+) -> Result<(upstream::resolve::Resolution, Vec<check::Finding>), String> {
     let timeout = upstream.timeout;
     let index_url = args.index_url.clone().unwrap_or_default();
-    let request = release::resolve::ResolveRequest {
+    let request = upstream::resolve::ResolveRequest {
         requirements: args.requirements.clone(),
         index_url: index_url.clone(),
         extra_index_urls: args.extra_indexes(upstream),
@@ -459,9 +455,9 @@ fn resolve(
         timeout,
     };
     let scratch = tempfile::tempdir().map_err(|e| format!("cannot make a scratch directory: {e}"))?;
-    let resolution = release::resolve::resolve(&request, scratch.path()).map_err(|e| e.to_string())?;
-    let site = release::upstream::Upstream::new(&index_url, timeout);
-    let findings = release::check::resolution_findings(&resolution, &site, &args.forbid)?;
+    let resolution = upstream::resolve::resolve(&request, scratch.path()).map_err(|e| e.to_string())?;
+    let site = upstream::Upstream::new(&index_url, timeout);
+    let findings = check::resolution_findings(&resolution, &site, &args.forbid)?;
     Ok((resolution, findings))
 }
 
@@ -470,16 +466,16 @@ fn resolve(
 pub fn metapackage(
     paths: &[PathBuf],
     settings: &Settings,
-    options: &release::metapackage::MetapackageOptions,
+    options: &metapackage::MetapackageOptions,
     progress: &dyn Progress,
-) -> Result<release::metapackage::Metapackage, Error> {
-    let scanned = parallel::map(paths, |path| -> Result<release::metapackage::Pinned, Error> {
+) -> Result<metapackage::Metapackage, Error> {
+    let scanned = parallel::map(paths, |path| -> Result<metapackage::Pinned, Error> {
         let wheel = Wheel::open(path)?;
         if !wheel.installer_problems.is_empty() {
             return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
         }
         let analysis = analysis::scan(&wheel, &settings.analyze, progress)?;
-        Ok(release::metapackage::Pinned {
+        Ok(metapackage::Pinned {
             name: wheel.metadata.name.clone(),
             version: wheel.metadata.version.text.clone(),
             wheel: wheel.filename.to_string(),
@@ -504,8 +500,7 @@ pub fn metapackage(
         })
     });
     // The first failure in argument order is the one reported.
-    let scanned: Vec<release::metapackage::Pinned> = scanned.into_iter().collect::<Result<_, _>>()?;
-    let options =
-        release::metapackage::MetapackageOptions { source_date_epoch: settings.source_date_epoch, ..options.clone() };
-    release::metapackage::build(&scanned, &options).map_err(|e| Error::Metapackage(Box::new(e)))
+    let scanned: Vec<metapackage::Pinned> = scanned.into_iter().collect::<Result<_, _>>()?;
+    let options = metapackage::MetapackageOptions { source_date_epoch: settings.source_date_epoch, ..options.clone() };
+    metapackage::build(&scanned, &options).map_err(|e| Error::Metapackage(Box::new(e)))
 }

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::human_bytes;
-use crate::release::check::{DistVariant, Finding, Severity, Survey};
+use crate::check::{DistVariant, Finding, Severity, Survey};
 use crate::wheel::variant::NULL_LABEL;
 
 /// The upstream index installers take everything else from.
@@ -85,7 +85,7 @@ pub struct PageFile {
     /// Ex) `manylinux_2_28_x86_64`; `None` for an sdist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
-    /// `measured` or `claimed` (see [`crate::release::check::TagFacts`]), and why.
+    /// `measured` or `claimed` (see [`crate::check::TagFacts`]), and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basis: Option<String>,
     #[serde(default)]
@@ -312,7 +312,7 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
                 named.collect::<Vec<_>>().join(", ")
             };
             serde_json::json!({
-                "path": crate::release::index::url_quote(dir),
+                "path": crate::index::url_quote(dir),
                 "title": page.title,
                 "rocm": page.rocm,
                 "files": page.files.len(),
@@ -402,7 +402,7 @@ impl<'a> FileView<'a> {
         FileView {
             file_name: &f.file_name,
             href: &f.href,
-            project_href: format!("{}/", crate::release::index::url_quote(&f.project)),
+            project_href: format!("{}/", crate::index::url_quote(&f.project)),
             project: &f.project,
             metapackage: f.metapackage,
             public: &f.public,
@@ -521,10 +521,10 @@ fn device_rows(survey: &Survey) -> Vec<DeviceRow> {
     for host in survey.dists.iter().filter(|d| !d.metapackage) {
         for extra in host.extras.iter().filter(|e| e.starts_with("device-gfx")) {
             let target = &extra["device-".len()..];
-            let devices: Vec<&crate::release::check::DistFacts> = survey
+            let devices: Vec<&crate::check::DistFacts> = survey
                 .dists
                 .iter()
-                .filter(|d| crate::release::check::device_target_of(&d.project) == Some(target))
+                .filter(|d| crate::check::device_target_of(&d.project) == Some(target))
                 .filter(|d| d.requires.contains(&host.project))
                 .collect();
             if devices.is_empty() {

@@ -5,10 +5,10 @@ use serde::Serialize;
 
 use super::json::{self, JSON_VERSION, Versioned};
 use crate::analysis::lddtree::Tree;
-use crate::release::check::{Finding, Severity};
-use crate::release::index::IndexSummary;
-use crate::release::metapackage::Metapackage;
-use crate::release::resolve::Resolution;
+use crate::check::{Finding, Severity};
+use crate::index::IndexSummary;
+use crate::metapackage::Metapackage;
+use crate::upstream::resolve::Resolution;
 
 /// `check`'s findings, counted, and the resolution `--resolve` held against the set.
 pub struct CheckReport<'a> {
@@ -47,7 +47,7 @@ impl<'a> CheckReport<'a> {
             #[serde(skip_serializing_if = "Option::is_none")]
             resolution: Option<&'a Resolution>,
         }
-        let fixes = self.findings.iter().filter_map(|f| Some((f.kind, crate::release::check::fix(f.kind)?))).collect();
+        let fixes = self.findings.iter().filter_map(|f| Some((f.kind, crate::check::fix(f.kind)?))).collect();
         json::to_text(&Document {
             version: JSON_VERSION,
             errors: self.errors,
@@ -80,7 +80,7 @@ impl<'a> CheckReport<'a> {
         }
         for (severity, kind, list) in groups {
             text.push_str(&format!("{} {kind} ({}):\n", severity.as_str(), list.len()));
-            if let Some(fix) = crate::release::check::fix(kind) {
+            if let Some(fix) = crate::check::fix(kind) {
                 text.push_str(&format!("  fix: {fix}\n"));
             }
             for f in list {

@@ -34,3 +34,31 @@ fn not_regular(metadata: &std::fs::Metadata) -> String {
     };
     format!("{what}, not a regular file")
 }
+
+/// A new name for an existing file: a hard link (no copy of a multi-GB wheel), or a copy where
+/// links cannot be made (another file system). Never opens an existing file for writing: the
+/// new name must not exist.
+pub fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => {
+            let source = open_regular(from)?;
+            let len = source.metadata()?.len();
+            let mut target = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;
+            let copied = std::io::copy(&mut std::io::Read::take(source, len), &mut target);
+            if copied.is_err() {
+                drop(target);
+                let _ = std::fs::remove_file(to);
+            }
+            copied.map(|_| ())
+        }
+    }
+}
+
+/// Write a new file (it must not exist yet).
+pub fn write_new_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+    file.write_all(data)
+}

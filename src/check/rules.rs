@@ -544,8 +544,8 @@ pub(super) fn other_places(by_project: &ByProject<'_>, project: &str) -> String 
 
 /// The CPython minor versions a distribution installs on. Ex) `cp311-cp311` → {11}
 pub(super) fn interpreters(d: &Dist) -> BTreeSet<u64> {
-    crate::release::PYTHONS
-        .filter(|&minor| crate::release::installs_on(&d.file_name, d.metadata.requires_python.as_deref(), minor))
+    crate::distribution::PYTHONS
+        .filter(|&minor| crate::distribution::installs_on(&d.file_name, d.metadata.requires_python.as_deref(), minor))
         .collect()
 }
 
@@ -555,7 +555,7 @@ pub(super) fn pythons_text(set: &BTreeSet<u64>) -> String {
     let (Some(&first), Some(&last)) = (set.first(), set.last()) else {
         return "no Python".into();
     };
-    if last == *crate::release::PYTHONS.end() && set.len() as u64 == last - first + 1 {
+    if last == *crate::distribution::PYTHONS.end() && set.len() as u64 == last - first + 1 {
         return format!("3.{first} and later");
     }
     set.iter().map(|m| format!("3.{m}")).collect::<Vec<_>>().join(", ")
@@ -656,7 +656,7 @@ pub(super) fn self_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
 /// major) all come from one ROCm release line (`rocm-abi-mix`), and a wheel's `+rocm…` label
 /// names a line that ships the majors it links (`rocm-abi-label`).
 pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
-    use crate::release::abi::{AbiTable, line_text, split_soname};
+    use crate::check::abi::{AbiTable, line_text, split_soname};
     let table = AbiTable::builtin();
     // Each wheel that links ROCm, the libraries it links, and the lines it can serve: those one
     // of its binaries fits (a wheel with one backend per ROCm, as bitsandbytes ships, serves each).

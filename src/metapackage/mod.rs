@@ -6,6 +6,8 @@
 //! version with other contents. Its platform tag is the common platform of the pinned wheels
 //! (`py3-none-linux_x86_64`), so Linux and Windows builds can never share a file name.
 
+pub mod selector;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -149,7 +151,7 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
             });
         }
         // A split set's device wheel comes with its host's extra, not as a pin of its own.
-        if let Some(target) = super::check::device_target_of(project.as_str())
+        if let Some(target) = crate::check::device_target_of(project.as_str())
             && wheels.iter().any(|h| {
                 h.extras.iter().any(|e| e.strip_prefix("device-") == Some(target))
                     || h.brings.iter().any(|b| PackageName::new(b) == project)
@@ -172,7 +174,7 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
                 files,
             });
         }
-        if let Some(family) = super::platform_family(&w.platform_tags) {
+        if let Some(family) = crate::distribution::platform_family(&w.platform_tags) {
             platforms.entry(family).or_default().push(w.wheel.clone());
         }
         pins.insert(project, (&w.version, &w.name, &w.wheel, &w.extras));

@@ -253,8 +253,8 @@ impl UploadDir {
     /// The file's bytes under a fresh temporary name in the directory (removed by a signal).
     fn staged(&self, file: &Upload) -> io::Result<PathBuf> {
         let made = crate::wheel::output::create_temporary(&self.dir, &file.name, |temp| match &file.source {
-            Source::File(from) => crate::release::link_or_copy(from, temp),
-            Source::Bytes(bytes) => crate::release::write_new_file(temp, bytes),
+            Source::File(from) => wheelfix_base::files::link_or_copy(from, temp),
+            Source::Bytes(bytes) => wheelfix_base::files::write_new_file(temp, bytes),
         });
         made.map(|(temp, ())| temp).map_err(|e| io::Error::other(e.to_string()))
     }

@@ -18,6 +18,9 @@
 //! reads every file, refuses unsafe places, then writes pages, sidecars, variants files and uploads
 //! that must agree with each other; each step is its own function.
 
+pub mod site;
+pub mod upload;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -37,7 +40,7 @@ pub enum IndexError {
     #[error(transparent)]
     Output(#[from] crate::wheel::output::OutputError),
     #[error(transparent)]
-    Upload(#[from] super::upload::UploadError),
+    Upload(#[from] upload::UploadError),
     #[error("no wheels found in the inputs")]
     Empty,
     #[error("no such file or directory: {0}")]
@@ -276,7 +279,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
 
     // Every conflict in the upload directory is found before anything is written.
     let mut upload = match &options.upload_dir {
-        Some(dir) => Some(super::upload::UploadDir::plan(dir, &resolved(&options.output), uploads(&files))?),
+        Some(dir) => Some(upload::UploadDir::plan(dir, &resolved(&options.output), uploads(&files))?),
         None => None,
     };
 
@@ -331,8 +334,8 @@ fn one_per_name(files: Vec<IndexedFile>, notes: &mut Vec<String>) -> Result<Vec<
 }
 
 /// What the upload directory gets for these files: each wheel and its sidecar.
-fn uploads(files: &[IndexedFile]) -> Vec<super::upload::Upload> {
-    use super::upload::{Source, Upload};
+fn uploads(files: &[IndexedFile]) -> Vec<upload::Upload> {
+    use upload::{Source, Upload};
     let mut out = Vec::new();
     for f in files.iter().filter(|f| f.generated.is_none()) {
         out.push(Upload { name: f.filename.clone(), sha256: f.sha256.clone(), source: Source::File(f.path.clone()) });
@@ -351,7 +354,8 @@ fn uploads(files: &[IndexedFile]) -> Vec<super::upload::Upload> {
 const API_VERSION: &str = "1.1";
 
 fn write(path: &Path, data: &[u8]) -> Result<(), IndexError> {
-    super::write_new_file(path, data).map_err(|source| IndexError::Write { path: path.display().to_string(), source })
+    wheelfix_base::files::write_new_file(path, data)
+        .map_err(|source| IndexError::Write { path: path.display().to_string(), source })
 }
 
 fn create_dir(path: &Path) -> Result<(), IndexError> {
@@ -364,7 +368,7 @@ fn write_beside(dir: &Path, f: &IndexedFile) -> Result<(), IndexError> {
     if let Some(bytes) = &f.generated {
         return write(&target, bytes);
     }
-    super::link_or_copy(&f.path, &target)
+    wheelfix_base::files::link_or_copy(&f.path, &target)
         .map_err(|source| IndexError::Write { path: target.display().to_string(), source })?;
     if f.metadata_sha256.is_some() {
         write(&dir.join(format!("{}.metadata", f.filename)), &f.metadata)?;
@@ -379,7 +383,7 @@ pub fn directory_url(base: &str) -> String {
 
 /// One file of the index, or why it is left out: unreadable, or a wheel pip refuses.
 fn read_file(path: &Path) -> Result<IndexedFile, String> {
-    let dist = super::Distribution::read(path).map_err(|e| e.to_string())?;
+    let dist = crate::distribution::Distribution::read(path).map_err(|e| e.to_string())?;
     if let Some(problem) = dist.installer_problems.first() {
         let more = dist.installer_problems.len() - 1;
         let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
@@ -573,7 +577,7 @@ mod pep691 {
     }
 
     impl Meta {
-        pub const CURRENT: Meta = Meta { api_version: super::API_VERSION };
+        pub const CURRENT: Meta = Meta { api_version: crate::index::API_VERSION };
     }
 
     /// `/simple/`: every project.
@@ -642,7 +646,8 @@ fn python_notes(files: &[IndexedFile], python: &str) -> Vec<String> {
             continue;
         }
         let Ok(name) = WheelFilename::parse(&f.filename) else { continue }; // sdists have no tags
-        let fits = name.python_tags.iter().any(|t| super::python_tag_fits(t, &name.abi_tags, major, minor));
+        let fits =
+            name.python_tags.iter().any(|t| crate::distribution::python_tag_fits(t, &name.abi_tags, major, minor));
         if !fits {
             notes.push(format!("{}: its tags ({}) exclude Python {python}", f.filename, name.python_tags.join(".")));
         }
@@ -696,10 +701,10 @@ mod tests {
 
     #[test]
     fn python_tags_against_an_interpreter() {
-        assert!(crate::release::python_tag_fits("cp314", &["cp314".into()], 3, 14));
-        assert!(!crate::release::python_tag_fits("cp312", &["cp312".into()], 3, 14));
-        assert!(crate::release::python_tag_fits("cp311", &["abi3".into()], 3, 14));
-        assert!(crate::release::python_tag_fits("py3", &["none".into()], 3, 14));
-        assert!(!crate::release::python_tag_fits("py2", &["none".into()], 3, 14));
+        assert!(crate::distribution::python_tag_fits("cp314", &["cp314".into()], 3, 14));
+        assert!(!crate::distribution::python_tag_fits("cp312", &["cp312".into()], 3, 14));
+        assert!(crate::distribution::python_tag_fits("cp311", &["abi3".into()], 3, 14));
+        assert!(crate::distribution::python_tag_fits("py3", &["none".into()], 3, 14));
+        assert!(!crate::distribution::python_tag_fits("py2", &["none".into()], 3, 14));
     }
 }

@@ -26,6 +26,7 @@ use crate::analysis::site::SitePackages;
 use crate::examine::ExamineOptions;
 use crate::policy::Policies;
 
+pub mod abi;
 mod facts;
 mod rules;
 mod upstream;
@@ -248,7 +249,7 @@ pub fn survey(
     findings.extend(path_conflict_findings(&dists));
     findings.extend(variants::variant_findings(&dists));
     for url in &upstream.urls {
-        findings.extend(upstream_findings(&dists, &super::upstream::Upstream::new(url, upstream.timeout)));
+        findings.extend(upstream_findings(&dists, &crate::upstream::Upstream::new(url, upstream.timeout)));
     }
     findings.sort();
     findings.dedup();

@@ -11,8 +11,8 @@ use super::{Finding, Severity};
 /// projects taken from elsewhere (`resolve-upstream`), a name `forbid` matches
 /// (`resolve-forbidden`), or no resolution (`resolve-failed`); all errors.
 pub fn resolution_findings(
-    resolution: &crate::release::resolve::Resolution,
-    site: &crate::release::upstream::Upstream,
+    resolution: &crate::upstream::resolve::Resolution,
+    site: &crate::upstream::Upstream,
     forbid: &[String],
 ) -> Result<Vec<Finding>, String> {
     let mut findings = Vec::new();
@@ -23,7 +23,7 @@ pub fn resolution_findings(
         let site_given_first = resolution
             .command
             .windows(2)
-            .any(|w| w[0] == "--index-url" && crate::release::index::directory_url(&w[1]) == site.url);
+            .any(|w| w[0] == "--index-url" && crate::index::directory_url(&w[1]) == site.url);
         let hint = if resolution.resolver.starts_with("uv") && site_given_first {
             "; uv searched the --extra-index-url indexes first, and stops at the first that has a name: the release page's uv command gives the set's index as --extra-index-url (check it with --site-first)"
         } else {
@@ -52,7 +52,7 @@ pub fn resolution_findings(
         if let Some(files) = ours {
             // uv names the index a distribution came from; pip, the file.
             let from_site = if by_index {
-                crate::release::index::directory_url(&d.source) == site.url
+                crate::index::directory_url(&d.source) == site.url
             } else {
                 files.iter().any(|f| f.url == d.source)
             };
@@ -102,10 +102,7 @@ pub fn resolution_findings(
 /// An upstream file could meet requirement `r` as pip chooses: its version meets the
 /// specifiers, it is not yanked (unless pinned exactly), and it is no pre-release unless the
 /// specifiers name one.
-pub(super) fn upstream_meets(
-    r: &crate::wheel::requirement::Requirement,
-    f: &crate::release::upstream::UpstreamFile,
-) -> bool {
+pub(super) fn upstream_meets(r: &crate::wheel::requirement::Requirement, f: &crate::upstream::UpstreamFile) -> bool {
     let names_pre = r.specifiers().is_some_and(|s| s.iter().any(|s| s.version().any_prerelease()));
     r.admits(&f.version) && (!f.yanked || r.exact.is_some()) && (!f.version.any_prerelease() || names_pre)
 }
@@ -114,7 +111,7 @@ pub(super) fn upstream_meets(
 /// (or, for a project nothing requires, `pip install <name>` itself) could be met by an upstream
 /// file; `upstream-shadow` where the upstream has the name but every requirement pins the set's
 /// own label. An upstream that cannot be reached is an error finding, never a silent pass.
-pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::release::upstream::Upstream) -> Vec<Finding> {
+pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::upstream::Upstream) -> Vec<Finding> {
     let projects: Vec<&str> = dists.iter().map(|d| d.project.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
     let pages = crate::parallel::map(&projects, |p| upstream.files(p));
     let projects_of_set = by_project(dists);
@@ -160,7 +157,7 @@ type Required<'a> = (&'a Dist, &'a crate::wheel::requirement::Requirement);
 /// One project of the set against the upstream's files of the same name.
 fn project_findings(
     project: &str,
-    files: &[crate::release::upstream::UpstreamFile],
+    files: &[crate::upstream::UpstreamFile],
     ours: &[&Dist],
     requirements: &[Required],
     url: &str,
@@ -252,10 +249,10 @@ fn project_findings(
 /// The upstream file to name among those that meet a requirement: the highest version, a
 /// Linux or pure wheel of it before other files.
 fn newest_meeting(
-    files: &[crate::release::upstream::UpstreamFile],
-    meets: impl Fn(&crate::release::upstream::UpstreamFile) -> bool,
-) -> Option<&crate::release::upstream::UpstreamFile> {
-    let rank = |f: &crate::release::upstream::UpstreamFile| {
+    files: &[crate::upstream::UpstreamFile],
+    meets: impl Fn(&crate::upstream::UpstreamFile) -> bool,
+) -> Option<&crate::upstream::UpstreamFile> {
+    let rank = |f: &crate::upstream::UpstreamFile| {
         let n = &f.filename;
         if n.ends_with(".whl") && n.contains("linux") {
             3

@@ -1,15 +1,6 @@
-//! The release set: per-architecture metapackage wheels, static pip indexes, and `check`, the
-//! lint for the failures a ROCm release has seen (`../shared/seeds/`).
-
-pub mod abi;
-pub mod check;
-pub mod index;
-pub mod metapackage;
-pub mod resolve;
-pub mod selector;
-pub mod site;
-pub mod upload;
-pub mod upstream;
+//! One distribution file of a release set (a wheel or an sdist), read once: its core metadata
+//! and hash, the Pythons it installs on and its platform family. What `index`, `check`,
+//! `metapackage` and the release page read a set's files through.
 
 use std::path::{Path, PathBuf};
 
@@ -171,32 +162,4 @@ pub fn platform_family(platform_tags: &[PlatformTag]) -> Option<String> {
         return Some(format!("macosx_{}", arch.rsplit('_').next().unwrap_or("")));
     }
     Some(tag.to_string())
-}
-
-/// A new name for an existing file: a hard link (no copy of a multi-GB wheel), or a copy where
-/// links cannot be made (another file system). Never opens an existing file for writing: the
-/// new name must not exist.
-pub fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    match std::fs::hard_link(from, to) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
-        Err(_) => {
-            let source = crate::wheel::inputs::open_regular(from)?;
-            let len = source.metadata()?.len();
-            let mut target = std::fs::OpenOptions::new().write(true).create_new(true).open(to)?;
-            let copied = std::io::copy(&mut std::io::Read::take(source, len), &mut target);
-            if copied.is_err() {
-                drop(target);
-                let _ = std::fs::remove_file(to);
-            }
-            copied.map(|_| ())
-        }
-    }
-}
-
-/// Write a new file (it must not exist yet).
-pub fn write_new_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
-    file.write_all(data)
 }

@@ -267,7 +267,7 @@ fn run_bounded(mut command: Command, input: Option<Vec<u8>>, deadline: std::time
 /// A command as the report shows it: passwords in its URLs as `****`.
 fn shown_command(program: &str, args: Vec<String>) -> Vec<String> {
     std::iter::once(program.to_string())
-        .chain(args.into_iter().map(|a| if a.contains("://") { super::upstream::redact(&a) } else { a }))
+        .chain(args.into_iter().map(|a| if a.contains("://") { super::redact(&a) } else { a }))
         .collect()
 }
 

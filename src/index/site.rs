@@ -53,8 +53,7 @@ pub fn members(dirs: &[PathBuf], output: &Path) -> Result<Vec<Member>, SiteError
         if !dir.is_dir() {
             return Err(SiteError::Missing(dir.display().to_string()));
         }
-        let name =
-            super::index::resolved(dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = super::resolved(dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if !names.insert(name.clone()) {
             return Err(SiteError::SameName(name));
         }
@@ -69,8 +68,8 @@ pub fn members(dirs: &[PathBuf], output: &Path) -> Result<Vec<Member>, SiteError
         };
         out.push(Member { dir: dir.clone(), name, release_json });
     }
-    super::index::refuse_overlap(dirs, output).map_err(|e| match e {
-        super::index::IndexError::Overlap { output, input, relation } => SiteError::Overlap { output, input, relation },
+    super::refuse_overlap(dirs, output).map_err(|e| match e {
+        super::IndexError::Overlap { output, input, relation } => SiteError::Overlap { output, input, relation },
         other => SiteError::Missing(other.to_string()),
     })?;
     Ok(out)
@@ -101,7 +100,7 @@ pub fn build(members: &[Member], output: &Path, pages: &[(PathBuf, Vec<u8>)]) ->
             std::fs::create_dir_all(parent)
                 .map_err(|source| SiteError::Write { path: parent.display().to_string(), source })?;
         }
-        super::write_new_file(&target, bytes)
+        wheelfix_base::files::write_new_file(&target, bytes)
             .map_err(|source| SiteError::Write { path: target.display().to_string(), source })?;
     }
     Ok(Built { output: temp.commit()?, left_out })
@@ -163,7 +162,7 @@ impl Walk<'_> {
             if kind.is_dir() {
                 self.copy_tree(&source, &target, &rel)?;
             } else {
-                super::link_or_copy(&source, &target)
+                wheelfix_base::files::link_or_copy(&source, &target)
                     .map_err(|source| SiteError::Write { path: target.display().to_string(), source })?;
             }
         }

@@ -2,6 +2,8 @@
 //! their versions, read from the PEP 691 JSON page, or the PEP 503 HTML page when the index
 //! answers with HTML. `check --upstream` compares the set's requirements with them.
 
+pub mod resolve;
+
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -53,7 +55,7 @@ impl Upstream {
             .user_agent(concat!("wheelfix/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        let url = super::index::directory_url(url);
+        let url = crate::index::directory_url(url);
         let credentials = Credentials::split(&url);
         Upstream {
             url: credentials.redacted,
@@ -68,7 +70,7 @@ impl Upstream {
     pub fn files(&self, project: &str) -> Result<Option<Vec<UpstreamFile>>, String> {
         // The name is a PEP 508 name (checked where it entered); quoted all the same, so that
         // nothing in it can become another path or a query.
-        let quoted = super::index::url_quote(project);
+        let quoted = crate::index::url_quote(project);
         let shown = format!("{}{quoted}/", self.url);
         let url = format!("{}{quoted}/", self.request_url);
         if let Some(dir) = url.strip_prefix("file://") {

@@ -273,7 +273,7 @@ pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePa
                     path: path.to_path_buf(),
                     project: wheel.metadata.package.to_string(),
                     version: wheel.metadata.version.text.clone(),
-                    platform: crate::release::platform_family(&wheel.filename.platform_tags),
+                    platform: crate::distribution::platform_family(&wheel.filename.platform_tags),
                     file_name: file_name.clone(),
                     pure,
                     installer_problems: wheel.installer_problems.clone(),
@@ -287,7 +287,7 @@ pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePa
         // An sdist; or a wheel that cannot be opened whole, whose metadata the set's other
         // findings may still use.
         Err(wheel_error) => {
-            let dist = crate::release::Distribution::read(path);
+            let dist = crate::distribution::Distribution::read(path);
             let message = if file_name.ends_with(".whl") {
                 Some(wheel_error)
             } else {
@@ -301,7 +301,7 @@ pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePa
                 path: path.to_path_buf(),
                 project: d.metadata.package.to_string(),
                 version: d.metadata.version.text.clone(),
-                platform: d.wheel.as_ref().and_then(|f| crate::release::platform_family(&f.platform_tags)),
+                platform: d.wheel.as_ref().and_then(|f| crate::distribution::platform_family(&f.platform_tags)),
                 metadata: d.metadata,
                 file_name: file_name.clone(),
                 pure: false,
@@ -447,7 +447,7 @@ fn wheel_facts(
             .elf
             .iter()
             .map(|e| {
-                let known = e.facts.needed.iter().filter(|n| crate::release::abi::AbiTable::builtin().knows(n));
+                let known = e.facts.needed.iter().filter(|n| crate::check::abi::AbiTable::builtin().knows(n));
                 known.cloned().collect::<BTreeSet<String>>()
             })
             .filter(|set| !set.is_empty())

@@ -100,9 +100,9 @@ fn projects_by_platform(
             }
             continue;
         }
-        let Some(platform) = super::platform_family(&input.platform_tags) else { continue };
+        let Some(platform) = crate::distribution::platform_family(&input.platform_tags) else { continue };
         let (projects, tags) = platforms.entry(platform.clone()).or_default();
-        let target = super::check::device_target_of(project.as_str()).map(str::to_string);
+        let target = crate::check::device_target_of(project.as_str()).map(str::to_string);
         if let Some((first, _, _)) = projects.get(&project)
             && *first != input.version
         {
@@ -151,7 +151,7 @@ pub fn build(
     output_dir: &Path,
     source_date_epoch: Option<i64>,
 ) -> Result<Vec<SelectorWheel>, SelectorError> {
-    if !super::metapackage::is_project_name(name) {
+    if !super::is_project_name(name) {
         return Err(SelectorError::Name(name.to_string()));
     }
     let platforms = projects_by_platform(inputs, name)?;
