@@ -87,7 +87,7 @@ const MAX_CONFIG: u64 = 16 << 20;
 /// Read `[tool.wheelfix]` from a `pyproject.toml` (an empty configuration when the table is absent).
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let display = path.display().to_string();
-    let text = crate::wheel::inputs::read_text_bounded(path, MAX_CONFIG)
+    let text = crate::files::read_text_bounded(path, MAX_CONFIG)
         .map_err(|source| ConfigError::Read { path: display.clone(), source })?;
     let project: PyProject = toml::from_str(&text)
         .map_err(|e| ConfigError::Invalid { path: display.clone(), message: e.message().to_string() })?;
@@ -106,7 +106,7 @@ pub fn discover(start: &Path) -> Result<Option<PathBuf>, ConfigError> {
     while let Some(d) = dir {
         let candidate = d.join("pyproject.toml");
         let display = || candidate.display().to_string();
-        match crate::wheel::inputs::read_text_bounded(&candidate, MAX_CONFIG) {
+        match crate::files::read_text_bounded(&candidate, MAX_CONFIG) {
             Ok(text) => {
                 let project = toml::from_str::<PyProject>(&text)
                     .map_err(|e| ConfigError::Invalid { path: display(), message: e.message().to_string() })?;

@@ -134,7 +134,7 @@ fn check_sdist_name(file_name: &str, metadata: &CoreMetadata) -> Result<(), Dist
 /// An sdist's `<name>-<version>/PKG-INFO`.
 fn read_pkg_info(path: &Path) -> Result<Vec<u8>, DistributionError> {
     use std::io::Read;
-    let file = crate::wheel::inputs::open_regular(path)?;
+    let file = crate::files::open_regular(path)?;
     let len = file.metadata()?.len();
     let mut archive = tar::Archive::new(flate2::read::MultiGzDecoder::new(file.take(len)));
     for entry in archive.entries()? {

@@ -28,13 +28,14 @@
 //!
 //! The layers that stand alone are crates of the workspace, so that Cargo refuses an upward
 //! dependency or a cycle: `wheelfix-base` (the ground: `log`, `platform`, `parallel`, digests,
-//! regular-file opens, paths), `wheelfix-zip` (the archive, `wheel::zip`), `wheelfix-elf` (host
+//! regular-file opens, output files, paths), `wheelfix-zip` (the archive, `wheel::zip`), `wheelfix-elf` (host
 //! ELF files, `elf`) and `wheelfix-gpu` (GPU code formats, `elf::gpu`). This crate re-exports
 //! them where its modules always found them. Each module of this crate uses only the modules of
 //! the layers before its own (`tests/it/layers.rs` holds the code to it, and the crates to their
 //! order):
 //!
-//! 1. `log`, `platform`, `parallel`, `progress`: the ground every stage stands on.
+//! 1. `log`, `platform`, `parallel`, `files`, `output`, `progress`: the ground every stage stands
+//!    on.
 //! 2. `wheel`: the archive and its metadata.
 //! 3. `config`, `elf`, `exclude`, `html`, `version`: file formats and rules, each on its own.
 //! 4. `analysis`: facts.
@@ -78,7 +79,7 @@ pub mod version;
 pub mod wheel;
 pub mod writer;
 
-pub use wheelfix_base::{debug, log, parallel, platform};
+pub use wheelfix_base::{debug, files, log, output, parallel, platform};
 
 pub use cmd::pipeline::{Error, examine};
 pub use cmd::show::show;

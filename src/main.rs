@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         return ExitCode::from(e.exit_code());
     }
     wheelfix::log::set_verbose(cli.verbose);
-    wheelfix::wheel::output::install_signal_cleanup();
+    wheelfix::output::install_signal_cleanup();
     let command = match cli.command.into_run() {
         Run::Command(command) => *command,
         Run::Completions(shell) => {

@@ -103,10 +103,10 @@ impl Site {
 
 fn read_distribution(root: &Path, dist_info: &str) -> Result<Distribution, InstalledError> {
     let dir = root.join(dist_info);
-    let text = |name: &str| crate::wheel::inputs::read_text_bounded(&dir.join(name), TEXT_MAX);
+    let text = |name: &str| crate::files::read_text_bounded(&dir.join(name), TEXT_MAX);
     let metadata = text("METADATA").map_err(InstalledError::MetadataRead)?;
     let metadata = CoreMetadata::parse(&metadata)?;
-    let record = crate::wheel::inputs::read_bounded(&dir.join("RECORD"), TEXT_MAX).unwrap_or_default();
+    let record = crate::files::read_bounded(&dir.join("RECORD"), TEXT_MAX).unwrap_or_default();
     let mut files: Vec<String> = match crate::wheel::record::Record::parse(&record) {
         Ok(record) => record.rows().filter_map(|r| crate::wheel::normalize_path(r.path)).collect(),
         Err(_) => Vec::new(),
@@ -142,7 +142,7 @@ pub enum FileKind {
 /// The kind of the file at `path` (a file that cannot be opened is `Other`).
 pub fn file_kind(path: &Path) -> FileKind {
     let mut head = [0u8; 24];
-    let Ok(file) = crate::wheel::inputs::open_regular(path) else { return FileKind::Other };
+    let Ok(file) = crate::files::open_regular(path) else { return FileKind::Other };
     let n = read_up_to(&file, &mut head, 0);
     let head = &head[..n];
     if head.starts_with(b"\x7fELF") {
@@ -166,7 +166,7 @@ fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> usize {
 /// A host binary read from disk: its ELF facts and the device code in it (`name` is how the
 /// device code names the file, its path relative to site-packages).
 pub fn read_binary(path: &Path, name: &str) -> Result<(ElfFacts, Vec<GpuCode>), InstalledError> {
-    let file = crate::wheel::inputs::open_regular(path).map_err(InstalledError::Open)?;
+    let file = crate::files::open_regular(path).map_err(InstalledError::Open)?;
     let len = file.metadata().map_err(InstalledError::Open)?.len();
     let read = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at);
     let facts = ElfFacts::parse_by_ranges(len, &read)?;
@@ -188,7 +188,7 @@ pub fn read_binary(path: &Path, name: &str) -> Result<(ElfFacts, Vec<GpuCode>), 
 /// one, a kpack or AOTriton archive): what it holds, read by position (the containers scanned
 /// 4 MiB at a time, a kpack table of contents kept), so memory does not grow with its size.
 pub fn read_device_file(path: &Path, name: &str) -> Result<Option<GpuCode>, InstalledError> {
-    let file = crate::wheel::inputs::open_regular(path).map_err(InstalledError::Open)?;
+    let file = crate::files::open_regular(path).map_err(InstalledError::Open)?;
     let len = file.metadata().map_err(InstalledError::Open)?.len();
     let mut head = vec![0u8; 4096.min(len) as usize];
     file.read_exact_at(&mut head, 0).map_err(InstalledError::Read)?;
@@ -240,7 +240,7 @@ pub fn files_under(dir: &Path) -> Result<Vec<(String, PathBuf)>, InstalledError>
 
 /// A kpack archive on disk, read back whole as the runtime would (every frame decoded).
 pub fn read_archive(path: &Path) -> gpu::kpack_read::ArchiveRead {
-    let opened = crate::wheel::inputs::open_regular(path).and_then(|f| f.metadata().map(|m| (f, m.len())));
+    let opened = crate::files::open_regular(path).and_then(|f| f.metadata().map(|m| (f, m.len())));
     match opened {
         Ok((file, len)) => gpu::kpack_read::read_archive(&|buf, at| file.read_exact_at(buf, at), len),
         Err(e) => gpu::kpack_read::ArchiveRead {
@@ -452,7 +452,7 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
                     .map_or_else(|e| Read::Failed(e.to_string()), |c| Read::Device(c.map(Box::new))),
                 FileKind::Other => {
                     let mut head = [0u8; 64];
-                    let n = crate::wheel::inputs::open_regular(path).map(|f| read_up_to(&f, &mut head, 0)).unwrap_or(0);
+                    let n = crate::files::open_regular(path).map(|f| read_up_to(&f, &mut head, 0)).unwrap_or(0);
                     Read::Foreign(ForeignFormat::sniff(&head[..n]))
                 }
             })

@@ -103,7 +103,7 @@ pub fn of_disk_facts(path: &Path, facts: &ElfFacts, search: &LibrarySearch) -> T
 /// library of several GB costs no more memory than a small one.
 pub fn facts_of_file(path: &Path) -> Result<ElfFacts, String> {
     use std::os::unix::fs::FileExt;
-    let file = crate::wheel::inputs::open_regular(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let file = crate::files::open_regular(path).map_err(|e| format!("cannot read it: {e}"))?;
     let len = file.metadata().map_err(|e| format!("cannot read it: {e}"))?.len();
     ElfFacts::parse_by_ranges(len, &|buf, at| file.read_exact_at(buf, at)).map_err(|e| e.to_string())
 }

@@ -169,7 +169,7 @@ fn read_ld_so_conf(path: &Path, out: &mut Vec<PathBuf>, depth: usize) {
     if depth > 8 {
         return;
     }
-    let Ok(text) = crate::wheel::inputs::read_text_bounded(path, 1 << 20) else {
+    let Ok(text) = crate::files::read_text_bounded(path, 1 << 20) else {
         return;
     };
     for line in text.lines() {
@@ -794,7 +794,7 @@ fn describe_external(
         return;
     }
     // Read the library's own facts: its needs, symbol versions and ISA level.
-    let Ok(data) = crate::wheel::inputs::read_bounded(&path, 16 << 30) else {
+    let Ok(data) = crate::files::read_bounded(&path, 16 << 30) else {
         return;
     };
     let Ok(facts) = ElfFacts::parse(&data) else {

@@ -61,7 +61,7 @@ impl SitePackages {
     /// The site of these wheel files and directories of wheels. A wheel that cannot be opened,
     /// and every version of a project given more than once, are left out with a problem each.
     pub fn open(inputs: &[PathBuf]) -> SitePackages {
-        let paths = crate::wheel::inputs::collect_files(inputs, &[".whl"]);
+        let paths = crate::files::collect_files(inputs, &[".whl"]);
         let opened: Vec<(PathBuf, Result<Wheel, String>)> =
             crate::parallel::map(&paths, |p| (p.clone(), Wheel::open(p).map_err(|e| e.to_string())));
         let mut site = SitePackages::default();
@@ -75,7 +75,7 @@ impl SitePackages {
         for (project, mut wheels) in by_project {
             // The same file given twice (a directory and its wheel) is one wheel.
             wheels.sort_by(|a, b| a.0.cmp(&b.0));
-            wheels.dedup_by(|a, b| crate::wheel::inputs::same_file(&a.0, &b.0));
+            wheels.dedup_by(|a, b| crate::files::same_file(&a.0, &b.0));
             let versions: BTreeSet<&str> = wheels.iter().map(|(_, w)| w.metadata.version.text.as_str()).collect();
             if versions.len() > 1 {
                 site.problems.push(format!(

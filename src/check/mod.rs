@@ -163,7 +163,7 @@ pub fn survey(
     site: &SitePackages,
     upstream: &UpstreamOptions,
 ) -> Survey {
-    let files = crate::wheel::inputs::collect_files(dirs, &[".whl", ".tar.gz"]);
+    let files = crate::files::collect_files(dirs, &[".whl", ".tar.gz"]);
     if files.is_empty() {
         let findings = vec![Finding {
             kind: "nothing-to-check",

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 
 use crate::analysis;
 use crate::analysis::site::SitePackages;
+use crate::output::OutputError;
 use crate::progress::Progress;
 use crate::settings::Settings;
 use crate::version::{self, BatchMember, Content, OrderingHazard, VersionChange};
 use crate::wheel;
-use crate::wheel::output::OutputError;
 use crate::writer::WriteError;
 use crate::{metapackage, parallel, plan};
 
@@ -136,7 +136,7 @@ pub fn decide_versions(
 
 /// `(name, version)` of every wheel file in a directory tree (from the file names).
 fn published_versions(dir: &Path) -> Vec<(String, String)> {
-    wheel::inputs::collect_files(&[dir.to_path_buf()], &[".whl"])
+    crate::files::collect_files(&[dir.to_path_buf()], &[".whl"])
         .iter()
         .filter_map(|path| wheel::WheelFilename::parse(path.file_name()?.to_str()?).ok())
         .map(|f| (f.name.to_string(), f.version.text))
@@ -147,11 +147,11 @@ fn published_versions(dir: &Path) -> Vec<(String, String)> {
 /// replace another input of the run: before anything is written. `dest` gives an item's output.
 pub fn refuse_collisions<T>(items: &mut [Result<T, Error>], dest: impl Fn(&T) -> &Path, paths: &[PathBuf]) {
     let dests: Vec<Option<&Path>> = items.iter().map(|n| n.as_ref().ok().map(&dest)).collect();
-    let found = wheel::output::collisions(&dests, paths);
+    let found = crate::output::collisions(&dests, paths);
     for (n, collision) in items.iter_mut().zip(found) {
         match collision {
-            Some(wheel::output::Collision::Shared { output, wheels }) => *n = Err(Error::Collision { output, wheels }),
-            Some(wheel::output::Collision::ReplacesInput { output, input }) => {
+            Some(crate::output::Collision::Shared { output, wheels }) => *n = Err(Error::Collision { output, wheels }),
+            Some(crate::output::Collision::ReplacesInput { output, input }) => {
                 *n = Err(Error::ReplacesOtherInput { output, input })
             }
             None => {}

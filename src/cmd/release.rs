@@ -122,8 +122,8 @@ pub struct PageRequest {
 
 /// Read `--gpu-names`: a JSON object of strings, at most 1 MiB.
 fn read_gpu_names(path: &std::path::Path) -> Result<std::collections::BTreeMap<String, String>, String> {
-    let text = crate::wheel::inputs::read_text_bounded(path, 1 << 20)
-        .map_err(|e| format!("--gpu-names {}: {e}", path.display()))?;
+    let text =
+        crate::files::read_text_bounded(path, 1 << 20).map_err(|e| format!("--gpu-names {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| {
         format!(
             "--gpu-names {}: not a JSON object of processor → GPU names (Ex: {{\"gfx1151\": \"Radeon 8060S\"}}): {e}",
@@ -174,7 +174,7 @@ fn release_pages(
 }
 
 pub fn run_index(request: &IndexRequest) -> Output {
-    let inputs_exist = crate::wheel::inputs::missing(&request.inputs).is_empty();
+    let inputs_exist = crate::files::missing(&request.inputs).is_empty();
     let gpu_names = match request.page.as_ref().and_then(|p| p.gpu_names.as_deref()) {
         Some(path) => match read_gpu_names(path) {
             Ok(names) => names,
@@ -398,7 +398,7 @@ impl ResolveArgs {
 }
 
 pub fn run_check(request: &CheckRequest) -> Output {
-    if let Some(missing) = crate::wheel::inputs::missing(&request.dirs).first() {
+    if let Some(missing) = crate::files::missing(&request.dirs).first() {
         return Output::usage(format!("no such file or directory: {}", missing.display()));
     }
     if request.resolve.as_ref().is_some_and(|r| r.index_url.is_none()) {

@@ -104,7 +104,7 @@ fn is_installed_input(path: &Path) -> bool {
     }
     // Opened as a regular file only: a FIFO or a device is never waited on.
     let mut head = [0u8; 4];
-    let read = crate::wheel::inputs::open_regular(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
+    let read = crate::files::open_regular(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
     read.is_ok() && &head != b"PK\x03\x04"
 }
 

@@ -19,6 +19,7 @@ use super::{Common, Output, display_name};
 use crate::analysis::CopyRoom;
 use crate::elf::gpu::kpack::ArchiveWriter;
 use crate::elf::gpu::targets::Keep;
+use crate::output::{NAME_MAX, OutputKey, TempDir, publish_set};
 use crate::plan::split::{
     ArchiveLayout, DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups,
     check_device_name, device_requirements, split,
@@ -32,7 +33,6 @@ use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
 use crate::wheel::name::PackageName;
-use crate::wheel::output::{NAME_MAX, OutputKey, TempDir, publish_set};
 use crate::wheel::zip::Spilled;
 use crate::writer::new_wheel::NewWheel;
 use crate::writer::thin::ThinOutcome;
@@ -435,7 +435,7 @@ fn shared_wheel(paths: &[PathBuf], settings: &Settings, staged: &Path) -> Result
         budget: &settings.analyze.memory,
         source_date_epoch: settings.source_date_epoch,
     };
-    let commit = crate::wheel::output::Commit::Replace;
+    let commit = crate::output::Commit::Replace;
     crate::writer::write_wheel(&wheels[0], &plan, &[], &options, &dest, commit, None, None)
         .map_err(|e| e.to_string())?;
     // Proven before the per-host wheels go: the shared wheel's RECORD names each member of

@@ -47,7 +47,7 @@ pub fn run(request: &ThinRequest) -> Output {
             }
             dir.clone()
         }
-        Destination::InPlace => wheel::output::parent_dir(&request.wheels[0]).to_path_buf(),
+        Destination::InPlace => crate::output::parent_dir(&request.wheels[0]).to_path_buf(),
     };
     settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, settings.copy_room, keep.clone()));
     let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);

@@ -347,12 +347,8 @@ fn collect(
             let wheel = &examined[index].as_ref().expect("examined").wheel;
             let plain = if request.plain {
                 let dest = request.wheel_dir.join(wheel.filename.to_string());
-                let copied = crate::writer::copy_wheel(
-                    &request.wheels[index],
-                    &dest,
-                    crate::wheel::output::Commit::Replace,
-                    None,
-                );
+                let copied =
+                    crate::writer::copy_wheel(&request.wheels[index], &dest, crate::output::Commit::Replace, None);
                 match copied {
                     Ok(p) => Some(p.display().to_string()),
                     Err(e) => return Err(format!("{}: the plain copy: {e}", request.wheels[index].display())),

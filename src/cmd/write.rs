@@ -5,17 +5,17 @@ use std::path::{Path, PathBuf};
 
 use super::pipeline::{Batch, Error, Examined, decide_versions, examine_all, refuse_collisions};
 use super::{Common, Output, display_name};
+use crate::output::{Commit, OutputKey};
 use crate::plan::tags::Basis;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::report::outcome::{self, RetagOutcome};
 use crate::settings::Settings;
 use crate::version::VersionChange;
-use crate::wheel::output::{Commit, OutputKey};
 use crate::wheel::platform_tag::PlatformTag;
 use crate::writer::head_start::{self, HeadStart};
 use crate::writer::{self, WriteOptions};
-use crate::{analysis, parallel, wheel};
+use crate::{analysis, parallel};
 
 /// Where `retag` writes.
 #[derive(Debug, Clone)]
@@ -277,7 +277,7 @@ pub(super) fn place(
         Destination::InPlace if !changed => return Ok(None),
         Destination::InPlace => writer::write_in_place(wheel, plan, digests, options, path, dest)?,
         Destination::Directory(_) => {
-            if wheel::inputs::same_file(dest, path) || OutputKey::of(dest) == OutputKey::of(path) {
+            if crate::files::same_file(dest, path) || OutputKey::of(dest) == OutputKey::of(path) {
                 return Err(Error::WouldOverwriteInput(dest.to_path_buf()));
             }
             if changed {
@@ -330,6 +330,6 @@ pub(super) fn output_dir(path: &Path, destination: &Destination) -> Result<PathB
                 .map_err(|source| Error::CreateDir { path: dir.display().to_string(), source })?;
             Ok(dir.clone())
         }
-        Destination::InPlace => Ok(wheel::output::parent_dir(path).to_path_buf()),
+        Destination::InPlace => Ok(crate::output::parent_dir(path).to_path_buf()),
     }
 }

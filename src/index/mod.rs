@@ -38,7 +38,7 @@ pub enum IndexError {
     #[error("cannot write {path}: {source}")]
     Write { path: String, source: std::io::Error },
     #[error(transparent)]
-    Output(#[from] crate::wheel::output::OutputError),
+    Output(#[from] crate::output::OutputError),
     #[error(transparent)]
     Upload(#[from] upload::UploadError),
     #[error("no wheels found in the inputs")]
@@ -71,7 +71,7 @@ pub(super) fn resolved(path: &Path) -> PathBuf {
         return p;
     }
     match path.file_name() {
-        Some(name) => resolved(crate::wheel::output::parent_dir(path)).join(name),
+        Some(name) => resolved(crate::output::parent_dir(path)).join(name),
         None => path.to_path_buf(),
     }
 }
@@ -180,7 +180,7 @@ pub struct IndexSummary {
 
 /// The inputs exist; the site and the upload directory lie outside them and apart.
 fn refuse_places(inputs: &[PathBuf], options: &IndexOptions) -> Result<(), IndexError> {
-    if let Some(missing) = crate::wheel::inputs::missing(inputs).first() {
+    if let Some(missing) = crate::files::missing(inputs).first() {
         return Err(IndexError::Missing(missing.display().to_string()));
     }
     refuse_overlap(inputs, &options.output)?;
@@ -236,7 +236,7 @@ fn write_site(
 
 pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary, IndexError> {
     refuse_places(inputs, options)?;
-    let wheels = crate::wheel::inputs::collect_files(inputs, &[".whl", ".tar.gz"]);
+    let wheels = crate::files::collect_files(inputs, &[".whl", ".tar.gz"]);
     if wheels.is_empty() {
         return Err(IndexError::Empty);
     }
@@ -286,7 +286,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     let output = &options.output;
     // The site is built beside its destination and swapped in whole; nothing of the inputs
     // moves, and every file of the site is new (the wheels are new names of the inputs).
-    let temp = crate::wheel::output::TempDir::create(output)?;
+    let temp = crate::output::TempDir::create(output)?;
     let projects = write_site(temp.path(), &files, base_url.as_deref(), upload.is_some(), &options.pages)?;
     // The files the new site links are in place before it is.
     if let Some(upload) = &mut upload {
@@ -390,7 +390,7 @@ fn read_file(path: &Path) -> Result<IndexedFile, String> {
         return Err(format!("pip refuses to install it: {problem}{more}"));
     }
     let project = dist.metadata.package.to_string();
-    let name_max = crate::wheel::output::NAME_MAX;
+    let name_max = crate::output::NAME_MAX;
     if project.len() > name_max {
         return Err(format!(
             "its project name is {} bytes: the index's folder for it cannot be written (a file name has at most {name_max} bytes)",

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::wheel::output::DIR_MARKER;
+use crate::output::DIR_MARKER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SiteError {
@@ -25,7 +25,7 @@ pub enum SiteError {
     )]
     Overlap { output: String, input: String, relation: &'static str },
     #[error(transparent)]
-    Output(#[from] crate::wheel::output::OutputError),
+    Output(#[from] crate::output::OutputError),
 }
 
 impl SiteError {
@@ -59,7 +59,7 @@ pub fn members(dirs: &[PathBuf], output: &Path) -> Result<Vec<Member>, SiteError
         }
         let json = dir.join("release.json");
         // A page's data is small; a FIFO or a device behind the name is an error, not a hang.
-        let release_json = match crate::wheel::inputs::read_bounded(&json, RELEASE_JSON_MAX) {
+        let release_json = match crate::files::read_bounded(&json, RELEASE_JSON_MAX) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(SiteError::NotAnIndex(dir.display().to_string()));
@@ -80,7 +80,7 @@ pub fn members(dirs: &[PathBuf], output: &Path) -> Result<Vec<Member>, SiteError
 /// rendered for its new place).
 pub fn build(members: &[Member], output: &Path, pages: &[(PathBuf, Vec<u8>)]) -> Result<Built, SiteError> {
     use std::os::unix::fs::MetadataExt;
-    let temp = crate::wheel::output::TempDir::create(output)?;
+    let temp = crate::output::TempDir::create(output)?;
     let replaced: BTreeSet<&Path> = pages.iter().map(|(p, _)| p.as_path()).collect();
     let mut left_out = Vec::new();
     for m in members {

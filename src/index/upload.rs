@@ -93,7 +93,7 @@ impl UploadDir {
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
             return Err(io_err(io::Error::last_os_error()));
         }
-        let manifest = match crate::wheel::inputs::read_bounded(&dir.join(MANIFEST), 64 << 20) {
+        let manifest = match crate::files::read_bounded(&dir.join(MANIFEST), 64 << 20) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| UploadError::Manifest { dir: dir.display().to_string(), message: e.to_string() })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => Manifest::default(),
@@ -150,9 +150,7 @@ impl UploadDir {
         // The file there is the input itself (an earlier run linked it): whatever its bytes
         // now, it is what this run would put there.
         let same_file = match &file.source {
-            Source::File(from) => {
-                on_disk && crate::wheel::inputs::identity(from) == crate::wheel::inputs::identity(&path)
-            }
+            Source::File(from) => on_disk && crate::files::identity(from) == crate::files::identity(&path),
             Source::Bytes(_) => false,
         };
         if same_file && let Some(entry) = self.manifest.files.get_mut(&file.name) {
@@ -213,8 +211,8 @@ impl UploadDir {
         let io_err = |source| UploadError::Io { dir: self.dir.display().to_string(), source };
         for file in &self.add {
             let temp = self.staged(file).map_err(io_err)?;
-            let placed = crate::wheel::output::rename_no_replace(&temp, &self.dir.join(&file.name));
-            crate::wheel::output::unregister(&temp);
+            let placed = crate::output::rename_no_replace(&temp, &self.dir.join(&file.name));
+            crate::output::unregister(&temp);
             if let Err(e) = placed {
                 let _ = std::fs::remove_file(&temp);
                 return Err(io_err(e));
@@ -223,7 +221,7 @@ impl UploadDir {
         for file in &self.replace {
             let temp = self.staged(file).map_err(io_err)?;
             let placed = std::fs::rename(&temp, self.dir.join(&file.name));
-            crate::wheel::output::unregister(&temp);
+            crate::output::unregister(&temp);
             if let Err(e) = placed {
                 let _ = std::fs::remove_file(&temp);
                 return Err(io_err(e));
@@ -234,9 +232,9 @@ impl UploadDir {
             .staged(&Upload { name: MANIFEST.into(), sha256: String::new(), source: Source::Bytes(text.into_bytes()) })
             .map_err(io_err)?;
         let placed = std::fs::rename(&temp, self.dir.join(MANIFEST));
-        crate::wheel::output::unregister(&temp);
+        crate::output::unregister(&temp);
         placed.map_err(io_err)?;
-        crate::wheel::output::sync_dir(&self.dir);
+        crate::output::sync_dir(&self.dir);
         Ok(())
     }
 
@@ -252,7 +250,7 @@ impl UploadDir {
 
     /// The file's bytes under a fresh temporary name in the directory (removed by a signal).
     fn staged(&self, file: &Upload) -> io::Result<PathBuf> {
-        let made = crate::wheel::output::create_temporary(&self.dir, &file.name, |temp| match &file.source {
+        let made = crate::output::create_temporary(&self.dir, &file.name, |temp| match &file.source {
             Source::File(from) => wheelfix_base::files::link_or_copy(from, temp),
             Source::Bytes(bytes) => wheelfix_base::files::write_new_file(temp, bytes),
         });
@@ -266,7 +264,7 @@ impl UploadDir {
 fn trusted_entries(dir: &Path, mut manifest: Manifest) -> (Manifest, Vec<String>) {
     let mut notes = Vec::new();
     manifest.files.retain(|name, _| {
-        let plain = crate::wheel::inputs::is_plain_file_name(name) && name != MANIFEST && name != LOCK;
+        let plain = crate::files::is_plain_file_name(name) && name != MANIFEST && name != LOCK;
         if !plain {
             notes.push(format!(
                 "{}: the manifest lists {name:?}, which is not a plain file name in the directory; the entry is dropped and nothing it names is touched",

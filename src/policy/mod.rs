@@ -196,7 +196,7 @@ impl Policies {
         for path in files {
             let path = path.as_ref();
             let origin = path.display().to_string();
-            let text = crate::wheel::inputs::read_text_bounded(path, 64 << 20)
+            let text = crate::files::read_text_bounded(path, 64 << 20)
                 .map_err(|source| PolicyError::Read { path: origin.clone(), source })?;
             let entries = parse_file(&text, &origin)?;
             if entries.iter().any(|e| e.name.starts_with("musllinux")) {

@@ -121,7 +121,7 @@ impl Upstream {
 /// A local index's project page (`<dir>/<project>/index.html`, as pip reads a `file://` index).
 fn local_page(dir: &str, shown: &str) -> Result<Option<Vec<Link>>, String> {
     let page = std::path::Path::new(dir).join("index.html");
-    match crate::wheel::inputs::read_bounded(&page, MAX_HTML_PAGE) {
+    match crate::files::read_bounded(&page, MAX_HTML_PAGE) {
         Ok(bytes) => Ok(Some(html_files(&decode_html(&bytes, "")))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {shown}: {e}")),

@@ -318,8 +318,7 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     if !out.success {
         return failed(resolver, command, &out.stderr_tail);
     }
-    let text = crate::wheel::inputs::read_text_bounded(&report, REPORT_MAX)
-        .map_err(|e| ResolveError::Report(e.to_string()))?;
+    let text = crate::files::read_text_bounded(&report, REPORT_MAX).map_err(|e| ResolveError::Report(e.to_string()))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| ResolveError::Report(e.to_string()))?;
     let items: &[serde_json::Value] = value["install"].as_array().map(Vec::as_slice).unwrap_or_default();
     let name_of = |item: &serde_json::Value| {

@@ -3,10 +3,8 @@
 pub mod archive;
 pub use wheelfix_base::digest;
 pub mod filename;
-pub mod inputs;
 pub mod metadata;
 pub mod name;
-pub mod output;
 pub mod platform_tag;
 pub mod record;
 pub mod requirement;

@@ -9,9 +9,10 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::files::FileIdentity;
+use crate::output::TempOutput;
 use crate::wheel::archive::Archive;
-use crate::wheel::output::TempOutput;
-use crate::wheel::zip::{FileIdentity, ZipWriter};
+use crate::wheel::zip::ZipWriter;
 
 /// Wheels smaller than this are written after their analysis, as before: the head start would
 /// cost more than it saves.

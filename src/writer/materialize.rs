@@ -119,7 +119,7 @@ fn change_elf(wheel: &Wheel, change: &ElfChange, options: &WriteOptions<'_>) -> 
             strip_and_patch(&data, change, options)
         }
         ElfSource::File { path, real } => {
-            let data = crate::wheel::inputs::read_bounded(real, u64::MAX)
+            let data = crate::files::read_bounded(real, u64::MAX)
                 .map_err(|source| WriteError::ReadSource { path: path.clone(), source })?;
             strip_and_patch(&data, change, options)
         }

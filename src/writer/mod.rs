@@ -6,7 +6,7 @@
 //! forget it: every file with its sha256 and size, from the new content, the digests the
 //! analysis computed, or the input's row where that is sound. Output goes to a temporary file
 //! beside the destination and is renamed into place only when everything succeeded
-//! ([`crate::wheel::output`]).
+//! ([`crate::output`]).
 
 pub mod head_start;
 pub mod materialize;
@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use crate::analysis::budget::MemoryBudget;
 use crate::elf::patch::{PatchError, Patcher};
+use crate::output::{Commit, OutputError, TempOutput};
 use crate::plan::Plan;
-use crate::wheel::output::{Commit, OutputError, TempOutput};
 use crate::wheel::zip::{Compressed, DosTime, Spilled, ZipWriter};
 use crate::wheel::{RecordEntry, RecordFile, Wheel};
 use head_start::HeadStart;
@@ -99,7 +99,7 @@ pub fn write_wheel(
     head: Option<HeadStart>,
 ) -> Result<Written, WriteError> {
     let materialize::Materialized { made, thinned } =
-        materialize::materialize(wheel, plan, options, crate::wheel::output::parent_dir(dest))?;
+        materialize::materialize(wheel, plan, options, crate::output::parent_dir(dest))?;
     let members = wheel.archive.members();
     let input_record = wheel.record_path();
     let output_record = plan.output_name(&input_record).to_string();
@@ -184,11 +184,11 @@ pub fn write_in_place(
     let (mode, identity) = (wheel.archive.zip.file_mode, wheel.archive.zip.identity);
     // One run at a time rewrites an input in place: two runs with different flags would both
     // write, and both say they succeeded.
-    if !crate::wheel::output::try_lock(wheel.archive.zip.file()) {
+    if !crate::output::try_lock(wheel.archive.zip.file()) {
         return Err(WriteError::InPlaceBusy(path.display().to_string()));
     }
     let replaced = || WriteError::Output(OutputError::InputChanged(path.display().to_string()));
-    let input_unchanged = || crate::wheel::zip::FileIdentity::at(path).ok() == Some(identity);
+    let input_unchanged = || crate::files::FileIdentity::at(path).ok() == Some(identity);
     if !input_unchanged() {
         return Err(replaced());
     }
@@ -341,7 +341,7 @@ fn input_row(wheel: &Wheel, index: usize, name: &str, digests: &[Option<[u8; 32]
 pub fn copy_wheel(input: &Path, dest: &Path, commit: Commit, mode: Option<u32>) -> Result<PathBuf, WriteError> {
     let temp = TempOutput::create(dest)?;
     let io_err = |source| WriteError::Io { path: dest.display().to_string(), source };
-    let from = crate::wheel::inputs::open_regular(input).map_err(io_err)?;
+    let from = crate::files::open_regular(input).map_err(io_err)?;
     let len = from.metadata().map_err(io_err)?.len();
     let mut to = temp.file()?;
     std::io::copy(&mut std::io::Read::take(from, len), &mut to).map_err(io_err)?;

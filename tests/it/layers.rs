@@ -316,7 +316,7 @@ fn the_crates_depend_down_their_order() {
 /// The binary parses and prints: it reaches the library through the commands (`cmd`), the run's
 /// settings (`settings`), the option types and argument checks of the release commands (`index`,
 /// `metapackage`, `check`, `upstream::resolve`), and the ground
-/// (`log`, `parallel`, the signal handler of `wheel::output`). Anything else it named would be a
+/// (`log`, `parallel`, the signal handler of `output`). Anything else it named would be a
 /// decision made in main.rs that belongs in `cmd` or `settings`.
 #[test]
 fn main_rs_reaches_the_library_only_through_its_front() {
@@ -329,7 +329,7 @@ fn main_rs_reaches_the_library_only_through_its_front() {
         "upstream::resolve",
         "log",
         "parallel",
-        "wheel::output",
+        "output",
         "Destination",
     ];
     let mut wrong = Vec::new();

@@ -9,7 +9,7 @@ pub mod write;
 
 use std::io::{self, Read};
 
-pub use read::{Entry, FileIdentity, ZipReader};
+pub use read::{Entry, ZipReader};
 pub use write::{Compressed, Reuse, ReuseMismatch, Spilled, ZipWriter};
 
 #[derive(Debug, thiserror::Error)]

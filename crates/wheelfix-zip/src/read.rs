@@ -10,6 +10,8 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use wheelfix_base::files::FileIdentity;
+
 use super::{
     CENTRAL_HEADER, END_OF_CENTRAL_DIRECTORY, FLAG_UTF8, LOCAL_HEADER, Method, ZIP64_END_OF_CENTRAL_DIRECTORY,
     ZIP64_EXTRA, ZIP64_LOCATOR, ZipError,
@@ -48,31 +50,6 @@ impl Entry {
     pub fn unix_mode(&self) -> Option<u32> {
         let mode = self.external_attr >> 16;
         (self.made_by >> 8 == 3 && mode != 0).then_some(mode)
-    }
-}
-
-/// The identity of a file at a moment: a rename or a rewrite in between shows up as a change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileIdentity {
-    pub dev: u64,
-    pub ino: u64,
-    pub len: u64,
-    pub mtime_ns: i128,
-}
-
-impl FileIdentity {
-    pub fn of(metadata: &std::fs::Metadata) -> Self {
-        FileIdentity {
-            dev: metadata.dev(),
-            ino: metadata.ino(),
-            len: metadata.len(),
-            mtime_ns: i128::from(metadata.mtime()) * 1_000_000_000 + i128::from(metadata.mtime_nsec()),
-        }
-    }
-
-    /// The identity of the file now at `path` (following symlinks).
-    pub fn at(path: &Path) -> io::Result<Self> {
-        std::fs::metadata(path).map(|m| Self::of(&m))
     }
 }
 

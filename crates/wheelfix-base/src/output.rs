@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::zip::FileIdentity;
+use crate::files::FileIdentity;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
@@ -106,7 +106,7 @@ impl OutputKey {
     pub fn of(path: &Path) -> OutputKey {
         let dir = parent_dir(path);
         let name = path.file_name().unwrap_or_default().to_os_string();
-        match super::inputs::identity(dir) {
+        match crate::files::identity(dir) {
             Some(dir) => OutputKey::Placed { dir, name },
             None => OutputKey::Unplaced(path.to_path_buf()),
         }
@@ -493,7 +493,7 @@ fn temp_stem(name: &str) -> String {
         return format!(".{name}");
     }
     use sha2::Digest;
-    let hash = crate::wheel::digest::hex(&sha2::Sha256::digest(name.as_bytes())[..4]);
+    let hash = crate::digest::hex(&sha2::Sha256::digest(name.as_bytes())[..4]);
     let mut keep = NAME_MAX - SUFFIX - 1 - 1 - hash.len();
     while !name.is_char_boundary(keep) {
         keep -= 1;
