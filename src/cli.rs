@@ -801,18 +801,18 @@ fn kpack_group(text: &str) -> Result<String, cmd::split::SettingError> {
 }
 
 /// A URL a page links or a command prints: `http` or `https` only.
-fn web_url(text: &str) -> Result<String, String> {
+fn web_url(text: &str) -> Result<String, wheelfix::index::UrlError> {
     wheelfix::index::web_url(text, false).map(str::to_string)
 }
 
 /// An index a resolver or `check --upstream` reads: also a local `file://` one.
-fn index_url(text: &str) -> Result<String, String> {
+fn index_url(text: &str) -> Result<String, wheelfix::index::UrlError> {
     wheelfix::index::web_url(text, true).map(str::to_string)
 }
 
 /// A requirement handed to a resolver: a PEP 508 requirement, never an option.
-fn requirement(text: &str) -> Result<String, String> {
-    wheelfix::upstream::resolve::requirement(text).map_err(|e| e.to_string())
+fn requirement(text: &str) -> Result<String, wheelfix::upstream::resolve::ResolveError> {
+    wheelfix::upstream::resolve::requirement(text)
 }
 
 /// What a parsed command line asks for: a command of the library, or what the binary does

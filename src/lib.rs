@@ -28,16 +28,16 @@
 //!
 //! The layers that stand alone are crates of the workspace, so that Cargo refuses an upward
 //! dependency or a cycle: `wheelfix-base` (the ground: `log`, `platform`, `parallel`, digests,
-//! regular-file opens, output files, paths), `wheelfix-zip` (the archive, `wheel::zip`), `wheelfix-elf` (host
-//! ELF files, `elf`) and `wheelfix-gpu` (GPU code formats, `elf::gpu`). This crate re-exports
-//! them where its modules always found them. Each module of this crate uses only the modules of
+//! regular-file opens, output files, paths), `wheelfix-zip` (the archive, `zip`), `wheelfix-elf` (host
+//! ELF files, `elf`) and `wheelfix-gpu` (GPU code formats, `gpu`). This crate re-exports each
+//! under the name of its crate, so that a path says which crate holds what it names. Each module of this crate uses only the modules of
 //! the layers before its own (`tests/it/layers.rs` holds the code to it, and the crates to their
 //! order):
 //!
-//! 1. `log`, `platform`, `parallel`, `files`, `output`, `progress`: the ground every stage stands
-//!    on.
+//! 1. `log`, `platform`, `parallel`, `files`, `output`, `progress`, `zip`: the ground every stage
+//!    stands on.
 //! 2. `wheel`: the archive and its metadata.
-//! 3. `config`, `elf`, `exclude`, `html`, `version`: file formats and rules, each on its own.
+//! 3. `config`, `elf`, `gpu`, `exclude`, `html`, `version`: file formats and rules, each on its own.
 //! 4. `analysis`: facts.
 //! 5. `policy`: what the policies make of the facts.
 //! 6. `examine`: one wheel opened, scanned, resolved and judged: how every command starts.
@@ -57,11 +57,6 @@ pub mod check;
 pub mod cmd;
 pub mod config;
 pub mod distribution;
-/// Host ELF files ([`wheelfix_elf`]) and the GPU code in and beside them ([`wheelfix_gpu`]).
-pub mod elf {
-    pub use wheelfix_elf::*;
-    pub use wheelfix_gpu as gpu;
-}
 pub mod examine;
 pub mod exclude;
 pub mod html;
@@ -80,6 +75,12 @@ pub mod wheel;
 pub mod writer;
 
 pub use wheelfix_base::{debug, files, log, output, parallel, platform};
+/// Host ELF files.
+pub use wheelfix_elf as elf;
+/// GPU code: code objects, offload bundles, kpack archives, in and beside host binaries.
+pub use wheelfix_gpu as gpu;
+/// The zip archive: positional reads, parallel inflate, deflate-block reuse, the writer.
+pub use wheelfix_zip as zip;
 
 pub use cmd::pipeline::{Error, examine};
 pub use cmd::show::show;

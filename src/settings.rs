@@ -556,7 +556,7 @@ impl Settings {
                     "wheelfix: warning: WHEELFIX_PARALLEL_INFLATE_MIN is ignored: this build has no parallel inflate (cargo feature `parallel-inflate`)"
                 );
             }
-            analyze.parallel_inflate = min.and_then(crate::wheel::zip::ParallelInflate::with_pool_threads);
+            analyze.parallel_inflate = min.and_then(crate::zip::ParallelInflate::with_pool_threads);
         }
         let SplitNaming { device_name, group_by, kpack_group, overlay_root, archive_per, device_requires_dist } =
             split_naming(config)?;

@@ -3,7 +3,7 @@
 //! entries that thinning will drop are not written at all ([`HoledCopy`]): their places are
 //! holes of the file (they read as zeros) and are listed, so that a fat library costs the
 //! bytes it keeps rather than all of them. The writer never serves a hole's bytes: it reads the
-//! copy through [`crate::elf::gpu::rewrite::ZeroedFile`], which fails a read of any hole its
+//! copy through [`crate::gpu::rewrite::ZeroedFile`], which fails a read of any hole its
 //! rewrite has not written or zeroed, and then inflates the member afresh.
 //!
 //! For `split` ([`CopyRoom::capturing`]) no payload is written: each code object a group
@@ -23,12 +23,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 
-use crate::elf::gpu::BUNDLE_MAGIC;
-use crate::elf::gpu::kpack::{self, ArchiveWriter, Object};
-use crate::elf::gpu::rewrite::{self, Ranges};
-use crate::elf::gpu::scan::bundle_target;
-use crate::elf::gpu::targets::Keep;
-use crate::wheel::zip::blocks::BlockMarks;
+use crate::gpu::BUNDLE_MAGIC;
+use crate::gpu::kpack::{self, ArchiveWriter, Object};
+use crate::gpu::rewrite::{self, Ranges};
+use crate::gpu::scan::bundle_target;
+use crate::gpu::targets::Keep;
+use crate::zip::blocks::BlockMarks;
 
 /// The most bytes of inflated copies a run keeps on disk at once, by default
 /// (`WHEELFIX_COPY_ROOM` sets it: [`crate::settings::Settings::copy_room`]).
@@ -646,8 +646,8 @@ impl Write for HoledCopy<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elf::gpu::rewrite::{ZeroedFile, thin_range};
-    use crate::elf::gpu::scan::bundle_target;
+    use crate::gpu::rewrite::{ZeroedFile, thin_range};
+    use crate::gpu::scan::bundle_target;
     use wheelfix_gpu::fixtures::{keep, member};
 
     /// `data` streamed into a kept copy (that leaves out what `keep` drops), `chunk` bytes a write.
@@ -751,7 +751,7 @@ mod tests {
             ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx942", "hipv4-amdgcn-amd-amdhsa--gfx942"];
         let table = 32 + ids.iter().map(|id| 24 + id.len()).sum::<usize>();
         let (small_at, big_at) = (4096u64, 4096 + 8192u64);
-        let mut bundle = crate::elf::gpu::BUNDLE_MAGIC.to_vec();
+        let mut bundle = crate::gpu::BUNDLE_MAGIC.to_vec();
         bundle.extend(3u64.to_le_bytes());
         for (id, offset, size) in
             [(ids[0], 0, 0), (ids[1], big_at, big.len() as u64), (ids[2], small_at, small.len() as u64)]

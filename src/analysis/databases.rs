@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use crate::elf::gpu::targets::Requested;
+use crate::gpu::targets::Requested;
 
 const RULES_JSON: &str = include_str!("../../policies/kernel-databases.json");
 
@@ -169,8 +169,8 @@ fn target_in_directories(below: &str) -> Option<Named> {
 }
 
 /// A wheel's kernel database files, by the processor they are for: files and bytes.
-pub fn by_target(wheel: &crate::wheel::Wheel) -> std::collections::BTreeMap<String, crate::elf::gpu::Count> {
-    let mut found: std::collections::BTreeMap<String, crate::elf::gpu::Count> = Default::default();
+pub fn by_target(wheel: &crate::wheel::Wheel) -> std::collections::BTreeMap<String, crate::gpu::Count> {
+    let mut found: std::collections::BTreeMap<String, crate::gpu::Count> = Default::default();
     for (member, db) in in_wheel(wheel) {
         found.entry(db.target).or_default().add(member.size);
     }

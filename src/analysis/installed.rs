@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::elf::ElfFacts;
-use crate::elf::gpu::{self, GpuCode, scan::Hits};
 use crate::elf::view::Kept;
+use crate::gpu::{self, GpuCode, scan::Hits};
 use crate::wheel::metadata::CoreMetadata;
 use crate::wheel::requirement::Requirement;
 

@@ -87,9 +87,26 @@ fn parent(path: &str) -> String {
 }
 
 /// The tree of a file on disk.
-pub fn of_file(path: &Path, search: &LibrarySearch) -> Result<Tree, String> {
-    let facts = facts_of_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn of_file(path: &Path, search: &LibrarySearch) -> Result<Tree, FileError> {
+    let facts = facts_of_file(path).map_err(|problem| FileError { path: path.to_path_buf(), problem })?;
     Ok(of_disk_facts(path, &facts, search))
+}
+
+/// A file on disk whose ELF facts cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {problem}", path.display())]
+pub struct FileError {
+    pub path: PathBuf,
+    pub problem: FactsError,
+}
+
+/// Why a file's ELF facts cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    #[error("cannot read it: {0}")]
+    Read(#[from] std::io::Error),
+    #[error(transparent)]
+    Elf(#[from] crate::elf::ElfError),
 }
 
 /// The tree of a file on disk whose facts were read already.
@@ -101,11 +118,11 @@ pub fn of_disk_facts(path: &Path, facts: &ElfFacts, search: &LibrarySearch) -> T
 
 /// The ELF facts of a file on disk, read by position: only the ranges the parser needs, so a
 /// library of several GB costs no more memory than a small one.
-pub fn facts_of_file(path: &Path) -> Result<ElfFacts, String> {
+pub fn facts_of_file(path: &Path) -> Result<ElfFacts, FactsError> {
     use std::os::unix::fs::FileExt;
-    let file = crate::files::open_regular(path).map_err(|e| format!("cannot read it: {e}"))?;
-    let len = file.metadata().map_err(|e| format!("cannot read it: {e}"))?.len();
-    ElfFacts::parse_by_ranges(len, &|buf, at| file.read_exact_at(buf, at)).map_err(|e| e.to_string())
+    let file = crate::files::open_regular(path)?;
+    let len = file.metadata()?.len();
+    Ok(ElfFacts::parse_by_ranges(len, &|buf, at| file.read_exact_at(buf, at))?)
 }
 
 /// The tree of a wheel member, installed at `install_path`.

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::elf::gpu::targets::Requested;
+use crate::gpu::targets::Requested;
 
 /// A target feature's mode on a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -59,7 +59,7 @@ impl Gpu {
         gpu
     }
 
-    /// The device as a target the compatibility rules of [`crate::elf::gpu::targets`] take.
+    /// The device as a target the compatibility rules of [`crate::gpu::targets`] take.
     pub fn requested(&self) -> Requested {
         let mut features = Vec::new();
         for (name, mode) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {

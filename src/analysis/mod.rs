@@ -26,14 +26,14 @@ pub mod vendor;
 use std::collections::BTreeMap;
 
 use crate::elf::ElfFacts;
-use crate::elf::gpu::{self, GpuCode};
 use crate::elf::header::{ElfIdent, ForeignFormat};
 use crate::exclude::ExcludeList;
+use crate::gpu::{self, GpuCode};
 use crate::platform::{Arch, Libc, machine_name};
 use crate::progress::Progress;
 use crate::wheel::platform_tag::PlatformTag;
-use crate::wheel::zip::blocks::BlockMarks;
 use crate::wheel::{Member, MemberDigest, RecordFinding, RecordProblem, Wheel, WheelError};
+use crate::zip::blocks::BlockMarks;
 pub use copy::{BundledCopy, CopyRoom};
 use linkage::{ExternalLib, LibrarySearch};
 
@@ -60,7 +60,7 @@ pub struct AnalyzeOptions {
     /// when they are free); `None`, the default: every member in one stream. Opt-in
     /// (`WHEELFIX_PARALLEL_INFLATE_MIN`): on two cores rapidgzip's decoder does not pay (its own
     /// admission test picks one stream, at a cost), so it waits for wider machines to prove it.
-    pub parallel_inflate: Option<crate::wheel::zip::ParallelInflate>,
+    pub parallel_inflate: Option<crate::zip::ParallelInflate>,
 }
 
 impl AnalyzeOptions {
@@ -189,13 +189,13 @@ impl Analysis {
 
     /// The processors the wheel's own device code is for: base target names across files,
     /// unique, in the order people read them (`gfx908` before `gfx1100`; see
-    /// [`crate::elf::gpu::targets::natural_order`]). The one rule of coverage: a GPU runtime's
+    /// [`crate::gpu::targets::natural_order`]). The one rule of coverage: a GPU runtime's
     /// own library (ROCr's blit kernels, for thirty-odd processors) never counts, so no page,
     /// index or check claims a GPU for it. Ex) [`gfx942`, `gfx950`]
     pub fn gpu_targets(&self) -> Vec<String> {
         let targets: std::collections::BTreeSet<&str> =
             self.gpu.iter().filter(|g| !g.is_runtime_code()).flat_map(|g| g.base_targets()).collect();
-        crate::elf::gpu::targets::natural_order(targets).into_iter().map(str::to_string).collect()
+        crate::gpu::targets::natural_order(targets).into_iter().map(str::to_string).collect()
     }
 }
 
@@ -474,7 +474,7 @@ fn scan_in_memory(
     at: &MemberScan,
     sniffed: Sniffed,
     bytes: &[u8],
-    marks: Option<crate::wheel::zip::blocks::BlockMarks>,
+    marks: Option<crate::zip::blocks::BlockMarks>,
     mut scanned: Scanned,
 ) -> Result<Scanned, WheelError> {
     let MemberScan { wheel, member, options, hash } = *at;

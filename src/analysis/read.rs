@@ -2,7 +2,7 @@
 //!
 //! A member small enough for its share of the budget is inflated whole in one call (libdeflate,
 //! the fastest way). A larger one streams past in chunks, once: hashed as it goes, scanned for
-//! device-code containers ([`crate::elf::gpu::scan`]), and, for an ELF file, with only the byte
+//! device-code containers ([`crate::gpu::scan`]), and, for an ELF file, with only the byte
 //! ranges its facts need kept ([`crate::elf::ranges`]). When a range the facts need had already
 //! passed before anything announced it, another pass keeps exactly the ranges the first one
 //! learned about; a file never needs more than a few.
@@ -11,13 +11,13 @@ use sha2::{Digest, Sha256};
 
 use super::budget::{MemoryBudget, Permit};
 use super::copy::HoledCopy;
-use crate::elf::gpu::scan::{Hits, Patterns, Scanner};
 use crate::elf::ranges::{HeaderLayout, Range, Segments, needed_ranges};
 use crate::elf::view::{FileView, Kept};
+use crate::gpu::scan::{Hits, Patterns, Scanner};
 use crate::wheel::record::HashAlgorithm;
-use crate::wheel::zip::blocks::BlockMarks;
-use crate::wheel::zip::{Buffer, ParallelInflate};
 use crate::wheel::{Member, MemberDigest, Wheel, WheelError};
+use crate::zip::blocks::BlockMarks;
+use crate::zip::{Buffer, ParallelInflate};
 
 /// Bytes of one streamed chunk.
 const CHUNK: usize = 1 << 20;
@@ -126,7 +126,7 @@ pub struct Pass<'a, 'c> {
     /// Where every byte is also written (a copy kept for the writer, which also gets where
     /// the member's deflate blocks start).
     pub copy: Option<&'a mut HoledCopy<'c>>,
-    /// Inflate on several threads ([`ZipReader::stream_with`](crate::wheel::zip::ZipReader::stream_with)).
+    /// Inflate on several threads ([`ZipReader::stream_with`](crate::zip::ZipReader::stream_with)).
     pub parallel: Option<&'a ParallelInflate>,
 }
 
@@ -437,12 +437,12 @@ impl Learn for ContainerLearner {
     fn learn(&mut self, kept: &Kept, _seen: u64) -> Vec<Range> {
         let len = kept_len(kept);
         match kept.get(0, 16.min(len)) {
-            Ok(head) if head.starts_with(crate::elf::gpu::KPAK_MAGIC) => crate::elf::gpu::kpack_toc_range(head, len)
+            Ok(head) if head.starts_with(crate::gpu::KPAK_MAGIC) => crate::gpu::kpack_toc_range(head, len)
                 .map(|(start, end)| vec![(start, end - start)])
                 .unwrap_or_default(),
             // An AOTriton archive's directory and first headers lie at the start of its stream.
-            Ok(head) if head.starts_with(crate::elf::gpu::AKS2_MAGIC) => {
-                vec![(0, len.min(crate::elf::gpu::aks2::KEEP))]
+            Ok(head) if head.starts_with(crate::gpu::AKS2_MAGIC) => {
+                vec![(0, len.min(crate::gpu::aks2::KEEP))]
             }
             _ => Vec::new(),
         }

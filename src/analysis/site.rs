@@ -62,8 +62,8 @@ impl SitePackages {
     /// and every version of a project given more than once, are left out with a problem each.
     pub fn open(inputs: &[PathBuf]) -> SitePackages {
         let paths = crate::files::collect_files(inputs, &[".whl"]);
-        let opened: Vec<(PathBuf, Result<Wheel, String>)> =
-            crate::parallel::map(&paths, |p| (p.clone(), Wheel::open(p).map_err(|e| e.to_string())));
+        let opened: Vec<(PathBuf, Result<Wheel, crate::wheel::WheelError>)> =
+            crate::parallel::map(&paths, |p| (p.clone(), Wheel::open(p)));
         let mut site = SitePackages::default();
         let mut by_project: BTreeMap<PackageName, Vec<(PathBuf, Wheel)>> = BTreeMap::new();
         for (path, wheel) in opened {

@@ -101,7 +101,7 @@ pub(super) struct WheelFacts {
     pub(super) root_is_purelib: Option<bool>,
     pub(super) gpu_targets: Vec<String>,
     /// Its device code in offload bundles, per file: what coverage of an architecture is judged on.
-    pub(super) bundled: Vec<crate::elf::gpu::GpuCode>,
+    pub(super) bundled: Vec<crate::gpu::GpuCode>,
     pub(super) record_findings: RecordFindings,
     /// Libraries it needs from other wheels.
     pub(super) cross: Vec<crate::analysis::linkage::CrossNeed>,
@@ -123,7 +123,7 @@ pub(super) struct WheelFacts {
     pub(super) kpack_kernels: Vec<(String, String, usize)>,
     /// Its kpack archives' tables of contents: install path → key → target ids.
     pub(super) kpack_tocs: BTreeMap<String, BTreeMap<String, Vec<String>>>,
-    /// Its kpack archives read back whole ([`crate::elf::gpu::kpack_read`]): install path →
+    /// Its kpack archives read back whole ([`crate::gpu::kpack_read`]): install path →
     /// what is wrong with it (archives with nothing wrong are not listed).
     pub(super) kpack_damage: Vec<(String, Vec<String>)>,
     /// Split hosts (installed path) whose HIPK wrappers or kpack markers the runtime cannot
@@ -132,7 +132,8 @@ pub(super) struct WheelFacts {
     /// Host binaries the loader would refuse or misload, and the rule each breaks.
     pub(super) not_loadable: Vec<(String, crate::elf::lint::LintFinding)>,
     /// A variant wheel's label and its variant.json, read (PEP 825), or why it cannot be.
-    pub(super) variant: Option<(String, Result<crate::wheel::variant::VariantMetadata, String>)>,
+    pub(super) variant:
+        Option<(String, Result<crate::wheel::variant::VariantMetadata, crate::wheel::variant::VariantReadError>)>,
 }
 
 /// What reading one file gave: its sha256 (when the file could be read at all), the
@@ -319,14 +320,14 @@ pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePa
 /// (as split writes them) is read in place; a deflated one is inflated to a temporary file
 /// first. Memory stays a buffer's worth whatever the archive's size.
 fn archive_damage(wheel: &Wheel, analysis: &crate::analysis::Analysis) -> Vec<(String, Vec<String>)> {
-    use crate::elf::gpu::kpack_read;
-    let archives = analysis.gpu.iter().filter(|g| g.container == crate::elf::gpu::Container::KpackArchive);
+    use crate::gpu::kpack_read;
+    let archives = analysis.gpu.iter().filter(|g| g.container == crate::gpu::Container::KpackArchive);
     let mut damaged = Vec::new();
     for code in archives {
         let Some(member) = wheel.archive.member(&code.file) else { continue };
         let zip = &wheel.archive.zip;
         let read = match member.method {
-            crate::wheel::zip::Method::Stored => match zip.data_offset(member) {
+            crate::zip::Method::Stored => match zip.data_offset(member) {
                 Ok(start) => {
                     let read_at =
                         |buf: &mut [u8], at: u64| zip.read_at(member, buf, start + at).map_err(std::io::Error::other);
@@ -409,7 +410,7 @@ fn wheel_facts(
             .filter(|m| !m.is_dir())
             .all(|m| m.name.split('/').next().is_some_and(|top| top.ends_with(".dist-info"))),
         tag: tag_facts(wheel, &analysis, judgement),
-        device_bytes: crate::elf::gpu::device_bytes(&analysis.gpu),
+        device_bytes: crate::gpu::device_bytes(&analysis.gpu),
         kpack_refs: analysis
             .gpu
             .iter()
@@ -419,7 +420,7 @@ fn wheel_facts(
         kpack_archives: analysis
             .gpu
             .iter()
-            .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+            .filter(|g| g.container == crate::gpu::Container::KpackArchive)
             .filter_map(|g| Some((wheel.install_path(&g.file)?, g.targets.clone())))
             .collect(),
         kpack_kernels: analysis
@@ -433,7 +434,7 @@ fn wheel_facts(
         kpack_tocs: analysis
             .gpu
             .iter()
-            .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+            .filter(|g| g.container == crate::gpu::Container::KpackArchive)
             .filter_map(|g| Some((wheel.install_path(&g.file)?, g.kpack_toc.clone())))
             .collect(),
         kpack_damage: archive_damage(wheel, &analysis),

@@ -39,7 +39,7 @@ use rules::{
     metapackage_findings, path_conflict_findings, provider_findings, selector_findings, self_requirement_findings,
     split_set_findings, unmet_requirement_findings, version_findings, wheel_findings,
 };
-pub use upstream::resolution_findings;
+pub use upstream::{ResolutionError, resolution_findings};
 
 /// The GPU target a device package is for, from its name. Ex) `rocm-sdk-device-gfx950` → `gfx950`
 pub fn device_target_of(project: &str) -> Option<&str> {

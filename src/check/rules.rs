@@ -85,7 +85,7 @@ fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Fin
         let extra = format!("device-{target}");
         // A family's device wheel (`gfx11`, `gfx120x`, TheRock's `gfx12-0`: no processor) may
         // come only with its processors' extras, as TheRock's packaging chain has it.
-        let family_brought = crate::elf::gpu::targets::Requested::parse(target).is_err()
+        let family_brought = crate::gpu::targets::Requested::parse(target).is_err()
             && requirements.iter().any(|r| {
                 r.package == **device
                     && r.extra.as_deref().is_some_and(|e| e.starts_with("device-") && e != "device-all")
@@ -353,10 +353,10 @@ fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
 /// bundle, and none only for others.
 fn architecture_findings(d: &Dist, w: &WheelFacts, arch: &str, file: &[String]) -> Vec<Finding> {
     let mut findings = Vec::new();
-    if let Ok(requested) = crate::elf::gpu::targets::Requested::parse(arch)
+    if let Ok(requested) = crate::gpu::targets::Requested::parse(arch)
         && (w.gpu_targets.is_empty() || w.gpu_targets.iter().any(|t| t == arch))
     {
-        for u in crate::elf::gpu::targets::uncovered(&w.bundled, &[requested]) {
+        for u in crate::gpu::targets::uncovered(&w.bundled, &[requested]) {
             let holds = if u.has.is_empty() {
                 "no device code at all: its offload bundles were emptied (`thin --allow-missing` of a build without it?)".to_string()
             } else {
@@ -747,7 +747,7 @@ type Toc = BTreeMap<String, Vec<String>>;
 /// on the target (feature variants and generic targets as the runtime falls back); each of
 /// those device wheels requires the host back at its exact version.
 pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
-    use crate::elf::gpu::kpack::archive_paths;
+    use crate::gpu::kpack::archive_paths;
     let mut findings = Vec::new();
     // Every key some archive of the set holds code for: a wrapper with code for some processor
     // but not this one was built so (a translation unit compiled for fewer targets, as in
@@ -762,8 +762,8 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
         let file = vec![host.path.display().to_string()];
         for extra in host.metadata.provides_extra.iter().filter(|e| e.starts_with("device-") && *e != "device-all") {
             let Some(target) = extra.strip_prefix("device-").filter(|t| t.starts_with("gfx")) else { continue };
-            let Ok(requested) = crate::elf::gpu::targets::Requested::parse(target) else { continue };
-            let runs = crate::elf::gpu::targets::Keep::new(vec![requested]);
+            let Ok(requested) = crate::gpu::targets::Requested::parse(target) else { continue };
+            let runs = crate::gpu::targets::Keep::new(vec![requested]);
             let devices = devices_of(host, extra, dists);
             findings.extend(one_way_pins(host, extra, &devices));
             let tocs: Vec<(&Dist, &String, &Toc)> = devices
@@ -1094,7 +1094,7 @@ fn arch_findings(
     names: &[String],
     archives: &ArchivesByPath<'_>,
 ) -> Vec<Finding> {
-    use crate::elf::gpu::kpack::archive_paths;
+    use crate::gpu::kpack::archive_paths;
     let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
     let mut findings = Vec::new();
     // The archive names of `arch` a binary finds (the processor's, or target ids').

@@ -7,6 +7,17 @@ use super::facts::Dist;
 use super::rules::by_project;
 use super::{Finding, Severity};
 
+/// Why a resolution could not be judged.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolutionError {
+    #[error("--forbid `{pattern}`: {source}")]
+    Forbid { pattern: String, source: globset::Error },
+    #[error(transparent)]
+    Globs(globset::Error),
+    #[error("the set's index: {0}")]
+    Site(crate::upstream::UpstreamError),
+}
+
 /// What a resolution means for the set whose index is `site`: a distribution of the set's
 /// projects taken from elsewhere (`resolve-upstream`), a name `forbid` matches
 /// (`resolve-forbidden`), or no resolution (`resolve-failed`); all errors.
@@ -14,7 +25,7 @@ pub fn resolution_findings(
     resolution: &crate::upstream::resolve::Resolution,
     site: &crate::upstream::Upstream,
     forbid: &[String],
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, ResolutionError> {
     let mut findings = Vec::new();
     if let Some(message) = &resolution.failure {
         // uv searches `--extra-index-url` before `--index-url` and stops at the first index
@@ -39,15 +50,18 @@ pub fn resolution_findings(
     }
     let mut globs = globset::GlobSetBuilder::new();
     for pattern in forbid {
-        globs.add(globset::Glob::new(pattern).map_err(|e| format!("--forbid `{pattern}`: {e}"))?);
+        globs.add(
+            globset::Glob::new(pattern)
+                .map_err(|source| ResolutionError::Forbid { pattern: pattern.clone(), source })?,
+        );
     }
-    let globs = globs.build().map_err(|e| e.to_string())?;
+    let globs = globs.build().map_err(ResolutionError::Globs)?;
     let by_index = resolution.resolver.starts_with("uv");
     let pages = crate::parallel::map(&resolution.distributions, |d| site.files(&d.name));
     for (d, page) in resolution.distributions.iter().zip(pages) {
         let ours = match page {
             Ok(files) => files,
-            Err(e) => return Err(format!("the set's index: {e}")),
+            Err(e) => return Err(ResolutionError::Site(e)),
         };
         if let Some(files) = ours {
             // uv names the index a distribution came from; pip, the file.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::facts::Dist;
 use super::{Finding, Severity};
-use crate::elf::gpu::targets::{Keep, Requested};
+use crate::gpu::targets::{Keep, Requested};
 use crate::wheel::variant::{NULL_LABEL, Properties, VariantMetadata, amd};
 
 /// A version's variant wheels, as read, and whether a plain (unlabelled) wheel is there too.

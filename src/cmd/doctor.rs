@@ -72,7 +72,8 @@ pub fn run(request: &DoctorRequest) -> Output {
 
 /// The site-packages directories a path names: itself (a directory of `*.dist-info`), those of
 /// a virtual environment (`pyvenv.cfg`), or a Python's `purelib` and `platlib`.
-fn site_packages(path: &Path) -> Result<Vec<PathBuf>, String> {
+fn site_packages(path: &Path) -> Result<Vec<PathBuf>, SiteError> {
+    let refused = |problem| SiteError { path: path.to_path_buf(), problem };
     if path.is_dir() {
         if path.join("pyvenv.cfg").is_file() {
             let mut found = Vec::new();
@@ -86,47 +87,59 @@ fn site_packages(path: &Path) -> Result<Vec<PathBuf>, String> {
                 }
             }
             found.sort();
-            return if found.is_empty() {
-                Err(format!("{}: a virtual environment without lib/python*/site-packages", path.display()))
-            } else {
-                Ok(found)
-            };
+            return if found.is_empty() { Err(refused(SiteProblem::VenvWithoutSite)) } else { Ok(found) };
         }
         let has_dist_info = std::fs::read_dir(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
+            .map_err(|e| refused(SiteProblem::Unreadable(e)))?
             .filter_map(|e| e.ok())
             .any(|e| e.file_name().to_string_lossy().ends_with(".dist-info"));
         let named = path.file_name().is_some_and(|n| n == "site-packages" || n == "dist-packages");
-        return if has_dist_info || named {
-            Ok(vec![path.to_path_buf()])
-        } else {
-            Err(format!(
-                "{}: not a site-packages directory (no *.dist-info), a virtual environment or a Python",
-                path.display()
-            ))
-        };
+        return if has_dist_info || named { Ok(vec![path.to_path_buf()]) } else { Err(refused(SiteProblem::NotASite)) };
     }
     python_site_packages(path)
 }
 
 /// What a Python reports as its `purelib` and `platlib`.
-fn python_site_packages(python: &Path) -> Result<Vec<PathBuf>, String> {
+fn python_site_packages(python: &Path) -> Result<Vec<PathBuf>, SiteError> {
     const SCRIPT: &str = "import sysconfig\nfor k in ('purelib', 'platlib'):\n    print(sysconfig.get_paths()[k])";
-    let output = std::process::Command::new(python).args(["-c", SCRIPT]).output().map_err(|e| {
-        format!("{}: not a site-packages directory, a virtual environment or a Python ({e})", python.display())
-    })?;
+    let refused = |problem| SiteError { path: python.to_path_buf(), problem };
+    let output = std::process::Command::new(python)
+        .args(["-c", SCRIPT])
+        .output()
+        .map_err(|e| refused(SiteProblem::NotAPython(e)))?;
     if !output.status.success() {
-        return Err(format!(
-            "{}: cannot ask it where it installs ({})",
-            python.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
+        let said = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        return Err(refused(SiteProblem::PythonFailed(said)));
     }
     let mut found: Vec<PathBuf> =
         String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).filter(|p| p.is_dir()).collect();
     found.dedup();
     if found.is_empty() {
-        return Err(format!("{}: its site-packages directories do not exist", python.display()));
+        return Err(refused(SiteProblem::NoSitePackages));
     }
     Ok(found)
+}
+
+/// A path `doctor` cannot take as an environment.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {problem}", path.display())]
+struct SiteError {
+    path: PathBuf,
+    problem: SiteProblem,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SiteProblem {
+    #[error("a virtual environment without lib/python*/site-packages")]
+    VenvWithoutSite,
+    #[error("{0}")]
+    Unreadable(std::io::Error),
+    #[error("not a site-packages directory (no *.dist-info), a virtual environment or a Python")]
+    NotASite,
+    #[error("not a site-packages directory, a virtual environment or a Python ({0})")]
+    NotAPython(std::io::Error),
+    #[error("cannot ask it where it installs ({0})")]
+    PythonFailed(String),
+    #[error("its site-packages directories do not exist")]
+    NoSitePackages,
 }

@@ -45,7 +45,11 @@ pub fn run(request: &LddtreeRequest) -> Output {
 
 /// `lddtree`: the dependency tree of a file, or of the host binaries of a wheel (`member`: only
 /// that one).
-pub fn lddtree(path: &Path, member: Option<&str>, settings: &Settings) -> Result<Vec<analysis::lddtree::Tree>, String> {
+pub fn lddtree(
+    path: &Path,
+    member: Option<&str>,
+    settings: &Settings,
+) -> Result<Vec<analysis::lddtree::Tree>, LddtreeError> {
     let search = &settings.analyze.search;
     if path.is_dir() {
         return of_directory(path, member, search);
@@ -53,12 +57,12 @@ pub fn lddtree(path: &Path, member: Option<&str>, settings: &Settings) -> Result
     let is_wheel = path.extension().is_some_and(|e| e == "whl");
     if !is_wheel {
         if member.is_some() {
-            return Err(format!("{}: a member can only be named inside a wheel or a directory", path.display()));
+            return Err(LddtreeError::MemberOfFile(path.to_path_buf()));
         }
-        return analysis::lddtree::of_file(path, search).map(|t| vec![t]);
+        return Ok(vec![analysis::lddtree::of_file(path, search)?]);
     }
-    let wheel = Wheel::open(path).map_err(|e| e.to_string())?;
-    let mut analysis = analysis::scan(&wheel, &settings.analyze, &progress::NoProgress).map_err(|e| e.to_string())?;
+    let wheel = Wheel::open(path)?;
+    let mut analysis = analysis::scan(&wheel, &settings.analyze, &progress::NoProgress)?;
     // The binaries of a wheel no policy covers are set aside, as for every other command.
     settings.policies.select(&Claims::of(&wheel), &mut analysis, None);
     let binaries: Vec<(&str, &elf::ElfFacts)> = analysis.binaries.iter().map(|b| analysis.binary(b)).collect();
@@ -71,7 +75,7 @@ pub fn lddtree(path: &Path, member: Option<&str>, settings: &Settings) -> Result
     };
     let found: Vec<_> = binaries.iter().filter(|(p, _)| *p == m).collect();
     if found.is_empty() {
-        return Err(format!("{}: `{m}` is not an ELF host binary of the wheel", wheel.filename));
+        return Err(LddtreeError::NoSuchBinary { wheel: wheel.filename.to_string(), member: m.to_string() });
     }
     Ok(found
         .into_iter()
@@ -88,16 +92,33 @@ fn of_directory(
     dir: &Path,
     member: Option<&str>,
     search: &analysis::linkage::LibrarySearch,
-) -> Result<Vec<analysis::lddtree::Tree>, String> {
+) -> Result<Vec<analysis::lddtree::Tree>, LddtreeError> {
     use analysis::installed::{FileKind, file_kind, files_under};
-    let files: Vec<(String, PathBuf)> = files_under(dir)
-        .map_err(|e| e.to_string())?
+    let files: Vec<(String, PathBuf)> = files_under(dir)?
         .into_iter()
         .filter(|(name, _)| member.is_none_or(|m| m == name))
         .filter(|(_, path)| file_kind(path) == FileKind::HostElf)
         .collect();
     if let Some(m) = member.filter(|_| files.is_empty()) {
-        return Err(format!("{}: `{m}` is not a host ELF file under it", dir.display()));
+        return Err(LddtreeError::NoSuchFile { dir: dir.to_path_buf(), member: m.to_string() });
     }
-    crate::parallel::map(&files, |(_, path)| analysis::lddtree::of_file(path, search)).into_iter().collect()
+    let trees = crate::parallel::map(&files, |(_, path)| analysis::lddtree::of_file(path, search));
+    Ok(trees.into_iter().collect::<Result<_, _>>()?)
+}
+
+/// Why `lddtree` shows no tree.
+#[derive(Debug, thiserror::Error)]
+pub enum LddtreeError {
+    #[error("{}: a member can only be named inside a wheel or a directory", .0.display())]
+    MemberOfFile(PathBuf),
+    #[error("{wheel}: `{member}` is not an ELF host binary of the wheel")]
+    NoSuchBinary { wheel: String, member: String },
+    #[error("{}: `{member}` is not a host ELF file under it", dir.display())]
+    NoSuchFile { dir: PathBuf, member: String },
+    #[error(transparent)]
+    File(#[from] analysis::lddtree::FileError),
+    #[error(transparent)]
+    Wheel(#[from] crate::wheel::WheelError),
+    #[error(transparent)]
+    Installed(#[from] analysis::installed::InstalledError),
 }

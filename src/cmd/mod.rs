@@ -24,6 +24,49 @@ use std::path::PathBuf;
 use crate::config::LoadedConfig;
 use crate::settings::{Flags, Settings};
 
+/// Why a command line cannot run (exit 2): nothing is read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Settings(Box<crate::settings::SettingsError>),
+    #[error(transparent)]
+    GpuTarget(#[from] crate::policy::gpus::GpuTargetError),
+    #[error(transparent)]
+    Split(#[from] crate::plan::split::SettingError),
+    #[error("{command} needs --gpu-target{}: {what}", if *repeatable { " (repeatable) or --all-targets" } else { " (or gpu-targets in [tool.wheelfix])" })]
+    NoTargets { command: &'static str, repeatable: bool, what: &'static str },
+    #[error("give --gpu-target or --all-targets, not both")]
+    TargetsAndAll,
+    #[error("`{0}`: a variant is a processor (its xnack/sramecc code goes in the same wheel); name the processor")]
+    VariantTargetId(String),
+    #[error("give --provider amd or --static-gpu-target, not both")]
+    ProviderAndStatic,
+    #[error(transparent)]
+    StaticTarget(#[from] crate::gpu::targets::TargetError),
+}
+
+impl From<crate::settings::SettingsError> for UsageError {
+    fn from(e: crate::settings::SettingsError) -> Self {
+        UsageError::Settings(Box::new(e))
+    }
+}
+
+/// One input's failure, the input named as it was given. Ex) `dist/x.whl: its RECORD …`
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {error}", path.display())]
+pub struct WheelFailed<E> {
+    pub path: PathBuf,
+    pub error: E,
+}
+
+impl<E> WheelFailed<E> {
+    pub fn new(path: &std::path::Path, error: E) -> Self {
+        WheelFailed { path: path.to_path_buf(), error }
+    }
+}
+
 /// What a command leaves to print: its stdout, then its stderr lines, and its exit code.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Output {
@@ -67,9 +110,9 @@ pub struct Common {
 
 impl Common {
     /// The run's settings: the flags over the environment over the configuration file.
-    fn settings(&self) -> Result<Settings, String> {
-        let loaded = crate::config::resolve(self.config.as_deref()).map_err(|e| e.to_string())?;
-        Settings::resolve(&self.flags, &loaded).map_err(|e| e.to_string())
+    fn settings(&self) -> Result<Settings, UsageError> {
+        let loaded = crate::config::resolve(self.config.as_deref())?;
+        Ok(Settings::resolve(&self.flags, &loaded)?)
     }
 }
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::pipeline::Error;
-use super::{Common, Output};
+use super::{Common, Output, WheelFailed};
 use crate::index::IndexOptions;
 use crate::metapackage::MetapackageOptions;
 use crate::progress::Progress;
@@ -36,9 +36,9 @@ pub fn run_selector(request: &SelectorRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    let read: Vec<Result<metapackage::selector::SelectorInput, String>> =
+    let read: Vec<Result<metapackage::selector::SelectorInput, WheelFailed<crate::wheel::WheelError>>> =
         crate::parallel::map(&request.wheels, |path| {
-            let wheel = crate::wheel::WheelMetadata::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let wheel = crate::wheel::WheelMetadata::open(path).map_err(|error| WheelFailed::new(path, error))?;
             Ok(metapackage::selector::SelectorInput {
                 name: wheel.metadata.name.clone(),
                 version: wheel.metadata.version.text.clone(),
@@ -121,15 +121,22 @@ pub struct PageRequest {
 }
 
 /// Read `--gpu-names`: a JSON object of strings, at most 1 MiB.
-fn read_gpu_names(path: &std::path::Path) -> Result<std::collections::BTreeMap<String, String>, String> {
-    let text =
-        crate::files::read_text_bounded(path, 1 << 20).map_err(|e| format!("--gpu-names {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "--gpu-names {}: not a JSON object of processor → GPU names (Ex: {{\"gfx1151\": \"Radeon 8060S\"}}): {e}",
-            path.display()
-        )
-    })
+fn read_gpu_names(path: &std::path::Path) -> Result<std::collections::BTreeMap<String, String>, GpuNamesError> {
+    let path_text = || path.display().to_string();
+    let text = crate::files::read_text_bounded(path, 1 << 20)
+        .map_err(|source| GpuNamesError::Read { path: path_text(), source })?;
+    serde_json::from_str(&text).map_err(|source| GpuNamesError::NotAMap { path: path_text(), source })
+}
+
+/// Why `--gpu-names` cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum GpuNamesError {
+    #[error("--gpu-names {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error(
+        "--gpu-names {path}: not a JSON object of processor → GPU names (Ex: {{\"gfx1151\": \"Radeon 8060S\"}}): {source}"
+    )]
+    NotAMap { path: String, source: serde_json::Error },
 }
 
 /// The directory URL a site is served at: the one given, else the output directory's own
@@ -145,7 +152,7 @@ fn site_url(given: Option<&str>, output: &std::path::Path) -> String {
 }
 
 /// The settings the release page reads the set with: `check`'s defaults (every member hashed).
-fn page_settings() -> Result<Settings, String> {
+fn page_settings() -> Result<Settings, super::UsageError> {
     let flags = crate::settings::Flags { verify: true, ..Default::default() };
     Common { flags, config: None, json: false, quiet: true }.settings()
 }
@@ -437,11 +444,22 @@ pub fn run_check(request: &CheckRequest) -> Output {
     Output { stdout, stderr: Vec::new(), code: u8::from(failing > 0) }
 }
 
+/// Why `check --resolve` could not resolve or judge.
+#[derive(Debug, thiserror::Error)]
+enum ResolveRunError {
+    #[error("cannot make a scratch directory: {0}")]
+    Scratch(std::io::Error),
+    #[error(transparent)]
+    Resolve(#[from] upstream::resolve::ResolveError),
+    #[error(transparent)]
+    Judge(#[from] check::ResolutionError),
+}
+
 /// Resolve as `args` asks, in a scratch directory of this run, and judge the outcome.
 fn resolve(
     args: &ResolveArgs,
     upstream: &check::UpstreamOptions,
-) -> Result<(upstream::resolve::Resolution, Vec<check::Finding>), String> {
+) -> Result<(upstream::resolve::Resolution, Vec<check::Finding>), ResolveRunError> {
     let timeout = upstream.timeout;
     let index_url = args.index_url.clone().unwrap_or_default();
     let request = upstream::resolve::ResolveRequest {
@@ -454,8 +472,8 @@ fn resolve(
         site_first: args.site_first,
         timeout,
     };
-    let scratch = tempfile::tempdir().map_err(|e| format!("cannot make a scratch directory: {e}"))?;
-    let resolution = upstream::resolve::resolve(&request, scratch.path()).map_err(|e| e.to_string())?;
+    let scratch = tempfile::tempdir().map_err(ResolveRunError::Scratch)?;
+    let resolution = upstream::resolve::resolve(&request, scratch.path())?;
     let site = upstream::Upstream::new(&index_url, timeout);
     let findings = check::resolution_findings(&resolution, &site, &args.forbid)?;
     Ok((resolution, findings))
@@ -482,12 +500,9 @@ pub fn metapackage(
             platform_tags: wheel.filename.platform_tags.clone(),
             gpu_targets: analysis.gpu_targets(),
             uncovered: {
-                let requested: Vec<_> = options
-                    .gpu_targets
-                    .iter()
-                    .filter_map(|t| crate::elf::gpu::targets::Requested::parse(t).ok())
-                    .collect();
-                crate::elf::gpu::targets::uncovered(&analysis.gpu, &requested)
+                let requested: Vec<_> =
+                    options.gpu_targets.iter().filter_map(|t| crate::gpu::targets::Requested::parse(t).ok()).collect();
+                crate::gpu::targets::uncovered(&analysis.gpu, &requested)
             },
             extras: wheel.metadata.provides_extra.clone(),
             brings: wheel

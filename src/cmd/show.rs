@@ -51,8 +51,8 @@ pub fn run(request: &ShowRequest) -> Output {
     let mut entries: Vec<report::ShowEntry> = Vec::new();
     for path in &request.wheels {
         if installed.contains(&path) {
-            let report =
-                show_installed(path, &settings).unwrap_or_else(|e| ShowReport::failed(&path.display().to_string(), e));
+            let report = show_installed(path, &settings)
+                .unwrap_or_else(|e| ShowReport::failed(&path.display().to_string(), e.to_string()));
             entries.push((report, None));
         } else {
             entries.extend(shown.next());
@@ -109,9 +109,9 @@ fn is_installed_input(path: &Path) -> bool {
 }
 
 /// `show` of installed files: the tag they meet, their libraries, their device code.
-fn show_installed(path: &Path, settings: &Settings) -> Result<ShowReport, String> {
+fn show_installed(path: &Path, settings: &Settings) -> Result<ShowReport, crate::analysis::installed::InstalledError> {
     let crate::examine::InstalledExamined { files, analysis, judgement } =
-        crate::examine::examine_installed(path, &settings.examine_options()).map_err(|e| e.to_string())?;
+        crate::examine::examine_installed(path, &settings.examine_options())?;
     let root = if path.is_dir() { path } else { path.parent().unwrap_or(Path::new(".")) };
     Ok(ShowReport::of_installed(&path.display().to_string(), root, &files, &analysis, &judgement))
 }

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use super::pipeline::{Error, Examined, examine_all};
 use super::write::{Destination, Placement, place};
-use super::{Common, Output, display_name};
+use super::{Common, Output, WheelFailed, display_name};
 use crate::analysis::CopyRoom;
-use crate::elf::gpu::kpack::ArchiveWriter;
-use crate::elf::gpu::targets::Keep;
+use crate::gpu::kpack::ArchiveWriter;
+use crate::gpu::targets::Keep;
 use crate::output::{NAME_MAX, OutputKey, TempDir, publish_set};
 use crate::plan::split::{
     ArchiveLayout, DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups,
@@ -33,9 +33,9 @@ use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
 use crate::wheel::name::PackageName;
-use crate::wheel::zip::Spilled;
 use crate::writer::new_wheel::NewWheel;
 use crate::writer::thin::ThinOutcome;
+use crate::zip::Spilled;
 use crate::{parallel, wheel};
 
 /// `split`'s request.
@@ -133,17 +133,17 @@ pub fn run(request: &SplitRequest) -> Output {
     });
     let shared_failed = share_device_wheels(&mut written, &settings, &staged);
     let mut published = std::collections::BTreeSet::new();
-    let results: Vec<Result<SplitOutcome, String>> = written
+    let results: Vec<Result<SplitOutcome, WheelFailed<Error>>> = written
         .into_iter()
         .zip(&request.wheels)
         .map(|(outcome, path)| {
             outcome
                 .and_then(|o| if o.skipped.is_some() { Ok(o) } else { publish(o, &request.wheel_dir, &mut published) })
-                .map_err(|e| format!("{}: {e}", path.display()))
+                .map_err(|e| WheelFailed::new(path, e))
         })
         .collect();
     drop(stage);
-    let named: Vec<(String, &Result<SplitOutcome, String>)> =
+    let named: Vec<(String, &Result<SplitOutcome, WheelFailed<Error>>)> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
     let mut stderr: Vec<String> =
@@ -155,7 +155,7 @@ pub fn run(request: &SplitRequest) -> Output {
 
 /// The request with every setting resolved from its flag, else `[tool.wheelfix]`, else its
 /// default; and the groups asked for (none with `--all-targets`: each wheel's own).
-fn resolved(request: &SplitRequest, settings: &Settings) -> Result<(SplitRequest, Vec<Group>), String> {
+fn resolved(request: &SplitRequest, settings: &Settings) -> Result<(SplitRequest, Vec<Group>), SettingError> {
     let naming = Naming::of(request, settings)?;
     let kpack_group = request.kpack_group.clone().or(settings.kpack_group.clone());
     let overlay_root = request.overlay_root.clone().or(settings.overlay_root.clone());
@@ -177,11 +177,9 @@ fn resolved(request: &SplitRequest, settings: &Settings) -> Result<(SplitRequest
         ..request.clone()
     };
 
-    let asked: Result<Vec<Group>, String> = match (request.all_targets, request.targets.is_empty()) {
-        (true, false) => return Err("give --gpu-target or --all-targets, not both".into()),
-        (false, true) if settings.gpu_targets.value.is_empty() => {
-            return Err("split needs --gpu-target (repeatable) or --all-targets: the device wheels to write".into());
-        }
+    let asked: Result<Vec<Group>, SettingError> = match (request.all_targets, request.targets.is_empty()) {
+        (true, false) => return Err(SettingError::TargetsAndAll),
+        (false, true) if settings.gpu_targets.value.is_empty() => return Err(SettingError::NoTargets),
         (false, true) => settings.gpu_targets.value.iter().map(|t| group_of(t)).collect(),
         _ => request.targets.iter().map(|t| group_of(t)).collect(),
     };
@@ -200,12 +198,11 @@ enum Planned {
 /// a device wheel's database files would move to device wheels of their own.
 fn already_split(examined: &Examined) -> Option<String> {
     let gpu = &examined.analysis.gpu;
-    let bundles =
-        gpu.iter().any(|c| c.container == crate::elf::gpu::Container::HipFatbin && !c.target_bytes.is_empty());
+    let bundles = gpu.iter().any(|c| c.container == crate::gpu::Container::HipFatbin && !c.target_bytes.is_empty());
     if bundles {
         return None;
     }
-    let archives = gpu.iter().filter(|c| c.container == crate::elf::gpu::Container::KpackArchive).count();
+    let archives = gpu.iter().filter(|c| c.container == crate::gpu::Container::KpackArchive).count();
     let markers = gpu.iter().filter(|c| !c.kpack_search_paths.is_empty()).count();
     match (archives, markers) {
         (0, 0) => None,
@@ -412,8 +409,8 @@ fn share_device_wheels(
 
 /// The one wheel for `paths` (device wheels of this run, one per host), written into the
 /// stage, when their members outside `.dist-info` are the same; `None` when they differ.
-fn shared_wheel(paths: &[PathBuf], settings: &Settings, staged: &Path) -> Result<Option<PathBuf>, String> {
-    let open = |p: &Path| wheel::Wheel::open(p).map_err(|e| format!("{}: {e}", display_name(p)));
+fn shared_wheel(paths: &[PathBuf], settings: &Settings, staged: &Path) -> Result<Option<PathBuf>, SharingError> {
+    let open = |p: &Path| wheel::Wheel::open(p).map_err(|source| SharingError::Open { wheel: display_name(p), source });
     let wheels: Vec<wheel::Wheel> = paths.iter().map(|p| open(p)).collect::<Result<_, _>>()?;
     let content = |w: &wheel::Wheel| -> Vec<(String, String)> {
         let prefix = format!("{}/", w.dist_info);
@@ -436,16 +433,28 @@ fn shared_wheel(paths: &[PathBuf], settings: &Settings, staged: &Path) -> Result
         source_date_epoch: settings.source_date_epoch,
     };
     let commit = crate::output::Commit::Replace;
-    crate::writer::write_wheel(&wheels[0], &plan, &[], &options, &dest, commit, None, None)
-        .map_err(|e| e.to_string())?;
+    crate::writer::write_wheel(&wheels[0], &plan, &[], &options, &dest, commit, None, None)?;
     // Proven before the per-host wheels go: the shared wheel's RECORD names each member of
     // theirs with its digest, and its archive's members hash to that RECORD.
     let written = open(&dest)?;
     if content(&written) != first || !members_hash_to_record(&written)? {
         let _ = std::fs::remove_file(&dest);
-        return Err(format!("{} does not hold the members it was made from", plan.filename));
+        return Err(SharingError::NotAsMade(plan.filename.to_string()));
     }
     Ok(Some(dest))
+}
+
+/// Why device wheels could not become one: the per-host wheels stay.
+#[derive(Debug, thiserror::Error)]
+enum SharingError {
+    #[error("{wheel}: {source}")]
+    Open { wheel: String, source: wheel::WheelError },
+    #[error(transparent)]
+    Write(#[from] crate::writer::WriteError),
+    #[error("{0} does not hold the members it was made from")]
+    NotAsMade(String),
+    #[error("{member}: {source}")]
+    Read { member: String, source: Box<dyn std::error::Error + Send + Sync> },
 }
 
 /// The device wheels' name template and grouping: the flags, else `[tool.wheelfix]`, else the
@@ -455,7 +464,7 @@ struct Naming(String, GroupBy);
 impl Naming {
     /// The flags, else `[tool.wheelfix]` (checked when the settings were resolved), else the
     /// defaults.
-    fn of(request: &SplitRequest, settings: &Settings) -> Result<Naming, String> {
+    fn of(request: &SplitRequest, settings: &Settings) -> Result<Naming, SettingError> {
         let template = match &request.device_name {
             Some(template) => {
                 check_device_name(template)?;
@@ -473,13 +482,11 @@ impl Naming {
 }
 
 /// One group from a target a user names: a processor (`gfx942`); features are not a group.
-fn group_of(target: &str) -> Result<Group, String> {
+fn group_of(target: &str) -> Result<Group, SettingError> {
     if target.contains(':') {
-        return Err(format!(
-            "`{target}`: split writes one device wheel per processor (its xnack/sramecc variants go in the same wheel); name the processor"
-        ));
+        return Err(SettingError::TargetId(target.to_string()));
     }
-    Group::of(target)
+    Ok(Group::of(target)?)
 }
 
 /// The device wheel's project name for a group.
@@ -548,7 +555,7 @@ fn account_for_every_target(
     if unclaimed.is_empty() {
         return Ok(());
     }
-    let order: Vec<&str> = crate::elf::gpu::targets::natural_order(unclaimed.keys().map(String::as_str));
+    let order: Vec<&str> = crate::gpu::targets::natural_order(unclaimed.keys().map(String::as_str));
     let unclaimed = order.iter().map(|t| (t.to_string(), unclaimed[*t].clone())).collect();
     Err(Error::Unclaimed { unclaimed })
 }
@@ -784,30 +791,34 @@ fn device_filename(wheel: &wheel::Wheel, name: &str) -> WheelFilename {
 
 /// A member of the input, deflated anew into a file of its own (streamed: never whole in memory).
 fn copied(wheel: &wheel::Wheel, name: &str, dir: &Path, level: u32) -> Result<Spilled, Error> {
-    let fail = |e: String| Error::Write(crate::writer::WriteError::Thin { file: name.to_string(), message: e });
-    let member = wheel.archive.member(name).ok_or_else(|| fail("not a member of the wheel".into()))?;
-    let mut file = tempfile::tempfile_in(dir).map_err(|e| fail(e.to_string()))?;
-    let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(e.to_string()))?;
+    use crate::writer::thin::MemberProblem;
+    let fail = |problem| Error::Write(crate::writer::WriteError::Thin { file: name.to_string(), problem });
+    let member = wheel.archive.member(name).ok_or_else(|| fail(MemberProblem::NotAMember))?;
+    let mut file = tempfile::tempfile_in(dir).map_err(|e| fail(MemberProblem::Io(e)))?;
+    let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(MemberProblem::Zip(e)))?;
     let mut out = std::io::BufWriter::new(&mut file);
-    let len = std::io::copy(&mut stream, &mut out).map_err(|e| fail(e.to_string()))?;
-    std::io::Write::flush(&mut out).map_err(|e| fail(e.to_string()))?;
+    let len = std::io::copy(&mut stream, &mut out).map_err(|e| fail(MemberProblem::Io(e)))?;
+    std::io::Write::flush(&mut out).map_err(|e| fail(MemberProblem::Io(e)))?;
     drop(out);
     let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_exact_at(&file, buf, at);
-    Spilled::from_reader(len, level, dir, None, read).map_err(|e| fail(e.to_string()))
+    Spilled::from_reader(len, level, dir, None, read).map_err(|e| fail(MemberProblem::Io(e)))
 }
 
 /// Every member of `wheel` outside its `.dist-info`, read back from the archive, hashes to its
 /// RECORD row (a reader of the zip, not the writer's record of what it wrote).
-fn members_hash_to_record(wheel: &wheel::Wheel) -> Result<bool, String> {
+fn members_hash_to_record(wheel: &wheel::Wheel) -> Result<bool, SharingError> {
     use sha2::Digest;
     let prefix = format!("{}/", wheel.dist_info);
     for member in wheel.archive.members().iter().filter(|m| !m.is_dir() && !m.name.starts_with(&prefix)) {
-        let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", member.name);
-        let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(&e))?;
+        let fail = |e: Box<dyn std::error::Error + Send + Sync>| SharingError::Read {
+            member: member.name.to_string(),
+            source: e,
+        };
+        let mut stream = wheel.archive.zip.stream(member).map_err(|e| fail(Box::new(e)))?;
         let mut hasher = sha2::Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         loop {
-            let n = std::io::Read::read(&mut stream, &mut buf).map_err(|e| fail(&e))?;
+            let n = std::io::Read::read(&mut stream, &mut buf).map_err(|e| fail(Box::new(e)))?;
             if n == 0 {
                 break;
             }

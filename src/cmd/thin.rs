@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
 use super::write::{Destination, Placement, output_dir, place};
-use super::{Common, Output, display_name};
+use super::{Common, Output, UsageError, WheelFailed, display_name};
 use crate::analysis::CopyRoom;
-use crate::elf::gpu::targets::{Keep, Requested};
+use crate::gpu::targets::{Keep, Requested};
 use crate::plan::thin::{ThinOptions, ThinPlan, thin};
 use crate::report::thin::{ThinOutcome, to_json, to_text};
 use crate::settings::Settings;
@@ -60,14 +60,14 @@ pub fn run(request: &ThinRequest) -> Output {
         .collect();
     refuse_collisions(&mut planned, |(_, _, d)| d.as_path(), &request.wheels);
     let work: Vec<_> = planned.into_iter().zip(&request.wheels).collect();
-    let results: Vec<Result<ThinOutcome, String>> = parallel::map_owned(work, |(planned, path)| {
+    let results: Vec<Result<ThinOutcome, WheelFailed<Error>>> = parallel::map_owned(work, |(planned, path)| {
         planned
             .and_then(|(examined, plan, dest)| {
                 write_one(&examined, &plan, &dest, path, &settings, &request.destination)
             })
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|e| WheelFailed::new(path, e))
     });
-    let named: Vec<(String, &Result<ThinOutcome, String>)> =
+    let named: Vec<(String, &Result<ThinOutcome, WheelFailed<Error>>)> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
     let stderr = crate::report::thin::messages(&named);
@@ -76,12 +76,12 @@ pub fn run(request: &ThinRequest) -> Output {
 }
 
 /// The targets to keep: `--gpu-target`, else `gpu-targets` of `[tool.wheelfix]`.
-fn keep_of(settings: &Settings) -> Result<Keep, String> {
+fn keep_of(settings: &Settings) -> Result<Keep, UsageError> {
     let targets = &settings.gpu_targets.value;
     if targets.is_empty() {
-        return Err("thin needs --gpu-target (or gpu-targets in [tool.wheelfix]): the targets to keep".into());
+        return Err(UsageError::NoTargets { command: "thin", repeatable: false, what: "the targets to keep" });
     }
-    let requested: Result<Vec<Requested>, String> = targets.iter().map(|t| crate::policy::gpus::parse(t)).collect();
+    let requested: Result<Vec<Requested>, _> = targets.iter().map(|t| crate::policy::gpus::parse(t)).collect();
     Ok(Keep::new(requested?))
 }
 

@@ -14,9 +14,9 @@ use serde::Serialize;
 
 use super::pipeline::{Error, Examined, examine_all};
 use super::write::Destination;
-use super::{Common, Output, display_name};
+use super::{Common, Output, UsageError, WheelFailed, display_name};
 use crate::analysis::copy::CopyRoom;
-use crate::elf::gpu::targets::{Keep, Requested};
+use crate::gpu::targets::{Keep, Requested};
 use crate::plan::edit::{NewMember, Plan};
 use crate::plan::kpack::Group;
 use crate::plan::split::{GroupBy, all_groups};
@@ -114,7 +114,7 @@ pub fn run(request: &VariantsRequest) -> Output {
         compression_level: settings.zip_compression_level.value,
         shared_copies: true,
     };
-    let mut failures: BTreeMap<usize, String> = BTreeMap::new();
+    let mut failures: BTreeMap<usize, VariantsError> = BTreeMap::new();
     let mut examined_ok: Vec<Option<Examined>> = Vec::new();
     let mut planned: Vec<Planned> = Vec::new();
     for (index, result) in examined.into_iter().enumerate() {
@@ -128,17 +128,17 @@ pub fn run(request: &VariantsRequest) -> Output {
                 examined_ok.push(Some(e));
             }
             Err(e) => {
-                failures.insert(index, e.to_string());
+                failures.insert(index, VariantsError::Wheel(Box::new(e)));
                 examined_ok.push(None);
             }
         }
     }
-    let written: Vec<(usize, Result<VariantOutcome, String>)> = parallel::map_owned(planned, |p| {
+    let written: Vec<(usize, Result<VariantOutcome, VariantsError>)> = parallel::map_owned(planned, |p| {
         let examined = examined_ok[p.wheel].as_ref().expect("planned wheels were examined");
         write_variant(examined, p, request, &settings)
     });
     let results = collect(request, &examined_ok, written, failures);
-    let named: Vec<(String, &Result<WheelVariants, String>)> =
+    let named: Vec<(String, &Result<WheelVariants, WheelFailed<VariantsError>>)> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
     let stderr = named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
@@ -148,20 +148,18 @@ pub fn run(request: &VariantsRequest) -> Output {
 
 /// The groups asked for: `--gpu-target`s (or `gpu-targets`) grouped by `--group-by`; none with
 /// `--all-targets` (each wheel's own are taken).
-fn asked_groups(request: &VariantsRequest, targets: &[String]) -> Result<Vec<Group>, String> {
+fn asked_groups(request: &VariantsRequest, targets: &[String]) -> Result<Vec<Group>, UsageError> {
     match (request.all_targets, targets.is_empty()) {
-        (true, false) if !request.common.flags.gpu_targets.is_empty() => {
-            Err("give --gpu-target or --all-targets, not both".into())
-        }
+        (true, false) if !request.common.flags.gpu_targets.is_empty() => Err(UsageError::TargetsAndAll),
         (true, _) => Ok(Vec::new()),
-        (false, true) => Err("variants needs --gpu-target (repeatable) or --all-targets: the variants to write".into()),
+        (false, true) => {
+            Err(UsageError::NoTargets { command: "variants", repeatable: true, what: "the variants to write" })
+        }
         (false, false) => {
             let mut groups = Vec::new();
             for target in targets {
                 if target.contains(':') {
-                    return Err(format!(
-                        "`{target}`: a variant is a processor (its xnack/sramecc code goes in the same wheel); name the processor"
-                    ));
+                    return Err(UsageError::VariantTargetId(target.clone()));
                 }
                 groups.push(Group::of(target)?);
             }
@@ -184,11 +182,11 @@ fn grouped(processors: Vec<Group>, by: GroupBy) -> Vec<Group> {
 }
 
 /// The flags that declare a provider make sense together.
-fn check_provider_flags(request: &VariantsRequest) -> Result<(), String> {
+fn check_provider_flags(request: &VariantsRequest) -> Result<(), UsageError> {
     if request.provider_plugin && !request.static_targets.is_empty() {
-        return Err("give --provider amd or --static-gpu-target, not both".into());
+        return Err(UsageError::ProviderAndStatic);
     }
-    request.static_targets.iter().try_for_each(|t| Requested::parse(t).map(drop).map_err(|e| e.to_string()))
+    Ok(request.static_targets.iter().try_for_each(|t| Requested::parse(t).map(drop))?)
 }
 
 /// The `providers` table a wheel's variant.json carries, if one is asked for.
@@ -272,15 +270,13 @@ fn plan_wheel(
 fn processors_of(group: &Group) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for t in &group.keep.targets {
-        match crate::elf::gpu::targets::generic_covers(&t.processor) {
+        match crate::gpu::targets::generic_covers(&t.processor) {
             Some(covered) => names.extend(covered.iter().map(|c| c.to_string())),
             None => names.push(t.processor.clone()),
         }
     }
-    let order: Vec<String> = crate::elf::gpu::targets::natural_order(names.iter().map(String::as_str))
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let order: Vec<String> =
+        crate::gpu::targets::natural_order(names.iter().map(String::as_str)).into_iter().map(String::from).collect();
     let mut unique = Vec::new();
     for n in order {
         if !unique.contains(&n) {
@@ -307,7 +303,7 @@ fn write_variant(
     mut p: Planned,
     request: &VariantsRequest,
     settings: &crate::settings::Settings,
-) -> (usize, Result<VariantOutcome, String>) {
+) -> (usize, Result<VariantOutcome, VariantsError>) {
     let wheel = &examined.wheel;
     let path = &request.wheels[p.wheel];
     let providers = providers(request, p.rocm.as_deref());
@@ -319,16 +315,16 @@ fn write_variant(
     let destination = Destination::Directory(p.dest.parent().unwrap_or(Path::new(".")).to_path_buf());
     let written = super::thin::write_one(examined, &p.plan, &p.dest, path, settings, &destination);
     let result = written.map(|thin| VariantOutcome { label: p.label.clone(), properties: lines, thin });
-    (p.wheel, result.map_err(|e| format!("{}: variant {}: {e}", path.display(), p.label)))
+    (p.wheel, result.map_err(|error| VariantsError::Variant { label: p.label.clone(), error: Box::new(error) }))
 }
 
 /// Each input's outcome: its variants, or its first failure.
 fn collect(
     request: &VariantsRequest,
     examined: &[Option<Examined>],
-    written: Vec<(usize, Result<VariantOutcome, String>)>,
-    mut failures: BTreeMap<usize, String>,
-) -> Vec<Result<WheelVariants, String>> {
+    written: Vec<(usize, Result<VariantOutcome, VariantsError>)>,
+    mut failures: BTreeMap<usize, VariantsError>,
+) -> Vec<Result<WheelVariants, WheelFailed<VariantsError>>> {
     let mut variants: BTreeMap<usize, Vec<VariantOutcome>> = BTreeMap::new();
     for (index, result) in written {
         match result {
@@ -340,9 +336,9 @@ fn collect(
     }
     (0..request.wheels.len())
         .map(|index| {
-            if let Some(e) = failures.get(&index) {
-                let path = request.wheels[index].display();
-                return Err(if e.starts_with(&path.to_string()) { e.clone() } else { format!("{path}: {e}") });
+            let path = &request.wheels[index];
+            if let Some(e) = failures.remove(&index) {
+                return Err(WheelFailed::new(path, e));
             }
             let wheel = &examined[index].as_ref().expect("examined").wheel;
             let plain = if request.plain {
@@ -351,7 +347,7 @@ fn collect(
                     crate::writer::copy_wheel(&request.wheels[index], &dest, crate::output::Commit::Replace, None);
                 match copied {
                     Ok(p) => Some(p.display().to_string()),
-                    Err(e) => return Err(format!("{}: the plain copy: {e}", request.wheels[index].display())),
+                    Err(e) => return Err(WheelFailed::new(path, VariantsError::Plain(e))),
                 }
             } else {
                 None
@@ -365,20 +361,31 @@ fn collect(
         .collect()
 }
 
-type Named<'a> = (String, &'a Result<WheelVariants, String>);
+/// Why one input's variants were not all written.
+#[derive(Debug, thiserror::Error)]
+enum VariantsError {
+    #[error(transparent)]
+    Wheel(Box<Error>),
+    #[error("variant {label}: {error}")]
+    Variant { label: String, error: Box<Error> },
+    #[error("the plain copy: {0}")]
+    Plain(crate::writer::WriteError),
+}
 
-fn to_json(results: &[Named<'_>]) -> String {
+type Input<'a> = (String, &'a Result<WheelVariants, WheelFailed<VariantsError>>);
+
+fn to_json(results: &[Input<'_>]) -> String {
     let entries: Vec<serde_json::Value> = results
         .iter()
         .map(|(name, r)| match r {
             Ok(w) => serde_json::json!({"ok": true, "wheel": w.wheel, "variants": w.variants, "plain": w.plain}),
-            Err(e) => serde_json::json!({"ok": false, "wheel": name, "error": e}),
+            Err(e) => serde_json::json!({"ok": false, "wheel": name, "error": e.to_string()}),
         })
         .collect();
     serde_json::to_string_pretty(&serde_json::json!({"version": 1, "wheels": entries})).expect("serialises") + "\n"
 }
 
-fn to_text(results: &[Named<'_>]) -> String {
+fn to_text(results: &[Input<'_>]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     for (name, r) in results {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::pipeline::{Batch, Error, Examined, decide_versions, examine_all, refuse_collisions};
-use super::{Common, Output, display_name};
+use super::{Common, Output, WheelFailed, display_name};
 use crate::output::{Commit, OutputKey};
 use crate::plan::tags::Basis;
 use crate::plan::{self, Plan};
@@ -76,13 +76,9 @@ pub fn run(request: &WriteRequest, job: Job) -> Output {
     let batch = write_batch(&request.wheels, &settings, job, &request.destination, progress.as_ref());
     drop(progress);
     let marking = settings.marking.is_some();
-    let results: Vec<Result<RetagOutcome, String>> = request
-        .wheels
-        .iter()
-        .zip(batch.results)
-        .map(|(path, r)| r.map_err(|e| format!("{}: {e}", path.display())))
-        .collect();
-    let written: Vec<outcome::Written<'_>> =
+    let results: Vec<Result<RetagOutcome, WheelFailed<Error>>> =
+        request.wheels.iter().zip(batch.results).map(|(path, r)| r.map_err(|e| WheelFailed::new(path, e))).collect();
+    let written: Vec<outcome::Written<'_, _>> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout =
         if request.common.json { outcome::to_json(&written, marking) } else { outcome::to_text(&written, marking) };

@@ -245,7 +245,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     for (path, read) in wheels.iter().zip(crate::parallel::map(&wheels, |p| read_file(p))) {
         match read {
             Ok(f) => files.push(f),
-            Err(reason) => skipped.push(Skipped { file: path.display().to_string(), reason }),
+            Err(reason) => skipped.push(Skipped { file: path.display().to_string(), reason: reason.to_string() }),
         }
     }
     let mut notes = Vec::new();
@@ -381,21 +381,31 @@ pub fn directory_url(base: &str) -> String {
     if base.ends_with('/') { base.to_string() } else { format!("{base}/") }
 }
 
+/// Why a file is left out of the index.
+#[derive(Debug, thiserror::Error)]
+enum LeftOut {
+    #[error(transparent)]
+    Unreadable(#[from] crate::distribution::DistributionError),
+    #[error("pip refuses to install it: {first}{}", if *more > 0 { format!(" (and {more} more)") } else { String::new() })]
+    Uninstallable { first: String, more: usize },
+    #[error("its project name is {len} bytes: the index's folder for it cannot be written (a file name has at most {max} bytes)", max = crate::output::NAME_MAX)]
+    NameTooLong { len: usize },
+    #[error(transparent)]
+    Archive(#[from] crate::wheel::ArchiveError),
+    /// A variant wheel without a readable `variant.json`: an installer cannot choose it.
+    #[error(transparent)]
+    Variant(#[from] variant::VariantReadError),
+}
+
 /// One file of the index, or why it is left out: unreadable, or a wheel pip refuses.
-fn read_file(path: &Path) -> Result<IndexedFile, String> {
-    let dist = crate::distribution::Distribution::read(path).map_err(|e| e.to_string())?;
-    if let Some(problem) = dist.installer_problems.first() {
-        let more = dist.installer_problems.len() - 1;
-        let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
-        return Err(format!("pip refuses to install it: {problem}{more}"));
+fn read_file(path: &Path) -> Result<IndexedFile, LeftOut> {
+    let dist = crate::distribution::Distribution::read(path)?;
+    if let Some(first) = dist.installer_problems.first() {
+        return Err(LeftOut::Uninstallable { first: first.clone(), more: dist.installer_problems.len() - 1 });
     }
     let project = dist.metadata.package.to_string();
-    let name_max = crate::output::NAME_MAX;
-    if project.len() > name_max {
-        return Err(format!(
-            "its project name is {} bytes: the index's folder for it cannot be written (a file name has at most {name_max} bytes)",
-            project.len()
-        ));
+    if project.len() > crate::output::NAME_MAX {
+        return Err(LeftOut::NameTooLong { len: project.len() });
     }
     let is_wheel = dist.wheel.is_some();
     let variant = match dist.wheel.as_ref().and_then(|w| w.variant.as_deref()) {
@@ -420,9 +430,9 @@ fn read_file(path: &Path) -> Result<IndexedFile, String> {
 
 /// A variant wheel's `variant.json`. Without it an installer cannot choose the wheel: it is
 /// left out of the index, with the reason.
-fn read_variant(path: &Path, label: &str) -> Result<VariantMetadata, String> {
-    let archive = crate::wheel::Archive::open(path).map_err(|e| e.to_string())?;
-    variant::read(&archive, label)
+fn read_variant(path: &Path, label: &str) -> Result<VariantMetadata, LeftOut> {
+    let archive = crate::wheel::Archive::open(path)?;
+    Ok(variant::read(&archive, label)?)
 }
 
 /// Each version's `{name}-{version}-variants.json`: every variant wheel's variant.json merged.
@@ -479,22 +489,42 @@ fn variants_files(files: &mut Vec<IndexedFile>, skipped: &mut Vec<Skipped>) {
 /// A URL to link or print: `http://` or `https://` (and `file://` where `allow_file`: a local
 /// index), with a host, and no whitespace, control character, quote or angle bracket anywhere.
 /// Ex) `https://rocm.example/gfx950/`; not `javascript:alert(1)`, `https://h/\nrm -rf`
-pub fn web_url(text: &str, allow_file: bool) -> Result<&str, String> {
-    let schemes: &[&str] = if allow_file { &["https://", "http://", "file://"] } else { &["https://", "http://"] };
+pub fn web_url(text: &str, allow_file: bool) -> Result<&str, UrlError> {
+    let schemes: &'static [&'static str] =
+        if allow_file { &["https://", "http://", "file://"] } else { &["https://", "http://"] };
+    let refused = |problem| UrlError { url: text.to_string(), problem };
     let lower = text.to_ascii_lowercase();
     let Some(scheme) = schemes.iter().find(|s| lower.starts_with(**s)) else {
-        return Err(format!("{text:?} is not a URL this takes: it must start with {}", schemes.join(" or ")));
+        return Err(refused(UrlProblem::Scheme(schemes)));
     };
     if let Some(bad) =
         text.chars().find(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '<' | '>' | '`' | '\\'))
     {
-        return Err(format!("{text:?} is not a URL this takes: it holds {bad:?}"));
+        return Err(refused(UrlProblem::Character(bad)));
     }
     let rest = &text[scheme.len()..];
     if *scheme != "file://" && (rest.is_empty() || rest.starts_with('/')) {
-        return Err(format!("{text:?} is not a URL this takes: it names no host"));
+        return Err(refused(UrlProblem::NoHost));
     }
     Ok(text)
+}
+
+/// A URL [`web_url`] refuses, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{url:?} is not a URL this takes: {problem}")]
+pub struct UrlError {
+    pub url: String,
+    pub problem: UrlProblem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlProblem {
+    #[error("it must start with {}", .0.join(" or "))]
+    Scheme(&'static [&'static str]),
+    #[error("it holds {0:?}")]
+    Character(char),
+    #[error("it names no host")]
+    NoHost,
 }
 
 /// A link read back from a page's data: a `http(s)` URL, or a path relative to the page made

@@ -278,15 +278,25 @@ fn trusted_entries(dir: &Path, mut manifest: Manifest) -> (Manifest, Vec<String>
 
 /// A file this tool placed and that is still as it left it: a regular file (not a link, not a
 /// directory) directly in `dir` whose bytes have the recorded sha256.
-fn placed_by_us(dir: &Path, name: &str, sha256: &str) -> Result<(), String> {
+fn placed_by_us(dir: &Path, name: &str, sha256: &str) -> Result<(), NotAsPlaced> {
     let path = dir.join(name);
-    let meta = std::fs::symlink_metadata(&path).map_err(|e| e.to_string())?;
-    if !meta.file_type().is_file() {
-        return Err("it is not a regular file".into());
+    if !std::fs::symlink_metadata(&path)?.file_type().is_file() {
+        return Err(NotAsPlaced::NotAFile);
     }
-    let now = crate::wheel::digest::file_sha256_hex(&path).map_err(|e| e.to_string())?;
+    let now = crate::wheel::digest::file_sha256_hex(&path)?;
     if now != sha256 {
-        return Err(format!("its bytes changed since wheelfix placed it (sha256 {} now)", &now[..12.min(now.len())]));
+        return Err(NotAsPlaced::Changed(now[..12.min(now.len())].to_string()));
     }
     Ok(())
+}
+
+/// Why a file of the upload directory is not as wheelfix placed it.
+#[derive(Debug, thiserror::Error)]
+enum NotAsPlaced {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("it is not a regular file")]
+    NotAFile,
+    #[error("its bytes changed since wheelfix placed it (sha256 {0} now)")]
+    Changed(String),
 }

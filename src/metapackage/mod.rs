@@ -40,14 +40,25 @@ pub enum MetapackageError {
     #[error("--rocm-version `{0}` is not a release version (Ex: 10.1.0)")]
     RocmVersion(String),
     /// Why a `--gpu-target` is not one (the words every command uses).
-    #[error("{0}")]
-    GpuTarget(String),
+    #[error(transparent)]
+    GpuTarget(#[from] crate::policy::gpus::GpuTargetError),
+    #[error("metapackage needs --gpu-target: the processors its extras install")]
+    NoGpuTarget,
+    #[error("`{given}`: a metapackage's extra names a processor as GPUs report it: write `{processor}`")]
+    NotAProcessor { given: String, processor: String },
 }
 
 impl MetapackageError {
     /// A usage error (exit 2) rather than a failure of the run.
     pub fn is_usage(&self) -> bool {
-        matches!(self, MetapackageError::Name(_) | MetapackageError::RocmVersion(_) | MetapackageError::GpuTarget(_))
+        matches!(
+            self,
+            MetapackageError::Name(_)
+                | MetapackageError::RocmVersion(_)
+                | MetapackageError::GpuTarget(_)
+                | MetapackageError::NoGpuTarget
+                | MetapackageError::NotAProcessor { .. }
+        )
     }
 }
 
@@ -69,18 +80,13 @@ impl MetapackageOptions {
             return Err(MetapackageError::RocmVersion(self.rocm_version.clone()));
         }
         if self.gpu_targets.is_empty() {
-            return Err(MetapackageError::GpuTarget(
-                "metapackage needs --gpu-target: the processors its extras install".into(),
-            ));
+            return Err(MetapackageError::NoGpuTarget);
         }
         for t in &self.gpu_targets {
             // A processor, written as every GPU names it: it becomes the extra's name.
-            let parsed = crate::policy::gpus::parse(t).map_err(MetapackageError::GpuTarget)?;
+            let parsed = crate::policy::gpus::parse(t)?;
             if parsed.to_string() != *t || !parsed.features.is_empty() {
-                return Err(MetapackageError::GpuTarget(format!(
-                    "`{t}`: a metapackage's extra names a processor as GPUs report it: write `{}`",
-                    parsed.processor
-                )));
+                return Err(MetapackageError::NotAProcessor { given: t.clone(), processor: parsed.processor });
             }
         }
         Ok(())
@@ -119,8 +125,8 @@ pub struct Pinned {
     pub platform_tags: Vec<PlatformTag>,
     pub gpu_targets: Vec<String>,
     /// Its binaries with offload bundles that hold no code for the metapackage's target
-    /// ([`crate::elf::gpu::targets::uncovered`]).
-    pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
+    /// ([`crate::gpu::targets::uncovered`]).
+    pub uncovered: Vec<crate::gpu::targets::Uncovered>,
     /// Its `Provides-Extra` names: a split host's `device-<target>` extras bring its device code.
     pub extras: Vec<String>,
     /// The projects its `device-…` extras require (a split host's device wheels, a family's

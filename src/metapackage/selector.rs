@@ -165,7 +165,7 @@ pub fn build(
         let devices: Vec<(&str, &str, &str)> = {
             let mut list: Vec<(&str, &str, &str)> =
                 projects.values().filter_map(|(v, n, t)| Some((t.as_deref()?, n.as_str(), v.as_str()))).collect();
-            let order = crate::elf::gpu::targets::natural_order(list.iter().map(|d| d.0));
+            let order = crate::gpu::targets::natural_order(list.iter().map(|d| d.0));
             list.sort_by_key(|d| (order.iter().position(|t| *t == d.0), d.1.to_string()));
             list
         };

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::elf::gpu::targets::Keep;
+use crate::gpu::targets::Keep;
 
 /// A group of targets one device wheel holds: the code objects `keep` keeps. Ex) `gfx942`
 /// (its feature variants, and the generic targets that cover it)
@@ -18,7 +18,7 @@ pub struct Group {
 impl Group {
     /// The group of one processor (`gfx942`, or a generic one no other group covers), its name
     /// normalised as every GPU looks for it (`GFX942 ` → `gfx942`).
-    pub fn of(processor: &str) -> Result<Group, String> {
+    pub fn of(processor: &str) -> Result<Group, crate::policy::gpus::GpuTargetError> {
         let requested = crate::policy::gpus::parse(processor)?;
         Ok(Group { name: requested.processor.clone(), keep: Keep::new(vec![requested]) })
     }
@@ -37,7 +37,7 @@ pub struct SplitTo {
     /// The `.hipFatBinSegment` section's file range.
     pub wrappers: (u64, u64),
     /// Where the file says its wrappers point.
-    pub pointers: crate::elf::gpu::rewrite::WrapperPointers,
+    pub pointers: crate::gpu::rewrite::WrapperPointers,
     pub groups: Arc<Vec<Group>>,
     /// Archives are made in this directory.
     pub dir: PathBuf,

@@ -2,7 +2,7 @@
 //! in kpack's layout (`../shared/reference/gpu-code-formats.md` §4.1). In every host binary
 //! whose `.hip_fatbin` holds offload bundles, each bundle's space becomes a kpack marker (the
 //! MessagePack map `{kernel_name, kpack_search_paths}`) and each wrapper a `HIPK` wrapper with
-//! its index ([`crate::elf::gpu::rewrite::split_host`]); the code objects go, per group, into
+//! its index ([`crate::gpu::rewrite::split_host`]); the code objects go, per group, into
 //! an archive the marker's search path names: `<dir>/.kpack/<file>_<group>.kpack` beside the
 //! binary. The host's METADATA gains one extra per group (`device-<group>`) and `device-all`,
 //! each requiring its device wheel at the exact version.
@@ -22,14 +22,14 @@ pub use super::kpack::{ArchivePer, Group, SplitTo};
 use super::thin::{FileCut, ThinChange};
 use super::{Content, NewMember, Plan};
 use crate::analysis::{Analysis, databases};
-use crate::elf::gpu::targets::{Keep, Requested};
-use crate::elf::gpu::{Container, GpuCode};
+use crate::gpu::targets::{Keep, Requested};
+use crate::gpu::{Container, GpuCode};
 use crate::wheel::Wheel;
 
 /// What a binary's headers say of where its wrappers point ([`WrapperPointers`]): its
 /// `.hip_fatbin` pieces' addresses and its RELA sections, on a 64-bit little-endian machine
 /// whose RELATIVE relocation wheelfix knows.
-fn wrapper_pointers(facts: &crate::elf::ElfFacts, wrappers_addr: u64) -> crate::elf::gpu::rewrite::WrapperPointers {
+fn wrapper_pointers(facts: &crate::elf::ElfFacts, wrappers_addr: u64) -> crate::gpu::rewrite::WrapperPointers {
     const SHT_RELA: u32 = 4;
     let relative_type = match facts.machine {
         _ if !facts.is_64 || !facts.little_endian => None,
@@ -39,7 +39,7 @@ fn wrapper_pointers(facts: &crate::elf::ElfFacts, wrappers_addr: u64) -> crate::
         243 => Some(3),    // R_RISCV_RELATIVE
         _ => None,
     };
-    crate::elf::gpu::rewrite::WrapperPointers {
+    crate::gpu::rewrite::WrapperPointers {
         wrappers_addr,
         piece_addrs: facts.sections_named(".hip_fatbin").map(|s| s.addr).collect(),
         rela: facts.sections.iter().filter(|s| s.kind == SHT_RELA).map(|s| (s.offset, s.size)).collect(),
@@ -70,7 +70,7 @@ pub struct SplitPlan {
     pub families: Vec<FamilyWheel>,
     /// Binaries that have no code at all for some of the groups (as the fat wheel had none):
     /// installed with those extras, they cannot load their kernels there.
-    pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
+    pub uncovered: Vec<crate::gpu::targets::Uncovered>,
 }
 
 /// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
@@ -145,12 +145,16 @@ pub enum SettingError {
     NoTarget(String),
     #[error("--device-name `{template}` does not make a project name (`{example}`)")]
     NotProjectName { template: String, example: String },
-}
-
-impl From<SettingError> for String {
-    fn from(e: SettingError) -> String {
-        e.to_string()
-    }
+    #[error(transparent)]
+    GpuTarget(#[from] crate::policy::gpus::GpuTargetError),
+    #[error(
+        "`{0}`: split writes one device wheel per processor (its xnack/sramecc variants go in the same wheel); name the processor"
+    )]
+    TargetId(String),
+    #[error("give --gpu-target or --all-targets, not both")]
+    TargetsAndAll,
+    #[error("split needs --gpu-target (repeatable) or --all-targets: the device wheels to write")]
+    NoTargets,
 }
 
 /// A kpack group name names archive files: letters, digits, `.`, `_` and `-` only, not first
@@ -193,7 +197,7 @@ pub struct SharedArchives<'a> {
 /// Ex) `rocm-sdk-device-@GFXARCH@==7.1.0`; not `x @ https://…`, `a b`
 pub fn check_device_requirement(text: &str) -> Result<(), SettingError> {
     use crate::wheel::requirement::{ByNameError, by_name};
-    let filled = text.replace(crate::elf::gpu::kpack::GFXARCH, "gfx942");
+    let filled = text.replace(crate::gpu::kpack::GFXARCH, "gfx942");
     match by_name(filled.trim()) {
         Ok(_) => Ok(()),
         Err(ByNameError::NotPep508(why)) => Err(SettingError::NotPep508 { text: text.to_string(), why }),
@@ -207,7 +211,7 @@ pub fn check_device_requirement(text: &str) -> Result<(), SettingError> {
 /// a requirement names would be one of several). Ex) `rocm-sdk-device-@GFXARCH@==7.1.0` for
 /// gfx942 → `rocm-sdk-device-gfx942==7.1.0`
 pub fn device_requirements(asked: &[String], processors: &[&str]) -> Vec<String> {
-    let gfxarch = crate::elf::gpu::kpack::GFXARCH;
+    let gfxarch = crate::gpu::kpack::GFXARCH;
     asked
         .iter()
         .filter_map(|r| match processors {
@@ -350,7 +354,7 @@ pub fn split(
     }
     let present: Vec<&str> = present.iter().map(|g| g.name.as_str()).collect();
     let processors: Vec<String> =
-        crate::elf::gpu::targets::natural_order(present.iter().copied()).into_iter().map(str::to_string).collect();
+        crate::gpu::targets::natural_order(present.iter().copied()).into_iter().map(str::to_string).collect();
     let (families, stay) = family_wheels(&mut databases, &groups, &processors);
     for member in stay {
         plan.remove.remove(&member);
@@ -363,7 +367,7 @@ pub fn split(
     }
     let requested: Vec<_> = processors.iter().filter_map(|g| Requested::parse(g).ok()).collect();
     let moved: Vec<GpuCode> = analysis.gpu.iter().filter(|c| cut.iter().any(|f| f.file == c.file)).cloned().collect();
-    let uncovered = crate::elf::gpu::targets::uncovered(&moved, &requested);
+    let uncovered = crate::gpu::targets::uncovered(&moved, &requested);
     SplitPlan { plan, binaries, cut, left, unreadable, groups: processors, databases, families, uncovered }
 }
 
@@ -434,13 +438,13 @@ fn plan_binary(
     };
     let kernel_name = match kernel_name(&install_path, places.root) {
         Ok(name) => name,
-        Err(why) => return BinarySplit::Unreadable(why),
+        Err(why) => return BinarySplit::Unreadable(why.to_string()),
     };
     let shared = places.layout.shared;
     let (archive_stem, search) = archive_places(&install_path, shared.map(|s| s.group), &places.shared_dir);
     let to = Arc::new(SplitTo {
         member: code.file.clone(),
-        marker: crate::elf::gpu::kpack::marker(&kernel_name, &search),
+        marker: crate::gpu::kpack::marker(&kernel_name, &search),
         kernel_name,
         wrappers: (wrappers.offset, wrappers.size),
         pointers: wrapper_pointers(facts, wrappers.addr),
@@ -477,14 +481,22 @@ fn plan_binary(
 
 /// The name a binary's code objects are keyed by: its install path, or under an overlay root
 /// its path below the root (TheRock's keys); a binary outside the root cannot be keyed so.
-fn kernel_name(install_path: &str, root: Option<&str>) -> Result<String, String> {
+fn kernel_name(install_path: &str, root: Option<&str>) -> Result<String, OutsideRoot> {
     let Some(root) = root else { return Ok(install_path.to_string()) };
     match install_path.strip_prefix(&format!("{root}/")) {
         Some(below) => Ok(below.to_string()),
-        None => Err(format!(
-            "it installs at {install_path}, outside the overlay root `{root}` (--overlay-root): TheRock's layout keys every binary by its path below the root"
-        )),
+        None => Err(OutsideRoot { install_path: install_path.to_string(), root: root.to_string() }),
     }
+}
+
+/// A binary that installs outside the overlay root: TheRock's layout has no key for it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "it installs at {install_path}, outside the overlay root `{root}` (--overlay-root): TheRock's layout keys every binary by its path below the root"
+)]
+struct OutsideRoot {
+    install_path: String,
+    root: String,
 }
 
 /// Where a binary's archives go and how its marker finds them: the archives' member path stem
@@ -497,7 +509,7 @@ fn archive_places(install_path: &str, group: Option<&str>, shared_dir: &str) -> 
     // The runtime expands every `@GFXARCH@` of a search path: one in the binary's own name
     // would be expanded too, and no archive would be found. The archive's name spells it
     // otherwise.
-    let file_name = &file_name.replace(crate::elf::gpu::kpack::GFXARCH, "_GFXARCH_");
+    let file_name = &file_name.replace(crate::gpu::kpack::GFXARCH, "_GFXARCH_");
     let (archive_stem, search) = match group {
         None => (in_dir(dir_part, &format!(".kpack/{file_name}")), format!(".kpack/{file_name}")),
         Some(name) => {
@@ -505,7 +517,7 @@ fn archive_places(install_path: &str, group: Option<&str>, shared_dir: &str) -> 
             (in_dir(shared_dir, &format!(".kpack/{name}")), format!("{up}.kpack/{name}"))
         }
     };
-    (archive_stem, vec![format!("{search}_{}.kpack", crate::elf::gpu::kpack::GFXARCH)])
+    (archive_stem, vec![format!("{search}_{}.kpack", crate::gpu::kpack::GFXARCH)])
 }
 
 /// The kernel database files that leave the host wheel, each with the group whose device wheel

@@ -1,7 +1,7 @@
 //! `thin`'s plan: which members lose device code, from the analysis alone. Every host ELF file
 //! whose `.hip_fatbin` holds code objects for other targets, and every standalone bundle file,
 //! is rewritten in its bundles' ranges ([`ThinChange`], applied by the writer with
-//! [`crate::elf::gpu::rewrite`]); `--prune-files` drops standalone code objects for other
+//! [`crate::gpu::rewrite`]); `--prune-files` drops standalone code objects for other
 //! targets; other forms of device code are left as they are and listed. The wheel stays the
 //! same distribution: its name, version and tags do not change.
 
@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use super::{Content, NewMember, Plan};
 use crate::analysis::Analysis;
-use crate::elf::gpu::targets::{Keep, Verdict};
-use crate::elf::gpu::{Container, Count, GpuCode};
+use crate::gpu::targets::{Keep, Verdict};
+use crate::gpu::{Container, Count, GpuCode};
 use crate::wheel::Wheel;
 
 /// One member to rewrite: the bundles in `ranges` (file offsets, `[start, end)`) keep only what
@@ -70,7 +70,7 @@ pub struct ThinPlan {
     /// bundles would keep nothing for.
     pub missing: Vec<String>,
     /// Those binaries, and the targets each lacks.
-    pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
+    pub uncovered: Vec<crate::gpu::targets::Uncovered>,
     /// Files whose bundles cannot be read, and why: the wheel is not written.
     pub unreadable: Vec<(String, String)>,
 }
@@ -142,7 +142,7 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOption
         plan.remove.insert(member.name.to_string());
         pruned.push(file_cut);
     }
-    let mut uncovered = crate::elf::gpu::targets::uncovered(&analysis.gpu, &keep.targets);
+    let mut uncovered = crate::gpu::targets::uncovered(&analysis.gpu, &keep.targets);
     uncovered.retain(|u| !plan.remove.contains(&u.file));
     let missing = if analysis.gpu.is_empty() { Vec::new() } else { missing_targets(&analysis.gpu, keep, &uncovered) };
     ThinPlan { plan, cut, pruned, left, missing, uncovered, unreadable }
@@ -213,7 +213,7 @@ fn bundle_ranges(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Vec<(u64
 /// The requested targets that no code object of the wheel (in any container) runs on, and
 /// those some binary with offload bundles would keep nothing for (judged per binary: a GPU
 /// runtime's built-in kernels elsewhere in the wheel do not run the package's code).
-fn missing_targets(gpu: &[GpuCode], keep: &Keep, uncovered: &[crate::elf::gpu::targets::Uncovered]) -> Vec<String> {
+fn missing_targets(gpu: &[GpuCode], keep: &Keep, uncovered: &[crate::gpu::targets::Uncovered]) -> Vec<String> {
     keep.targets
         .iter()
         .filter(|requested| {

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::analysis::installed::{Distribution, Environment, InstalledBinary, archive_arches, archive_candidates};
 use crate::analysis::machine::{Gpu, Machine};
-use crate::elf::gpu::GpuCode;
-use crate::elf::gpu::targets::{Keep, Verdict};
+use crate::gpu::GpuCode;
+use crate::gpu::targets::{Keep, Verdict};
 
 /// How bad a problem is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -392,7 +392,7 @@ fn build_for(d: &Distribution, gpu: &Gpu) -> String {
 fn override_problems(env: &Environment, machine: &Machine, problems: &mut Vec<Problem>) {
     let Some((_, value)) = machine.environment.iter().find(|(n, _)| n == "HSA_OVERRIDE_GFX_VERSION") else { return };
     for gpu in machine.gpus.iter().filter(|g| g.native != g.processor) {
-        let native = Keep::new(vec![crate::elf::gpu::targets::Requested {
+        let native = Keep::new(vec![crate::gpu::targets::Requested {
             processor: gpu.native.clone(),
             features: gpu.requested().features,
         }]);

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::elf::gpu::targets::Requested;
+use crate::gpu::targets::{Requested, TargetError};
 
 /// The AMD GPUs each processor serves. Ex) `gfx942` → `Instinct MI300X, MI300A, MI325X`
 pub fn names() -> &'static BTreeMap<String, String> {
@@ -20,11 +20,17 @@ const GPU_NAMES: &str = include_str!("../../policies/gpu-names.json");
 /// A target a person named, or why not, with the processor they most likely meant.
 /// Ex) `mi300` → "`mi300` is not an AMDGPU processor LLVM knows (e.g. gfx942, gfx90a,
 /// gfx1100): AMD Instinct MI300X, MI300A are gfx942"
-pub fn parse(text: &str) -> Result<Requested, String> {
-    Requested::parse(text).map_err(|e| match meant(text) {
-        Some(hint) => format!("{e}: {hint}"),
-        None => e.to_string(),
-    })
+pub fn parse(text: &str) -> Result<Requested, GpuTargetError> {
+    Requested::parse(text).map_err(|error| GpuTargetError { error, hint: meant(text) })
+}
+
+/// A GPU target that is not one, and the processor the person most likely meant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}{}", hint.as_ref().map(|h| format!(": {h}")).unwrap_or_default())]
+pub struct GpuTargetError {
+    pub error: TargetError,
+    /// Ex) `AMD Instinct MI300X is gfx942, the name to give`
+    pub hint: Option<String>,
 }
 
 /// Lowercase letters and digits only. Ex) `Instinct MI300X` → `instinctmi300x`
@@ -93,7 +99,7 @@ mod tests {
 
     #[test]
     fn product_names_and_misspellings_say_the_processor() {
-        let said = |t: &str| parse(t).unwrap_err();
+        let said = |t: &str| parse(t).unwrap_err().to_string();
         assert!(
             said("mi300").ends_with("AMD Instinct MI300X, Instinct MI300A are gfx942, the name to give"),
             "{}",

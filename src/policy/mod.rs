@@ -28,8 +28,21 @@ pub const ANDROID_JSON: &str = include_str!("../../policies/android-policy.json"
 pub enum PolicyError {
     #[error("cannot read policy file {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("invalid policy file {origin}: {message}")]
-    Invalid { origin: String, message: String },
+    #[error("invalid policy file {origin}: {problem}")]
+    Invalid { origin: String, problem: Box<InvalidPolicy> },
+}
+
+/// What is wrong with a policy file.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidPolicy {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("it has no `linux` policy with priority 0")]
+    NoLinux,
+    #[error("the whitelist of {newer} is not a superset of {older}'s")]
+    Whitelist { newer: String, older: String },
+    #[error("{newer} {arch} {prefix} lacks {missing}, which the more compatible {older} has")]
+    SymbolVersions { newer: String, arch: String, prefix: String, missing: String, older: String },
 }
 
 /// One entry of a policy file, as written there.
@@ -378,10 +391,11 @@ fn musl_libc_soname(arch: Arch) -> String {
 }
 
 fn parse_file(text: &str, origin: &str) -> Result<Vec<PolicyEntry>, PolicyError> {
-    let invalid = |message: String| PolicyError::Invalid { origin: origin.to_string(), message };
-    let mut entries: Vec<PolicyEntry> = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    let invalid =
+        |problem: InvalidPolicy| PolicyError::Invalid { origin: origin.to_string(), problem: Box::new(problem) };
+    let mut entries: Vec<PolicyEntry> = serde_json::from_str(text).map_err(|e| invalid(e.into()))?;
     if !entries.iter().any(|e| e.name == "linux" && e.priority == 0) {
-        return Err(invalid("it has no `linux` policy with priority 0".into()));
+        return Err(invalid(InvalidPolicy::NoLinux));
     }
     entries.sort_by_key(|e| std::cmp::Reverse(e.priority));
     validate_supersets(&entries).map_err(invalid)?;
@@ -390,12 +404,12 @@ fn parse_file(text: &str, origin: &str) -> Result<Vec<PolicyEntry>, PolicyError>
 
 /// PEP 600 consistency, as auditwheel checks it: going from more to less compatible, every
 /// whitelist and every per-arch, per-prefix version set must contain the previous one.
-fn validate_supersets(entries: &[PolicyEntry]) -> Result<(), String> {
+fn validate_supersets(entries: &[PolicyEntry]) -> Result<(), InvalidPolicy> {
     let tagged: Vec<&PolicyEntry> = entries.iter().filter(|e| e.priority != 0).collect();
     for pair in tagged.windows(2) {
         let (older, newer) = (pair[0], pair[1]);
         if !older.lib_whitelist.iter().all(|l| newer.lib_whitelist.contains(l)) {
-            return Err(format!("the whitelist of {} is not a superset of {}'s", newer.name, older.name));
+            return Err(InvalidPolicy::Whitelist { newer: newer.name.clone(), older: older.name.clone() });
         }
         for (arch, prefixes) in &older.symbol_versions {
             let Some(newer_prefixes) = newer.symbol_versions.get(arch) else {
@@ -405,10 +419,13 @@ fn validate_supersets(entries: &[PolicyEntry]) -> Result<(), String> {
                 let newer_set =
                     newer_prefixes.get(prefix).map(|v| v.iter().collect::<BTreeSet<_>>()).unwrap_or_default();
                 if let Some(missing) = versions.iter().find(|v| !newer_set.contains(v)) {
-                    return Err(format!(
-                        "{} {arch} {prefix} lacks {missing}, which the more compatible {} has",
-                        newer.name, older.name
-                    ));
+                    return Err(InvalidPolicy::SymbolVersions {
+                        newer: newer.name.clone(),
+                        arch: arch.clone(),
+                        prefix: prefix.clone(),
+                        missing: missing.clone(),
+                        older: older.name.clone(),
+                    });
                 }
             }
         }

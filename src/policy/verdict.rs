@@ -327,26 +327,20 @@ fn disallowed(set: &PolicySet, index: usize, needs: &[Requirement]) -> Vec<Requi
 
 /// Symbol-version order: prefix, then numeric components. Ex) `GLIBC_2.9` < `GLIBC_2.17`
 pub fn compare_versions(a: &str, b: &str) -> std::cmp::Ordering {
-    let split = |v: &str| -> (String, Vec<Result<u64, String>>) {
+    /// A component: numbers in numeric order, before any text. (Variant order is the order.)
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Part<'a> {
+        Number(u64),
+        Text(&'a str),
+    }
+    fn split(v: &str) -> (&str, Vec<Part<'_>>) {
         let (prefix, rest) = v.split_once('_').unwrap_or((v, ""));
-        (prefix.to_string(), rest.split('.').map(|p| p.parse::<u64>().map_err(|_| p.to_string())).collect())
-    };
+        (prefix, rest.split('.').map(|p| p.parse().map_or(Part::Text(p), Part::Number)).collect())
+    }
     let (pa, na) = split(a);
     let (pb, nb) = split(b);
-    pa.cmp(&pb).then_with(|| {
-        for (x, y) in na.iter().zip(nb.iter()) {
-            let ord = match (x, y) {
-                (Ok(x), Ok(y)) => x.cmp(y),
-                (Ok(_), Err(_)) => std::cmp::Ordering::Less,
-                (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
-                (Err(x), Err(y)) => x.cmp(y),
-            };
-            if ord.is_ne() {
-                return ord;
-            }
-        }
-        na.len().cmp(&nb.len())
-    })
+    // Component by component, then the shorter first: a Vec's own order.
+    pa.cmp(pb).then_with(|| na.cmp(&nb))
 }
 
 /// Library → blacklisted symbols the wheel's binaries reference (undefined, not weak).

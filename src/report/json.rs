@@ -39,12 +39,12 @@ impl<'a, T: Serialize> Versioned<'a, T> {
 pub struct Failed<'a> {
     pub version: u32,
     pub wheel: &'a str,
-    pub error: &'a str,
+    pub error: String,
 }
 
 impl<'a> Failed<'a> {
-    pub fn new(wheel: &'a str, error: &'a str) -> Self {
-        Failed { version: JSON_VERSION, wheel, error }
+    pub fn new(wheel: &'a str, error: &dyn std::fmt::Display) -> Self {
+        Failed { version: JSON_VERSION, wheel, error: error.to_string() }
     }
 }
 

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::analysis::linkage::is_loader;
 use crate::analysis::{Analysis, BinaryFormats, Note};
-use crate::elf::gpu::GpuCode;
+use crate::gpu::GpuCode;
 use crate::plan::tags::{Basis, TagRequest, true_tags};
 use crate::policy::claims::{ClaimCheck, check_claims};
 use crate::policy::judgement::{Disposition, Judged, Judgement};
@@ -146,7 +146,7 @@ pub struct ShowReport {
     /// Kernel database files by the processor they are for ([`crate::analysis::databases`]):
     /// files (as `objects`) and bytes.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub kernel_databases: BTreeMap<String, crate::elf::gpu::Count>,
+    pub kernel_databases: BTreeMap<String, crate::gpu::Count>,
     /// The wheel's download size (its file) and installed size (its members' sizes).
     pub size: WheelSize,
     /// Host binaries by format (ELF, PE, Mach-O), device code not counted.
@@ -174,7 +174,7 @@ pub struct ShowReport {
     /// Binaries whose offload bundles hold no code for an `--expect-gpu-target` (only when
     /// checked): coverage is judged per binary, and a runtime's own kernels never count.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub uncovered_gpu_targets: Vec<crate::elf::gpu::targets::Uncovered>,
+    pub uncovered_gpu_targets: Vec<crate::gpu::targets::Uncovered>,
     /// Where each kpack-split binary's device code must be installed, per GPU processor: for
     /// the processors of the wheel's own archives and every `--expect-gpu-target`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -218,7 +218,7 @@ impl VariantReport {
                 label,
                 error: None,
             },
-            Err(e) => VariantReport { label, properties: Vec::new(), error: Some(e) },
+            Err(e) => VariantReport { label, properties: Vec::new(), error: Some(e.to_string()) },
         })
     }
 }
@@ -229,7 +229,7 @@ struct Subject<'a> {
     name: String,
     tags: Vec<PlatformTag>,
     wheel_tags: Vec<PlatformTag>,
-    kernel_databases: BTreeMap<String, crate::elf::gpu::Count>,
+    kernel_databases: BTreeMap<String, crate::gpu::Count>,
     size: WheelSize,
     installer_problems: Vec<String>,
     requires: &'a [crate::wheel::requirement::Requirement],
@@ -284,7 +284,7 @@ impl ShowReport {
         analysis: &Analysis,
         judgement: &Judgement,
     ) -> Self {
-        let mut kernel_databases: BTreeMap<String, crate::elf::gpu::Count> = BTreeMap::new();
+        let mut kernel_databases: BTreeMap<String, crate::gpu::Count> = BTreeMap::new();
         for (file, size) in files {
             if let Some(db) = crate::analysis::databases::database(file) {
                 kernel_databases.entry(db.target).or_default().add(*size);
@@ -345,7 +345,7 @@ impl ShowReport {
                 analysis
                     .gpu
                     .iter()
-                    .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+                    .filter(|g| g.container == crate::gpu::Container::KpackArchive)
                     .filter_map(|g| install_path(&g.file))
                     .collect(),
             ),
@@ -406,9 +406,9 @@ impl ShowReport {
         if self.gpu.is_empty() {
             return;
         }
-        let requested: Vec<crate::elf::gpu::targets::Requested> =
-            expected.iter().filter_map(|t| crate::elf::gpu::targets::Requested::parse(t).ok()).collect();
-        self.uncovered_gpu_targets = crate::elf::gpu::targets::uncovered(&self.gpu, &requested);
+        let requested: Vec<crate::gpu::targets::Requested> =
+            expected.iter().filter_map(|t| crate::gpu::targets::Requested::parse(t).ok()).collect();
+        self.uncovered_gpu_targets = crate::gpu::targets::uncovered(&self.gpu, &requested);
         let uncovered: BTreeSet<&String> = self.uncovered_gpu_targets.iter().flat_map(|u| &u.targets).collect();
         for t in expected {
             let lacks = (!self.gpu_targets.contains(t) && !self.gpu_targets.is_empty()) || uncovered.contains(t);
@@ -429,11 +429,11 @@ impl ShowReport {
         let mut arches: BTreeSet<String> = self
             .gpu
             .iter()
-            .filter(|g| g.container == crate::elf::gpu::Container::KpackArchive)
+            .filter(|g| g.container == crate::gpu::Container::KpackArchive)
             .flat_map(|g| g.targets.iter().map(|t| t.split(':').next().unwrap_or(t).to_string()))
             .collect();
         arches.extend(expected.iter().cloned());
-        let arches: Vec<String> = crate::elf::gpu::targets::natural_order(arches.iter().map(String::as_str))
+        let arches: Vec<String> = crate::gpu::targets::natural_order(arches.iter().map(String::as_str))
             .into_iter()
             .map(String::from)
             .collect();
@@ -441,7 +441,7 @@ impl ShowReport {
             .iter()
             .flat_map(|(file, search)| {
                 arches.iter().map(move |arch| {
-                    let paths = crate::elf::gpu::kpack::archive_paths(file, search, arch);
+                    let paths = crate::gpu::kpack::archive_paths(file, search, arch);
                     let on_disk = |p: &String| root.is_some_and(|root| root.join(p).is_file());
                     let in_wheel = paths.iter().any(|p| held.contains(p) || on_disk(p));
                     KpackArchiveNeed { file: file.clone(), arch: arch.clone(), paths, in_wheel }
@@ -629,7 +629,7 @@ impl ShowReport {
             return;
         }
         let natural =
-            |targets: &[String]| crate::elf::gpu::targets::natural_order(targets.iter().map(String::as_str)).join(", ");
+            |targets: &[String]| crate::gpu::targets::natural_order(targets.iter().map(String::as_str)).join(", ");
         let objects: usize = self.gpu.iter().map(|g| g.objects).sum();
         let targets = match (
             self.gpu_targets.is_empty(),
@@ -656,10 +656,10 @@ impl ShowReport {
                 human_bytes(self.size.installed)
             );
         }
-        let bytes = crate::elf::gpu::device_bytes(&self.gpu);
+        let bytes = crate::gpu::device_bytes(&self.gpu);
         if !bytes.is_empty() {
             let order: Vec<String> = bytes.keys().cloned().collect();
-            let sizes: Vec<String> = crate::elf::gpu::targets::natural_order(order.iter().map(String::as_str))
+            let sizes: Vec<String> = crate::gpu::targets::natural_order(order.iter().map(String::as_str))
                 .into_iter()
                 .map(|t| format!("{t} {}", human_bytes(bytes[t])))
                 .collect();
@@ -667,7 +667,7 @@ impl ShowReport {
         }
         if !self.kernel_databases.is_empty() {
             let dbs = &self.kernel_databases;
-            let sizes: Vec<String> = crate::elf::gpu::targets::natural_order(dbs.keys().map(String::as_str))
+            let sizes: Vec<String> = crate::gpu::targets::natural_order(dbs.keys().map(String::as_str))
                 .into_iter()
                 .map(|t| format!("{t} {} ({})", human_bytes(dbs[t].bytes), plural(dbs[t].objects, "file")))
                 .collect();
@@ -680,7 +680,7 @@ impl ShowReport {
             let targets = if code.targets.is_empty() {
                 "-".to_string()
             } else {
-                crate::elf::gpu::targets::natural_order(code.targets.iter().map(String::as_str)).join(" ")
+                crate::gpu::targets::natural_order(code.targets.iter().map(String::as_str)).join(" ")
             };
             let (file, kind) = (&code.file, container_name(code));
             let runtime = if code.is_runtime_code() {

@@ -34,7 +34,7 @@ pub struct RetagOutcome {
 }
 
 /// One wheel of a writing batch: its name as given (for a failure) and what happened.
-pub type Written<'a> = (String, &'a Result<RetagOutcome, String>);
+pub type Written<'a, E> = (String, &'a Result<RetagOutcome, E>);
 
 /// The JSON entry of one outcome; the version fields only when marking.
 #[derive(Serialize)]
@@ -56,7 +56,7 @@ struct OutcomeJson<'a> {
 }
 
 /// The batch's JSON document: one entry per wheel, in order.
-pub fn to_json(results: &[Written<'_>], marking: bool) -> String {
+pub fn to_json<E: std::fmt::Display>(results: &[Written<'_, E>], marking: bool) -> String {
     let entries: Vec<Entry<'_, OutcomeJson<'_>>> = results
         .iter()
         .map(|(name, result)| match result {
@@ -81,7 +81,7 @@ pub fn to_json(results: &[Written<'_>], marking: bool) -> String {
 }
 
 /// The batch as text: where each wheel went, what was vendored, the version changes.
-pub fn to_text(results: &[Written<'_>], marking: bool) -> String {
+pub fn to_text<E: std::fmt::Display>(results: &[Written<'_, E>], marking: bool) -> String {
     let mut text = String::new();
     for outcome in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
         match &outcome.output {
@@ -109,7 +109,7 @@ pub fn record_note(wheel: &str, corrected: &RecordFindings) -> String {
 
 /// The batch's messages for stderr, in order: a corrected RECORD's note, a tag lowered to
 /// `linux_<arch>` and why, each failure.
-pub fn messages(results: &[Written<'_>]) -> Vec<String> {
+pub fn messages<E: std::fmt::Display>(results: &[Written<'_, E>]) -> Vec<String> {
     let mut out = Vec::new();
     for (_, result) in results {
         match result {

@@ -189,7 +189,7 @@ impl ReleasePage {
                 })
             })
             .collect();
-        let gpus: Vec<serde_json::Value> = crate::elf::gpu::targets::natural_order(targets)
+        let gpus: Vec<serde_json::Value> = crate::gpu::targets::natural_order(targets)
             .into_iter()
             .map(|t| serde_json::json!({"target": t, "serves": self.serves(t)}))
             .collect();
@@ -540,7 +540,7 @@ fn device_rows(survey: &Survey) -> Vec<DeviceRow> {
     }
     rows.sort_by(|a, b| a.install.cmp(&b.install));
     rows.dedup();
-    let order: Vec<String> = crate::elf::gpu::targets::natural_order(rows.iter().map(|r| r.target.as_str()))
+    let order: Vec<String> = crate::gpu::targets::natural_order(rows.iter().map(|r| r.target.as_str()))
         .into_iter()
         .map(str::to_string)
         .collect();

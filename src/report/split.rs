@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::human_bytes;
 use super::json::{self, Entry, Failed, JSON_VERSION};
-use crate::elf::gpu::GpuCode;
+use crate::gpu::GpuCode;
 use crate::plan::thin::FileCut;
 
 /// One device wheel written.
@@ -57,7 +57,7 @@ pub struct SplitOutcome {
     /// Binaries with no code at all for some of the device wheels' targets (the fat wheel had
     /// none either): installed with those extras, they cannot load their kernels.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub uncovered: Vec<crate::elf::gpu::targets::Uncovered>,
+    pub uncovered: Vec<crate::gpu::targets::Uncovered>,
     /// The host is not a copy of the input: its RECORD was written anew (device code moved
     /// out, or the input's RECORD disagreed with its archive).
     pub rewritten: bool,
@@ -95,10 +95,10 @@ struct OutcomeJson<'a> {
 }
 
 /// One wheel of the batch: its name as given (for a failure) and what happened.
-pub type Split<'a> = (String, &'a Result<SplitOutcome, String>);
+pub type Split<'a, E> = (String, &'a Result<SplitOutcome, E>);
 
 /// The batch's JSON document: one entry per wheel, in order.
-pub fn to_json(results: &[Split<'_>]) -> String {
+pub fn to_json<E: std::fmt::Display>(results: &[Split<'_, E>]) -> String {
     let entries: Vec<Entry<'_, OutcomeJson<'_>>> = results
         .iter()
         .map(|(name, result)| match result {
@@ -110,7 +110,7 @@ pub fn to_json(results: &[Split<'_>]) -> String {
 }
 
 /// The batch as text.
-pub fn to_text(results: &[Split<'_>]) -> String {
+pub fn to_text<E: std::fmt::Display>(results: &[Split<'_, E>]) -> String {
     let mut out = String::new();
     let size = |s: Option<u64>| s.map_or_else(|| "?".to_string(), human_bytes);
     for o in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::human_bytes;
 use super::json::{self, Entry, Failed, JSON_VERSION};
-use crate::elf::gpu::{Count, GpuCode};
+use crate::gpu::{Count, GpuCode};
 use crate::plan::thin::FileCut;
 use crate::wheel::RecordFindings;
 
@@ -72,10 +72,10 @@ struct OutcomeJson<'a> {
 }
 
 /// One wheel of the batch: its name as given (for a failure) and what happened.
-pub type Thinned<'a> = (String, &'a Result<ThinOutcome, String>);
+pub type Thinned<'a, E> = (String, &'a Result<ThinOutcome, E>);
 
 /// The batch's JSON document: one entry per wheel, in order.
-pub fn to_json(results: &[Thinned<'_>]) -> String {
+pub fn to_json<E: std::fmt::Display>(results: &[Thinned<'_, E>]) -> String {
     let entries: Vec<Entry<'_, OutcomeJson<'_>>> = results
         .iter()
         .map(|(name, result)| match result {
@@ -101,7 +101,7 @@ fn counts_text(counts: &BTreeMap<String, Count>) -> String {
 }
 
 /// The batch's messages for stderr, in order: a corrected RECORD's note, each failure.
-pub fn messages(results: &[Thinned<'_>]) -> Vec<String> {
+pub fn messages<E: std::fmt::Display>(results: &[Thinned<'_, E>]) -> Vec<String> {
     results
         .iter()
         .filter_map(|(_, r)| match r {
@@ -113,7 +113,7 @@ pub fn messages(results: &[Thinned<'_>]) -> Vec<String> {
 }
 
 /// The batch as text.
-pub fn to_text(results: &[Thinned<'_>]) -> String {
+pub fn to_text<E: std::fmt::Display>(results: &[Thinned<'_, E>]) -> String {
     let mut out = String::new();
     for outcome in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
         let size = |s: Option<u64>| s.map_or_else(|| "?".to_string(), human_bytes);

@@ -20,6 +20,28 @@ const MAX_PAGE: u64 = 256 << 20;
 /// are a few MB, so a page past this is an error rather than memory.
 const MAX_HTML_PAGE: u64 = 64 << 20;
 
+/// Why an upstream project page could not be read; `page` is its URL as findings show it.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("cannot reach {page}: {source}")]
+    Unreachable { page: String, source: Box<ureq::Error> },
+    #[error("{page} answered HTTP {status}")]
+    Status { page: String, status: u16 },
+    #[error("cannot read {page}: {source}")]
+    Unreadable { page: String, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("{page}: {problem}")]
+    Page { page: String, problem: PageProblem },
+}
+
+/// What is wrong with a PEP 691 page.
+#[derive(Debug, thiserror::Error)]
+pub enum PageProblem {
+    #[error("not a PEP 691 page: {0}")]
+    NotPep691(serde_json::Error),
+    #[error("a PEP 691 page of api-version {0}, which installers of API version 1 (pip) refuse; not compared")]
+    ApiVersion(String),
+}
+
 /// One file an upstream index serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamFile {
@@ -67,7 +89,7 @@ impl Upstream {
 
     /// The project's files (`None`: the index does not have the name), or why the page could
     /// not be read.
-    pub fn files(&self, project: &str) -> Result<Option<Vec<UpstreamFile>>, String> {
+    pub fn files(&self, project: &str) -> Result<Option<Vec<UpstreamFile>>, UpstreamError> {
         // The name is a PEP 508 name (checked where it entered); quoted all the same, so that
         // nothing in it can become another path or a query.
         let quoted = crate::index::url_quote(project);
@@ -84,14 +106,14 @@ impl Upstream {
         }
         let mut response = match request.call() {
             Ok(r) => r,
-            Err(e) => return Err(format!("cannot reach {shown}: {e}")),
+            Err(e) => return Err(UpstreamError::Unreachable { page: shown, source: Box::new(e) }),
         };
         let status = response.status().as_u16();
         if status == 404 || status == 410 {
             return Ok(None);
         }
         if status != 200 {
-            return Err(format!("{shown} answered HTTP {status}"));
+            return Err(UpstreamError::Status { page: shown, status });
         }
         let content_type = response
             .headers()
@@ -104,14 +126,14 @@ impl Upstream {
             // Read as it arrives into the few fields the answer needs: a page of hundreds of MB
             // is never held whole, nor as a tree.
             let reader = std::io::BufReader::with_capacity(64 << 10, body.reader());
-            json_files_from(reader).map_err(|e| format!("{shown}: {e}"))?
+            json_files_from(reader).map_err(|problem| UpstreamError::Page { page: shown.clone(), problem })?
         } else {
             let bytes = response
                 .body_mut()
                 .with_config()
                 .limit(MAX_HTML_PAGE)
                 .read_to_vec()
-                .map_err(|e| format!("cannot read {shown}: {e}"))?;
+                .map_err(|e| UpstreamError::Unreadable { page: shown.clone(), source: Box::new(e) })?;
             html_files(&decode_html(&bytes, &content_type))
         };
         Ok(Some(links.into_iter().filter_map(|link| upstream_file(project, &url, link)).collect()))
@@ -119,12 +141,12 @@ impl Upstream {
 }
 
 /// A local index's project page (`<dir>/<project>/index.html`, as pip reads a `file://` index).
-fn local_page(dir: &str, shown: &str) -> Result<Option<Vec<Link>>, String> {
+fn local_page(dir: &str, shown: &str) -> Result<Option<Vec<Link>>, UpstreamError> {
     let page = std::path::Path::new(dir).join("index.html");
     match crate::files::read_bounded(&page, MAX_HTML_PAGE) {
         Ok(bytes) => Ok(Some(html_files(&decode_html(&bytes, "")))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {shown}: {e}")),
+        Err(e) => Err(UpstreamError::Unreadable { page: shown.to_string(), source: Box::new(e) }),
     }
 }
 
@@ -243,7 +265,7 @@ pub fn file_version(project: &str, filename: &str) -> Option<Version> {
 
 /// The file links of a PEP 691 project page, read from `reader` into only the fields used.
 /// A page of another major API version is refused, as pip refuses it.
-fn json_files_from(reader: impl std::io::Read) -> Result<Vec<Link>, String> {
+fn json_files_from(reader: impl std::io::Read) -> Result<Vec<Link>, PageProblem> {
     #[derive(serde::Deserialize)]
     struct Page {
         meta: Meta,
@@ -271,12 +293,9 @@ fn json_files_from(reader: impl std::io::Read) -> Result<Vec<Link>, String> {
         #[default]
         No,
     }
-    let page: Page = serde_json::from_reader(reader).map_err(|e| format!("not a PEP 691 page: {e}"))?;
+    let page: Page = serde_json::from_reader(reader).map_err(PageProblem::NotPep691)?;
     if page.meta.api_version.split('.').next() != Some("1") {
-        return Err(format!(
-            "a PEP 691 page of api-version {}, which installers of API version 1 (pip) refuse; not compared",
-            page.meta.api_version
-        ));
+        return Err(PageProblem::ApiVersion(page.meta.api_version));
     }
     Ok(page
         .files
@@ -290,7 +309,7 @@ fn json_files_from(reader: impl std::io::Read) -> Result<Vec<Link>, String> {
 }
 
 #[cfg(test)]
-fn json_files(body: &str) -> Result<Vec<Link>, String> {
+fn json_files(body: &str) -> Result<Vec<Link>, PageProblem> {
     json_files_from(body.as_bytes())
 }
 

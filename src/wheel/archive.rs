@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-pub use super::zip::ZipError as ArchiveError;
-use super::zip::{Entry, ZipReader};
+pub use crate::zip::ZipError as ArchiveError;
+use crate::zip::{Entry, ZipReader};
 
 /// One member of the archive, by its position in the central directory.
 pub type Member = Entry;
@@ -63,7 +63,7 @@ impl Archive {
     }
 
     /// The member's whole content, inflated, its CRC-32 checked.
-    pub fn read(&self, member: &Member) -> Result<super::zip::Buffer, ArchiveError> {
+    pub fn read(&self, member: &Member) -> Result<crate::zip::Buffer, ArchiveError> {
         self.zip.read(member)
     }
 

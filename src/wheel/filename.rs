@@ -24,7 +24,7 @@ pub enum FilenameError {
     #[error("`{0}` is not a valid wheel file name: its version {1}")]
     Version(String, String),
     #[error("`{0}` is not a valid wheel file name: {1}")]
-    Name(String, String),
+    Name(String, super::name::NameError),
     #[error(
         "`{0}` is not a valid wheel file name: the tag `{1}` holds a character other than ASCII letters, digits and `_`"
     )]

@@ -190,7 +190,7 @@ pub enum MetadataError {
     #[error("its `Version: {0}` is not a valid PEP 440 version: {1}")]
     Version(String, String),
     #[error("its `Name`: {0}")]
-    Name(String),
+    Name(#[from] super::name::NameError),
 }
 
 /// A version as written, and as PEP 440 reads it. Ex) `2.15.0a0+git31a77fc`
@@ -251,7 +251,7 @@ impl CoreMetadata {
         let name = name.filter(|n| !n.is_empty()).ok_or(MetadataError::Missing("Name"))?;
         let version = version.filter(|v| !v.is_empty()).ok_or(MetadataError::Missing("Version"))?;
         Ok(CoreMetadata {
-            package: PackageName::parse(&name).map_err(MetadataError::Name)?,
+            package: PackageName::parse(&name)?,
             name,
             version: DistVersion::parse(&version)?,
             requires_python,

@@ -9,7 +9,6 @@ pub mod platform_tag;
 pub mod record;
 pub mod requirement;
 pub mod variant;
-pub use wheelfix_zip as zip;
 
 use std::path::Path;
 

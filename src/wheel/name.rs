@@ -3,6 +3,14 @@
 
 use std::fmt;
 
+/// A name that is not a PEP 508 project name; the name is held as an error shows it (at most 80
+/// characters).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{shown:?} is not a valid project name (PEP 508: ASCII letters and digits, with `.`, `_`, `-` inside)")]
+pub struct NameError {
+    shown: String,
+}
+
 /// A distribution name in its normal form: lower case, runs of `-`, `_` and `.` as one `-`.
 /// Ex) `Amd_Aiter` → `amd-aiter`
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -30,15 +38,8 @@ impl PackageName {
     /// are (ASCII letters and digits, with `.`, `_` and `-` inside), then normalised. PEP 508
     /// sets no length: a name too long for a file that must be written of it is refused where
     /// that file is written, with that reason. Ex) `Amd_Aiter`; not `../x`, `<img>`, `x; touch y`
-    pub fn parse(name: &str) -> Result<Self, String> {
-        if is_valid(name) {
-            Ok(PackageName::new(name))
-        } else {
-            Err(format!(
-                "{:?} is not a valid project name (PEP 508: ASCII letters and digits, with `.`, `_`, `-` inside)",
-                shown(name)
-            ))
-        }
+    pub fn parse(name: &str) -> Result<Self, NameError> {
+        if is_valid(name) { Ok(PackageName::new(name)) } else { Err(NameError { shown: shown(name) }) }
     }
 
     pub fn as_str(&self) -> &str {

@@ -258,19 +258,30 @@ impl VariantMetadata {
     }
 }
 
+/// Why a variant wheel's `variant.json` cannot be read: installers cannot choose the wheel.
+#[derive(Debug, thiserror::Error)]
+pub enum VariantReadError {
+    #[error("its name has the variant label `{0}` but it has no .dist-info/variant.json (PEP 825)")]
+    Missing(String),
+    #[error("{member}: {source}")]
+    Read { member: String, source: super::ArchiveError },
+    #[error("{member}: {source}")]
+    Invalid { member: String, source: VariantError },
+}
+
 /// A variant wheel's `*.dist-info/variant.json`, read and checked against its label `label`.
-pub fn read(archive: &super::Archive, label: &str) -> Result<VariantMetadata, String> {
+pub fn read(archive: &super::Archive, label: &str) -> Result<VariantMetadata, VariantReadError> {
     let member = archive
         .members()
         .iter()
         .find(|m| {
             m.name.split_once('/').is_some_and(|(dir, file)| dir.ends_with(".dist-info") && file == DIST_INFO_FILE)
         })
-        .ok_or_else(|| {
-            format!("its name has the variant label `{label}` but it has no .dist-info/variant.json (PEP 825)")
-        })?;
-    let bytes = archive.read(member).map_err(|e| format!("{}: {e}", member.name))?;
-    VariantMetadata::parse_for_wheel(&bytes, label).map_err(|e| format!("{}: {e}", member.name))
+        .ok_or_else(|| VariantReadError::Missing(label.to_string()))?;
+    let bytes =
+        archive.read(member).map_err(|source| VariantReadError::Read { member: member.name.to_string(), source })?;
+    VariantMetadata::parse_for_wheel(&bytes, label)
+        .map_err(|source| VariantReadError::Invalid { member: member.name.to_string(), source })
 }
 
 /// The `amd` namespace as AMD's variant provider (`amd-variant-provider`) names its features.

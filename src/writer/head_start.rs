@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::files::FileIdentity;
 use crate::output::TempOutput;
 use crate::wheel::archive::Archive;
-use crate::wheel::zip::ZipWriter;
+use crate::zip::ZipWriter;
 
 /// Wheels smaller than this are written after their analysis, as before: the head start would
 /// cost more than it saves.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{WriteError, WriteOptions};
 use crate::plan::{Content, ElfChange, ElfSource, Plan};
 use crate::wheel::Wheel;
-use crate::wheel::zip::Spilled;
+use crate::zip::Spilled;
 
 /// A new member's bytes, ready to write.
 pub enum Made<'a> {

@@ -22,8 +22,8 @@ use crate::analysis::budget::MemoryBudget;
 use crate::elf::patch::{PatchError, Patcher};
 use crate::output::{Commit, OutputError, TempOutput};
 use crate::plan::Plan;
-use crate::wheel::zip::{Compressed, DosTime, Spilled, ZipWriter};
 use crate::wheel::{RecordEntry, RecordFile, Wheel};
+use crate::zip::{Compressed, DosTime, Spilled, ZipWriter};
 use head_start::HeadStart;
 use materialize::Made;
 
@@ -41,10 +41,10 @@ pub enum WriteError {
     ReadSource { path: String, source: std::io::Error },
     #[error("cannot patch `{file}`: {source}")]
     Patch { file: String, source: PatchError },
-    #[error("cannot thin `{file}`: {message}")]
-    Thin { file: String, message: String },
-    #[error("cannot split `{file}`: {message}")]
-    Split { file: String, message: String },
+    #[error("cannot thin `{file}`: {problem}")]
+    Thin { file: String, problem: thin::MemberProblem },
+    #[error("cannot split `{file}`: {problem}")]
+    Split { file: String, problem: thin::MemberProblem },
     #[error("cannot strip {path}: {message}")]
     Strip { path: String, message: String },
     #[error("cannot write the patched `{file}` aside: {source}")]

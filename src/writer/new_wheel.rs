@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::WriteError;
 use crate::wheel::filename::escape_version;
-use crate::wheel::zip::Spilled;
+use crate::zip::Spilled;
 
 /// A wheel to write: its metadata, its tags, and the members beside its `.dist-info`.
 #[derive(Debug, Clone, Default)]

@@ -1,5 +1,5 @@
 //! The proof of an archive before it is published: the finished file read back by the
-//! independent reader ([`crate::elf::gpu::kpack_read`]), every frame decoded, and each code
+//! independent reader ([`crate::gpu::kpack_read`]), every frame decoded, and each code
 //! object compared with what was recorded of it when it was taken from the fat binary (its size
 //! and XXH3-128 digest), and its processor read from its own ELF header. `split` runs it on every
 //! archive of every run; any difference refuses the wheel, naming the binary, the wrapper
@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use crate::wheel::zip::{Spilled, write::StoredDigest};
+use crate::zip::{Spilled, write::StoredDigest};
 
-use crate::elf::gpu::bundle_read;
-use crate::elf::gpu::kpack::{Expected, Object};
-use crate::elf::gpu::kpack_read::{self, ArchiveProblem};
+use crate::gpu::bundle_read;
+use crate::gpu::kpack::{Expected, Object};
+use crate::gpu::kpack_read::{self, ArchiveProblem};
 
 /// Why an archive is not what was put into it.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +39,7 @@ pub fn damage_hook_set() -> bool {
 
 /// Prove that the thinned file that `read_at` reads holds, in the bundles of `ranges`, exactly
 /// the code objects `kept` (entry id, size and digest, read from the original before the
-/// rewrite), read back by the independent reader ([`crate::elf::gpu::bundle_read`]): none
+/// rewrite), read back by the independent reader ([`crate::gpu::bundle_read`]): none
 /// lost, none changed, none that should have been dropped. Returns what differs.
 pub fn prove_thinned(
     kept: &[(String, Object)],

@@ -1,8 +1,8 @@
 //! Making a thinned member ([`ThinChange`]): the member inflated into an unlinked file of this
-//! run, its bundles rewritten there by position ([`crate::elf::gpu::rewrite`]), then deflated
+//! run, its bundles rewritten there by position ([`crate::gpu::rewrite`]), then deflated
 //! from it in blocks on every core. Where the content is still the original's (host code, the
 //! code objects kept, moved or not), the original's deflate blocks are copied rather than
-//! deflated again ([`crate::wheel::zip::blocks`]): a fat library costs the deflate of little more
+//! deflated again ([`crate::zip::blocks`]): a fat library costs the deflate of little more
 //! than its rewritten bundle tables. Memory stays a few blocks however large the member is.
 //!
 //! One file of over 600 lines: one member's thinning from inflate to proof (rewrite, compaction,
@@ -18,15 +18,15 @@ use std::collections::BTreeMap;
 
 use crate::analysis::BundledCopy;
 use crate::analysis::copy::Captured;
-use crate::elf::gpu::kpack::{ArchiveWriter, Object};
-use crate::elf::gpu::rewrite::Payload;
-use crate::elf::gpu::rewrite::Ranges;
-use crate::elf::gpu::{Count, rewrite};
+use crate::gpu::kpack::{ArchiveWriter, Object};
+use crate::gpu::rewrite::Payload;
+use crate::gpu::rewrite::Ranges;
+use crate::gpu::{Count, rewrite};
 use crate::plan::kpack::SplitTo;
 use crate::plan::thin::ThinChange;
 use crate::wheel::Wheel;
-use crate::wheel::zip::blocks::{self, BlockMarks};
-use crate::wheel::zip::{Reuse, ReuseMismatch, Spilled};
+use crate::zip::blocks::{self, BlockMarks};
+use crate::zip::{Reuse, ReuseMismatch, Spilled};
 
 /// Runs of original blocks shorter than this are deflated anew: each copied run ends with an
 /// empty stored block, and breaks the deflate of what lies around it.
@@ -76,11 +76,11 @@ fn thin_from(
     dir: &Path,
     copy: Option<&BundledCopy>,
 ) -> Result<(Spilled, ThinOutcome), WriteError> {
-    let fail = |message: String| match change.split {
-        Some(_) => WriteError::Split { file: change.member.clone(), message },
-        None => WriteError::Thin { file: change.member.clone(), message },
+    let fail = |problem: MemberProblem| match change.split {
+        Some(_) => WriteError::Split { file: change.member.clone(), problem },
+        None => WriteError::Thin { file: change.member.clone(), problem },
     };
-    let member = wheel.archive.member(&change.member).ok_or_else(|| fail("not a member of the wheel".into()))?;
+    let member = wheel.archive.member(&change.member).ok_or_else(|| fail(MemberProblem::NotAMember))?;
     let inflated;
     let (file, holes, marks): (&std::fs::File, Ranges, Option<&BlockMarks>) = match copy {
         Some(copy) => (&copy.file, copy.holes.clone(), copy.marks.as_ref()),
@@ -89,20 +89,20 @@ fn thin_from(
             (&inflated.0, Ranges::default(), inflated.1.as_ref())
         }
     };
-    let len = file.metadata().map_err(|e| fail(e.to_string()))?.len();
+    let len = file.metadata().map_err(|e| fail(MemberProblem::Io(e)))?.len();
     if len != member.size {
-        return Err(fail(format!("its inflated copy holds {len} bytes, the archive says {}", member.size)));
+        return Err(fail(MemberProblem::InflatedSize { len, size: member.size }));
     }
     if let Some(&(start, end)) = change.ranges.iter().find(|&&(start, end)| start > end || end > len) {
-        return Err(fail(format!("the bundles' range {start}..{end} lies past the end of its {len} bytes")));
+        return Err(fail(MemberProblem::RangePastEnd { start, end, len }));
     }
-    let data_offset = wheel.archive.zip.data_offset(member).map_err(|e| fail(e.to_string()))?;
+    let data_offset = wheel.archive.zip.data_offset(member).map_err(|e| fail(MemberProblem::Zip(e)))?;
     let read_original = |buf: &mut [u8], at: u64| {
         wheel.archive.zip.read_at(member, buf, data_offset + at).map_err(std::io::Error::other)
     };
     // A copy other rewrites read is left as it is: this one writes an overlay.
     let overlay = match copy.filter(|_| change.copy_shared) {
-        Some(_) => Some(tempfile::tempfile_in(dir).map_err(|e| fail(format!("cannot make a temporary file: {e}")))?),
+        Some(_) => Some(tempfile::tempfile_in(dir).map_err(|e| fail(MemberProblem::TempFile(e)))?),
         None => None,
     };
     let mut zeroed = match &overlay {
@@ -117,7 +117,7 @@ fn thin_from(
     let mut outcome = ThinOutcome::default();
     let rewritten = rewrite_member(&mut zeroed, change, copy, laid_out, &mut outcome).map_err(fail)?;
     if change.split.is_none() && super::proof::damage_hook_set() {
-        damage_first_kept(&mut zeroed, &change.ranges).map_err(|e| fail(format!("the test hook failed: {e}")))?;
+        damage_first_kept(&mut zeroed, &change.ranges).map_err(|e| fail(MemberProblem::TestHook(e)))?;
     }
     let compacted = match laid_out.page {
         Some(_) => compacted(&mut zeroed, len, &rewritten.freed, change, rewritten.marker).unwrap_or_else(|note| {
@@ -164,13 +164,50 @@ fn inflate_member(
     wheel: &Wheel,
     member: &crate::wheel::Member,
     dir: &Path,
-) -> Result<(std::fs::File, Option<BlockMarks>), String> {
-    let file = tempfile::tempfile_in(dir).map_err(|e| format!("cannot make a temporary file: {e}"))?;
+) -> Result<(std::fs::File, Option<BlockMarks>), MemberProblem> {
+    let file = tempfile::tempfile_in(dir).map_err(MemberProblem::TempFile)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    let mut stream = wheel.archive.zip.stream_marking(member).map_err(|e| e.to_string())?;
-    std::io::copy(&mut stream, &mut out).map_err(|e| e.to_string())?;
-    let file = out.into_inner().map_err(|e| e.error().to_string())?;
+    let mut stream = wheel.archive.zip.stream_marking(member).map_err(MemberProblem::Zip)?;
+    std::io::copy(&mut stream, &mut out).map_err(MemberProblem::Io)?;
+    let file = out.into_inner().map_err(|e| MemberProblem::Io(e.into_error()))?;
     Ok((file, stream.take_marks()))
+}
+
+/// What the rewrite found in a member's bundles against what the analysis found.
+#[derive(Debug)]
+pub struct Disagreement {
+    kept: BTreeMap<String, Count>,
+    dropped: BTreeMap<String, Count>,
+    expected_kept: BTreeMap<String, Count>,
+    expected_dropped: BTreeMap<String, Count>,
+}
+
+/// Why a member's bundles could not be thinned or split; nothing is written.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberProblem {
+    #[error("not a member of the wheel")]
+    NotAMember,
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("{0}")]
+    Zip(crate::zip::ZipError),
+    #[error("cannot make a temporary file: {0}")]
+    TempFile(std::io::Error),
+    #[error("its inflated copy holds {len} bytes, the archive says {size}")]
+    InflatedSize { len: u64, size: u64 },
+    #[error("the bundles' range {start}..{end} lies past the end of its {len} bytes")]
+    RangePastEnd { start: u64, end: u64, len: u64 },
+    #[error("{0}")]
+    Rewrite(rewrite::RewriteError),
+    #[error(
+        "its bundles read differently when rewritten (kept {:?}, dropped {:?}) than when analysed (kept {:?}, dropped {:?}); nothing was written",
+        .0.kept, .0.dropped, .0.expected_kept, .0.expected_dropped
+    )]
+    ReadDifferently(Box<Disagreement>),
+    #[error("the thinned file does not hold the code it keeps: {}; nothing was written", .0.join("; "))]
+    NotProven(Vec<String>),
+    #[error("the test hook failed: {0}")]
+    TestHook(std::io::Error),
 }
 
 /// What rewriting a member's bundles left to do after: the spans it freed, and for a thin, the
@@ -195,7 +232,7 @@ fn rewrite_member(
     copy: Option<&BundledCopy>,
     laid_out: rewrite::FreedLayout,
     outcome: &mut ThinOutcome,
-) -> Result<Rewritten, String> {
+) -> Result<Rewritten, MemberProblem> {
     let mut cut = crate::plan::thin::FileCut {
         file: change.member.clone(),
         container: change.expected.container,
@@ -204,7 +241,7 @@ fn rewrite_member(
     let mut done = Rewritten::default();
     if let Some(to) = &change.split {
         let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
-        let (moved, archives) = split_out(zeroed, change, to, captured).map_err(|e| e.to_string())?;
+        let (moved, archives) = split_out(zeroed, change, to, captured).map_err(MemberProblem::Rewrite)?;
         done.marker = moved.first_marker.map(|from| (from, to.marker.len() as u64));
         Count::sum_into(&mut cut.dropped, moved.moved);
         done.freed.extend(moved.freed);
@@ -212,7 +249,7 @@ fn rewrite_member(
     } else {
         for &(start, end) in &change.ranges {
             let (thinned, kept, spans) =
-                thin_bundles(zeroed, start, end, &change.keep, laid_out).map_err(|e| e.to_string())?;
+                thin_bundles(zeroed, start, end, &change.keep, laid_out).map_err(MemberProblem::Rewrite)?;
             Count::sum_into(&mut cut.kept, thinned.kept);
             Count::sum_into(&mut cut.dropped, thinned.dropped);
             done.freed.extend(thinned.freed);
@@ -223,10 +260,12 @@ fn rewrite_member(
     // The analysis planned from the same bytes; a difference means one of the two readers is
     // wrong, and the report would not be true.
     if cut != change.expected {
-        return Err(format!(
-            "its bundles read differently when rewritten (kept {:?}, dropped {:?}) than when analysed (kept {:?}, dropped {:?}); nothing was written",
-            cut.kept, cut.dropped, change.expected.kept, change.expected.dropped
-        ));
+        return Err(MemberProblem::ReadDifferently(Box::new(Disagreement {
+            kept: cut.kept,
+            dropped: cut.dropped,
+            expected_kept: change.expected.kept.clone(),
+            expected_dropped: change.expected.dropped.clone(),
+        })));
     }
     Ok(done)
 }
@@ -250,16 +289,14 @@ impl ThinnedFile<'_> {
 }
 
 /// Prove that the thinned file holds every code object it keeps, where its bundles now lie.
-fn prove_member(thinned: &ThinnedFile<'_>, rewritten: &Rewritten, original_len: u64) -> Result<(), String> {
+fn prove_member(thinned: &ThinnedFile<'_>, rewritten: &Rewritten, original_len: u64) -> Result<(), MemberProblem> {
     let ranges: Vec<(u64, u64)> = match thinned.compacted {
         Some(c) => rewritten.proof_spans.iter().filter_map(|&r| moved_range(c, r)).collect(),
         None => rewritten.proof_spans.clone(),
     };
     debug_assert!(ranges.iter().all(|&(_, to)| to <= original_len));
     let read = |buf: &mut [u8], at: u64| thinned.read_at(buf, at);
-    super::proof::prove_thinned(&rewritten.kept_before, &read, &ranges).map_err(|problems| {
-        format!("the thinned file does not hold the code it keeps: {}; nothing was written", problems.join("; "))
-    })
+    super::proof::prove_thinned(&rewritten.kept_before, &read, &ranges).map_err(MemberProblem::NotProven)
 }
 
 /// Deflate the thinned member at `level` into a file in `dir`, copying the original's deflate
@@ -317,9 +354,9 @@ fn compacted(
         let named = marker.map(|(from, len)| crate::elf::layout::NamedSpan {
             from,
             len,
-            name: crate::elf::gpu::kpack::MARKER_SECTION,
+            name: crate::gpu::kpack::MARKER_SECTION,
             holder: ".hip_fatbin",
-            others: crate::elf::gpu::kpack::MOVED_SECTION,
+            others: crate::gpu::kpack::MOVED_SECTION,
         });
         crate::elf::layout::compact_naming(&read, len, &spans, named)
     };
@@ -371,11 +408,10 @@ fn page_size(file: &rewrite::ZeroedFile<'_>) -> Option<u64> {
 fn kept_objects<F: rewrite::Positional>(
     zeroed: &F,
     ranges: &[(u64, u64)],
-    keep: &crate::elf::gpu::targets::Keep,
+    keep: &crate::gpu::targets::Keep,
 ) -> Result<Vec<(String, Object)>, rewrite::RewriteError> {
-    let stays = |e: &crate::elf::gpu::bundle::BundleEntry| {
-        crate::elf::gpu::scan::bundle_target(&e.id).is_none_or(|t| keep.keeps(t))
-    };
+    let stays =
+        |e: &crate::gpu::bundle::BundleEntry| crate::gpu::scan::bundle_target(&e.id).is_none_or(|t| keep.keeps(t));
     let mut kept = Vec::new();
     for &(start, end) in ranges {
         rewrite::read_bundles(zeroed, start, end, &stays, &mut |_, entry, payload| match payload {
@@ -415,7 +451,7 @@ fn moved_range(compacted: &crate::elf::layout::Compacted, (from, to): (u64, u64)
 fn damage_first_kept(zeroed: &mut rewrite::ZeroedFile<'_>, ranges: &[(u64, u64)]) -> std::io::Result<()> {
     let Some(&(from, to)) = ranges.first() else { return Ok(()) };
     let read = |buf: &mut [u8], at: u64| zeroed.read_at(buf, at);
-    let found = crate::elf::gpu::bundle_read::read_bundles(&read, from, to).map_err(std::io::Error::other)?;
+    let found = crate::gpu::bundle_read::read_bundles(&read, from, to).map_err(std::io::Error::other)?;
     let at = match found.objects.iter().find_map(|o| Some((o.at?, o.object.size))) {
         Some((at, size)) => at + size / 2,
         None => match found.spans.first() {
@@ -490,7 +526,7 @@ fn thin_bundles(
     zeroed: &mut rewrite::ZeroedFile<'_>,
     start: u64,
     end: u64,
-    keep: &crate::elf::gpu::targets::Keep,
+    keep: &crate::gpu::targets::Keep,
     laid_out: rewrite::FreedLayout,
 ) -> Result<ThinnedRange, rewrite::RewriteError> {
     let Some(spans) = rewrite::bundle_spans(&*zeroed, start, end)? else {
@@ -553,7 +589,7 @@ fn split_out(
         &to.marker,
         &wants,
         &mut |ordinal, entry, payload| {
-            let target = crate::elf::gpu::scan::bundle_target(&entry.id).unwrap_or(&entry.id).to_string();
+            let target = crate::gpu::scan::bundle_target(&entry.id).unwrap_or(&entry.id).to_string();
             let key = format!("{}#{ordinal}", to.kernel_name);
             match payload {
                 Payload::Plain(bytes, at) => out.add(Some(at), key, target, bytes),

@@ -24,7 +24,8 @@ fn layers(lib: &str) -> BTreeMap<String, usize> {
     layers
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`.
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -121,7 +122,7 @@ fn statements(text: &str) -> Vec<(usize, String)> {
 
 /// The modules of the crate a statement names, as paths from the crate root, resolving
 /// `crate::` and `super::…` against `here` (the module the statement is in). Ex) in
-/// `elf::gpu::scan`, `super::super::Container` → [`elf`, `Container`]
+/// `gpu::scan`, `super::super::Container` → [`gpu`, `Container`]
 fn named_paths(line: &str, here: &[String]) -> Vec<Vec<String>> {
     let mut paths: Vec<Vec<String>> = named_modules(line, "crate::").into_iter().map(|n| vec![n]).collect::<Vec<_>>();
     // `super::` chains: count them, climb, and take the name after them.
@@ -162,7 +163,13 @@ fn every_import_points_down_the_layers() {
     for line in lib.lines() {
         let declared = line.strip_prefix("pub mod ").map(|l| l.trim_end_matches([';', '{', ' ']));
         let reexported = line.strip_prefix("pub use wheelfix_base::{").and_then(|l| l.strip_suffix("};"));
-        for name in declared.into_iter().chain(reexported.into_iter().flat_map(|l| l.split(", "))) {
+        // A workspace crate, re-exported under its own name (`pub use wheelfix_gpu as gpu;`).
+        let crate_named = line.strip_prefix("pub use wheelfix_").and_then(|l| l.strip_suffix(';')).and_then(|l| {
+            let (krate, name) = l.split_once(" as ")?;
+            assert_eq!(krate, name, "a crate re-exported under another name: {line}");
+            Some(name)
+        });
+        for name in declared.into_iter().chain(crate_named).chain(reexported.into_iter().flat_map(|l| l.split(", "))) {
             if name == "debug" {
                 continue;
             }

@@ -36,6 +36,7 @@ mod robustness;
 mod scale;
 mod schemas;
 mod selector;
+mod shape;
 mod show;
 mod split;
 mod stale_record;

@@ -7,8 +7,8 @@ use support::elfgen::ElfSpec;
 use support::gpugen::*;
 use support::wheelgen::WheelSpec;
 use wheelfix::elf::ElfFacts;
-use wheelfix::elf::gpu;
 use wheelfix::elf::patch::{ElfEdit, InProcessPatcher, Patcher, RpathEdit};
+use wheelfix::gpu;
 
 /// xorshift64*: a fixed sequence, so a failure reproduces.
 struct Rng(u64);
