@@ -148,8 +148,27 @@ pub type FrameSink<'a> = dyn FnMut(usize, Object, &[u8]) -> io::Result<()> + 'a;
 /// thread waiting for its batch would take up other work meanwhile (other members' analysis,
 /// each with its memory), below this one's.
 pub fn compress_all(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>, sink: &mut FrameSink<'_>) -> io::Result<()> {
+    let described = compress_frames(objects, frames)?;
+    for (i, (object, frame)) in described.into_iter().zip(frames.iter()).enumerate() {
+        sink(i, object, frame)?;
+    }
+    release_large_frames(frames);
+    Ok(())
+}
+
+/// A frame buffer that took a large object is not kept, once its frame has gone to its archive.
+pub fn release_large_frames(frames: &mut [Vec<u8>]) {
+    for frame in frames.iter_mut().filter(|f| f.capacity() > CAPTURE_BATCH) {
+        *frame = Vec::new();
+    }
+}
+
+/// Compress each code object into the frame of the same index (`frames` grows to their number;
+/// buffers kept from a call before are used again), on every core, on threads of their own;
+/// returns each object's description (size and XXH3-128 digest, taken from the object itself).
+pub fn compress_frames(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>) -> io::Result<Vec<Object>> {
     if objects.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     frames.resize_with(frames.len().max(objects.len()), Vec::new);
     let mut described = vec![None; objects.len()];
@@ -172,14 +191,7 @@ pub fn compress_all(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>, sink: &mut Fra
         jobs.into_iter()
             .try_for_each(|job| job.join().unwrap_or_else(|_| Err(io::Error::other("a compressor panicked"))))
     })?;
-    for (i, (object, frame)) in described.into_iter().zip(frames.iter()).enumerate() {
-        sink(i, object.expect("described by its compressor"), frame)?;
-    }
-    // A frame buffer that took a large object is not kept, once its frame has gone to the sink.
-    for frame in frames.iter_mut().filter(|f| f.capacity() > CAPTURE_BATCH) {
-        *frame = Vec::new();
-    }
-    Ok(())
+    Ok(described.into_iter().map(|d| d.expect("described by its compressor")).collect())
 }
 
 /// The code object bytes compressed at once, on every core.

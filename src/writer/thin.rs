@@ -578,6 +578,7 @@ fn split_out(
         names: BTreeMap::new(),
         batch: Vec::new(),
         frames: Vec::new(),
+        in_flight: None,
     };
     let taken: usize = out.captured.by_target.values().map(|a| a.entries().count()).sum();
     let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
@@ -620,6 +621,9 @@ fn split_out(
 /// name, target id, bytes).
 type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
 
+/// A batch compressed on threads of its own: its objects, their frames and descriptions.
+type Compressed = (Batch, Vec<Vec<u8>>, Vec<Object>);
+
 /// Where a split binary's code objects go as its bundles are read: plain bundles' into an
 /// archive per target id, keyed by offset (`captured`, with those the analysis took from the
 /// stream), the others into the archives by name (`writers`: `gfx942`, or a target id, each
@@ -635,6 +639,10 @@ struct SplitCollector<'a> {
     /// at most SPLIT_BATCH bytes (or one larger object), whatever the binary's size.
     batch: Batch,
     frames: Vec<Vec<u8>>,
+    /// The batch before, being compressed while the next is read (a compressed bundle is
+    /// decoded on this thread meanwhile); its frames go to the archives, in order, before the
+    /// next batch's.
+    in_flight: Option<std::thread::JoinHandle<std::io::Result<Compressed>>>,
 }
 
 impl SplitCollector<'_> {
@@ -645,29 +653,56 @@ impl SplitCollector<'_> {
         }
         self.batch.push((at, key, target, bytes));
         if self.batch.iter().map(|(_, _, _, b)| b.len()).sum::<usize>() >= SPLIT_BATCH {
-            self.flush()?;
+            self.send()?;
         }
         Ok(())
     }
 
-    /// Compress the batch and add each frame where its object goes.
-    fn flush(&mut self) -> std::io::Result<()> {
-        let SplitCollector { to, captured, writers, batch, frames, .. } = self;
-        let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
-        crate::analysis::copy::compress_all(&objects, frames, &mut |i, object, frame| {
-            let (at, key, target, _) = &batch[i];
-            if let Some(at) = at {
-                return captured.add(&to.dir, *at, target, object, frame);
+    /// Start compressing the batch on threads of its own, once the batch before has gone to
+    /// the archives: reading the next overlaps compressing this one, and at most two batches
+    /// are held.
+    fn send(&mut self) -> std::io::Result<()> {
+        self.receive()?;
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        let mut frames = std::mem::take(&mut self.frames);
+        self.in_flight = Some(std::thread::spawn(move || {
+            let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
+            let described = crate::analysis::copy::compress_frames(&objects, &mut frames)?;
+            drop(objects);
+            Ok((batch, frames, described))
+        }));
+        Ok(())
+    }
+
+    /// Wait for the batch being compressed, and add each of its frames where its object goes.
+    fn receive(&mut self) -> std::io::Result<()> {
+        let Some(job) = self.in_flight.take() else { return Ok(()) };
+        let (batch, mut frames, described) =
+            job.join().unwrap_or_else(|_| Err(std::io::Error::other("a compressor panicked")))?;
+        let SplitCollector { to, captured, writers, .. } = self;
+        for (((at, key, target, bytes), object), frame) in batch.into_iter().zip(described).zip(&frames) {
+            match at {
+                Some(at) => captured.add(&to.dir, at, &target, object, frame)?,
+                None => {
+                    for name in archives_taking(to, &target) {
+                        archive_of(writers, name, &to.dir)?.add_frame(&key, &target, object, frame)?;
+                    }
+                }
             }
-            for name in archives_taking(to, target) {
-                archive_of(writers, name, &to.dir)?.add_frame(key, target, object, frame)?;
-            }
-            Ok(())
-        })?;
-        for (_, _, _, bytes) in batch.drain(..) {
             rewrite::recycle(bytes);
         }
+        crate::analysis::copy::release_large_frames(&mut frames);
+        self.frames = frames;
         Ok(())
+    }
+
+    /// Every code object read so far compressed and in its archives.
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()?;
+        self.receive()
     }
 
     /// A code object too large to hold: after the batch before it (frames go in order),
