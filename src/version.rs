@@ -65,7 +65,7 @@ impl LocalLabel {
 }
 
 /// What happens to one wheel's version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct VersionDecision {
     pub version: DistVersion,
     /// The new version, `None` when it stays.
@@ -210,7 +210,7 @@ pub fn decide_batch(members: &[BatchMember], options: &MarkOptions) -> Vec<Resul
 }
 
 /// The outcome of checking one `Requires-Dist` line against the batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PinRewrite {
     pub requirement: String,
     /// The rewritten requirement; `None` for a warning only.
@@ -267,7 +267,7 @@ pub struct Marking {
 }
 
 /// What happens to one wheel's version and pins.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct VersionChange {
     pub local_version: Option<VersionDecision>,
     pub pins: Vec<PinRewrite>,

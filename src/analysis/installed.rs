@@ -16,7 +16,7 @@ use crate::wheel::metadata::CoreMetadata;
 use crate::wheel::requirement::Requirement;
 
 /// One installed distribution.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Distribution {
     /// Normalised project name. Ex) `rocm-demo`
     pub name: String,
@@ -24,10 +24,10 @@ pub struct Distribution {
     /// Its `.dist-info` directory, relative to site-packages.
     pub dist_info: String,
     /// Where it came from (`direct_url.json`'s `url`), when it says.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direct_url: Option<String>,
     /// The tool that installed it (`INSTALLER`). Ex) `pip`, `uv`
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installer: Option<String>,
     /// The files its RECORD names inside site-packages, relative to it.
     #[serde(skip)]

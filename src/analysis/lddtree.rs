@@ -9,14 +9,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::linkage::{LibrarySearch, expand_origin, is_origin_relative, normalize};
 use crate::elf::ElfFacts;
 use crate::elf::header::ElfIdent;
 
 /// One library of the tree.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Library {
     /// Where it resolved: a file on this machine, or `wheel:<install path>` for a wheel member.
     pub path: Option<String>,
@@ -29,7 +29,7 @@ pub struct Library {
 }
 
 /// The whole tree: the root's facts and every library reached from it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tree {
     pub file: String,
     pub interpreter: Option<String>,

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::gpu::targets::Requested;
 
 /// A target feature's mode on a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     On,
@@ -22,7 +22,7 @@ pub enum Mode {
 }
 
 /// One GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Gpu {
     /// Its KFD node (`None`: named with `--gpu`).
     pub node: Option<u32>,

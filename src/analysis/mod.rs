@@ -79,7 +79,7 @@ impl AnalyzeOptions {
 }
 
 /// A note about one file: why it was skipped or what is odd about it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Note {
     pub file: String,
     pub message: String,
@@ -101,7 +101,7 @@ pub struct HostBinary {
 }
 
 /// How many host binaries of each executable format a wheel holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BinaryFormats {
     pub elf: usize,
     pub pe: usize,

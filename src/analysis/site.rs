@@ -17,7 +17,7 @@ use crate::wheel::name::PackageName;
 use crate::wheel::requirement::{Requirement, required_projects};
 
 /// The wheel a library comes from, and where it lies in site-packages.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Provider {
     /// Normalised project name. Ex) `nvidia-cublas`
     pub name: String,

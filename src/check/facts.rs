@@ -251,7 +251,7 @@ pub(super) fn tag_facts(
 pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePackages) -> Read {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let unreadable = |message: String| Finding {
-        kind: "unreadable",
+        kind: "unreadable".into(),
         severity: Severity::Error,
         message: format!("{file_name}: {message}"),
         files: vec![path.display().to_string()],

@@ -48,7 +48,7 @@ pub fn device_target_of(project: &str) -> Option<&str> {
 use upstream::upstream_findings;
 
 /// How bad a finding is: errors fail `check` (exit 1); warnings only with `--strict`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Error,
@@ -117,10 +117,10 @@ pub fn fix(kind: &str) -> Option<&'static str> {
 }
 
 /// One problem found.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Finding {
     /// A stable identifier. Ex) `filename-conflict`
-    pub kind: &'static str,
+    pub kind: String,
     pub severity: Severity,
     pub message: String,
     pub files: Vec<String>,
@@ -166,7 +166,7 @@ pub fn survey(
     let files = crate::files::collect_files(dirs, &[".whl", ".tar.gz"]);
     if files.is_empty() {
         let findings = vec![Finding {
-            kind: "nothing-to-check",
+            kind: "nothing-to-check".into(),
             severity: Severity::Error,
             message: format!(
                 "no wheel or sdist under {}: nothing was checked",
@@ -204,7 +204,7 @@ pub fn survey(
                 _ => String::new(),
             };
             findings.push(Finding {
-                kind: "filename-conflict",
+                kind: "filename-conflict".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{name} exists with {} different contents{place}: an upload would overwrite one with the other{detail}",
@@ -227,7 +227,7 @@ pub fn survey(
     for d in &dists {
         for problem in &d.installer_problems {
             findings.push(Finding {
-                kind: "installer-refuses",
+                kind: "installer-refuses".into(),
                 severity: Severity::Error,
                 message: format!("{}: pip refuses to install it: {problem}", d.file_name),
                 files: vec![d.path.display().to_string()],

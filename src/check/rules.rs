@@ -92,7 +92,7 @@ fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Fin
             });
         if !family_brought && !requirements.iter().any(|r| r.under_extra(&extra) && r.package == **device) {
             findings.push(Finding {
-                kind: "missing-extra",
+                kind: "missing-extra".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{} {} has no extra `{extra}` for {device}, which the set contains",
@@ -105,7 +105,7 @@ fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Fin
             && !requirements.iter().any(|r| r.under_extra("device-all") && r.package == **device)
         {
             findings.push(Finding {
-                kind: "device-all-incomplete",
+                kind: "device-all-incomplete".into(),
                 severity: Severity::Error,
                 message: format!("{} {}: `device-all` does not include {device}", d.project, d.version),
                 files: file.to_vec(),
@@ -127,7 +127,7 @@ fn extra_requirement_findings(
     let mut findings = Vec::new();
     let Some(platforms) = present.get(r.package.as_str()) else {
         findings.push(Finding {
-            kind: "absent-pin",
+            kind: "absent-pin".into(),
             severity: Severity::Error,
             message: format!(
                 "{} {}: extra `{}` requires {}, which the set does not contain",
@@ -147,7 +147,7 @@ fn extra_requirement_findings(
         && let Some(lacking) = set_families.difference(&families).next()
     {
         findings.push(Finding {
-                kind: "unmarked-platform-extra",
+                kind: "unmarked-platform-extra".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{} {}: extra `{}` requires {}, which the set has only for {}, with no platform marker: on {lacking} the extra cannot resolve",
@@ -170,7 +170,7 @@ fn extra_requirement_findings(
         let available = platforms.iter().any(|p| p.is_none_or(|p| p.starts_with(family)));
         if !available {
             findings.push(Finding {
-                kind: "platform-marker",
+                kind: "platform-marker".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{} {}: {} is required on sys_platform == \"{sys}\", but the set has it only for {}",
@@ -203,7 +203,7 @@ pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
             // The version rules leave a pure wheel that requires nothing marked unmarked on
             // purpose (the seeds' triton_kernels 1.0.0): worth knowing, not a broken release.
             findings.push(Finding {
-                kind: "no-local-version",
+                kind: "no-local-version".into(),
                 severity: Severity::Warning,
                 message: format!(
                     "{} {} (pure Python) has no local version label: a same-named release on PyPI can take its place; --mark-pure marks it",
@@ -213,7 +213,7 @@ pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
             });
         } else if !local {
             findings.push(Finding {
-                kind: "no-local-version",
+                kind: "no-local-version".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{} {} has no local version label: a same-named release on PyPI can take its place",
@@ -234,7 +234,7 @@ pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
                 let unmarked =
                     unmarked_pure.contains(r.package.as_str()) && r.pinned.as_deref().is_some_and(|v| !v.contains('*'));
                 findings.push(Finding {
-                    kind: "loose-pin",
+                    kind: "loose-pin".into(),
                     severity: if unmarked { Severity::Warning } else { Severity::Error },
                     message: format!(
                         "{} {}: `{text}` is not an exact pin with the local label; PyPI's {} could satisfy it",
@@ -248,7 +248,7 @@ pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
     let versions: Vec<(String, String)> = dists.iter().map(|d| (d.project.clone(), d.version.clone())).collect();
     for hazard in ordering_hazards(&versions) {
         findings.push(Finding {
-            kind: "local-label-order",
+            kind: "local-label-order".into(),
             severity: Severity::Error,
             message: hazard.message,
             files: Vec::new(),
@@ -273,7 +273,7 @@ pub(super) fn wheel_findings(dists: &[Dist], strict_record: bool) -> Vec<Finding
         let file = vec![d.path.display().to_string()];
         if let Some(first) = w.record_findings.first() {
             findings.push(Finding {
-                kind: "stale-record",
+                kind: "stale-record".into(),
                 severity: if strict_record { Severity::Error } else { Severity::Warning },
                 message: format!(
                     "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
@@ -288,7 +288,7 @@ pub(super) fn wheel_findings(dists: &[Dist], strict_record: bool) -> Vec<Finding
         findings.extend(tag_findings(d, w, &file));
         for (member, f) in &w.not_loadable {
             findings.push(Finding {
-                kind: "not-loadable",
+                kind: "not-loadable".into(),
                 severity: Severity::Error,
                 message: format!("{}: {member} breaks the loader's rule `{}`: {}", d.file_name, f.rule, f.message),
                 files: file.clone(),
@@ -313,7 +313,7 @@ fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
             if v.is_empty() { "-".into() } else { v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
         };
         findings.push(Finding {
-            kind: "tag-mismatch",
+            kind: "tag-mismatch".into(),
             severity: Severity::Error,
             message: format!(
                 "{}: the file name and WHEEL disagree (only in the name: {}; only in WHEEL: {})",
@@ -329,7 +329,7 @@ fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
         (&w.tag, !w.filename_tags.iter().any(|t| t.is_linux() || t.is_any()))
     {
         findings.push(Finding {
-            kind: "tag-not-met",
+            kind: "tag-not-met".into(),
             severity: Severity::Error,
             message: format!(
                 "{}: the name claims {} but {note}: pip installs it on hosts where it cannot load",
@@ -340,7 +340,7 @@ fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
     }
     if d.platform.is_some() && w.root_is_purelib == Some(true) {
         findings.push(Finding {
-            kind: "purelib-platform-wheel",
+            kind: "purelib-platform-wheel".into(),
             severity: Severity::Error,
             message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
             files: file.to_vec(),
@@ -363,7 +363,7 @@ fn architecture_findings(d: &Dist, w: &WheelFacts, arch: &str, file: &[String]) 
                 format!("code for {} only", u.has.join(", "))
             };
             findings.push(Finding {
-                kind: "no-code-for-architecture",
+                kind: "no-code-for-architecture".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{}: {} has offload bundles but no code object that runs on {arch}, the architecture of its index; it holds {holds}. Installed there, it fails with hipErrorNoBinaryForGpu",
@@ -375,7 +375,7 @@ fn architecture_findings(d: &Dist, w: &WheelFacts, arch: &str, file: &[String]) 
     }
     if !w.gpu_targets.is_empty() && !w.gpu_targets.iter().any(|t| t == arch) {
         findings.push(Finding {
-            kind: "wrong-architecture",
+            kind: "wrong-architecture".into(),
             severity: Severity::Error,
             message: format!(
                 "{} is in the {arch} index but its device code is for {}",
@@ -432,7 +432,7 @@ pub(super) fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
             };
             match found {
                 None => findings.push(Finding {
-                    kind: "unresolved-provider",
+                    kind: "unresolved-provider".into(),
                     severity: Severity::Error,
                     message: match &first.dir {
                         Some(dir) => format!(
@@ -454,7 +454,7 @@ pub(super) fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
                     files: vec![d.path.display().to_string()],
                 }),
                 Some(provider) if !declares(&mut declared, provider) => findings.push(Finding {
-                    kind: "undeclared-provider",
+                    kind: "undeclared-provider".into(),
                     severity: Severity::Error,
                     message: format!(
                         "{}: {} comes from {} ({}), which its requirements do not name: installers will not bring it",
@@ -522,7 +522,7 @@ pub(super) fn unmet_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
             let mut files = vec![d.path.display().to_string()];
             files.extend(candidates.iter().map(|o| o.path.display().to_string()));
             findings.push(Finding {
-                kind: "unmet-requirement",
+                kind: "unmet-requirement".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{} {} requires `{}`, which no file of the set meets (the set has {} {held}): installers look for it upstream, or fail",
@@ -605,7 +605,7 @@ pub(super) fn interpreter_findings(dists: &[Dist]) -> Vec<Finding> {
             if common.is_empty() && !each.is_empty() {
                 let with = extra.map(|e| format!(" with extra `{e}`")).unwrap_or_default();
                 findings.push(Finding {
-                    kind: "no-common-python",
+                    kind: "no-common-python".into(),
                     severity: Severity::Error,
                     message: format!(
                         "{} {}{with} pins files no one Python can install together (it installs on {}; {}): every install of it fails",
@@ -638,7 +638,7 @@ pub(super) fn self_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
                 r.extra.is_some() && r.extras().next().is_some() && r.extras().all(|e| Some(e) != r.extra.as_deref());
             if !aggregates {
                 findings.push(Finding {
-                    kind: "self-requirement",
+                    kind: "self-requirement".into(),
                     severity: Severity::Error,
                     message: format!(
                         "{} requires itself (`Requires-Dist: {}`): resolvers loop on it; only an extra that gathers other extras of the project may name it",
@@ -686,7 +686,7 @@ pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
         if !lines.contains(&line) {
             let bases: BTreeSet<&str> = sonames.iter().filter_map(|s| split_soname(s)).map(|(b, _)| b).collect();
             findings.push(Finding {
-                kind: "rocm-abi-label",
+                kind: "rocm-abi-label".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{} is labelled for ROCm {} but links {} ({}); {} ships {}: on a host with the ROCm its label names it fails to load. Rebuild it against that ROCm, or label it with the ROCm it was built for",
@@ -726,7 +726,7 @@ pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
             by_lines.iter().map(|(lines, wheels)| format!("{}: {}", lines_text(lines), wheels.join(", "))).collect();
         let place_text = place.as_ref().map(|a| format!("the {a} index")).unwrap_or_else(|| "the set".into());
         findings.push(Finding {
-            kind: "rocm-abi-mix",
+            kind: "rocm-abi-mix".into(),
             severity: Severity::Error,
             message: format!(
                 "{place_text} mixes ROCm ABIs, and one environment holds one ROCm: {}. Rebuild the odd ones against the set's ROCm, or publish them in a separate index",
@@ -784,7 +784,7 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
                 if archives.is_empty() {
                     let names: Vec<&str> = devices.iter().map(|d| d.file_name.as_str()).collect();
                     findings.push(Finding {
-                        kind: "kpack-unresolved",
+                        kind: "kpack-unresolved".into(),
                         severity: Severity::Error,
                         message: format!(
                             "{}: `{extra}` installs {}, which holds no archive {binary} looks for ({}): installed with [{extra}], its first kernel launch fails (hipErrorInvalidImage). Either the build made no {target} code for this binary (as a fat wheel, it would fail the same way), or the device wheel is not from this host's split",
@@ -850,7 +850,7 @@ fn one_way_pins(host: &Dist, extra: &str, devices: &[&Dist]) -> Vec<Finding> {
         .iter()
         .filter(|d| !pins_back(d))
         .map(|d| Finding {
-            kind: "device-pin-one-way",
+            kind: "device-pin-one-way".into(),
             severity: Severity::Error,
             message: format!(
                 "{}: {} requires it for `{extra}`, but it does not require {}=={}: installed alone or beside another version, its archives serve a host they were not split from",
@@ -882,7 +882,7 @@ impl MissingKernels<'_> {
         let mut findings = Vec::new();
         if let Some(first) = lost.first() {
             findings.push(Finding {
-                kind: "kpack-kernel-missing",
+                kind: "kpack-kernel-missing".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}), nor for any processor in any archive of the set: installed with [{extra}], those kernels fail to load (hipErrorInvalidImage). The device wheel is not from this host's split, or its code was lost",
@@ -895,7 +895,7 @@ impl MissingKernels<'_> {
         }
         if let Some(first) = built_without.first() {
             findings.push(Finding {
-                kind: "kpack-kernel-not-built",
+                kind: "kpack-kernel-not-built".into(),
                 severity: Severity::Warning,
                 message: format!(
                     "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with code for other processors but none for {target} in {} ({path}): those translation units were built without {target}, and their kernels do not run there (as in the fat wheel)",
@@ -933,7 +933,7 @@ pub(super) fn path_conflict_findings(dists: &[Dist]) -> Vec<Finding> {
         let count =
             owners.iter().filter(|(_, l)| l.iter().map(|(p, _)| *p).collect::<BTreeSet<_>>() == projects).count();
         findings.push(Finding {
-            kind: "path-conflict",
+            kind: "path-conflict".into(),
             severity: Severity::Error,
             message: format!(
                 "{} install the same file{} ({path}{}): installed together, one overwrites the other, and uninstalling either removes it",
@@ -962,7 +962,7 @@ pub(super) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> {
     for d in dists {
         for (path, problems) in d.wheel.iter().flat_map(|w| &w.kpack_damage) {
             findings.push(Finding {
-                kind: "kpack-archive-damaged",
+                kind: "kpack-archive-damaged".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{}: the kpack archive {path} does not read back as its table of contents says: {}; the kernels it should hold cannot load",
@@ -974,7 +974,7 @@ pub(super) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> {
         }
         for (path, problems) in d.wheel.iter().flat_map(|w| &w.kpack_marker_problems) {
             findings.push(Finding {
-                kind: "kpack-marker-unusable",
+                kind: "kpack-marker-unusable".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{}: {path} has its device code split out, but {}; the kernels of those wrappers cannot load",
@@ -1061,7 +1061,7 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
         if arches.is_empty() {
             let (first, paths) = &w.kpack_refs[0];
             findings.push(Finding {
-                kind: "kpack-unresolved",
+                kind: "kpack-unresolved".into(),
                 severity: Severity::Error,
                 message: format!(
                     "{}: {} kpack-split binar{} ({first}, …) look for their device code in `{}`, and the set holds no kpack archive for any GPU: installed, the first kernel launch fails (hipErrorInvalidImage). Publish the wheels that carry the archives (the device wheels) beside it",
@@ -1122,7 +1122,7 @@ fn arch_findings(
     for (binary, paths) in refs {
         if let Some(message) = unserved_mode(arch, &found(binary, paths)) {
             findings.push(Finding {
-                kind: "kpack-mode-unserved",
+                kind: "kpack-mode-unserved".into(),
                 severity: Severity::Warning,
                 message: format!("{}: {binary}: {message}", d.file_name),
                 files: vec![d.path.display().to_string()],
@@ -1133,7 +1133,7 @@ fn arch_findings(
     let looked =
         candidates.first().map(|c| format!("site-packages/{c}")).unwrap_or_else(|| "outside site-packages".into());
     findings.push(Finding {
-        kind: "kpack-unresolved",
+        kind: "kpack-unresolved".into(),
         severity: Severity::Error,
         message: format!(
             "{}: {} kpack-split binar{} ({first}, …) find no device code for {arch}: {first} looks for {looked}, which no file of the set for {arch} installs. Installed there, the first kernel launch fails (hipErrorInvalidImage); publish the wheel that carries the {arch} archive in the {arch} index",
@@ -1167,7 +1167,7 @@ pub(super) fn metapackage_findings(dists: &[Dist]) -> Vec<Finding> {
         sorted.sort_by(|a, b| a.metadata.version.parsed.cmp(&b.metadata.version.parsed));
         let winner = sorted.last().expect("two or more");
         findings.push(Finding {
-            kind: "duplicate-metapackage",
+            kind: "duplicate-metapackage".into(),
             severity: Severity::Error,
             message: format!(
                 "{} metapackages of {project} in {} ({}): installers take {}, the highest version, which is not necessarily the newest build; keep only the build you mean to publish",
@@ -1257,8 +1257,8 @@ mod tests {
         dist("set/pkg_device_gfx90a-1.0-py3-none-linux_x86_64.whl", &metadata, Some(w))
     }
 
-    fn kinds(findings: &[Finding]) -> Vec<&'static str> {
-        findings.iter().map(|f| f.kind).collect()
+    fn kinds(findings: &[Finding]) -> Vec<&str> {
+        findings.iter().map(|f| f.kind.as_str()).collect()
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub(super) fn variant_findings(dists: &[Dist]) -> Vec<Finding> {
             .any(|(d, _)| d.wheel.as_ref().and_then(|w| w.variant.as_ref()).is_some_and(|(l, _)| l == NULL_LABEL));
         if !has_null && !has_plain {
             findings.push(Finding {
-                kind: "variant-no-fallback",
+                kind: "variant-no-fallback".into(),
                 severity: Severity::Warning,
                 message: format!(
                     "{project} {version} has variant wheels but no null variant and no plain wheel: a machine no variant fits (another GPU, no GPU, an installer without variant support) gets nothing"
@@ -57,7 +57,7 @@ pub(super) fn variant_findings(dists: &[Dist]) -> Vec<Finding> {
 
 fn error(kind: &'static str, message: String, dists: Vec<&Dist>) -> Finding {
     Finding {
-        kind,
+        kind: kind.to_string(),
         severity: Severity::Error,
         message,
         files: dists.iter().map(|d| d.path.display().to_string()).collect(),
@@ -137,7 +137,7 @@ fn code_findings(d: &Dist, label: &str, properties: &Properties, targets: &[Stri
         targets.iter().filter(|t| t.starts_with("gfx") && !keep.keeps(t)).map(String::as_str).collect();
     if !extra.is_empty() {
         findings.push(Finding {
-            kind: "variant-extra-code",
+            kind: "variant-extra-code".into(),
             severity: Severity::Warning,
             message: format!(
                 "{}: variant `{label}` holds device code for {} that its properties ({}) do not name: no machine of those processors chooses it, and the bytes are carried for nothing",

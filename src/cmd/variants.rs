@@ -50,7 +50,7 @@ pub struct VariantsRequest {
 }
 
 /// One variant written.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct VariantOutcome {
     pub label: String,
     /// `namespace :: feature :: value`, each.
@@ -60,7 +60,7 @@ pub struct VariantOutcome {
 }
 
 /// What became of one fat wheel.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WheelVariants {
     pub wheel: String,
     pub variants: Vec<VariantOutcome>,
@@ -374,15 +374,38 @@ enum VariantsError {
 
 type Input<'a> = (String, &'a Result<WheelVariants, WheelFailed<VariantsError>>);
 
+/// `variants --json`: one entry per fat wheel.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct VariantsDocument {
+    pub version: u32,
+    pub wheels: Vec<VariantsEntry>,
+}
+
+/// What became of one fat wheel (`ok`), or why nothing did.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum VariantsEntry {
+    Done {
+        ok: bool,
+        #[serde(flatten)]
+        variants: WheelVariants,
+    },
+    Failed {
+        ok: bool,
+        wheel: String,
+        error: String,
+    },
+}
+
 fn to_json(results: &[Input<'_>]) -> String {
-    let entries: Vec<serde_json::Value> = results
+    let wheels = results
         .iter()
         .map(|(name, r)| match r {
-            Ok(w) => serde_json::json!({"ok": true, "wheel": w.wheel, "variants": w.variants, "plain": w.plain}),
-            Err(e) => serde_json::json!({"ok": false, "wheel": name, "error": e.to_string()}),
+            Ok(w) => VariantsEntry::Done { ok: true, variants: w.clone() },
+            Err(e) => VariantsEntry::Failed { ok: false, wheel: name.clone(), error: e.to_string() },
         })
         .collect();
-    serde_json::to_string_pretty(&serde_json::json!({"version": 1, "wheels": entries})).expect("serialises") + "\n"
+    crate::report::json::to_text(&VariantsDocument { version: crate::report::json::JSON_VERSION, wheels })
 }
 
 fn to_text(results: &[Input<'_>]) -> String {

@@ -131,7 +131,7 @@ impl IndexOptions {
 }
 
 /// One file of the index.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct IndexedFile {
     pub project: String,
     pub filename: String,
@@ -156,14 +156,14 @@ pub struct IndexedFile {
 }
 
 /// A file of the inputs that is not in the index, and why.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Skipped {
     pub file: String,
     pub reason: String,
 }
 
-/// What an index build did.
-#[derive(Debug, Clone, serde::Serialize)]
+/// What an index build did (`index --json`, read back by [`serde::Deserialize`] as well).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct IndexSummary {
     pub output: String,
     pub projects: usize,

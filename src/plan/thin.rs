@@ -48,7 +48,7 @@ pub struct ThinOptions {
 }
 
 /// What thinning does to one file's code objects, by target id.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileCut {
     pub file: String,
     pub container: Option<Container>,

@@ -6,11 +6,11 @@ use crate::analysis::Analysis;
 use crate::wheel::platform_tag::PlatformTag;
 
 /// What a claimed tag is worth.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClaimCheck {
     pub tag: PlatformTag,
     /// Where the claim is made: `filename`, `WHEEL`, or both.
-    pub claimed_in: Vec<&'static str>,
+    pub claimed_in: Vec<String>,
     pub honoured: bool,
     /// Why not, when it is not honoured.
     pub reason: Option<String>,
@@ -33,10 +33,10 @@ pub fn check_claims(
         .map(|tag| {
             let mut claimed_in = Vec::new();
             if filename_tags.contains(&tag) {
-                claimed_in.push("filename");
+                claimed_in.push("filename".to_string());
             }
             if wheel_tags.contains(&tag) {
-                claimed_in.push("WHEEL");
+                claimed_in.push("WHEEL".to_string());
             }
             let reason = judgement.and_then(|j| claim_problem(j, analysis, &tag));
             ClaimCheck { honoured: reason.is_none(), reason, tag, claimed_in }

@@ -15,7 +15,7 @@ use crate::gpu::GpuCode;
 use crate::gpu::targets::{Keep, Verdict};
 
 /// How bad a problem is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
     /// A kernel launch or a load fails.
@@ -25,28 +25,28 @@ pub enum Severity {
 }
 
 /// One problem, with what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Problem {
     /// Ex) `no-code-for-gpu`, `kpack-unresolved`, `archive-damaged`
-    pub kind: &'static str,
+    pub kind: String,
     pub severity: Severity,
     /// The GPU (its target id) it concerns, if one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
     /// The file, relative to site-packages.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
     /// The distribution that owns it: `name==version`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distribution: Option<String>,
     pub message: String,
     /// What to run, or do, to fix it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
 }
 
 /// One binary with device code, on one GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Served {
     /// The GPU's target id.
     pub gpu: String,
@@ -56,20 +56,20 @@ pub struct Served {
 }
 
 /// A binary with device code, and its verdict on each GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct BinaryVerdict {
     pub file: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distribution: Option<String>,
     /// `bundles` (a fat or thin build), `kpack` (split: code in archives), or `code-objects`.
-    pub form: &'static str,
+    pub form: String,
     /// The target ids it carries (a split binary: none, its archives hold them).
     pub targets: Vec<String>,
     pub gpus: Vec<Served>,
 }
 
 /// The diagnosis of one environment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Diagnosis {
     /// site-packages.
     pub site: String,
@@ -116,7 +116,7 @@ pub fn diagnose(env: &Environment, machine: &Machine) -> Diagnosis {
     let mut notes = machine.notes.clone();
     if machine.gpus.is_empty() {
         problems.push(Problem {
-            kind: "no-gpu",
+            kind: "no-gpu".into(),
             severity: Severity::Error,
             gpu: None,
             file: None,
@@ -140,7 +140,7 @@ pub fn diagnose(env: &Environment, machine: &Machine) -> Diagnosis {
     for (dist_info, why) in &env.site.unreadable {
         notes.push(format!("{dist_info}: not read ({why})"));
     }
-    problems.sort_by(|a, b| (a.severity, &a.file, a.kind).cmp(&(b.severity, &b.file, b.kind)));
+    problems.sort_by(|a, b| (a.severity, &a.file, &a.kind).cmp(&(b.severity, &b.file, &b.kind)));
     problems.dedup();
     Diagnosis {
         site: env.site.root.display().to_string(),
@@ -189,7 +189,7 @@ fn binary_verdict(
     for c in &code {
         for marker in &c.kpack_marker_problems {
             problems.push(Problem {
-                kind: "kpack-marker",
+                kind: "kpack-marker".into(),
                 severity: Severity::Error,
                 gpu: None,
                 file: Some(b.path.clone()),
@@ -227,7 +227,13 @@ fn binary_verdict(
         };
         gpus.push(served);
     }
-    Some(BinaryVerdict { file: b.path.clone(), distribution, form, targets: targets.into_iter().collect(), gpus })
+    Some(BinaryVerdict {
+        file: b.path.clone(),
+        distribution,
+        form: form.to_string(),
+        targets: targets.into_iter().collect(),
+        gpus,
+    })
 }
 
 /// A split binary on one GPU: every wrapper's code object (`<kernel_name>#<i>`) found in the
@@ -278,7 +284,7 @@ fn kpack_served(
     for (path, archive) in &installed {
         for p in &archive.problems {
             problems.push(Problem {
-                kind: "archive-damaged",
+                kind: "archive-damaged".into(),
                 severity: Severity::Error,
                 gpu: Some(gpu.target_id.clone()),
                 file: Some(shown(path)),
@@ -336,7 +342,7 @@ impl Subject<'_> {
         fix: Option<String>,
     ) -> Problem {
         Problem {
-            kind,
+            kind: kind.to_string(),
             severity,
             gpu: Some(gpu.target_id.clone()),
             file: Some(self.file.to_string()),
@@ -402,7 +408,7 @@ fn override_problems(env: &Environment, machine: &Machine, problems: &mut Vec<Pr
             .find(|b| amd_code(b).iter().any(|c| c.targets.iter().any(|t| native.verdict(t) == Verdict::Runs)));
         if let Some(b) = with_native {
             problems.push(Problem {
-                kind: "override-hides-native",
+                kind: "override-hides-native".into(),
                 severity: Severity::Warning,
                 gpu: Some(gpu.target_id.clone()),
                 file: Some(b.path.clone()),
@@ -438,7 +444,7 @@ fn database_problems(env: &Environment, machine: &Machine, problems: &mut Vec<Pr
                     || families.get(library).is_some_and(|f| f.iter().any(|f| databases::in_family(&gpu.processor, f)));
                 if !covered {
                     problems.push(Problem {
-                        kind: "no-database-for-gpu",
+                        kind: "no-database-for-gpu".into(),
                         severity: Severity::Error,
                         gpu: Some(gpu.target_id.clone()),
                         file: None,
@@ -484,7 +490,7 @@ fn abi_problems(env: &Environment, problems: &mut Vec<Problem>) {
         let main_major = main.strip_prefix(HIP).unwrap_or(main);
         for b in list {
             problems.push(Problem {
-                kind: "rocm-abi-mixed",
+                kind: "rocm-abi-mixed".into(),
                 severity: Severity::Error,
                 gpu: None,
                 file: Some(b.path.clone()),
@@ -534,7 +540,7 @@ fn loader_problems(env: &Environment, problems: &mut Vec<Problem>, notes: &mut V
             format!("needed by {by} and {others} other file{}", if others == 1 { "" } else { "s" })
         };
         problems.push(Problem {
-            kind: "library-not-found",
+            kind: "library-not-found".into(),
             severity: Severity::Error,
             gpu: None,
             file: Some(first.to_string()),

@@ -4,29 +4,34 @@
 
 use std::fmt::Write;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::json;
 use crate::policy::doctor::{Diagnosis, Severity};
 
-/// The JSON document: one diagnosis per site-packages directory.
+/// `doctor --json`: one diagnosis per site-packages directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoctorDocument {
+    pub version: u32,
+    /// Exit status: `ready` (0) or `problems` (1).
+    pub status: String,
+    pub environments: Vec<EnvironmentReport>,
+}
+
+/// One site-packages directory's diagnosis, with its summary line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EnvironmentReport {
+    pub summary: String,
+    #[serde(flatten)]
+    pub diagnosis: Diagnosis,
+}
+
+/// The JSON document of `diagnoses`.
 pub fn doctor_json(diagnoses: &[Diagnosis]) -> String {
-    #[derive(Serialize)]
-    struct Document<'a> {
-        version: u32,
-        /// Exit status: `ready` (0) or `problems` (1).
-        status: &'static str,
-        environments: Vec<Environment<'a>>,
-    }
-    #[derive(Serialize)]
-    struct Environment<'a> {
-        summary: String,
-        #[serde(flatten)]
-        diagnosis: &'a Diagnosis,
-    }
     let status = if diagnoses.iter().all(|d| d.errors() == 0) { "ready" } else { "problems" };
-    let environments = diagnoses.iter().map(|d| Environment { summary: d.summary(), diagnosis: d }).collect();
-    json::to_text(&Document { version: super::JSON_VERSION, status, environments })
+    let environments =
+        diagnoses.iter().map(|d| EnvironmentReport { summary: d.summary(), diagnosis: d.clone() }).collect();
+    json::to_text(&DoctorDocument { version: super::JSON_VERSION, status: status.to_string(), environments })
 }
 
 /// The text report of every diagnosis.

@@ -17,7 +17,7 @@ pub use json::JSON_VERSION;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analysis::linkage::is_loader;
 use crate::analysis::{Analysis, BinaryFormats, Note};
@@ -31,20 +31,20 @@ use crate::wheel::platform_tag::{PlatformTag, join_tags};
 use crate::wheel::{RecordFinding, RecordProblem, Wheel};
 
 /// One external library and what happens to it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExternalReport {
     /// `whitelisted` | `excluded` | `vendor` | `dependency` | `not-found`
-    pub disposition: &'static str,
+    pub disposition: String,
     pub path: Option<String>,
     pub needed_by: Vec<String>,
     pub reason: String,
     /// The wheel that provides a `dependency`: {`name`, `version`, `wheel`, `path`}.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provided_by: Option<crate::analysis::site::Provider>,
 }
 
 /// One versioned dependency in the JSON.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ConstraintReport {
     pub file: String,
     pub library: String,
@@ -68,14 +68,14 @@ impl From<&Requirement> for ConstraintReport {
 }
 
 /// What keeps the wheel from one more compatible policy.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BlockerReport {
     pub tag: String,
     pub summary: String,
     /// Distinct symbol versions the policy lacks, most constraining first.
     pub missing_versions: Vec<String>,
     /// Each dependency behind them (only for `next_policy`; empty in `policy_upgrades`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub versions: Vec<ConstraintReport>,
     pub libs_to_eliminate: Vec<String>,
     pub blacklisted_symbols: BTreeMap<String, Vec<String>>,
@@ -107,7 +107,10 @@ impl BlockerReport {
 }
 
 /// The `show --json` object for one wheel. See the guide's JSON page (docs/src/json.md) and schemas/show.schema.json for the contract.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+/// It reads back from that JSON (a field the JSON leaves out when empty reads as empty), so
+/// that scripts and tests in Rust take the report typed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(default)]
 pub struct ShowReport {
     pub version: u32,
     /// The wheel's file name; for installed files, the path shown.
@@ -199,7 +202,7 @@ pub struct ShowReport {
 }
 
 /// A variant wheel's label, and the properties its `variant.json` names.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct VariantReport {
     pub label: String,
     /// Ex) `amd :: gfx_arch :: gfx942`
@@ -240,7 +243,7 @@ struct Subject<'a> {
 }
 
 /// Where a kpack-split binary looks for its device code for one GPU processor.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct KpackArchiveNeed {
     /// The binary's install path. Ex) `p/lib/_k.so`
     pub file: String,
@@ -616,7 +619,7 @@ impl ShowReport {
         let _ = writeln!(out, "\n  External libraries:");
         let width = self.external_libs.keys().map(String::len).max().unwrap_or(0);
         for (soname, lib) in &self.external_libs {
-            let path = match (lib.disposition, lib.path.as_deref()) {
+            let path = match (lib.disposition.as_str(), lib.path.as_deref()) {
                 ("vendor" | "excluded", Some(p)) => format!(" [{p}]"),
                 _ => String::new(),
             };
@@ -834,16 +837,20 @@ pub type ShowEntry = (ShowReport, Option<VersionChange>);
 
 /// `show --json`: one entry per wheel; the version fields only when marking.
 pub fn show_json(entries: &[ShowEntry]) -> String {
-    #[derive(Serialize)]
-    struct Entry<'a> {
-        #[serde(flatten)]
-        report: &'a ShowReport,
-        #[serde(flatten)]
-        version_change: Option<&'a VersionChange>,
-    }
-    let entries: Vec<Entry<'_>> =
-        entries.iter().map(|(report, change)| Entry { report, version_change: change.as_ref() }).collect();
+    let entries: Vec<ShowJsonEntry> = entries
+        .iter()
+        .map(|(report, change)| ShowJsonEntry { report: report.clone(), version_change: change.clone() })
+        .collect();
     json::to_text(&entries)
+}
+
+/// One entry of `show --json`: the report, and the version fields when marking.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShowJsonEntry {
+    #[serde(flatten)]
+    pub report: ShowReport,
+    #[serde(flatten)]
+    pub version_change: Option<VersionChange>,
 }
 
 /// `show`'s text: each wheel's report and version change, separated by an empty line.
@@ -922,7 +929,7 @@ fn external_report(
         Disposition::NotFound => not_found_reason(analysis, soname, requires),
     };
     ExternalReport {
-        disposition: disposition.kind(),
+        disposition: disposition.kind().to_string(),
         path: lib.path.clone(),
         needed_by: lib.needed_by.iter().cloned().collect(),
         reason,
@@ -983,7 +990,7 @@ fn in_wheel_elsewhere<'a>(analysis: &'a Analysis, soname: &str) -> Option<&'a st
 }
 
 /// A wheel's sizes, in bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WheelSize {
     /// The wheel file.
     pub download: u64,
@@ -1062,7 +1069,7 @@ mod tests {
         let judged = judge(&a);
         let mut notes = Vec::new();
         let libs = external_libs(&a, &judged, &[], &mut notes);
-        let kinds: Vec<(&str, &str)> = libs.iter().map(|(s, l)| (s.as_str(), l.disposition)).collect();
+        let kinds: Vec<(&str, &str)> = libs.iter().map(|(s, l)| (s.as_str(), l.disposition.as_str())).collect();
         assert_eq!(
             kinds,
             [

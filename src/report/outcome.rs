@@ -1,7 +1,7 @@
 //! What `retag` and `repair` did with each wheel, as JSON and text, and the messages of a batch
 //! (notes, warnings, the failure count) that go to stderr.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::json::{self, Entry, Failed, JSON_VERSION};
 use crate::plan::repair::Graft;
@@ -36,43 +36,44 @@ pub struct RetagOutcome {
 /// One wheel of a writing batch: its name as given (for a failure) and what happened.
 pub type Written<'a, E> = (String, &'a Result<RetagOutcome, E>);
 
-/// The JSON entry of one outcome; the version fields only when marking.
-#[derive(Serialize)]
-struct OutcomeJson<'a> {
-    version: u32,
-    wheel: &'a str,
-    output: &'a Option<String>,
-    tags: &'a [PlatformTag],
-    changed: bool,
-    grafts: &'a [Graft],
-    record_corrected: &'a RecordFindings,
-    hashes_checked: bool,
-    platform_tag: &'a Option<String>,
-    symbol_tag: &'a Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lowered: &'a Option<String>,
+/// The JSON entry of one outcome (`retag --json`, `repair --json`); the version fields only
+/// when marking.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RetagEntry {
+    pub version: u32,
+    pub wheel: String,
+    pub output: Option<String>,
+    pub tags: Vec<PlatformTag>,
+    pub changed: bool,
+    pub grafts: Vec<Graft>,
+    pub record_corrected: RecordFindings,
+    pub hashes_checked: bool,
+    pub platform_tag: Option<String>,
+    pub symbol_tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowered: Option<String>,
     #[serde(flatten)]
-    version_change: Option<&'a VersionChange>,
+    pub version_change: Option<VersionChange>,
 }
 
 /// The batch's JSON document: one entry per wheel, in order.
 pub fn to_json<E: std::fmt::Display>(results: &[Written<'_, E>], marking: bool) -> String {
-    let entries: Vec<Entry<'_, OutcomeJson<'_>>> = results
+    let entries: Vec<Entry<'_, RetagEntry>> = results
         .iter()
         .map(|(name, result)| match result {
-            Ok(o) => Entry::Done(OutcomeJson {
+            Ok(o) => Entry::Done(RetagEntry {
                 version: JSON_VERSION,
-                wheel: &o.wheel,
-                output: &o.output,
-                tags: &o.tags,
+                wheel: o.wheel.clone(),
+                output: o.output.clone(),
+                tags: o.tags.clone(),
                 changed: o.changed,
-                grafts: &o.grafts,
-                record_corrected: &o.record_corrected,
+                grafts: o.grafts.clone(),
+                record_corrected: o.record_corrected.clone(),
                 hashes_checked: o.hashes_checked,
-                platform_tag: &o.platform_tag,
-                symbol_tag: &o.symbol_tag,
-                lowered: &o.lowered,
-                version_change: marking.then_some(&o.version_change),
+                platform_tag: o.platform_tag.clone(),
+                symbol_tag: o.symbol_tag.clone(),
+                lowered: o.lowered.clone(),
+                version_change: marking.then(|| o.version_change.clone()),
             }),
             Err(e) => Entry::Failed(Failed::new(name, e)),
         })

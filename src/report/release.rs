@@ -1,7 +1,7 @@
 //! The outcomes of the commands that work on sets of wheels or single files: `check`, `index`,
 //! `metapackage`, `lddtree`, as JSON and text.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::json::{self, JSON_VERSION, Versioned};
 use crate::analysis::lddtree::Tree;
@@ -25,7 +25,7 @@ impl<'a> CheckReport<'a> {
         let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
         let mut listed: Vec<&Finding> =
             findings.iter().filter(|f| !errors_only || f.severity == Severity::Error).collect();
-        listed.sort_by(|a, b| (a.severity, a.kind).cmp(&(b.severity, b.kind)));
+        listed.sort_by(|a, b| (a.severity, &a.kind).cmp(&(b.severity, &b.kind)));
         CheckReport { findings: listed, errors, warnings: findings.len() - errors, resolution: None }
     }
 
@@ -35,27 +35,24 @@ impl<'a> CheckReport<'a> {
     }
 
     pub fn to_json(&self) -> String {
-        #[derive(Serialize)]
-        struct Document<'a> {
-            version: u32,
-            errors: usize,
-            warnings: usize,
-            findings: &'a [&'a Finding],
-            /// What to do about each kind of finding listed, where there is one thing to do.
-            #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-            fixes: std::collections::BTreeMap<&'static str, &'static str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            resolution: Option<&'a Resolution>,
-        }
-        let fixes = self.findings.iter().filter_map(|f| Some((f.kind, crate::check::fix(f.kind)?))).collect();
-        json::to_text(&Document {
+        json::to_text(&self.document())
+    }
+
+    /// The `check --json` document.
+    pub fn document(&self) -> CheckDocument {
+        let fixes = self
+            .findings
+            .iter()
+            .filter_map(|f| Some((f.kind.clone(), crate::check::fix(&f.kind)?.to_string())))
+            .collect();
+        CheckDocument {
             version: JSON_VERSION,
             errors: self.errors,
             warnings: self.warnings,
-            findings: &self.findings,
+            findings: self.findings.iter().map(|&f| f.clone()).collect(),
             fixes,
-            resolution: self.resolution,
-        })
+            resolution: self.resolution.cloned(),
+        }
     }
 
     /// Errors first, grouped by kind, each kind with its fix where there is one.
@@ -75,7 +72,7 @@ impl<'a> CheckReport<'a> {
         for f in &self.findings {
             match groups.last_mut() {
                 Some((severity, kind, list)) if *severity == f.severity && *kind == f.kind => list.push(f),
-                _ => groups.push((f.severity, f.kind, vec![f])),
+                _ => groups.push((f.severity, &f.kind, vec![f])),
             }
         }
         for (severity, kind, list) in groups {
@@ -101,6 +98,41 @@ impl<'a> CheckReport<'a> {
             crate::report::plural(self.warnings, "warning")
         ));
         text
+    }
+}
+
+/// `lddtree --json`: a tree per file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LddtreeDocument {
+    pub version: u32,
+    pub trees: Vec<Tree>,
+}
+
+/// `check --json`: the findings and what to do about them; it reads back from that JSON, so
+/// that scripts and tests in Rust take it typed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckDocument {
+    pub version: u32,
+    pub errors: usize,
+    pub warnings: usize,
+    /// Errors first, then warnings; by kind within each.
+    pub findings: Vec<Finding>,
+    /// What to do about each kind of finding listed, where there is one thing to do.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fixes: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Resolution>,
+}
+
+impl CheckDocument {
+    /// The findings of `kind`.
+    pub fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Finding> + 'a {
+        self.findings.iter().filter(move |f| f.kind == kind)
+    }
+
+    /// The kinds of the findings, in order.
+    pub fn kinds(&self) -> Vec<&str> {
+        self.findings.iter().map(|f| f.kind.as_str()).collect()
     }
 }
 
@@ -147,12 +179,7 @@ pub fn metapackage_text(meta: &Metapackage) -> String {
 
 /// `lddtree`: the trees.
 pub fn lddtree_json(trees: &[Tree]) -> String {
-    #[derive(Serialize)]
-    struct Document<'a> {
-        version: u32,
-        trees: &'a [Tree],
-    }
-    json::to_text(&Document { version: JSON_VERSION, trees })
+    json::to_text(&LddtreeDocument { version: JSON_VERSION, trees: trees.to_vec() })
 }
 
 pub fn lddtree_text(trees: &[Tree]) -> String {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::human_bytes;
 use super::json::{self, Entry, Failed, JSON_VERSION};
@@ -11,7 +11,7 @@ use crate::gpu::GpuCode;
 use crate::plan::thin::FileCut;
 
 /// One device wheel written.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceWheel {
     /// The group it holds. Ex) `gfx942`
     pub target: String,
@@ -23,7 +23,7 @@ pub struct DeviceWheel {
     pub extra: String,
     /// A family directory's wheel (`amd-gfx11xx/`): the processors whose device wheels (and
     /// extras) require it. Ex) `gfx1100`, `gfx1151`
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub family_of: Vec<String>,
     /// kpack archives in it (one per host binary with code for the group).
     pub archives: usize,
@@ -33,12 +33,12 @@ pub struct DeviceWheel {
     pub installed: Option<u64>,
     /// One `py3-none-<platform>` wheel for the hosts of every Python version this run split,
     /// whose device code for the group was the same bytes.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shared: bool,
 }
 
-/// What `split` did with one wheel.
-#[derive(Debug, Clone, Serialize)]
+/// What `split` did with one wheel (an entry of `split --json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SplitOutcome {
     pub wheel: String,
     /// The host wheel written.
@@ -56,13 +56,13 @@ pub struct SplitOutcome {
     pub left: Vec<GpuCode>,
     /// Binaries with no code at all for some of the device wheels' targets (the fat wheel had
     /// none either): installed with those extras, they cannot load their kernels.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncovered: Vec<crate::gpu::targets::Uncovered>,
     /// The host is not a copy of the input: its RECORD was written anew (device code moved
     /// out, or the input's RECORD disagreed with its archive).
     pub rewritten: bool,
     /// Why the wheel was left as it is and nothing written (a device wheel, a split host).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
 }
 

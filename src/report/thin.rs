@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::human_bytes;
 use super::json::{self, Entry, Failed, JSON_VERSION};
@@ -14,14 +14,14 @@ use crate::plan::thin::FileCut;
 use crate::wheel::RecordFindings;
 
 /// A host binary `--compact` left with its layout, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NotCompacted {
     pub file: String,
     pub reason: String,
 }
 
-/// What `thin` did with one wheel.
-#[derive(Debug, Clone, Serialize)]
+/// What `thin` did with one wheel (an entry of `thin --json`, less its totals).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThinOutcome {
     pub wheel: String,
     /// Where it was written; none when left in place unchanged.
@@ -36,7 +36,7 @@ pub struct ThinOutcome {
     pub installed_before: Option<u64>,
     pub installed_after: Option<u64>,
     /// Host binaries whose freed pages stayed in the file (`--compact`), and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_compacted: Vec<NotCompacted>,
     /// Files whose bundles were rewritten, or kept whole (nothing to drop).
     pub cut: Vec<FileCut>,

@@ -52,7 +52,7 @@ impl ResolveRequest {
 }
 
 /// One distribution the resolver chose.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Resolved {
     /// Normalised. Ex) `nixl-cu12`
     pub name: String,
@@ -61,7 +61,7 @@ pub struct Resolved {
     pub source: String,
     /// The resolved distributions that require it (normalised names); none for one that was
     /// asked for. What `resolve-forbidden` follows to say how a name came in.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_by: Vec<String>,
 }
 
@@ -97,7 +97,7 @@ impl Resolution {
 }
 
 /// The resolver's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Resolution {
     /// The resolver and its version. Ex) `pip 26.3`
     pub resolver: String,
@@ -105,7 +105,7 @@ pub struct Resolution {
     pub command: Vec<String>,
     pub distributions: Vec<Resolved>,
     /// The resolver's message when it found no resolution.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
 }
 

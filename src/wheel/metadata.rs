@@ -213,6 +213,13 @@ impl serde::Serialize for DistVersion {
     }
 }
 
+/// A version reads back from its text; one that is not PEP 440 is an error.
+impl<'de> serde::Deserialize<'de> for DistVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        DistVersion::parse(&<String as serde::Deserialize>::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
 impl std::fmt::Display for DistVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.text)

@@ -209,6 +209,13 @@ impl serde::Serialize for PlatformTag {
     }
 }
 
+/// A tag reads back from its text: every text is some tag ([`PlatformTag::parse`]).
+impl<'de> serde::Deserialize<'de> for PlatformTag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(PlatformTag::parse(&<String as serde::Deserialize>::deserialize(d)?))
+    }
+}
+
 /// Tags in the order auditwheel writes them: lexicographic by their text.
 pub fn sort_tags(tags: &mut Vec<PlatformTag>) {
     tags.sort_by_key(|t| t.to_string());

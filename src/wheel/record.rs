@@ -375,7 +375,7 @@ impl RecordHash {
 }
 
 /// How a RECORD row differs from the archive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RecordProblem {
     /// The recorded size is not the member's (or not a number, or missing).
@@ -412,7 +412,7 @@ impl RecordProblem {
 }
 
 /// One difference between RECORD and the archive.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct RecordFinding {
     pub file: String,
     pub problem: RecordProblem,
@@ -508,6 +508,18 @@ impl RecordFindings {
 impl serde::Serialize for RecordFindings {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.kept.serialize(s)
+    }
+}
+
+/// Read back from the list printed: only the findings kept whole are printed, so those are
+/// what is counted.
+impl<'de> serde::Deserialize<'de> for RecordFindings {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut builder = FindingsBuilder::default();
+        for finding in Vec::<RecordFinding>::deserialize(d)? {
+            builder.push(finding);
+        }
+        Ok(builder.finish())
     }
 }
 

@@ -8,8 +8,7 @@ use support::wheelgen::WheelSpec;
 use support::{stdout, wheelfix};
 
 fn kinds(out: &std::process::Output) -> Vec<String> {
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    value["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap().to_string()).collect()
+    support::check_document(out).findings.into_iter().map(|f| f.kind).collect()
 }
 
 #[test]

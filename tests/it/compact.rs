@@ -136,11 +136,11 @@ fn compacted_libraries_lose_the_freed_pages_and_load_as_before() {
         }
 
         // wheelfix reads its own output: the same code, no loadability finding.
-        let report = support::show_json(d, &wheel, &[]);
-        let text = report.to_string();
+        let report = support::show_report(d, &wheel, &[]);
+        let text = serde_json::to_string(&report).unwrap();
         assert!(!text.contains("not loadable"), "{text}");
-        let gpu = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == format!("fatpkg/{name}")).unwrap();
-        assert_eq!((gpu["targets"].clone(), gpu["objects"].clone()), (serde_json::json!(["gfx942"]), 3.into()));
+        let gpu = report.gpu.iter().find(|g| g.file == format!("fatpkg/{name}")).unwrap();
+        assert_eq!((gpu.targets.as_slice(), gpu.objects), (&["gfx942".to_string()][..], 3));
         if linker == "lld" {
             let code = format!(
                 "import ctypes, os, fatpkg\nctypes.CDLL({stub:?}, mode=ctypes.RTLD_GLOBAL)\nlib = ctypes.CDLL(os.path.join(os.path.dirname(fatpkg.__file__), {name:?}))\nprint(lib.host_value())",

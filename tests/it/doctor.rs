@@ -13,6 +13,8 @@ use support::gpugen::{GFX90A, GFX942, bundle_for, section};
 use support::python::{run, system_python, validate};
 use support::wheelgen::WheelSpec;
 use support::{stderr, stdout, wheelfix, wheelfix_env};
+use wheelfix::report::ShowReport;
+use wheelfix::report::doctor::DoctorDocument;
 
 /// A HIP extension with one wrapped bundle: gfx942 (either mode) and gfx90a with XNACK on only;
 /// it needs the HIP runtime of ROCm `rocm_major`.
@@ -87,7 +89,7 @@ fn hip_runtimes(dir: &Path) -> PathBuf {
 struct Doctor {
     code: i32,
     text: String,
-    json: serde_json::Value,
+    json: DoctorDocument,
 }
 
 /// `doctor` twice (text and JSON, the JSON validated against its schema), with `env`.
@@ -96,15 +98,15 @@ fn doctor(d: &Path, args: &[&str], env: &[(&str, &str)]) -> Doctor {
     let json = wheelfix_env(d, &[&["doctor", "--json"], args].concat(), env);
     assert_eq!(out.status.code(), json.status.code(), "{}", stderr(&json));
     validate("doctor.schema.json", &json.stdout);
-    Doctor { code: out.status.code().unwrap(), text: stdout(&out), json: serde_json::from_slice(&json.stdout).unwrap() }
+    Doctor { code: out.status.code().unwrap(), text: stdout(&out), json: support::document(&json, &[]) }
 }
 
 impl Doctor {
     fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for e in self.json["environments"].as_array().unwrap() {
-            for p in e["problems"].as_array().unwrap() {
-                out.push((p["kind"].as_str().unwrap().to_string(), p["fix"].as_str().unwrap_or("").to_string()));
+        for e in &self.json.environments {
+            for p in &e.diagnosis.problems {
+                out.push((p.kind.clone(), p.fix.clone().unwrap_or_default()));
             }
         }
         out
@@ -151,7 +153,7 @@ fn doctor_judges_fat_and_thin_builds_on_each_gpu_as_the_runtime_would() {
     // The venv itself and its Python name the same environment.
     for path in [venv.clone(), venv.join("bin/python")] {
         let again = doctor(d, &["--gpu", "gfx942", path.to_str().unwrap()], &ld);
-        assert_eq!(again.json["environments"][0]["site"], ok.json["environments"][0]["site"], "{}", again.text);
+        assert_eq!(again.json.environments[0].diagnosis.site, ok.json.environments[0].diagnosis.site, "{}", again.text);
     }
 
     // The KFD topology: a gfx90a with XNACK off (the driver's default) has no code (the build
@@ -236,10 +238,9 @@ fn doctor_follows_a_split_set_to_its_archives_and_its_fixes_make_the_environment
     std::fs::write(alias_info.join("RECORD"), "alias/_k.so,,\nalias-1.0.dist-info/RECORD,,\n").unwrap();
     let linked = doctor(d, &["--gpu", "gfx942", site_arg], &ld);
     assert_eq!(linked.code, 0, "{}", linked.text);
-    let served: Vec<&serde_json::Value> =
-        linked.json["environments"][0]["binaries"].as_array().unwrap().iter().collect();
+    let served = &linked.json.environments[0].diagnosis.binaries;
     assert_eq!(served.len(), 2, "{}", linked.text);
-    assert!(served.iter().all(|b| b["gpus"][0]["runs"] == true), "{}", linked.text);
+    assert!(served.iter().all(|b| b.gpus[0].runs), "{}", linked.text);
     std::fs::remove_dir_all(&alias_info).unwrap();
     std::fs::remove_dir_all(site.join("alias")).unwrap();
 
@@ -296,10 +297,10 @@ fn doctor_finds_mixed_rocm_abis_missing_libraries_and_databases_for_another_gpu(
 }
 
 /// `show --json` of `path`, validated against its schema: the one report.
-fn show_one(d: &Path, args: &[&str]) -> (i32, serde_json::Value) {
+fn show_one(d: &Path, args: &[&str]) -> (i32, ShowReport) {
     let out = wheelfix(d, &[&["show", "--json"], args].concat());
     validate("show.schema.json", &out.stdout);
-    let mut reports: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut reports = support::show_reports(&out);
     assert_eq!(reports.len(), 1, "{}", stdout(&out));
     (out.status.code().unwrap(), reports.remove(0))
 }
@@ -320,26 +321,24 @@ fn show_lddtree_and_doctor_read_a_clang_built_library_where_pip_installed_it() {
 
     // The installed file and its directory meet what the wheel meets, with the same device code.
     let (code, of_wheel) = show_one(d, &[wheel.to_str().unwrap()]);
-    assert_eq!(code, 0, "{of_wheel}");
+    assert_eq!(code, 0, "{of_wheel:#?}");
     for path in [&installed, &site.join("clang_gpu")] {
         let (code, report) = show_one(d, &[path.to_str().unwrap()]);
-        assert_eq!(code, 0, "{report}");
-        assert_eq!(report["installed"], true, "{report}");
-        for key in ["platform_tag", "symbol_tag", "gpu_targets", "versioned_symbols"] {
-            assert_eq!(report[key], of_wheel[key], "{key} of {}: {report}", path.display());
-        }
+        assert_eq!(code, 0, "{report:#?}");
+        assert!(report.installed, "{report:#?}");
+        let what = |r: &ShowReport| {
+            (r.platform_tag.clone(), r.symbol_tag.clone(), r.gpu_targets.clone(), r.versioned_symbols.clone())
+        };
+        assert_eq!(what(&report), what(&of_wheel), "{}: {report:#?}", path.display());
         // The same libraries, found in the same places, judged alike (the files are named
         // relative to what was shown).
-        let libs = |r: &serde_json::Value| {
-            let libs = r["external_libs"].as_object().unwrap();
-            libs.iter().map(|(k, v)| (k.clone(), v["disposition"].clone(), v["path"].clone())).collect::<Vec<_>>()
+        let libs = |r: &ShowReport| {
+            r.external_libs.iter().map(|(k, v)| (k.clone(), v.disposition.clone(), v.path.clone())).collect::<Vec<_>>()
         };
-        assert_eq!(libs(&report), libs(&of_wheel), "{report}");
-        assert!(!libs(&report).is_empty(), "{report}");
-        let objects = |r: &serde_json::Value| {
-            r["gpu"].as_array().unwrap().iter().map(|g| g["objects"].clone()).collect::<Vec<_>>()
-        };
-        assert_eq!(objects(&report), objects(&of_wheel), "{report}");
+        assert_eq!(libs(&report), libs(&of_wheel), "{report:#?}");
+        assert!(!libs(&report).is_empty(), "{report:#?}");
+        let objects = |r: &ShowReport| r.gpu.iter().map(|g| g.objects).collect::<Vec<_>>();
+        assert_eq!(objects(&report), objects(&of_wheel), "{report:#?}");
     }
     let text = stdout(&wheelfix(d, &["show", installed.to_str().unwrap()]));
     assert!(text.starts_with(&format!("{} (installed files: 1 ELF)\n", installed.display())), "{text}");
@@ -371,12 +370,12 @@ fn show_lddtree_and_doctor_read_a_clang_built_library_where_pip_installed_it() {
     pip_install(&venv, &d.join("split"), "clang_gpu[device-gfx942]");
     let host = site.join("clang_gpu/libk.so");
     let (code, report) = show_one(d, &["--expect-gpu-target", "gfx942", host.to_str().unwrap()]);
-    assert_eq!(code, 0, "{report}");
-    assert_eq!(report["kpack_archives"][0]["in_wheel"], true, "{report}");
+    assert_eq!(code, 0, "{report:#?}");
+    assert!(report.kpack_archives[0].in_wheel, "{report:#?}");
     let (code, report) = show_one(d, &["--expect-gpu-target", "gfx1100", host.to_str().unwrap()]);
-    assert_eq!((code, &report["missing_gpu_targets"]), (1, &serde_json::json!(["gfx1100"])), "{report}");
+    assert_eq!((code, report.missing_gpu_targets.as_slice()), (1, &["gfx1100".to_string()][..]), "{report:#?}");
     let (_, dir_report) = show_one(d, &[site.join("clang_gpu").to_str().unwrap()]);
-    assert_eq!(dir_report["gpu_targets"], serde_json::json!(["gfx942"]), "{dir_report}");
+    assert_eq!(dir_report.gpu_targets, ["gfx942"], "{dir_report:#?}");
     let site_arg = site.to_str().unwrap();
     assert_eq!(doctor(d, &["--gpu", "gfx942", site_arg], &ld).code, 0);
     let unresolved = doctor(d, &["--gpu", "gfx1100", site_arg], &ld);

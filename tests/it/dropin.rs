@@ -210,11 +210,11 @@ fn lddtree_of_a_file_and_of_a_wheel_member() {
         &[("AUDITWHEEL_LD_LIBRARY_PATH", deps.to_str().unwrap())],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let tree: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let inner = &tree["trees"][0]["libs"]["libinner.so.1"];
-    assert_eq!(inner["found_in"], deps.to_str().unwrap(), "{tree:#}");
-    assert_eq!(inner["source"], "AUDITWHEEL_LD_LIBRARY_PATH");
-    assert_eq!(tree["trees"][0]["needed"][0], "libinner.so.1");
+    let tree: wheelfix::report::release::LddtreeDocument = support::document(&out, &[]);
+    let inner = &tree.trees[0].libs["libinner.so.1"];
+    assert_eq!(inner.found_in.as_deref(), deps.to_str(), "{tree:#?}");
+    assert_eq!(inner.source.as_deref(), Some("AUDITWHEEL_LD_LIBRARY_PATH"));
+    assert_eq!(tree.trees[0].needed[0], "libinner.so.1");
     // Not found: exit 1, and the text says so.
     let out = wheelfix(d, &["lddtree", ext.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));

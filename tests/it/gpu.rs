@@ -8,20 +8,13 @@ use std::path::Path;
 use support::elfgen::ElfSpec;
 use support::gpugen::*;
 use support::wheelgen::WheelSpec;
-use support::{show_json, stderr, wheelfix};
+use support::{check_document, show_report, show_reports, stderr, wheelfix};
+use wheelfix::check::Severity;
+use wheelfix::gpu::{Container, GpuCode};
+use wheelfix::report::ShowReport;
 
-fn gpu_of(report: &serde_json::Value, file: &str) -> serde_json::Value {
-    report["gpu"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["file"] == file)
-        .cloned()
-        .unwrap_or_else(|| panic!("{file} in {report}"))
-}
-
-fn strings(v: &serde_json::Value) -> Vec<String> {
-    v.as_array().unwrap().iter().map(|s| s.as_str().map(str::to_string).unwrap_or_else(|| s.to_string())).collect()
+fn gpu_of(report: &ShowReport, file: &str) -> GpuCode {
+    report.gpu.iter().find(|g| g.file == file).cloned().unwrap_or_else(|| panic!("{file} in {:?}", report.gpu))
 }
 
 fn platform_wheel(dir: &Path, name: &str, files: Vec<(&str, Vec<u8>)>) -> std::path::PathBuf {
@@ -42,18 +35,18 @@ fn standalone_amdgpu_code_objects_give_target_ids_and_versions() {
         .file("kernels/d.bin", amdgpu_object(0x51, 6)) // generic target, any member name
         .file("kernels/__init__.py", "")
         .write(dir.path());
-    let report = show_json(dir.path(), &wheel, &[]);
-    assert_eq!(strings(&gpu_of(&report, "kernels/a.co")["targets"]), ["gfx942"]);
-    assert_eq!(strings(&gpu_of(&report, "kernels/a.co")["code_object_versions"]), ["5"]);
-    assert_eq!(strings(&gpu_of(&report, "kernels/b.hsaco")["targets"]), ["gfx942:sramecc+:xnack-"]);
-    assert_eq!(strings(&gpu_of(&report, "kernels/c.co")["targets"]), ["gfx90a:xnack+"]);
-    assert_eq!(strings(&gpu_of(&report, "kernels/d.bin")["targets"]), ["gfx9-generic"]);
-    assert_eq!(gpu_of(&report, "kernels/a.co")["container"], "amdgpu-elf");
-    assert_eq!(strings(&report["gpu_targets"]), ["gfx9-generic", "gfx90a", "gfx942"]);
+    let report = show_report(dir.path(), &wheel, &[]);
+    assert_eq!(gpu_of(&report, "kernels/a.co").targets, ["gfx942"]);
+    assert_eq!(gpu_of(&report, "kernels/a.co").code_object_versions, [5]);
+    assert_eq!(gpu_of(&report, "kernels/b.hsaco").targets, ["gfx942:sramecc+:xnack-"]);
+    assert_eq!(gpu_of(&report, "kernels/c.co").targets, ["gfx90a:xnack+"]);
+    assert_eq!(gpu_of(&report, "kernels/d.bin").targets, ["gfx9-generic"]);
+    assert_eq!(gpu_of(&report, "kernels/a.co").container, Container::AmdgpuElf);
+    assert_eq!(report.gpu_targets, ["gfx9-generic", "gfx90a", "gfx942"]);
     // GPU-only: reported, not refused, and no host-architecture noise.
-    assert_eq!(report["gpu_only"], true);
-    assert_eq!(report["pure"], true);
-    assert!(report["notes"].as_array().unwrap().is_empty(), "{}", report["notes"]);
+    assert!(report.gpu_only);
+    assert!(report.pure);
+    assert!(report.notes.is_empty(), "{:?}", report.notes);
     let out = wheelfix(dir.path(), &["show", wheel.to_str().unwrap()]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("no platform tag can express a GPU architecture"));
@@ -85,19 +78,19 @@ fn bundles_in_host_binaries_and_files() {
             ("fat/gpu.so", amdgpu_object(GFX942, 6)),
         ],
     );
-    let report = show_json(dir.path(), &wheel, &[]);
+    let report = show_report(dir.path(), &wheel, &[]);
     let host = gpu_of(&report, "fat/_k.so");
-    assert_eq!(host["container"], "hip-fatbin");
-    assert_eq!(strings(&host["targets"]), ["gfx1201", "gfx90a:xnack+", "gfx942", "gfx950"]);
-    assert_eq!(strings(&host["code_object_versions"]), ["5", "6"]);
-    assert_eq!(host["objects"], 4);
-    assert!(strings(&host["notes"]).contains(&"2 offload bundles".to_string()));
-    assert_eq!(gpu_of(&report, "fat/extra.hipfb")["container"], "offload-bundle");
-    assert_eq!(strings(&report["gpu_targets"]), ["gfx90a", "gfx942", "gfx950", "gfx1201"]);
+    assert_eq!(host.container, Container::HipFatbin);
+    assert_eq!(host.targets, ["gfx1201", "gfx90a:xnack+", "gfx942", "gfx950"]);
+    assert_eq!(host.code_object_versions, [5, 6]);
+    assert_eq!(host.objects, 4);
+    assert!(host.notes.contains(&"2 offload bundles".to_string()));
+    assert_eq!(gpu_of(&report, "fat/extra.hipfb").container, Container::OffloadBundle);
+    assert_eq!(report.gpu_targets, ["gfx90a", "gfx942", "gfx950", "gfx1201"]);
     // The AMDGPU .so is device code, not a host binary of an unknown architecture.
-    assert_eq!(report["host_binaries"], 1);
-    assert!(report["notes"].as_array().unwrap().is_empty(), "{}", report["notes"]);
-    assert_eq!(report["platform_tag"], "manylinux_2_5_x86_64");
+    assert_eq!(report.host_binaries, 1);
+    assert!(report.notes.is_empty(), "{:?}", report.notes);
+    assert_eq!(report.platform_tag.as_deref(), Some("manylinux_2_5_x86_64"));
 }
 
 #[test]
@@ -118,16 +111,16 @@ fn compressed_bundles_of_every_version_and_method() {
             &name,
             vec![("p/_k.so", host_with_fatbin("_k", blob)), ("p/file.ccob", ccob(&inner, version, zstd))],
         );
-        let report = show_json(dir.path(), &wheel, &[]);
+        let report = show_report(dir.path(), &wheel, &[]);
         let host = gpu_of(&report, "p/_k.so");
         let method = if zstd { "zstd" } else { "zlib" };
         let expected: &[&str] = if version == 1 { &["gfx942", "gfx950"] } else { &["gfx1201", "gfx942", "gfx950"] };
-        assert_eq!(strings(&host["targets"]), expected, "v{version} {method}: {host}");
-        assert!(strings(&host["notes"]).iter().any(|n| n.contains(&format!("CCOB v{version} {method}"))), "{host}");
-        assert!(!strings(&host["code_object_versions"]).is_empty(), "{host}");
+        assert_eq!(host.targets, expected, "v{version} {method}: {host:?}");
+        assert!(host.notes.iter().any(|n| n.contains(&format!("CCOB v{version} {method}"))), "{host:?}");
+        assert!(!host.code_object_versions.is_empty(), "{host:?}");
         let file = gpu_of(&report, "p/file.ccob");
-        assert_eq!(file["container"], "compressed-offload-bundle");
-        assert_eq!(strings(&file["targets"]), ["gfx942", "gfx950"]);
+        assert_eq!(file.container, Container::CompressedOffloadBundle);
+        assert_eq!(file.targets, ["gfx942", "gfx950"]);
     }
 }
 
@@ -165,14 +158,14 @@ fn lying_headers_and_decode_bombs_give_notes_not_panics() {
         );
         let out = wheelfix(dir.path(), &["show", "--json", wheel.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let notes = strings(&gpu_of(&report[0], "p/_k.so")["notes"]).join(" | ");
+        let report = show_reports(&out);
+        let notes = gpu_of(&report[0], "p/_k.so").notes.join(" | ");
         assert!(notes.contains(expect), "{name}: {notes}");
     }
     let start = std::time::Instant::now();
     let wheel = platform_wheel(dir.path(), "bomb", vec![("p/_k.so", host_with_fatbin("_k", bomb))]);
-    let report = show_json(dir.path(), &wheel, &[]);
-    assert_eq!(strings(&gpu_of(&report, "p/_k.so")["targets"]), ["gfx942"]);
+    let report = show_report(dir.path(), &wheel, &[]);
+    assert_eq!(gpu_of(&report, "p/_k.so").targets, ["gfx942"]);
     // Not a timing assertion: the bound is on bytes, this only reports.
     eprintln!("bomb read in {:?}", start.elapsed());
 }
@@ -188,15 +181,15 @@ fn kpack_split_code_and_archives() {
             ("p/.kpack/foo_lib_gfx942.kpack", kpack_archive(&["gfx942", "gfx950"])),
         ],
     );
-    let report = show_json(dir.path(), &wheel, &[]);
+    let report = show_report(dir.path(), &wheel, &[]);
     let host = gpu_of(&report, "p/_k.so");
-    assert_eq!(host["container"], "kpack-split");
-    let notes = strings(&host["notes"]).join(" | ");
+    assert_eq!(host.container, Container::KpackSplit);
+    let notes = host.notes.join(" | ");
     assert!(notes.contains("kernel name: libfoo") && notes.contains("foo_lib_@GFXARCH@.kpack"), "{notes}");
     let archive = gpu_of(&report, "p/.kpack/foo_lib_gfx942.kpack");
-    assert_eq!(archive["container"], "kpack-archive");
-    assert_eq!(strings(&archive["targets"]), ["gfx942", "gfx950"]);
-    assert_eq!(archive["objects"], 2);
+    assert_eq!(archive.container, Container::KpackArchive);
+    assert_eq!(archive.targets, ["gfx942", "gfx950"]);
+    assert_eq!(archive.objects, 2);
 }
 
 #[test]
@@ -205,11 +198,11 @@ fn nvidia_cubins_and_fatbins() {
     let host =
         ElfSpec { sections: vec![section(".nv_fatbin", 1, nv_fatbin(&[80, 90]))], ..ElfSpec::extension("_cu") }.build();
     let wheel = platform_wheel(dir.path(), "cuda", vec![("c/_cu.so", host), ("c/k.cubin", cubin(90))]);
-    let report = show_json(dir.path(), &wheel, &[]);
-    assert_eq!(strings(&gpu_of(&report, "c/_cu.so")["targets"]), ["sm_80", "sm_90"]);
-    assert_eq!(gpu_of(&report, "c/k.cubin")["container"], "cubin");
-    assert_eq!(strings(&gpu_of(&report, "c/k.cubin")["targets"]), ["sm_90"]);
-    assert_eq!(report["host_binaries"], 1);
+    let report = show_report(dir.path(), &wheel, &[]);
+    assert_eq!(gpu_of(&report, "c/_cu.so").targets, ["sm_80", "sm_90"]);
+    assert_eq!(gpu_of(&report, "c/k.cubin").container, Container::Cubin);
+    assert_eq!(gpu_of(&report, "c/k.cubin").targets, ["sm_90"]);
+    assert_eq!(report.host_binaries, 1);
 }
 
 #[test]
@@ -241,8 +234,7 @@ fn expect_gpu_target_fails_wheels_without_it() {
     assert_eq!(wheelfix(dir.path(), &args(&both)).status.code(), Some(0), "feature suffixes do not matter");
     assert_eq!(wheelfix(dir.path(), &args(&no_device)).status.code(), Some(0), "no device code: nothing to check");
     let out = wheelfix(dir.path(), &["show", "--json", "--expect-gpu-target", "gfx950", gfx942_only.to_str().unwrap()]);
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(strings(&report[0]["missing_gpu_targets"]), ["gfx950"]);
+    assert_eq!(show_reports(&out)[0].missing_gpu_targets, ["gfx950"]);
 }
 
 #[test]
@@ -254,11 +246,11 @@ fn old_bundle_ids_name_their_targets_and_ids_without_one_fall_back_to_the_header
         ("", amdgpu_object(0x30, 4)), // `hip-amdgcn-amd-amdhsa-`: the header says gfx908
     ]);
     let wheel = platform_wheel(dir.path(), "oldcupy", vec![("cupy/cuda/_cub.so", host_with_fatbin("_cub", old))]);
-    let report = show_json(dir.path(), &wheel, &[]);
+    let report = show_report(dir.path(), &wheel, &[]);
     let code = gpu_of(&report, "cupy/cuda/_cub.so");
-    assert_eq!(strings(&code["targets"]), ["gfx1010", "gfx906", "gfx908"]);
-    assert_eq!(code["objects"], 3);
-    assert!(code["notes"].to_string().contains("names no target: gfx908 read from its code object"), "{code}");
+    assert_eq!(code.targets, ["gfx1010", "gfx906", "gfx908"]);
+    assert_eq!(code.objects, 3);
+    assert!(code.notes.join("\n").contains("names no target: gfx908 read from its code object"), "{code:?}");
     // --expect-gpu-target now sees what the wheel holds.
     let out = wheelfix(dir.path(), &["show", "--expect-gpu-target", "gfx908", wheel.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -272,14 +264,14 @@ fn code_objects_embedded_in_data_without_a_bundle_are_found_and_fakes_ignored() 
     let objects: Vec<Vec<u8>> = (0..5).map(|i| amdgpu_object(if i < 4 { GFX942 } else { GFX950 }, 5)).collect();
     let host = host_with_embedded("_k", &objects, 1000);
     let wheel = platform_wheel(dir.path(), "rawco", vec![("p/_k.so", host.clone())]);
-    let report = show_json(dir.path(), &wheel, &[]);
+    let report = show_report(dir.path(), &wheel, &[]);
     let code = gpu_of(&report, "p/_k.so");
-    assert_eq!(code["container"], "embedded-code-object");
-    assert_eq!(code["objects"], 5);
-    assert_eq!(strings(&code["targets"]), ["gfx942", "gfx950"]);
-    assert_eq!(strings(&code["code_object_versions"]), ["5"]);
-    assert!(code["notes"].to_string().contains("1000 ELF magics"), "{code}");
-    assert_eq!(strings(&report["gpu_targets"]), ["gfx942", "gfx950"]);
+    assert_eq!(code.container, Container::EmbeddedCodeObject);
+    assert_eq!(code.objects, 5);
+    assert_eq!(code.targets, ["gfx942", "gfx950"]);
+    assert_eq!(code.code_object_versions, [5]);
+    assert!(code.notes.join("\n").contains("1000 ELF magics"), "{code:?}");
+    assert_eq!(report.gpu_targets, ["gfx942", "gfx950"]);
     let text = support::stdout(&wheelfix(dir.path(), &["show", wheel.to_str().unwrap()]));
     assert!(text.contains("p/_k.so  embedded-code-object (5 code objects): gfx942 gfx950"), "{text}");
     // Streamed with a small budget, the same answer.
@@ -292,18 +284,18 @@ fn code_objects_embedded_in_data_without_a_bundle_are_found_and_fakes_ignored() 
             host_with_embedded("_k", &many, 10)
         })],
     );
-    let streamed = show_json(dir.path(), &big, &["--memory", "2M"]);
-    let whole = show_json(dir.path(), &big, &["--memory", "1G"]);
-    assert_eq!(streamed["gpu"], whole["gpu"]);
-    assert_eq!(gpu_of(&streamed, "p/_k.so")["objects"], 3005);
+    let streamed = show_report(dir.path(), &big, &["--memory", "2M"]);
+    let whole = show_report(dir.path(), &big, &["--memory", "1G"]);
+    assert_eq!(streamed.gpu, whole.gpu);
+    assert_eq!(gpu_of(&streamed, "p/_k.so").objects, 3005);
     // Code objects inside a bundle are the bundle's, not counted twice.
     let fat = platform_wheel(
         dir.path(),
         "fatonly",
         vec![("p/_k.so", host_with_fatbin("_k", bundle_for(&[("gfx942", GFX942)], 6)))],
     );
-    let report = show_json(dir.path(), &fat, &[]);
-    assert_eq!(report["gpu"].as_array().unwrap().len(), 1, "{}", report["gpu"]);
+    let report = show_report(dir.path(), &fat, &[]);
+    assert_eq!(report.gpu.len(), 1, "{:?}", report.gpu);
 }
 
 #[test]
@@ -317,12 +309,12 @@ fn aotriton_archives_give_their_targets() {
     let wheel = WheelSpec::new("torchish", "1.0", "cp312-cp312-linux_x86_64")
         .file("torch/lib/aotriton.images/amd-gfx942/flash/attn_fwd/FONLY__^bf16.aks2", archive.clone())
         .write(dir.path());
-    let report = show_json(dir.path(), &wheel, &[]);
+    let report = show_report(dir.path(), &wheel, &[]);
     let code = gpu_of(&report, "torch/lib/aotriton.images/amd-gfx942/flash/attn_fwd/FONLY__^bf16.aks2");
-    assert_eq!(code["container"], "aotriton-archive");
-    assert_eq!(strings(&code["targets"]), ["gfx942"]);
-    assert_eq!(code["objects"], 2);
-    assert!(code["notes"].to_string().contains("3 kernel(s) (1 did not compile)"), "{code}");
+    assert_eq!(code.container, Container::AotritonArchive);
+    assert_eq!(code.targets, ["gfx942"]);
+    assert_eq!(code.objects, 2);
+    assert!(code.notes.join("\n").contains("3 kernel(s) (1 did not compile)"), "{code:?}");
     // An independent reading of the fixture: Python's lzma decodes the stream after the header.
     let check = std::process::Command::new("python3")
         .args(["-c", "import lzma,sys; d=open(sys.argv[1],'rb').read(); print(len(lzma.decompress(d[16:])))"])
@@ -364,12 +356,12 @@ fn aotriton_lies_and_xz_bombs_give_notes() {
         .file("a/cut.aks2", cut)
         .write(dir.path());
     let start = std::time::Instant::now();
-    let report = show_json(dir.path(), &wheel, &[]);
+    let report = show_report(dir.path(), &wheel, &[]);
     eprintln!("took {:?}", start.elapsed());
-    assert!(gpu_of(&report, "a/lying.aks2")["notes"].to_string().contains("the header lies"));
+    assert!(gpu_of(&report, "a/lying.aks2").notes.join("\n").contains("the header lies"));
     let bomb = gpu_of(&report, "a/bomb.aks2");
-    assert!(bomb["notes"].to_string().contains("not read (past the decoding bound)"), "{bomb}");
-    assert!(gpu_of(&report, "a/cut.aks2")["notes"].to_string().contains("cannot decode"));
+    assert!(bomb.notes.join("\n").contains("not read (past the decoding bound)"), "{bomb:?}");
+    assert!(gpu_of(&report, "a/cut.aks2").notes.join("\n").contains("cannot decode"));
 }
 
 #[test]
@@ -383,19 +375,19 @@ fn windows_binaries_with_hip_fat_sections_give_targets_across_a_release() {
         .file("winrocm/kernels.dll", cuda)
         .file("winrocm/plain.dll", pe_dll(&[(".text", vec![0xc3; 16])]))
         .write(dir.path());
-    let report = show_json(dir.path(), &wheel, &[]);
+    let report = show_report(dir.path(), &wheel, &[]);
     let code = gpu_of(&report, "winrocm/_k.pyd");
-    assert_eq!(code["container"], "pe-hip-fatbin");
-    assert_eq!(strings(&code["targets"]), ["gfx1201", "gfx942"]);
-    assert_eq!(strings(&gpu_of(&report, "winrocm/kernels.dll")["targets"]), ["sm_80", "sm_90"]);
-    assert_eq!(report["gpu"].as_array().unwrap().len(), 2, "plain.dll has none");
-    assert_eq!(report["binaries"]["pe"], 3);
+    assert_eq!(code.container, Container::PeHipFatbin);
+    assert_eq!(code.targets, ["gfx1201", "gfx942"]);
+    assert_eq!(gpu_of(&report, "winrocm/kernels.dll").targets, ["sm_80", "sm_90"]);
+    assert_eq!(report.gpu.len(), 2, "plain.dll has none");
+    assert_eq!(report.binaries.pe, 3);
     let out = wheelfix(dir.path(), &["show", "--expect-gpu-target", "gfx950", wheel.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("none for gfx950"), "{}", stderr(&out));
     // Streamed (a budget smaller than the DLL), the same answer.
-    let streamed = show_json(dir.path(), &wheel, &["--memory", "1K"]);
-    assert_eq!(streamed["gpu"], report["gpu"]);
+    let streamed = show_report(dir.path(), &wheel, &["--memory", "1K"]);
+    assert_eq!(streamed.gpu, report.gpu);
 }
 
 /// A DLL as TheRock's splitter leaves it: `.hip_fat` emptied, `HIPK` wrappers in `.hipFatB`,
@@ -424,27 +416,25 @@ fn windows_kpack_split_binaries_give_their_marker_and_check_follows_it() {
     let host = WheelSpec::new("winrocm", "1.0+rocm7.1.0", "cp312-cp312-win_amd64")
         .file("winrocm/bin/rocsparse.dll", therock_split_dll(marker.clone(), [b"HIPK"; 2]))
         .write(&set);
-    let report = show_json(d, &host, &[]);
+    let report = show_report(d, &host, &[]);
     let code = gpu_of(&report, "winrocm/bin/rocsparse.dll");
-    assert_eq!(code["container"], "kpack-split", "{code}");
-    let notes = code["notes"].to_string();
+    assert_eq!(code.container, Container::KpackSplit, "{code:?}");
+    let notes = code.notes.join("\n");
     assert!(notes.contains("kernel name: bin/rocsparse.dll"), "{notes}");
     assert!(notes.contains("kpack search paths: ../.kpack/blas_lib_@GFXARCH@.kpack"), "{notes}");
     assert!(!notes.contains("cannot use"), "{notes}");
     // Streamed (a budget smaller than the DLL), the same answer.
-    assert_eq!(show_json(d, &host, &["--memory", "1K"])["gpu"], report["gpu"]);
+    assert_eq!(show_report(d, &host, &["--memory", "1K"]).gpu, report.gpu);
 
     // `check` follows the marker: alone, the host finds no archive; beside the device wheel
     // whose archive its search path names (`winrocm/.kpack/blas_lib_gfx1201.kpack`), all is well.
     let check = |set: &Path| {
         let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let kinds: Vec<String> = report["findings"]
-            .as_array()
-            .unwrap()
+        let kinds: Vec<String> = check_document(&out)
+            .findings
             .iter()
-            .filter(|f| f["severity"] == "error" || f["kind"].as_str().is_some_and(|k| k.starts_with("kpack-")))
-            .map(|f| format!("{}: {}", f["kind"].as_str().unwrap(), f["message"].as_str().unwrap()))
+            .filter(|f| f.severity == Severity::Error || f.kind.starts_with("kpack-"))
+            .map(|f| format!("{}: {}", f.kind, f.message))
             .collect();
         (out.status.code(), kinds)
     };
@@ -495,12 +485,12 @@ fn device_code_files_are_recognised_by_content_not_name() {
         .file("k/archive.bin", aks2(&[("k", amdgpu_object(GFX1201, 5))]))
         .file("k/fake.co", b"not device code at all".to_vec())
         .write(dir.path());
-    let report = show_json(dir.path(), &wheel, &[]);
-    assert_eq!(strings(&report["gpu_targets"]), ["gfx90a", "gfx942", "gfx950", "gfx1201"]);
-    assert_eq!(gpu_of(&report, "k/blob")["container"], "compressed-offload-bundle");
-    assert_eq!(gpu_of(&report, "k/kernels.hsaco")["container"], "offload-bundle");
-    assert_eq!(gpu_of(&report, "k/archive.bin")["container"], "aotriton-archive");
-    assert_eq!(report["gpu"].as_array().unwrap().len(), 4, "fake.co is no device code");
+    let report = show_report(dir.path(), &wheel, &[]);
+    assert_eq!(report.gpu_targets, ["gfx90a", "gfx942", "gfx950", "gfx1201"]);
+    assert_eq!(gpu_of(&report, "k/blob").container, Container::CompressedOffloadBundle);
+    assert_eq!(gpu_of(&report, "k/kernels.hsaco").container, Container::OffloadBundle);
+    assert_eq!(gpu_of(&report, "k/archive.bin").container, Container::AotritonArchive);
+    assert_eq!(report.gpu.len(), 4, "fake.co is no device code");
 }
 
 #[test]
@@ -510,18 +500,19 @@ fn offload_bundles_in_data_sections_are_bundles_not_embedded_code_objects() {
         (0..3).map(|_| bundle_for(&[("gfx90a", 0x3f), ("gfx942", GFX942), ("gfx950", GFX950)], 4)).collect();
     let host = host_with_data_bundles("_gen", &bundles, amdgpu_object(GFX942, 5));
     let wheel = platform_wheel(dir.path(), "genk", vec![("p/_gen.so", host.clone())]);
-    let report = show_json(dir.path(), &wheel, &[]);
-    let gpu: Vec<&serde_json::Value> = report["gpu"].as_array().unwrap().iter().collect();
-    let of = |container: &str| gpu.iter().find(|g| g["container"] == container).unwrap_or_else(|| panic!("{report}"));
-    let bundled = of("bundle-in-data");
-    assert_eq!(bundled["objects"], 9, "{bundled}");
-    assert_eq!(strings(&bundled["targets"]), ["gfx90a", "gfx942", "gfx950"]);
-    assert!(bundled["notes"].to_string().contains("3 in `.rodata`"), "{bundled}");
+    let report = show_report(dir.path(), &wheel, &[]);
+    let of = |container: Container| {
+        report.gpu.iter().find(|g| g.container == container).unwrap_or_else(|| panic!("{report:?}"))
+    };
+    let bundled = of(Container::BundleInData);
+    assert_eq!(bundled.objects, 9, "{bundled:?}");
+    assert_eq!(bundled.targets, ["gfx90a", "gfx942", "gfx950"]);
+    assert!(bundled.notes.join("\n").contains("3 in `.rodata`"), "{bundled:?}");
     // The string naming the magic is no bundle, and no problem: nothing unreadable.
-    assert!(!bundled["notes"].to_string().contains("entry"), "{bundled}");
+    assert!(!bundled.notes.join("\n").contains("entry"), "{bundled:?}");
     // The code object outside the bundles is embedded; those inside are the bundles'.
-    assert_eq!(of("embedded-code-object")["objects"], 1);
-    assert_eq!(bundled["target_bytes"]["gfx942"]["objects"], 3);
+    assert_eq!(of(Container::EmbeddedCodeObject).objects, 1);
+    assert_eq!(bundled.target_bytes["gfx942"].objects, 3);
     // Streamed within a small budget, the same answer.
     let big = platform_wheel(
         dir.path(),
@@ -532,8 +523,8 @@ fn offload_bundles_in_data_sections_are_bundles_not_embedded_code_objects() {
             host
         })],
     );
-    let streamed = show_json(dir.path(), &big, &["--memory", "2M"]);
-    let whole = show_json(dir.path(), &big, &["--memory", "1G"]);
-    assert_eq!(streamed["gpu"], whole["gpu"]);
-    assert_eq!(streamed["gpu"], report["gpu"]);
+    let streamed = show_report(dir.path(), &big, &["--memory", "2M"]);
+    let whole = show_report(dir.path(), &big, &["--memory", "1G"]);
+    assert_eq!(streamed.gpu, whole.gpu);
+    assert_eq!(streamed.gpu, report.gpu);
 }

@@ -13,7 +13,10 @@ use support::gpugen::nv_fatbin_of;
 use support::python::{assert_true_record, venv_python};
 use support::rawzip::{self, RawEntry};
 use support::wheelgen::WheelSpec;
-use support::{show_json, stderr, stdout, wheelfix, wheelfix_env};
+use support::{check_document, show_report, show_reports, stderr, stdout, tag_texts, wheelfix, wheelfix_env};
+use wheelfix::index::IndexSummary;
+use wheelfix::report::release::LddtreeDocument;
+use wheelfix::wheel::RecordProblem;
 
 /// What Python's zipfile (the test environment's CPython) makes of an archive: its member names,
 /// or the error it raises opening it or reading any member.
@@ -92,9 +95,9 @@ fn a_second_end_record_in_the_comment_is_read_as_zipfile_reads_it() {
 
     let names = zipfile_view(&path).expect("zipfile reads it");
     assert!(names.iter().any(|n| n.ends_with("_b.cpython-312-x86_64-linux-gnu.so")), "{names:?}");
-    let report = show_json(d, &path, &[]);
-    assert_eq!(report["symbol_tag"], "manylinux_2_28_x86_64", "wheelfix reads zipfile's directory: {report}");
-    assert_eq!(report["host_binaries"], 1);
+    let report = show_report(d, &path, &[]);
+    assert_eq!(report.symbol_tag.as_deref(), Some("manylinux_2_28_x86_64"), "wheelfix reads zipfile's directory");
+    assert_eq!(report.host_binaries, 1);
 }
 
 #[test]
@@ -264,8 +267,7 @@ fn wheels_pip_refuses_are_findings_in_show_and_check_and_left_out_of_index() {
     for (path, expect) in paths.iter().zip(&expected) {
         let refused = pip_installs(d, path).expect_err(&format!("pip refuses {}", path.display()));
         assert!(!refused.is_empty());
-        let report = show_json(d, path, &[]);
-        let problems = report["installer_problems"].to_string();
+        let problems = show_report(d, path, &[]).installer_problems.join("\n");
         assert!(problems.contains(expect), "{}: {problems}", path.display());
         let text = stdout(&wheelfix(d, &["show", s(path)]));
         assert!(text.contains("pip refuses to install it"), "{text}");
@@ -273,17 +275,14 @@ fn wheels_pip_refuses_are_findings_in_show_and_check_and_left_out_of_index() {
     assert!(pip_installs(d, &good).is_ok());
 
     let out = wheelfix(d, &["check", "--json", s(&set)]);
-    let check: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let refusing: Vec<&serde_json::Value> =
-        check["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "installer-refuses").collect();
-    assert_eq!(refusing.len(), paths.len(), "{check}");
+    let check = check_document(&out);
+    assert_eq!(check.of_kind("installer-refuses").count(), paths.len(), "{check:#?}");
 
     let out = wheelfix(d, &["index", "-o", "site", "--json", s(&set)]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(summary["skipped"].as_array().unwrap().len(), paths.len(), "{summary}");
-    let listed: Vec<&str> =
-        summary["files"].as_array().unwrap().iter().map(|f| f["filename"].as_str().unwrap()).collect();
+    let summary: IndexSummary = support::document(&out, &["version"]);
+    assert_eq!(summary.skipped.len(), paths.len(), "{summary:#?}");
+    let listed: Vec<&str> = summary.files.iter().map(|f| f.filename.as_str()).collect();
     assert_eq!(listed, [good.file_name().unwrap().to_str().unwrap()], "the rest of the site is written");
     assert!(d.join("site/good/index.html").exists());
 }
@@ -540,17 +539,17 @@ fn glibc_minors_between_the_policy_files_are_judged_from_their_neighbours() {
     let w225 = WheelSpec::new("m225", "1.0", "cp312-cp312-manylinux_2_25_x86_64")
         .file("m225/_e.cpython-312-x86_64-linux-gnu.so", glibc_extension("_e", "GLIBC_2.25"))
         .write(d);
-    let report = show_json(d, &w225, &[]);
-    let claim = &report["claims"][0];
-    assert_eq!(claim["tag"], "manylinux_2_25_x86_64");
-    assert_eq!(claim["honoured"], true, "{report}");
-    assert_eq!(report["platform_tag"], "manylinux_2_25_x86_64", "{report}");
-    assert_eq!(report["retag_tags"], serde_json::json!(["manylinux_2_25_x86_64"]), "the claim stays: {report}");
+    let report = show_report(d, &w225, &[]);
+    let claim = &report.claims[0];
+    assert_eq!(claim.tag.to_string(), "manylinux_2_25_x86_64");
+    assert!(claim.honoured, "{report:#?}");
+    assert_eq!(report.platform_tag.as_deref(), Some("manylinux_2_25_x86_64"), "{report:#?}");
+    assert_eq!(tag_texts(&report.retag_tags), ["manylinux_2_25_x86_64"], "the claim stays: {report:#?}");
     // Unclaimed, the tag is the policy files' (as auditwheel's).
     let plain = WheelSpec::new("plain", "1.0", "cp312-cp312-linux_x86_64")
         .file("plain/_e.cpython-312-x86_64-linux-gnu.so", glibc_extension("_e", "GLIBC_2.25"))
         .write(d);
-    assert_eq!(show_json(d, &plain, &[])["platform_tag"], "manylinux_2_26_x86_64");
+    assert_eq!(show_report(d, &plain, &[]).platform_tag.as_deref(), Some("manylinux_2_26_x86_64"));
     // A claim of 2_32 by a wheel needing GLIBC_2.38 and CXXABI_1.3.15 names the real blocker.
     let lib = ElfSpec::extension("_e")
         .needs_version("memcpy", "libc.so.6", "GLIBC_2.38")
@@ -559,12 +558,12 @@ fn glibc_minors_between_the_policy_files_are_judged_from_their_neighbours() {
     let w232 = WheelSpec::new("m232", "1.0", "cp312-cp312-manylinux_2_32_x86_64")
         .file("m232/_e.cpython-312-x86_64-linux-gnu.so", lib)
         .write(d);
-    let report = show_json(d, &w232, &[]);
-    let reason = report["claims"][0]["reason"].as_str().unwrap();
+    let report = show_report(d, &w232, &[]);
+    let reason = report.claims[0].reason.as_deref().unwrap();
     assert!(reason.contains("CXXABI_1.3.15"), "the most constraining blocker: {reason}");
-    let upgrade = report["policy_upgrades"].as_array().unwrap().iter().find(|u| u["tag"] == "manylinux_2_32_x86_64");
-    let missing = upgrade.expect("2_32 is judged")["missing_versions"].clone();
-    assert_eq!(missing, serde_json::json!(["CXXABI_1.3.15", "GLIBC_2.38"]), "{report}");
+    let upgrade = report.policy_upgrades.iter().find(|u| u.tag == "manylinux_2_32_x86_64");
+    let missing = &upgrade.expect("2_32 is judged").missing_versions;
+    assert_eq!(missing, &["CXXABI_1.3.15", "GLIBC_2.38"], "{report:#?}");
     // And `--plat` may name such a minor.
     let out = wheelfix(d, &["retag", "-w", "out", "--plat", "manylinux_2_29_x86_64", s(&plain)]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -594,13 +593,13 @@ fn versioned_symbols_are_read_through_the_dynamic_segment() {
     let tag_of = |name: &str, data: Vec<u8>| {
         let wheel =
             WheelSpec::new(name, "1.0", "cp312-cp312-linux_x86_64").file(&format!("{name}/libpsx.so"), data).write(d);
-        show_json(d, &wheel, &[])
+        show_report(d, &wheel, &[])
     };
     let a = tag_of("with", with);
     let b = tag_of("without", stripped);
-    assert_eq!(a["symbol_tag"], b["symbol_tag"], "{a}\n{b}");
-    assert_eq!(a["versioned_symbols"], b["versioned_symbols"]);
-    assert_ne!(b["symbol_tag"], "manylinux_2_5_x86_64", "the versions are read: {b}");
+    assert_eq!(a.symbol_tag, b.symbol_tag, "{a:#?}\n{b:#?}");
+    assert_eq!(a.versioned_symbols, b.versioned_symbols);
+    assert_ne!(b.symbol_tag.as_deref(), Some("manylinux_2_5_x86_64"), "the versions are read: {b:#?}");
     // A DT_STRTAB no segment maps is an error naming the member, never a library named "".
     let mut broken = with_dynamic_tag(&std::fs::read(&lib).unwrap(), 5, 0x7fff_0000_0000);
     broken = without_section_headers(broken);
@@ -660,9 +659,9 @@ fn cuda_fatbins_outside_nv_fatbin_are_found_and_ptx_is_named_compute() {
         .file("cudaish/libcupti.so", cupti)
         .file("cudaish/libbitsandbytes.so", relfatbin)
         .write(d);
-    let report = show_json(d, &wheel, &[]);
-    assert_eq!(report["gpu_targets"], serde_json::json!(["compute_80", "sm_50", "sm_90"]), "{report}");
-    let notes = report["gpu"].to_string();
+    let report = show_report(d, &wheel, &[]);
+    assert_eq!(report.gpu_targets, ["compute_80", "sm_50", "sm_90"], "{report:#?}");
+    let notes = serde_json::to_string(&report.gpu).unwrap();
     assert!(notes.contains("`.rodata`") && notes.contains("`__nv_relfatbin`"), "{notes}");
 }
 
@@ -674,11 +673,11 @@ fn hcc_era_rocm_libraries_are_provided_by_the_environment() {
     let wheel = WheelSpec::new("tfrocm", "2.0.0", "cp37-cp37m-manylinux1_x86_64")
         .file("tfrocm/_tf.cpython-37m-x86_64-linux-gnu.so", ext)
         .write(d);
-    let report = show_json(d, &wheel, &[]);
+    let report = show_report(d, &wheel, &[]);
     for lib in ["libmcwamp.so.2", "libhc_am.so.2", "libhip_hcc.so"] {
-        assert_eq!(report["external_libs"][lib]["disposition"], "excluded", "{lib}: {report}");
+        assert_eq!(report.external_libs[lib].disposition, "excluded", "{lib}: {report:#?}");
     }
-    assert_eq!(report["platform_tag"], "manylinux_2_5_x86_64");
+    assert_eq!(report.platform_tag.as_deref(), Some("manylinux_2_5_x86_64"));
 }
 
 #[test]
@@ -705,8 +704,7 @@ fn check_finds_no_missing_provider_for_a_library_the_system_has_and_no_loose_sel
     .write(&set);
     let kinds = |env: &[(&str, &str)]| -> Vec<String> {
         let out = wheelfix_env(d, &["check", "--json", s(&set)], env);
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap().to_string()).collect()
+        check_document(&out).findings.into_iter().map(|f| f.kind).collect()
     };
     let without = kinds(&[]);
     assert!(without.contains(&"unresolved-provider".to_string()), "{without:?}");
@@ -743,8 +741,8 @@ fn check_fails_on_nothing_and_allows_one_file_name_per_architecture_index() {
             .write(&set.join(arch));
     }
     let out = wheelfix(d, &["check", "--json", s(&set)]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(!v.to_string().contains("filename-conflict"), "{v}");
+    let v = check_document(&out);
+    assert!(!v.kinds().contains(&"filename-conflict"), "{v:#?}");
     // The same name in two directories of one destination (Linux and Windows builds) conflicts.
     let dists = d.join("dists");
     for (os, body) in [("linux", "a"), ("windows", "b")] {
@@ -753,8 +751,8 @@ fn check_fails_on_nothing_and_allows_one_file_name_per_architecture_index() {
             .write(&dists.join(os));
     }
     let out = wheelfix(d, &["check", "--json", s(&dists)]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v.to_string().contains("filename-conflict"), "{v}");
+    let v = check_document(&out);
+    assert!(v.kinds().contains(&"filename-conflict"), "{v:#?}");
 }
 
 #[test]
@@ -845,8 +843,8 @@ fn symlink_loops_are_walked_once() {
     std::os::unix::fs::symlink("..", set.join("up")).unwrap();
     let out = wheelfix(d, &["index", "-o", "site", "--json", s(&set)]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["files"].as_array().unwrap().len(), 1, "{v}");
+    let v: IndexSummary = support::document(&out, &["version"]);
+    assert_eq!(v.files.len(), 1, "{v:#?}");
     let (out, peak) = support::run_measured(d, &["check", s(&set)]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(peak < 200 << 20, "check stays small: {peak}");
@@ -910,18 +908,18 @@ fn smaller_lies_give_true_answers() {
         .file("slash/_s.cpython-312-x86_64-linux-gnu.so", ext)
         .file("slash/sub/libfoo.so.1", ElfSpec::default().build())
         .write(d);
-    let report = show_json(d, &wheel, &[]);
-    let lib = &report["external_libs"]["sub/libfoo.so.1"];
-    assert_eq!(lib["disposition"], "not-found", "{report}");
-    assert!(lib["reason"].as_str().unwrap().contains("relative to the working directory"), "{lib}");
+    let report = show_report(d, &wheel, &[]);
+    let lib = &report.external_libs["sub/libfoo.so.1"];
+    assert_eq!(lib.disposition, "not-found", "{report:#?}");
+    assert!(lib.reason.contains("relative to the working directory"), "{lib:?}");
     // A directory entry holding data: a finding, and a writer output whose directory is empty.
     let spec = WheelSpec::new("dirdata", "1.0", "py3-none-any").file("dirdata/__init__.py", "");
     let mut members = spec.members();
     members.insert(0, ("dirdata/sub/".into(), b"hidden bytes".to_vec()));
     let path = d.join(spec.file_name());
     support::wheelgen::write_zip(&path, &members);
-    let report = show_json(d, &path, &[]);
-    assert!(report["record"].to_string().contains("directory-data"), "{report}");
+    let report = show_report(d, &path, &[]);
+    assert!(report.record.iter().any(|r| r.problem == RecordProblem::DirectoryData), "{report:#?}");
     let out = wheelfix(d, &["retag", "-w", "out", s(&path)]);
     assert!(out.status.success(), "{}", stderr(&out));
     let written = d.join("out").join(spec.file_name());
@@ -955,9 +953,9 @@ fn bombs_cost_what_they_weigh() {
     let chain = chain.write(d);
     let (out, peak) = run_measured(d, &["lddtree", "--json", s(&chain)]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["trees"].as_array().unwrap().len(), 1, "one tree for the chain");
-    assert_eq!(v["trees"][0]["libs"].as_object().unwrap().len(), 1999 + 1, "every library once (and libc)");
+    let v: LddtreeDocument = support::document(&out, &[]);
+    assert_eq!(v.trees.len(), 1, "one tree for the chain");
+    assert_eq!(v.trees[0].libs.len(), 1999 + 1, "every library once (and libc)");
     assert!(peak < 150 * MIB, "lddtree of the chain: {} MiB", peak >> 20);
 
     // A hundred thousand DT_NEEDED entries: a clear error, at once.
@@ -986,9 +984,9 @@ fn bombs_cost_what_they_weigh() {
     drop(members);
     let (out, peak) = run_measured(d, &["show", "--json", s(&rows)]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v[0]["record"].as_array().unwrap().len(), 1000);
-    assert_eq!(v[0]["record_truncated"], 1_000_000 - 1000);
+    let v = show_reports(&out);
+    assert_eq!(v[0].record.len(), 1000);
+    assert_eq!(v[0].record_truncated, 1_000_000 - 1000);
     assert!(peak < 160 * MIB, "show --json of a million stale rows: {} MiB", peak >> 20);
 
     // 4,000 small wheels with binaries, each requiring the next: retag within its budget.
@@ -1024,7 +1022,7 @@ fn bombs_cost_what_they_weigh() {
         .write(d);
     let (out, peak) = run_measured(d, &["show", "--json", s(&arm)]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v[0]["symbol_tag"], "manylinux_2_17_aarch64");
+    let v = show_reports(&out);
+    assert_eq!(v[0].symbol_tag.as_deref(), Some("manylinux_2_17_aarch64"));
     assert!(peak < 100 * MIB, "show keeps no speculative prefix of tens of MB: {} MiB", peak >> 20);
 }

@@ -67,14 +67,13 @@ fn a_misaligned_segment_is_named_by_show_and_check_as_the_loader_refuses_it() {
             assert!(text.contains(&format!("lib{name}/_native.so")), "the file is named: {text}");
         }
         let out = wheelfix(d, &["check", "--json", d.join(name).to_str().unwrap()]);
-        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-        let kinds: Vec<&str> =
-            report["findings"].as_array().unwrap().iter().filter_map(|f| f["kind"].as_str()).collect();
-        assert_eq!(kinds.contains(&"not-loadable"), broken, "{report}");
+        let report = support::check_document(&out);
+        let kinds = report.kinds();
+        assert_eq!(kinds.contains(&"not-loadable"), broken, "{report:?}");
         if broken {
             assert_eq!(out.status.code(), Some(1));
-            let finding = report["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "not-loadable").unwrap();
-            let message = finding["message"].as_str().unwrap();
+            let finding = report.findings.iter().find(|f| f.kind == "not-loadable").unwrap();
+            let message = finding.message.as_str();
             assert!(message.contains("_native.so") && message.contains("load-misaligned"), "{message}");
         }
     }

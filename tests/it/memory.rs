@@ -51,10 +51,9 @@ fn a_library_larger_than_the_budget_is_read_within_it() {
     let (streamed, _) = run_measured(d, &["show", "--json", "--verify", "--memory", "48M", big]);
     let (whole, _) = run_measured(d, &["show", "--json", "--verify", "--memory", "4G", big]);
     assert_eq!(stdout(&streamed), stdout(&whole));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&streamed)).unwrap();
-    let report = &report[0];
-    assert_eq!(report["platform_tag"], "manylinux_2_17_x86_64", "{report}");
-    assert_eq!(report["hashes_checked"], true);
+    let report = &support::show_reports(&streamed)[0];
+    assert_eq!(report.platform_tag.as_deref(), Some("manylinux_2_17_x86_64"), "{report:?}");
+    assert!(report.hashes_checked);
 }
 
 #[test]
@@ -86,12 +85,12 @@ fn repair_holds_one_patched_library_at_a_time_when_the_budget_says_so() {
     assert!(peak < bound, "peak RSS {} MiB, over {} MiB", peak / MIB, bound / MIB);
     let written: Vec<_> = std::fs::read_dir(d.join("out")).unwrap().collect();
     assert_eq!(written.len(), 1, "one wheel and no leftovers: {written:?}");
-    let report = support::show_json(d, &written[0].as_ref().unwrap().path(), &["--verify", "--ldpaths", ldpaths]);
-    assert_eq!(report["hashes_checked"], true, "{report}");
+    let report = support::show_report(d, &written[0].as_ref().unwrap().path(), &["--verify", "--ldpaths", ldpaths]);
+    assert!(report.hashes_checked, "{report:?}");
     // The copies and the vendored library, all patched and all in the wheel.
-    assert_eq!(report["binaries"]["elf"], copies + 1, "{report}");
-    let needed_by = report["external_libs"]["libc.so.6"]["needed_by"].to_string();
-    assert!(needed_by.contains("patchme.libs/libwfext-"), "{report}");
+    assert_eq!(report.binaries.elf, copies + 1, "{report:?}");
+    let needed_by = report.external_libs["libc.so.6"].needed_by.join(" ");
+    assert!(needed_by.contains("patchme.libs/libwfext-"), "{report:?}");
 }
 
 #[test]
@@ -120,8 +119,8 @@ fn thin_rewrites_a_library_larger_than_the_budget_within_it() {
     let bound = footprint + 48 * MIB + 24 * MIB;
     assert!(peak < bound, "thin: peak RSS {} MiB, over {} MiB", peak / MIB, bound / MIB);
     let thinned = d.join("out").join(std::path::Path::new(big).file_name().unwrap());
-    let report = support::show_json(d, &thinned, &[]);
-    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx942"]), "{report}");
+    let report = support::show_report(d, &thinned, &[]);
+    assert_eq!(report.gpu_targets, ["gfx942"], "{report:?}");
     support::python::assert_true_record(&thinned);
 }
 

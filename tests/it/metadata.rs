@@ -6,7 +6,7 @@ use crate::support;
 
 use support::elfgen::ElfSpec;
 use support::wheelgen::{WheelSpec, write_zip};
-use support::{show_json, stderr, wheelfix};
+use support::{show_report, stderr, wheelfix};
 
 #[test]
 fn a_file_name_that_disagrees_with_metadata_is_an_installer_problem() {
@@ -19,15 +19,14 @@ fn a_file_name_that_disagrees_with_metadata_is_an_installer_problem() {
     // RECORD still describes the original METADATA: a stale RECORD too, and still analysed.
     let path = dir.path().join(spec.file_name());
     write_zip(&path, &members);
-    let report = show_json(dir.path(), &path, &[]);
-    let problems: Vec<&str> =
-        report["installer_problems"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    let report = show_report(dir.path(), &path, &[]);
+    let problems = &report.installer_problems;
     assert!(
         problems.iter().any(|p| p.contains("inconsistent name") && p.contains("\"named\"") && p.contains("\"other\"")),
-        "{report}"
+        "{report:#?}"
     );
-    assert!(problems.iter().any(|p| p.contains("inconsistent version")), "{report}");
-    assert_eq!(report["platform_tag"], "manylinux_2_5_x86_64");
+    assert!(problems.iter().any(|p| p.contains("inconsistent version")), "{report:#?}");
+    assert_eq!(report.platform_tag.as_deref(), Some("manylinux_2_5_x86_64"));
     let out = wheelfix(dir.path(), &["retag", "-w", "out", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("pip refuses to install it: inconsistent name"), "{}", stderr(&out));

@@ -176,8 +176,7 @@ fn the_page_shows_what_check_finds_and_its_bytes_do_not_change() {
     assert!(command.contains(" nixl==") && command.contains(" torch=="), "each pinned exactly: {command}");
     assert!(wheelfix(d, &args).status.success());
     assert_eq!(std::fs::read(d.join("site/release.html")).unwrap(), first, "same set, same bytes");
-    let data: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();
-    assert_eq!(data["files"].as_array().unwrap().len(), 4);
+    assert_eq!(support::release_page(&d.join("site/release.json")).files.len(), 4);
     // --no-page writes none.
     let out = wheelfix(d, &["index", "-o", "bare", "--no-page", "gfx950"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -259,19 +258,16 @@ fn the_pages_install_commands_install_the_set_they_list() {
     assert!(out.status.success(), "{}", stderr(&out));
 
     // What the page lists: every file's project at its version.
-    let page: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(d.join("site/gfx942/release.json")).unwrap()).unwrap();
-    let listed: Vec<(String, String)> = page["files"]
-        .as_array()
-        .unwrap()
+    let page = support::release_page(&d.join("site/gfx942/release.json"));
+    let listed: Vec<(String, String)> = page
+        .files
         .iter()
         .map(|f| {
-            let public = f["public"].as_str().unwrap();
-            let version = match f["local"].as_str() {
-                Some(l) => format!("{public}+{l}"),
-                None => public.to_string(),
+            let version = match &f.local {
+                Some(l) => format!("{}+{l}", f.public),
+                None => f.public.clone(),
             };
-            (f["project"].as_str().unwrap().to_string(), version)
+            (f.project.clone(), version)
         })
         .collect();
     assert_eq!(listed.len(), 3, "{listed:?}");

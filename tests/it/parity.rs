@@ -12,7 +12,7 @@ use std::process::Command;
 
 use support::elfgen::{ElfSpec, Import};
 use support::python::{auditwheel, cc_extension, python_tag, tools_venv};
-use support::show_json;
+use support::show_report;
 use support::wheelgen::WheelSpec;
 
 /// auditwheel's `sym_tag`, or `None` when it refuses the wheel (not a platform wheel, crash).
@@ -33,8 +33,7 @@ fn compare(dir: &Path, wheels: &[PathBuf]) -> (usize, Vec<String>, Vec<String>) 
             refused.push(name);
             continue;
         };
-        let ours = show_json(dir, wheel, &[]);
-        let ours = ours["symbol_tag"].as_str().unwrap_or("(none)").to_string();
+        let ours = show_report(dir, wheel, &[]).symbol_tag.unwrap_or_else(|| "(none)".to_string());
         if ours == theirs {
             agree += 1;
         } else {

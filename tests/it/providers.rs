@@ -11,7 +11,7 @@ use std::process::Command;
 
 use support::python::{cc_extension, cc_shared, python_tag, run, system_python};
 use support::wheelgen::WheelSpec;
-use support::{show_json, stderr, stdout, wheelfix};
+use support::{check_document, show_report, show_reports, stderr, stdout, wheelfix};
 
 /// The provider's library: versioned symbols (`PROV_1.0`) and a glibc 2.25 need (getrandom),
 /// which the consumer inherits.
@@ -96,39 +96,43 @@ fn a_library_from_another_wheel_is_a_dependency() {
     assert!(!broken.status.success() && stderr(&broken).contains("libprov.so.1"), "{}", stderr(&broken));
 
     // Without the provider: not found, and the reason says where and what probably provides it.
-    let alone = show_json(d, &p.consumer, &[]);
-    let lib = &alone["external_libs"]["libprov.so.1"];
-    assert_eq!(lib["disposition"], "not-found", "{alone:#}");
-    let reason = lib["reason"].as_str().unwrap();
+    let alone = show_report(d, &p.consumer, &[]);
+    let lib = &alone.external_libs["libprov.so.1"];
+    assert_eq!(lib.disposition, "not-found", "{alone:#?}");
+    let reason = lib.reason.as_str();
     assert!(reason.contains("`$ORIGIN/../provider/lib`") && reason.contains("site-packages/provider/lib"), "{reason}");
     assert!(
         reason.contains("Requires-Dist `provider==1.0` probably provides it") && reason.contains("--with-wheels"),
         "{reason}"
     );
-    assert_eq!(alone["platform_tag"], "linux_x86_64");
+    assert_eq!(alone.platform_tag.as_deref(), Some("linux_x86_64"));
 
     // With it: a dependency, and its glibc 2.25 need counts toward the consumer's tag.
-    let with = show_json(d, &p.consumer, &["--with-wheels", p.provider.to_str().unwrap()]);
-    let lib = &with["external_libs"]["libprov.so.1"];
-    assert_eq!(lib["disposition"], "dependency", "{with:#}");
-    let provided_by = &lib["provided_by"];
-    assert_eq!(provided_by["name"], "provider");
-    assert_eq!(provided_by["version"], "1.0");
-    assert_eq!(provided_by["wheel"], "provider-1.0-py3-none-linux_x86_64.whl");
-    assert_eq!(provided_by["path"], "provider/lib/libprov.so.1");
-    assert_eq!(with["symbol_tag"], "manylinux_2_26_x86_64", "GLIBC_2.25 from the provider counts: {with:#}");
-    assert_eq!(with["platform_tag"], "manylinux_2_26_x86_64", "a dependency never blocks a tag");
-    let constraint = &with["constraints"][0];
-    assert_eq!(constraint["file"], "provider-1.0-py3-none-linux_x86_64.whl:provider/lib/libprov.so.1", "{with:#}");
+    let with = show_report(d, &p.consumer, &["--with-wheels", p.provider.to_str().unwrap()]);
+    let lib = &with.external_libs["libprov.so.1"];
+    assert_eq!(lib.disposition, "dependency", "{with:#?}");
+    let provided_by = lib.provided_by.as_ref().unwrap();
+    assert_eq!(provided_by.name, "provider");
+    assert_eq!(provided_by.version, "1.0");
+    assert_eq!(provided_by.wheel, "provider-1.0-py3-none-linux_x86_64.whl");
+    assert_eq!(provided_by.path, "provider/lib/libprov.so.1");
+    assert_eq!(
+        with.symbol_tag.as_deref(),
+        Some("manylinux_2_26_x86_64"),
+        "GLIBC_2.25 from the provider counts: {with:#?}"
+    );
+    assert_eq!(with.platform_tag.as_deref(), Some("manylinux_2_26_x86_64"), "a dependency never blocks a tag");
+    let constraint = &with.constraints[0];
+    assert_eq!(constraint.file, "provider-1.0-py3-none-linux_x86_64.whl:provider/lib/libprov.so.1", "{with:#?}");
     // The provider is tagged linux_x86_64, less compatible than the consumer: show says so.
-    let notes = with["notes"].to_string();
+    let notes = support::notes(&with);
     assert!(notes.contains("less compatible than this wheel's manylinux_2_26_x86_64"), "{notes}");
     // The same wheels given to one invocation count too; a directory does as well.
     let out = wheelfix(d, &["show", "--json", p.consumer.to_str().unwrap(), p.provider.to_str().unwrap()]);
-    let both: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(both[0]["external_libs"]["libprov.so.1"]["disposition"], "dependency");
-    let from_dir = show_json(d, &p.consumer, &["--with-wheels", "dist"]);
-    assert_eq!(from_dir["external_libs"]["libprov.so.1"]["disposition"], "dependency");
+    let both = show_reports(&out);
+    assert_eq!(both[0].external_libs["libprov.so.1"].disposition, "dependency");
+    let from_dir = show_report(d, &p.consumer, &["--with-wheels", "dist"]);
+    assert_eq!(from_dir.external_libs["libprov.so.1"].disposition, "dependency");
 
     // repair keeps the link: nothing vendored for it, the RPATH as it was, and the repaired
     // wheel installs and imports beside the provider.
@@ -163,21 +167,19 @@ fn undeclared_providers_and_check_across_a_set() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let p = pair(d, "set", "$ORIGIN/../provider/lib", &[]);
-    let shown = show_json(d, &p.consumer, &["--with-wheels", p.provider.to_str().unwrap()]);
-    assert_eq!(shown["external_libs"]["libprov.so.1"]["disposition"], "dependency");
-    assert!(shown["notes"].to_string().contains("undeclared provider"), "{shown:#}");
+    let shown = show_report(d, &p.consumer, &["--with-wheels", p.provider.to_str().unwrap()]);
+    assert_eq!(shown.external_libs["libprov.so.1"].disposition, "dependency");
+    assert!(support::notes(&shown).contains("undeclared provider"), "{shown:#?}");
 
     let findings = |dirs: &[&str]| -> (i32, Vec<(String, String)>) {
         let mut args = vec!["check", "--json", "--no-verify"];
         args.extend_from_slice(dirs);
         let out = wheelfix(d, &args);
-        let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let list = value["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["kind"].as_str().unwrap().ends_with("-provider"))
-            .map(|f| (f["kind"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string()))
+        let list = check_document(&out)
+            .findings
+            .into_iter()
+            .filter(|f| f.kind.ends_with("-provider"))
+            .map(|f| (f.kind, f.message))
             .collect();
         (out.status.code().unwrap(), list)
     };
@@ -225,23 +227,23 @@ fn bad_providers_give_findings_not_crashes() {
     // A corrupt provider wheel.
     std::fs::create_dir_all(d.join("bad")).unwrap();
     std::fs::write(d.join("bad/provider-1.0-py3-none-linux_x86_64.whl"), b"not a zip").unwrap();
-    let shown = show_json(d, &p.consumer, &["--with-wheels", "bad"]);
-    assert!(shown.get("error").is_none(), "{shown:#}");
-    assert!(shown["notes"].to_string().contains("cannot be used as a provider"), "{shown:#}");
-    assert_eq!(shown["external_libs"]["libprov.so.1"]["disposition"], "not-found");
+    let shown = show_report(d, &p.consumer, &["--with-wheels", "bad"]);
+    assert!(shown.error.is_none(), "{shown:#?}");
+    assert!(support::notes(&shown).contains("cannot be used as a provider"), "{shown:#?}");
+    assert_eq!(shown.external_libs["libprov.so.1"].disposition, "not-found");
     // Two versions of one project.
     std::fs::create_dir_all(d.join("two")).unwrap();
     std::fs::copy(&p.provider, d.join("two").join(p.provider.file_name().unwrap())).unwrap();
     let mut other = WheelSpec::new("provider", "2.0", "py3-none-linux_x86_64").file("provider/__init__.py", "");
     other.purelib = false;
     other.write(&d.join("two"));
-    let shown = show_json(d, &p.consumer, &["--with-wheels", "two"]);
-    assert!(shown["notes"].to_string().contains("provider: --with-wheels holds 2 versions (1.0, 2.0)"), "{shown:#}");
-    assert_eq!(shown["external_libs"]["libprov.so.1"]["disposition"], "not-found");
+    let shown = show_report(d, &p.consumer, &["--with-wheels", "two"]);
+    assert!(support::notes(&shown).contains("provider: --with-wheels holds 2 versions (1.0, 2.0)"), "{shown:#?}");
+    assert_eq!(shown.external_libs["libprov.so.1"].disposition, "not-found");
     // An RPATH that climbs above site-packages.
     let q = pair(d, "climb", "$ORIGIN/../../../outside/lib", &["provider"]);
-    let shown = show_json(d, &q.consumer, &["--with-wheels", q.provider.to_str().unwrap()]);
-    let reason = shown["external_libs"]["libprov.so.1"]["reason"].as_str().unwrap().to_string();
+    let shown = show_report(d, &q.consumer, &["--with-wheels", q.provider.to_str().unwrap()]);
+    let reason = shown.external_libs["libprov.so.1"].reason.as_str().to_string();
     assert!(reason.contains("climbs above site-packages"), "{reason}");
     let out = wheelfix(d, &["check", "--no-verify", "climb"]);
     assert_eq!(out.status.code(), Some(1));
@@ -258,12 +260,12 @@ fn the_driver_list_and_its_switch() {
     let d = dir.path();
     let spec = support::elfgen::ElfSpec::extension("_g").needs("libcuda.so.1");
     let wheel = WheelSpec::new("g", "1.0", "cp312-cp312-linux_x86_64").file("g/_g.so", spec.build()).write(d);
-    let shown = show_json(d, &wheel, &[]);
-    let lib = &shown["external_libs"]["libcuda.so.1"];
-    assert_eq!(lib["disposition"], "excluded", "{shown:#}");
-    assert!(lib["reason"].as_str().unwrap().contains("GPU driver library"), "{lib}");
-    let shown = show_json(d, &wheel, &["--no-driver-exclude"]);
-    assert_eq!(shown["external_libs"]["libcuda.so.1"]["disposition"], "not-found");
+    let shown = show_report(d, &wheel, &[]);
+    let lib = &shown.external_libs["libcuda.so.1"];
+    assert_eq!(lib.disposition, "excluded", "{shown:#?}");
+    assert!(lib.reason.contains("GPU driver library"), "{lib:?}");
+    let shown = show_report(d, &wheel, &["--no-driver-exclude"]);
+    assert_eq!(shown.external_libs["libcuda.so.1"].disposition, "not-found");
 }
 
 /// Opt-in (large downloads): `WHEELFIX_TORCH_WHEEL=torch-2.15.0-…whl WHEELFIX_TORCH_DEPS=dir`
@@ -275,21 +277,21 @@ fn torch_with_its_nvidia_wheels() {
     let deps = std::env::var("WHEELFIX_TORCH_DEPS").expect("set WHEELFIX_TORCH_DEPS to its nvidia wheels' directory");
     let dir = tempfile::tempdir().unwrap();
     let start = std::time::Instant::now();
-    let shown = show_json(dir.path(), Path::new(&torch), &["--with-wheels", &deps]);
+    let shown = show_report(dir.path(), Path::new(&torch), &["--with-wheels", &deps]);
     eprintln!("torch --with-wheels: {:.1} s", start.elapsed().as_secs_f64());
-    let libs = shown["external_libs"].as_object().unwrap();
+    let libs = &shown.external_libs;
     let mut summary = Vec::new();
     for (soname, lib) in libs {
         let cuda = soname.starts_with("libcu") || soname.starts_with("libnv") || soname.starts_with("libnccl");
         if cuda {
-            summary.push(format!("{soname}: {}", lib["disposition"]));
+            summary.push(format!("{soname}: {}", lib.disposition));
             if soname == "libcuda.so.1" {
-                assert_eq!(lib["disposition"], "excluded", "{lib}");
+                assert_eq!(lib.disposition, "excluded", "{lib:?}");
             }
         }
     }
-    eprintln!("{}\nplatform tag {}, symbol tag {}", summary.join("\n"), shown["platform_tag"], shown["symbol_tag"]);
-    let deps_found = libs.values().filter(|l| l["disposition"] == "dependency").count();
+    eprintln!("{}\nplatform tag {:?}, symbol tag {:?}", summary.join("\n"), shown.platform_tag, shown.symbol_tag);
+    let deps_found = libs.values().filter(|l| l.disposition == "dependency").count();
     assert!(deps_found >= 10, "{summary:#?}");
 }
 
@@ -310,14 +312,14 @@ fn rocm_sdk_wheels_resolve_through_the_same_mechanism() {
     core.purelib = false;
     let core = core.write(&d.join("sdk"));
     // The environment provides ROCm (the built-in list) ...
-    let alone = show_json(d, &torch, &[]);
-    assert_eq!(alone["external_libs"]["libamdhip64.so.7"]["disposition"], "excluded", "{alone:#}");
+    let alone = show_report(d, &torch, &[]);
+    assert_eq!(alone.external_libs["libamdhip64.so.7"].disposition, "excluded", "{alone:#?}");
     // ... unless the rocm-sdk wheels are given: then they provide it, like any other wheel.
-    let with = show_json(d, &torch, &["--with-wheels", core.to_str().unwrap()]);
-    let lib = &with["external_libs"]["libamdhip64.so.7"];
-    assert_eq!(lib["disposition"], "dependency", "{with:#}");
-    assert_eq!(lib["provided_by"]["name"], "rocm-sdk-core");
-    assert_eq!(lib["provided_by"]["path"], "_rocm_sdk_core/lib/libamdhip64.so.7");
+    let with = show_report(d, &torch, &["--with-wheels", core.to_str().unwrap()]);
+    let lib = &with.external_libs["libamdhip64.so.7"];
+    assert_eq!(lib.disposition, "dependency", "{with:#?}");
+    assert_eq!(lib.provided_by.as_ref().unwrap().name, "rocm-sdk-core");
+    assert_eq!(lib.provided_by.as_ref().unwrap().path, "_rocm_sdk_core/lib/libamdhip64.so.7");
 }
 
 #[test]
@@ -327,10 +329,10 @@ fn a_library_a_required_project_ships_under_the_same_soname_is_named_not_counted
     // No RPATH reaches the provider (a build-tree path only), as with torch extensions that
     // rely on `import torch` having loaded libc10.so: the files do not say it will be found.
     let p = pair(d, "declared", "/build/tree/lib", &["provider"]);
-    let with = show_json(d, &p.consumer, &["--with-wheels", p.provider.to_str().unwrap()]);
-    let lib = &with["external_libs"]["libprov.so.1"];
-    assert_eq!(lib["disposition"], "not-found", "{with:#}");
-    let reason = lib["reason"].as_str().unwrap();
+    let with = show_report(d, &p.consumer, &["--with-wheels", p.provider.to_str().unwrap()]);
+    let lib = &with.external_libs["libprov.so.1"];
+    assert_eq!(lib.disposition, "not-found", "{with:#?}");
+    let reason = lib.reason.as_str();
     assert!(
         reason.contains("provider 1.0, which the wheel requires, ships it at provider/lib/libprov.so.1"),
         "{reason}"
@@ -338,8 +340,8 @@ fn a_library_a_required_project_ships_under_the_same_soname_is_named_not_counted
     assert!(reason.contains("only if provider has loaded it first"), "{reason}");
     // Not required: nothing to say.
     let q = pair(d, "undeclared", "/build/tree/lib", &[]);
-    let without = show_json(d, &q.consumer, &["--with-wheels", q.provider.to_str().unwrap()]);
-    let reason = without["external_libs"]["libprov.so.1"]["reason"].as_str().unwrap().to_string();
+    let without = show_report(d, &q.consumer, &["--with-wheels", q.provider.to_str().unwrap()]);
+    let reason = without.external_libs["libprov.so.1"].reason.as_str().to_string();
     assert!(!reason.contains("ships it"), "{reason}");
 }
 
@@ -351,8 +353,8 @@ fn with_wheels_from_the_configuration_file() {
     let project = d.join("project");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("pyproject.toml"), "[tool.wheelfix]\nwith-wheels = [\"../deps\"]\n").unwrap();
-    let shown = show_json(&project, &p.consumer, &[]);
-    assert_eq!(shown["external_libs"]["libprov.so.1"]["disposition"], "dependency", "{shown:#}");
+    let shown = show_report(&project, &p.consumer, &[]);
+    assert_eq!(shown.external_libs["libprov.so.1"].disposition, "dependency", "{shown:#?}");
     let config = stdout(&wheelfix(&project, &["show", "--config"]));
     assert!(
         config.contains("with-wheels") && config.contains("../deps") && config.contains("pyproject.toml)"),
@@ -379,9 +381,9 @@ fn every_binarys_own_entries_are_tried_for_a_shared_library() {
         WheelSpec::new("provider", "1.0", "py3-none-linux_x86_64").file("provider/lib/libprov.so.1", lib);
     provider.purelib = false;
     let provider = provider.write(&d.join("deps"));
-    let shown = show_json(d, &consumer, &["--with-wheels", provider.to_str().unwrap()]);
-    let lib = &shown["external_libs"]["libprov.so.1"];
-    assert_eq!(lib["disposition"], "dependency", "{shown:#}");
-    let needed_by: Vec<&str> = lib["needed_by"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let shown = show_report(d, &consumer, &["--with-wheels", provider.to_str().unwrap()]);
+    let lib = &shown.external_libs["libprov.so.1"];
+    assert_eq!(lib.disposition, "dependency", "{shown:#?}");
+    let needed_by: Vec<&str> = lib.needed_by.iter().map(String::as_str).collect();
     assert_eq!(needed_by, ["consumer/bad.so", "consumer/good.so"]);
 }

@@ -45,10 +45,10 @@ fn the_release_wheel_is_manylinux2014_and_passes_its_own_audit() {
     assert!(name.ends_with("-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"), "{name}");
 
     let audit = run(Command::new(env!("CARGO_BIN_EXE_wheelfix")).args(["show", "--json"]).arg(&wheel));
-    let report: serde_json::Value = serde_json::from_str(&audit).unwrap();
+    let report = reports_of(&audit);
     let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc, &[]);
     let priority = |tag: &str| set.by_tag(&wheelfix::wheel::platform_tag::PlatformTag::parse(tag)).map(|p| p.priority);
-    let derived = report[0]["platform_tag"].as_str().unwrap();
+    let derived = report[0].platform_tag.as_deref().unwrap();
     assert!(
         priority(derived).unwrap() >= priority("manylinux_2_17_x86_64").unwrap(),
         "the release binary must run on glibc 2.17, but meets {derived}: {audit}"
@@ -88,12 +88,12 @@ fn the_aarch64_release_wheel_is_manylinux2014_by_its_own_audit() {
     assert!(name.ends_with("-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl"), "{name}");
 
     let audit = run(Command::new(env!("CARGO_BIN_EXE_wheelfix")).args(["show", "--json"]).arg(&wheel));
-    let report: serde_json::Value = serde_json::from_str(&audit).unwrap();
-    assert_eq!(report[0]["arch"], "aarch64", "{audit}");
-    assert_eq!(report[0]["host_binaries"], 1, "{audit}");
+    let report = reports_of(&audit);
+    assert_eq!(report[0].arch.as_deref(), Some("aarch64"), "{audit}");
+    assert_eq!(report[0].host_binaries, 1, "{audit}");
     let set = Policies::embedded().for_platform(Arch::Aarch64, Libc::Glibc, &[]);
     let priority = |tag: &str| set.by_tag(&wheelfix::wheel::platform_tag::PlatformTag::parse(tag)).map(|p| p.priority);
-    let derived = report[0]["platform_tag"].as_str().unwrap();
+    let derived = report[0].platform_tag.as_deref().unwrap();
     assert!(
         priority(derived).unwrap() >= priority("manylinux_2_17_aarch64").unwrap(),
         "the aarch64 binary must load with glibc 2.17, but meets {derived}: {audit}"
@@ -103,4 +103,10 @@ fn the_aarch64_release_wheel_is_manylinux2014_by_its_own_audit() {
         .arg(&wheel));
     assert!(listing.contains(".data/data/share/man/man1/wheelfix-split.1"), "{listing}");
     assert!(listing.contains(".data/scripts/wheelfix"), "{listing}");
+}
+
+/// The reports of `show --json`'s printed text, typed.
+fn reports_of(text: &str) -> Vec<wheelfix::report::ShowReport> {
+    let printed: Vec<serde_json::Value> = serde_json::from_str(text).unwrap();
+    printed.into_iter().map(|entry| support::typed(entry, &[])).collect()
 }

@@ -140,8 +140,8 @@ fn the_fat_build_recipe_runs_as_written() {
             .map(|e| e.unwrap().path())
             .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("torch-"))
             .unwrap();
-        let report = support::show_json(d, &torch, &[]);
-        assert_eq!(report["gpu_targets"], serde_json::json!([arch]), "{arch}: {report}");
+        let report = support::show_report(d, &torch, &[]);
+        assert_eq!(report.gpu_targets, [arch], "{arch}: {report:#?}");
         assert!(d.join("site").join(arch).join("index.html").exists(), "{arch}");
         let page = std::fs::read_to_string(d.join("public").join(arch).join("release.html")).unwrap();
         assert!(page.contains(&format!("<code>{arch}</code>")), "{arch}: {page}");

@@ -13,6 +13,7 @@ use support::python::{run, system_python};
 use support::sets::{gfx950_set, gpu_wheel, py3_wheel};
 use support::wheelgen::WheelSpec;
 use support::{stderr, stdout, wheelfix};
+use wheelfix::check::Severity;
 
 fn arg_list<'a>(base: &[&'a str], paths: &'a [PathBuf]) -> Vec<&'a str> {
     let mut out = base.to_vec();
@@ -193,13 +194,7 @@ fn findings(d: &Path, dirs: &[&str]) -> (i32, Vec<(String, String)>) {
     let mut args = vec!["check", "--json"];
     args.extend_from_slice(dirs);
     let out = wheelfix(d, &args);
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
-    let list = value["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["kind"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string()))
-        .collect();
+    let list = support::check_document(&out).findings.into_iter().map(|f| (f.kind, f.message)).collect();
     (out.status.code().unwrap(), list)
 }
 
@@ -312,12 +307,12 @@ fn warnings_fail_check_only_with_strict() {
         ["metapackage", "--name", "rocm-torch", "--rocm-version", "10.1.0", "--gpu-target", "gfx950", "-o", "gfx950"];
     assert!(wheelfix(d, &arg_list(&meta, &wheels)).status.success());
     let out = wheelfix(d, &["check", "--json", "gfx950"]);
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{value:#}");
-    assert_eq!((value["errors"].as_u64(), value["warnings"].as_u64()), (Some(0), Some(1)), "{value:#}");
-    let finding = &value["findings"][0];
-    assert_eq!((finding["kind"].as_str(), finding["severity"].as_str()), (Some("no-local-version"), Some("warning")));
-    assert!(finding["message"].as_str().unwrap().contains("triton-kernels 1.0.0 (pure Python)"), "{finding}");
+    let value = support::check_document(&out);
+    assert_eq!(out.status.code(), Some(0), "{value:#?}");
+    assert_eq!((value.errors, value.warnings), (0, 1), "{value:#?}");
+    let finding = &value.findings[0];
+    assert_eq!((finding.kind.as_str(), finding.severity), ("no-local-version", Severity::Warning));
+    assert!(finding.message.contains("triton-kernels 1.0.0 (pure Python)"), "{finding:?}");
     let strict = wheelfix(d, &["check", "--strict", "gfx950"]);
     assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));
     assert!(stdout(&strict).contains("warning: no-local-version: triton-kernels 1.0.0"), "{}", stdout(&strict));
@@ -368,18 +363,8 @@ fn check_finds_sets_that_cannot_install() {
     assert!(has("duplicate-metapackage", "installers take 10.1.0+gfx950.9b0c71d2"), "{list:#?}");
     // Each names its files.
     let out = wheelfix(d, &["check", "--json", "gfx950"]);
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let files_of = |kind: &str| -> Vec<String> {
-        value["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["kind"] == kind)
-            .flat_map(|f| {
-                f["files"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect::<Vec<_>>()
-            })
-            .collect()
-    };
+    let value = support::check_document(&out);
+    let files_of = |kind: &str| -> Vec<String> { value.of_kind(kind).flat_map(|f| f.files.clone()).collect() };
     assert!(files_of("unmet-requirement").iter().any(|f| f.ends_with(nixl.file_name().unwrap().to_str().unwrap())));
     assert!(files_of("unmet-requirement").iter().any(|f| f.contains("nixl_rocm-1.5.2+rocm7.14.0")));
     let dups = files_of("duplicate-metapackage");

@@ -60,8 +60,8 @@ fn a_runtimes_built_in_kernels_never_count_as_the_packages_code() {
     assert!(out.status.success(), "{}", stderr(&out));
     // One rule everywhere: show's targets and sizes, the index's page and release.json claim
     // the plugin's gfx90a only; show still lists the runtime's file and says why it is apart.
-    let report = support::show_json(d, &wheel, &[]);
-    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx90a"]), "{report:#}");
+    let report = support::show_report(d, &wheel, &[]);
+    assert_eq!(report.gpu_targets, ["gfx90a"], "{report:#?}");
     let text = stdout(&wheelfix(d, &["show", wheel.to_str().unwrap()]));
     assert!(text.contains("GPU code: gfx90a ("), "{text}");
     assert!(text.contains("device code in bundles, uncompressed: gfx90a "), "{text}");
@@ -73,11 +73,9 @@ fn a_runtimes_built_in_kernels_never_count_as_the_packages_code() {
     std::fs::copy(&wheel, d.join("set").join(wheel.file_name().unwrap())).unwrap();
     let out = wheelfix(d, &["index", "-o", "site", "set"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let page: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("site/release.json")).unwrap()).unwrap();
-    let claimed: Vec<&str> =
-        page["files"][0]["gpu"].as_array().unwrap().iter().map(|g| g[0].as_str().unwrap()).collect();
-    assert_eq!(claimed, ["gfx90a"], "{page:#}");
+    let page = support::release_page(&d.join("site/release.json"));
+    let claimed: Vec<&str> = page.files[0].gpu.iter().map(|(target, _)| target.as_str()).collect();
+    assert_eq!(claimed, ["gfx90a"], "{page:#?}");
     let html = support::html_text(&std::fs::read_to_string(d.join("site/release.html")).unwrap());
     assert!(!html.contains("gfx942") && !html.contains("MI300"), "{html}");
 }
@@ -221,12 +219,12 @@ fn one_rocm_abi_per_set_and_the_one_its_label_names() {
     rocm_linking("cupy", "14.0+rocm7.1.0", &rocm7).write(&d.join("split/gfx942"));
     rocm_linking("jax_rocm_plugin", "0.6+rocm6.4.0", &["libamdhip64.so.6"]).write(&d.join("split/gfx90a"));
     let out = wheelfix(d, &["check", "--json", "split"]);
-    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let kinds: Vec<&str> = json["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    let json = support::check_document(&out);
+    let kinds = json.kinds();
     assert!(!kinds.iter().any(|k| k.starts_with("rocm-abi")), "{kinds:?}");
     let out = wheelfix(d, &["check", "--json", "mixed"]);
-    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let kinds: Vec<&str> = json["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    let json = support::check_document(&out);
+    let kinds = json.kinds();
     assert!(kinds.contains(&"rocm-abi-mix") && kinds.contains(&"rocm-abi-label"), "{kinds:?}");
 }
 
@@ -253,8 +251,8 @@ fn a_kpack_reference_the_set_does_not_resolve_is_named_by_show_and_check() {
         text.contains("kpack: p/lib/_k.so needs for gfx950: p/.kpack/foo_lib_gfx950.kpack (not in this wheel"),
         "{text}"
     );
-    let json = support::show_json(d, &wheel, &["--expect-gpu-target", "gfx942"]);
-    assert_eq!(json["kpack_archives"][0]["paths"][0], "p/.kpack/foo_lib_gfx942.kpack", "{json}");
+    let json = support::show_report(d, &wheel, &["--expect-gpu-target", "gfx942"]);
+    assert_eq!(json.kpack_archives[0].paths[0], "p/.kpack/foo_lib_gfx942.kpack", "{json:?}");
 
     let out = wheelfix(d, &["check", "gfx942", "gfx950"]);
     assert_eq!(out.status.code(), Some(1));

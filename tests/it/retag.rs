@@ -11,6 +11,7 @@ use support::elfgen::ElfSpec;
 use support::python::{cc_extension, pip_install_and_run, python_tag, run, system_python};
 use support::wheelgen::WheelSpec;
 use support::{stderr, stdout, wheelfix};
+use wheelfix::report::outcome::RetagEntry;
 
 /// Verify a wheel with Python's zipfile: every RECORD row's hash and size, every member listed.
 /// Returns the WHEEL file's text.
@@ -245,8 +246,8 @@ fn a_retagged_real_extension_installs_with_pip_and_imports() {
         .write(dir.path());
     let out = retag(dir.path(), &["--json", "-w", "out", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let tag = result[0]["platform_tag"].as_str().unwrap().to_string();
+    let result: Vec<RetagEntry> = support::entries(&out, &[]);
+    let tag = result[0].platform_tag.clone().unwrap();
     assert!(tag.starts_with("manylinux_2_"), "{tag}");
     let written = only_wheel(&dir.path().join("out"));
     assert!(written.to_str().unwrap().contains(&tag));
@@ -340,15 +341,15 @@ fn a_claim_lowered_to_linux_says_which_library_forced_it() {
         "{said}"
     );
     let json = retag(d, &["--json", "-w", "out2", wheel.to_str().unwrap()]);
-    let entry: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert!(entry[0]["lowered"].as_str().unwrap().starts_with("manylinux_2_28_x86_64, but it needs"), "{entry}");
+    let entry: Vec<RetagEntry> = support::entries(&json, &[]);
+    assert!(entry[0].lowered.as_deref().unwrap().starts_with("manylinux_2_28_x86_64, but it needs"), "{entry:?}");
     // The release page calls the lowered tag measured, and says what keeps it from the next.
     let out = wheelfix(d, &["index", "-o", "site", "out"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let page: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();
-    let file = &page["files"][0];
-    assert_eq!((file["tag"].as_str(), file["basis"].as_str()), (Some("linux_x86_64"), Some("measured")), "{page:#}");
-    let note = file["tag_note"].as_str().unwrap();
+    let page = support::release_page(&d.join("site/release.json"));
+    let file = &page.files[0];
+    assert_eq!((file.tag.as_deref(), file.basis.as_deref()), (Some("linux_x86_64"), Some("measured")), "{page:#?}");
+    let note = &file.tag_note;
     assert!(note.contains("meet no more compatible tag") && note.contains("libwheelfix_nowhere.so.3"), "{note}");
     // A wheel whose tag stays says nothing of it.
     let kept = ext_wheel("kept", "cp312-cp312-linux_x86_64", ElfSpec::extension("_core")).write(d);

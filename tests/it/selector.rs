@@ -135,9 +135,8 @@ fn one_selector_from_every_platform_in_any_order() {
         std::fs::write(set.join(name), bytes).unwrap();
     }
     let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kinds: Vec<&str> = report["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
-    assert!(!kinds.iter().any(|k| k.contains("extra")), "{report:#}");
+    let report = support::check_document(&out);
+    assert!(!report.kinds().iter().any(|k| k.contains("extra")), "{report:#?}");
 }
 
 #[test]

@@ -16,6 +16,9 @@ use support::hip::{STUB, bundler_unbundle, bundles, library, load_with_stub, obj
 use support::python::{assert_true_record, run, system_python, tools_venv};
 use support::wheelgen::WheelSpec;
 use support::{read_member, stderr, stdout, wheelfix, wheelfix_env};
+use wheelfix::check::{Finding, Severity};
+use wheelfix::gpu::{Container, Count};
+use wheelfix::report::split::SplitOutcome;
 
 /// The release's version: a ROCm build's, with its local label.
 const VERSION: &str = "1.0+rocm7.1.0";
@@ -346,15 +349,11 @@ impl SplitSet {
 
     /// `check --json` of a set: its exit code, and its errors and kpack warnings (the others
     /// are of the versions: no `+rocm` label on this test's wheels).
-    fn check(&self, set: &Path) -> (Option<i32>, Vec<serde_json::Value>) {
+    fn check(&self, set: &Path) -> (Option<i32>, Vec<Finding>) {
         let d = self.d.as_path();
         let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let errors = report["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["severity"] == "error" || f["kind"].as_str().is_some_and(|k| k.starts_with("kpack-")));
+        let report = support::check_document(&out);
+        let errors = report.findings.iter().filter(|f| f.severity == Severity::Error || f.kind.starts_with("kpack-"));
         (out.status.code(), errors.cloned().collect::<Vec<_>>())
     }
 
@@ -382,8 +381,8 @@ impl SplitSet {
             String::from_utf8(read_member(&out_dir.join(&written[i]), &path)).unwrap()
         };
         let device = device_metadata(4, "fatpkg_device_gfx942");
-        assert!(device.contains("Requires-Dist: fatpkg==1.0+rocm7.1.0\n"), "{device}");
-        assert!(!device.contains("gfx11"), "{device}");
+        assert!(device.contains("Requires-Dist: fatpkg==1.0+rocm7.1.0\n"), "{device:?}");
+        assert!(!device.contains("gfx11"), "{device:?}");
         // TheRock's packaging chain: the family directory's files (`amd-gfx11xx/`) are a wheel of
         // their own, which the gfx1100 wheel requires and the gfx1100 extra brings too.
         let gfx1100 = device_metadata(2, "fatpkg_device_gfx1100");
@@ -452,11 +451,8 @@ impl SplitSet {
         let said: Vec<(&str, bool)> = findings
             .iter()
             .map(|f| {
-                let m = f["message"].as_str().unwrap();
-                (
-                    f["kind"].as_str().unwrap(),
-                    m.contains("1 of 3 wrappers") && m.contains("#2,") && m.contains("gfx90a"),
-                )
+                let m = f.message.as_str();
+                (f.kind.as_str(), m.contains("1 of 3 wrappers") && m.contains("#2,") && m.contains("gfx90a"))
             })
             .collect();
         assert_eq!((code, said), (Some(0), vec![("kpack-kernel-not-built", true); 2]), "{findings:#?}");
@@ -484,11 +480,11 @@ impl SplitSet {
             assert_eq!(code, Some(1), "{set}: {findings:#?}");
             let text = serde_json::to_string(&findings).unwrap();
             assert!(text.contains("gfx942"), "{set}: {text}");
-            let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+            let kinds: Vec<&str> = findings.iter().map(|f| f.kind.as_str()).collect();
             if set == "only-other" {
                 // Wrappers #1 and #2 have code for no processor in the whole set: lost, an error.
-                let lost = findings.iter().find(|f| f["kind"] == "kpack-kernel-missing").expect(&text);
-                assert!(lost["message"].as_str().unwrap().contains("2 of 3 wrappers"), "{text}");
+                let lost = findings.iter().find(|f| f.kind == "kpack-kernel-missing").expect(&text);
+                assert!(lost.message.as_str().contains("2 of 3 wrappers"), "{text}");
             } else if swap.is_some() {
                 // The other build's archive lacks wrappers that have code for other processors:
                 // a warning, as a unit built for fewer targets would be; its other binary has no
@@ -518,14 +514,8 @@ impl SplitSet {
         // size; the gfx942 command, run as printed, installs the host and the gfx942 device wheel.
         let out = wheelfix(d, &["index", "-o", "site", out_dir.to_str().unwrap()]);
         assert!(out.status.success(), "{}", stderr(&out));
-        let page: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(d.join("site/release.json")).unwrap()).unwrap();
-        let rows: Vec<(&str, &str)> = page["devices"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| (r["target"].as_str().unwrap(), r["install"].as_str().unwrap()))
-            .collect();
+        let page = support::release_page(&d.join("site/release.json"));
+        let rows: Vec<(&str, &str)> = page.devices.iter().map(|r| (r.target.as_str(), r.install.as_str())).collect();
         assert_eq!(
             rows,
             [
@@ -549,9 +539,8 @@ impl SplitSet {
             &["index", "-o", "site-selected", "--site-url", &selected_url, out_dir.to_str().unwrap(), "selected"],
         );
         assert!(out.status.success(), "{}", stderr(&out));
-        let selected: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(d.join("site-selected/release.json")).unwrap()).unwrap();
-        assert_eq!(selected["rocm"], serde_json::json!(["7.1.0"]), "{selected}");
+        let selected = support::release_page(&d.join("site-selected/release.json"));
+        assert_eq!(selected.rocm, ["7.1.0"], "{selected:#?}");
         // `site` renders the same page under the landing page, whose command installs everything.
         let out = wheelfix(d, &["site", "-o", "public", "site"]);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -640,22 +629,21 @@ impl SplitSet {
             (self.d.as_path(), &self.originals[..], &self.out_dir, &self.written[..]);
         // wheelfix reads its own output: the host's binaries as split out, the device wheel's
         // archives with their targets.
-        let report = support::show_json(d, &host, &[]);
+        let report = support::show_report(d, &host, &[]);
         for (member, _, _) in originals {
-            let gpu = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == **member).expect("listed");
-            assert_eq!(gpu["container"], "kpack-split", "{gpu}");
-            assert!(!report.to_string().contains("not loadable"), "{report}");
+            let gpu = report.gpu.iter().find(|g| g.file == **member).expect("listed");
+            assert_eq!(gpu.container, Container::KpackSplit, "{gpu:?}");
+            assert!(!serde_json::to_string(&report).unwrap().contains("not loadable"), "{report:?}");
             assert_eq!(
-                gpu["kpack_search_paths"][0],
+                gpu.kpack_search_paths[0],
                 format!(".kpack/{}_@GFXARCH@.kpack", member.rsplit('/').next().unwrap())
             );
         }
-        let report = support::show_json(d, &out_dir.join(&written[3]), &[]);
-        let targets: Vec<&serde_json::Value> =
-            report["gpu"].as_array().unwrap().iter().map(|g| &g["targets"]).collect();
-        assert_eq!(targets.len(), 2, "{report}");
+        let report = support::show_report(d, &out_dir.join(&written[3]), &[]);
+        let targets: Vec<&Vec<String>> = report.gpu.iter().map(|g| &g.targets).collect();
+        assert_eq!(targets.len(), 2, "{report:?}");
         for t in targets {
-            assert_eq!(*t, serde_json::json!(["gfx90a", "gfx90a:xnack+", "gfx90a:xnack-"]), "{report}");
+            assert_eq!(*t, ["gfx90a", "gfx90a:xnack+", "gfx90a:xnack-"], "{report:?}");
         }
     }
 
@@ -786,7 +774,7 @@ impl SplitSet {
         let aks2 = "fatpkg/lib/aotriton.images/amd-gfx11xx/flash/k.aks2";
         assert!(holds(&names[1], aks2) && !holds(&names[0], aks2) && !holds(&names[2], aks2), "{aks2}");
         let (code, findings) = check(&d.join("family"));
-        let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+        let kinds: Vec<&str> = findings.iter().map(|f| f.kind.as_str()).collect();
         assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{findings:#?}");
         let family = pip_install(d, &d.join("family"), "fatpkg[device-gfx942]", "site-family");
         assert!(!family.join(aks2).exists(), "{aks2} installed with the gfx9 wheel");
@@ -833,7 +821,7 @@ impl SplitSet {
                 assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"), "{member}");
             }
             let (code, findings) = check(&d.join(out));
-            let kinds: Vec<&str> = findings.iter().map(|f| f["kind"].as_str().unwrap()).collect();
+            let kinds: Vec<&str> = findings.iter().map(|f| f.kind.as_str()).collect();
             assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{out}: {findings:#?}");
         };
         every_object_found(&grouped, "grouped", &|member| member.to_string());
@@ -945,12 +933,12 @@ fn thin_prune_files_drops_other_targets_kernel_databases_and_show_counts_them() 
         spec = spec.file(path, vec![i as u8; 5000 + i]);
     }
     let wheel = spec.write(&d.join("in"));
-    let report = support::show_json(d, &wheel, &[]);
-    let counts = &report["kernel_databases"];
-    assert_eq!(counts["gfx942"], serde_json::json!({"objects": 2, "bytes": 5000 + 5004}), "{report}");
-    assert_eq!(counts["gfx90a"]["objects"], 2);
-    assert_eq!(counts["gfx1100"]["objects"], 1);
-    assert_eq!(counts.as_object().unwrap().len(), 3, "{counts}");
+    let report = support::show_report(d, &wheel, &[]);
+    let counts = &report.kernel_databases;
+    assert_eq!(counts["gfx942"], Count { objects: 2, bytes: 5000 + 5004 }, "{report:?}");
+    assert_eq!(counts["gfx90a"].objects, 2);
+    assert_eq!(counts["gfx1100"].objects, 1);
+    assert_eq!(counts.len(), 3, "{counts:?}");
     let text = stdout(&wheelfix(d, &["show", wheel.to_str().unwrap()]));
     assert!(text.contains("kernel databases: gfx90a"), "{text}");
 
@@ -1176,9 +1164,8 @@ fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() 
         }
         // wheelfix's own reader of the set finds nothing wrong either.
         let out = wheelfix(d, &["check", "--json", d.join(name).to_str().unwrap()]);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let errors: Vec<&serde_json::Value> =
-            report["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error").collect();
+        let report = support::check_document(&out);
+        let errors: Vec<&Finding> = report.findings.iter().filter(|f| f.severity == Severity::Error).collect();
         assert!(errors.is_empty(), "{name}: {errors:#?}");
     }
     // An archive damaged in a published device wheel: `check` decodes it and says so.
@@ -1200,8 +1187,8 @@ fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() 
         });
     }
     let out = wheelfix(d, &["check", "--json", damaged_set.to_str().unwrap()]);
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kinds: Vec<&str> = report["findings"].as_array().unwrap().iter().filter_map(|f| f["kind"].as_str()).collect();
+    let report = support::check_document(&out);
+    let kinds: Vec<&str> = report.findings.iter().map(|f| f.kind.as_str()).collect();
     assert!(kinds.contains(&"kpack-archive-damaged"), "{kinds:?}");
     assert_eq!(out.status.code(), Some(1));
 
@@ -1288,8 +1275,8 @@ fn check_and_show_find_split_hosts_whose_wrappers_or_markers_the_runtime_cannot_
     assert!(out.status.success(), "{}", stderr(&out));
     let kinds = |set: &Path| -> Vec<String> {
         let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        report["findings"].as_array().unwrap().iter().filter_map(|f| Some(f["kind"].as_str()?.to_string())).collect()
+        let report = support::check_document(&out);
+        report.findings.iter().map(|f| f.kind.clone()).collect()
     };
     assert!(!kinds(&d.join("clean")).contains(&"kpack-marker-unusable".to_string()), "the split as made is usable");
     let host_name = wheel.file_name().unwrap();
@@ -1396,8 +1383,8 @@ fn split_never_writes_over_what_it_did_not_make_and_refuses_targets_without_code
     let out = wheelfix(d, &["split", "--all-targets", "-w", "gx", gfxarch.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let out = wheelfix(d, &["check", "--json", "gx"]);
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kinds: Vec<&str> = report["findings"].as_array().unwrap().iter().filter_map(|f| f["kind"].as_str()).collect();
+    let report = support::check_document(&out);
+    let kinds: Vec<&str> = report.findings.iter().map(|f| f.kind.as_str()).collect();
     assert!(!kinds.iter().any(|k| k.starts_with("kpack-")), "{kinds:?}");
     // A file in -w that this run did not write, under an output's name: refused, left as it is.
     std::fs::create_dir_all(d.join("taken")).unwrap();
@@ -1576,7 +1563,7 @@ fn device_code_the_python_versions_share_is_stored_once() {
     args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
     let out = wheelfix(d, &args);
     assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Vec<SplitOutcome> = support::entries(&out, &["version"]);
     support::python::validate("split.schema.json", &out.stdout);
 
     let mut files = files_in(&d.join("out"));
@@ -1592,10 +1579,10 @@ fn device_code_the_python_versions_share_is_stored_once() {
             "same_device_gfx950-1.0+rocm7.0.2-py3-none-manylinux_2_28_x86_64.whl",
         ]
     );
-    for (i, wheel) in report.as_array().unwrap().iter().enumerate() {
-        for device in wheel["devices"].as_array().unwrap() {
-            assert_eq!(device["shared"].as_bool().unwrap_or(false), i < 2, "{device}");
-            assert!(d.join(device["wheel"].as_str().unwrap()).exists(), "{device}");
+    for (i, wheel) in report.iter().enumerate() {
+        for device in &wheel.devices {
+            assert_eq!(device.shared, i < 2, "{device:?}");
+            assert!(d.join(&device.wheel).exists(), "{device:?}");
         }
     }
     let shared = d.join("out/same_device_gfx942-1.0+rocm7.0.2-py3-none-manylinux_2_28_x86_64.whl");

@@ -12,7 +12,9 @@ use sha2::Digest;
 use support::elfgen::ElfSpec;
 use support::python::assert_true_record;
 use support::wheelgen::{WheelSpec, write_zip};
-use support::{show_json, stderr, stdout, wheelfix};
+use support::{show_report, stderr, stdout, wheelfix};
+use wheelfix::report::ShowReport;
+use wheelfix::report::outcome::RetagEntry;
 
 fn spec(name: &str) -> WheelSpec {
     WheelSpec::new(name, "1.0", "cp312-cp312-linux_x86_64")
@@ -30,13 +32,8 @@ fn with_record(dir: &Path, spec: &WheelSpec, edit: impl Fn(&str) -> String) -> P
     path
 }
 
-fn problems(report: &serde_json::Value) -> Vec<(String, String)> {
-    report["record"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["problem"].as_str().unwrap().to_string(), f["file"].as_str().unwrap().to_string()))
-        .collect()
+fn problems(report: &ShowReport) -> Vec<(String, String)> {
+    report.record.iter().map(|f| (f.problem.as_str().to_string(), f.file.clone())).collect()
 }
 
 /// Findings as (problem, file).
@@ -130,11 +127,11 @@ fn show_reports_every_stale_record_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
     for (wheel, plain, verified) in variants(dir.path()) {
         let name = wheel.file_name().unwrap().to_str().unwrap().to_string();
-        let report = show_json(dir.path(), &wheel, &[]);
+        let report = show_report(dir.path(), &wheel, &[]);
         let expect: Vec<(String, String)> = plain.iter().map(|(p, f)| (p.to_string(), f.clone())).collect();
         assert_eq!(sorted(problems(&report)), sorted(expect.clone()), "{name}");
-        assert_eq!(report["platform_tag"], "manylinux_2_5_x86_64", "{name}: the wheel is still analysed");
-        let report = show_json(dir.path(), &wheel, &["--verify"]);
+        assert_eq!(report.platform_tag.as_deref(), Some("manylinux_2_5_x86_64"), "{name}: the wheel is still analysed");
+        let report = show_report(dir.path(), &wheel, &["--verify"]);
         let mut all = expect.clone();
         all.extend(verified.iter().map(|(p, f)| (p.to_string(), f.clone())));
         assert_eq!(sorted(problems(&report)), sorted(all), "{name} --verify");
@@ -163,19 +160,14 @@ fn retag_and_repair_write_a_true_record_and_say_what_they_corrected() {
                 "{command} {name}: {}",
                 stderr(&out)
             );
-            let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            let corrected: Vec<&str> = result[0]["record_corrected"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f["problem"].as_str().unwrap())
-                .collect();
+            let result: Vec<RetagEntry> = support::entries(&out, &[]);
+            let corrected: Vec<&str> = result[0].record_corrected.items().iter().map(|f| f.problem.as_str()).collect();
             let mut expect: Vec<&str> = plain.iter().chain(&verified).map(|(p, _)| *p).collect();
             expect.sort();
             let mut got = corrected.clone();
             got.sort();
             assert_eq!(got, expect, "{command} {name}");
-            assert_true_record(&dir.path().join(result[0]["output"].as_str().unwrap()));
+            assert_true_record(&dir.path().join(result[0].output.as_deref().unwrap()));
         }
         // --no-verify still writes a true RECORD for rows that cannot stand.
         let out = wheelfix(dir.path(), &["retag", "--no-verify", "-w", "unverified", wheel.to_str().unwrap()]);
@@ -241,9 +233,9 @@ fn sha384_and_sha512_rows_are_checked() {
         }
         text
     });
-    let report = show_json(dir.path(), &path, &["--verify"]);
+    let report = show_report(dir.path(), &path, &["--verify"]);
     assert_eq!(problems(&report), [("hash".to_string(), "wide/__init__.py".to_string())]);
-    assert_eq!(report["hashes_checked"], true);
+    assert!(report.hashes_checked);
 }
 
 #[test]

@@ -20,7 +20,12 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use support::python::assert_true_record;
-use support::{show_json, stderr, stdout, wheelfix};
+use support::{show_report, stderr, stdout, wheelfix};
+use wheelfix::gpu::Container;
+use wheelfix::report::ShowReport;
+use wheelfix::report::release::CheckDocument;
+use wheelfix::report::thin::ThinOutcome;
+use wheelfix::wheel::RecordProblem;
 
 fn fingerprint(path: &Path) -> (u64, u64, i64, i64, String) {
     let meta = std::fs::metadata(path).unwrap();
@@ -29,25 +34,25 @@ fn fingerprint(path: &Path) -> (u64, u64, i64, i64, String) {
 }
 
 /// The text report agrees with the JSON one on what it states.
-fn text_agrees_with_json(text: &str, json: &serde_json::Value) -> Result<(), String> {
+fn text_agrees_with_json(text: &str, json: &ShowReport) -> Result<(), String> {
     let line_value = |label: &str| text.lines().find_map(|l| l.trim_start().strip_prefix(label)).map(str::trim);
-    if let Some(tag) = json["platform_tag"].as_str()
+    if let Some(tag) = json.platform_tag.as_deref()
         && line_value("platform tag:") != Some(tag)
     {
         return Err(format!("platform tag: text {:?}, json {tag}", line_value("platform tag:")));
     }
-    if json["platform_tag"].is_string() {
-        let retag: Vec<&str> = json["retag_tags"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    if json.platform_tag.is_some() {
+        let retag = support::tag_texts(&json.retag_tags);
         if line_value("retag writes:") != Some(retag.join(".").as_str()) {
             return Err(format!("retag writes: text {:?}, json {retag:?}", line_value("retag writes:")));
         }
     }
-    for soname in json["external_libs"].as_object().unwrap().keys() {
+    for soname in json.external_libs.keys() {
         if !text.contains(soname.as_str()) {
             return Err(format!("external library {soname} missing from the text"));
         }
     }
-    let record = json["record"].as_array().unwrap();
+    let record = &json.record;
     if record.is_empty() == text.contains("RECORD disagrees with the archive") {
         return Err(format!(
             "RECORD findings: json has {}, text says {:?}",
@@ -55,20 +60,28 @@ fn text_agrees_with_json(text: &str, json: &serde_json::Value) -> Result<(), Str
             text.contains("RECORD disagrees")
         ));
     }
-    let targets: Vec<&str> = json["gpu_targets"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let targets = &json.gpu_targets;
     if !targets.is_empty() && !text.contains(&targets.join(", ")) {
         return Err(format!("GPU targets {targets:?} missing from the text"));
     }
-    if json["gpu_only"] == true && !text.contains("GPU-only:") {
+    if json.gpu_only && !text.contains("GPU-only:") {
         return Err("GPU-only in json, not in text".into());
     }
-    if json["pure"] == true && json["gpu_only"] == false && !text.contains("pure:") {
+    if json.pure && !json.gpu_only && !text.contains("pure:") {
         return Err("pure in json, not in text".into());
     }
-    if json["pure"] == false && text.contains("  pure:") {
+    if !json.pure && text.contains("  pure:") {
         return Err("pure in text, not in json".into());
     }
     Ok(())
+}
+
+/// The one report of `show --json`'s output, typed: JSON that does not read back into the
+/// report is a problem of the sweep, not a panic that ends it.
+fn read_report(out: &std::process::Output) -> Result<ShowReport, String> {
+    let printed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).map_err(|e| format!("no JSON ({e})"))?;
+    let entry = printed.into_iter().next().ok_or("no entry")?;
+    support::try_typed::<wheelfix::report::ShowJsonEntry>(entry, &[]).map(|e| e.report)
 }
 
 /// Reasons `repair` may give for refusing a wheel: real limits, named.
@@ -114,26 +127,30 @@ fn every_command_on_real_wheels() {
             problems.push(format!("{name}: show refused it: {}", stderr(&json_out)));
             continue;
         }
-        let report: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
-        let report = &report[0];
-        if let Err(e) = text_agrees_with_json(&stdout(&text_out), report) {
+        let report = match read_report(&json_out) {
+            Ok(report) => report,
+            Err(e) => {
+                problems.push(format!("{name}: show --json: {e}"));
+                continue;
+            }
+        };
+        if let Err(e) = text_agrees_with_json(&stdout(&text_out), &report) {
             problems.push(format!("{name}: show's text and JSON disagree: {e}"));
         }
-        for (key, label) in [("pure", "pure"), ("gpu_only", "gpu-only")] {
-            if report[key] == true {
+        for (set, label) in [(report.pure, "pure"), (report.gpu_only, "gpu-only")] {
+            if set {
                 *counts.entry(label).or_default() += 1;
             }
         }
-        if !report["record"].as_array().unwrap().is_empty() {
+        if !report.record.is_empty() {
             *counts.entry("stale RECORD (show)").or_default() += 1;
-            let kinds: std::collections::BTreeSet<&str> =
-                report["record"].as_array().unwrap().iter().map(|f| f["problem"].as_str().unwrap()).collect();
+            let kinds: std::collections::BTreeSet<&str> = report.record.iter().map(|f| f.problem.as_str()).collect();
             stale.push(format!("{name}: {}", kinds.into_iter().collect::<Vec<_>>().join(", ")));
         }
-        if report["unaudited"].is_string() {
+        if report.unaudited.is_some() {
             *counts.entry("no policy applies").or_default() += 1;
         }
-        if !report["gpu_targets"].as_array().unwrap().is_empty() {
+        if !report.gpu_targets.is_empty() {
             *counts.entry("with GPU targets").or_default() += 1;
         }
 
@@ -141,14 +158,12 @@ fn every_command_on_real_wheels() {
         if !verify.status.success() {
             problems.push(format!("{name}: show --verify refused it: {}", stderr(&verify)));
         } else {
-            let v: serde_json::Value = serde_json::from_slice(&verify.stdout).unwrap();
-            let hashes: Vec<&str> = v[0]["record"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|f| f["problem"] == "hash")
-                .map(|f| f["file"].as_str().unwrap())
-                .collect();
+            let verified = read_report(&verify).unwrap_or_else(|e| {
+                problems.push(format!("{name}: show --verify --json: {e}"));
+                ShowReport::default()
+            });
+            let hashes: Vec<&str> =
+                verified.record.iter().filter(|f| f.problem == RecordProblem::Hash).map(|f| f.file.as_str()).collect();
             if !hashes.is_empty() {
                 *counts.entry("stale RECORD hash (show --verify)").or_default() += 1;
                 stale.push(format!("{name}: hash of {}", hashes.join(", ")));
@@ -166,13 +181,7 @@ fn every_command_on_real_wheels() {
 
         // thin to the first AMDGPU target of its device code (a wheel without any is copied as it is),
         // and `show` on the result reports only that target.
-        let first_target = report["gpu_targets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|t| t.as_str())
-            .find(|t| t.starts_with("gfx"))
-            .map(str::to_string);
+        let first_target = report.gpu_targets.iter().find(|t| t.starts_with("gfx")).cloned();
         let thinned = w.join("thinned");
         let target = first_target.clone().unwrap_or_else(|| "gfx942".into());
         let thin = wheelfix(
@@ -182,30 +191,24 @@ fn every_command_on_real_wheels() {
         match check_output(&thin, wheel, w, umask_mode) {
             Ok(changed) => {
                 *counts.entry(if changed { "thin: rewritten" } else { "thin: copied as it is" }).or_default() += 1;
-                let result: serde_json::Value = serde_json::from_slice(&thin.stdout).unwrap();
+                let result: Vec<ThinOutcome> = support::entries(&thin, &["version", "kept", "dropped"]);
                 if changed {
-                    let output = w.join(result[0]["output"].as_str().unwrap());
-                    let after = show_json(w, &output, &[]);
-                    let bundled: Vec<&serde_json::Value> = after["gpu"]
-                        .as_array()
-                        .unwrap()
+                    let output = w.join(result[0].output.as_deref().unwrap());
+                    let after = show_report(w, &output, &[]);
+                    let bundles = [Container::HipFatbin, Container::OffloadBundle, Container::CompressedOffloadBundle];
+                    let others: Vec<&String> = after
+                        .gpu
                         .iter()
-                        .filter(|g| {
-                            ["hip-fatbin", "offload-bundle", "compressed-offload-bundle"]
-                                .contains(&g["container"].as_str().unwrap())
-                        })
-                        .collect();
-                    let others: Vec<String> = bundled
-                        .iter()
-                        .flat_map(|g| g["targets"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()))
+                        .filter(|g| bundles.contains(&g.container))
+                        .flat_map(|g| &g.targets)
                         .filter(|t| t.split(':').next() != Some(target.as_str()) && !t.contains("generic"))
                         .collect();
                     if !others.is_empty() {
                         problems.push(format!("{name}: thin to {target} left {others:?} in its bundles"));
                     }
                     thin_sizes.push(format!(
-                        "{name}: {} -> {} bytes ({target})",
-                        result[0]["size_before"], result[0]["size_after"]
+                        "{name}: {:?} -> {:?} bytes ({target})",
+                        result[0].size_before, result[0].size_after
                     ));
                 }
             }
@@ -213,7 +216,7 @@ fn every_command_on_real_wheels() {
         }
         let _ = std::fs::remove_dir_all(&thinned);
 
-        let linux = report["platform_tag"].is_string();
+        let linux = report.platform_tag.is_some();
         if linux {
             let repaired = w.join("repaired");
             let repair = wheelfix(w, &["repair", "--json", "-w", repaired.to_str().unwrap(), arg]);
@@ -243,16 +246,17 @@ fn every_command_on_real_wheels() {
         problems.push(format!("index: {}", stderr(&index)));
     }
     let check = wheelfix(w, &["check", "--json", dir.to_str().unwrap()]);
-    match serde_json::from_slice::<serde_json::Value>(&check.stdout) {
-        Ok(findings) => {
-            for f in findings["findings"].as_array().unwrap() {
+    let document = serde_json::from_slice(&check.stdout).map_err(|e| e.to_string());
+    match document.and_then(|printed| support::try_typed::<CheckDocument>(printed, &[])) {
+        Ok(document) => {
+            for f in &document.findings {
                 *counts.entry("check findings").or_default() += 1;
-                if f["kind"] == "unreadable" {
-                    problems.push(format!("check could not read a wheel: {}", f["message"]));
+                if f.kind == "unreadable" {
+                    problems.push(format!("check could not read a wheel: {}", f.message));
                 }
             }
         }
-        Err(e) => problems.push(format!("check printed no JSON ({e}): {}", stderr(&check))),
+        Err(e) => problems.push(format!("check --json ({e}): {}", stderr(&check))),
     }
 
     for (wheel, b) in wheels.iter().zip(&before) {

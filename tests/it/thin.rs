@@ -17,6 +17,8 @@ use support::hip::{
 use support::python::{assert_true_record, pip_install_and_run, run};
 use support::wheelgen::WheelSpec;
 use support::{read_member, stderr, stdout, wheelfix};
+use wheelfix::gpu::Container;
+use wheelfix::report::thin::ThinOutcome;
 
 const KERNEL: &str = r#"
 #define __global__ __attribute__((global))
@@ -138,11 +140,11 @@ fn thinned_bundles_hold_exactly_the_kept_targets_as_clangs_bundler_reads_them() 
             "the download shrinks"
         );
 
-        let report = support::show_json(d, &thinned, &[]);
-        assert_eq!(report["gpu_targets"], serde_json::json!(["gfx90a", "gfx942"]), "{report}");
-        let lib = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == "fatpkg/libk.so").unwrap().clone();
-        assert_eq!(lib["targets"], serde_json::json!(["gfx942"]));
-        assert_eq!(lib["objects"], 3);
+        let report = support::show_report(d, &thinned, &[]);
+        assert_eq!(report.gpu_targets, ["gfx90a", "gfx942"], "{report:?}");
+        let lib = report.gpu.iter().find(|g| g.file == "fatpkg/libk.so").unwrap().clone();
+        assert_eq!(lib.targets, ["gfx942"]);
+        assert_eq!(lib.objects, 3);
 
         // The same input gives the same bytes.
         let again_dir = format!("{out_dir}-again");
@@ -179,8 +181,8 @@ fn generic_targets_and_target_features_are_kept_as_the_runtime_would_load_them()
         kept.sort();
         kept.dedup();
         assert_eq!(kept, *expected, "{target}");
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(json[0]["dropped"].as_object().unwrap().contains_key("gfx942"), "{json}");
+        let thinned: Vec<ThinOutcome> = support::entries(&out, &["version", "kept", "dropped"]);
+        assert!(thinned[0].totals().1.contains_key("gfx942"), "{thinned:?}");
     }
 }
 
@@ -255,8 +257,8 @@ fn missing_targets_fail_unless_allowed_and_files_are_pruned_when_asked() {
         names.contains(&"mpkg/k_gfx942.co".to_string()) && !names.contains(&"mpkg/k_gfx90a.co".to_string()),
         "{names:?}"
     );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json[0]["pruned"][0]["file"], "mpkg/k_gfx90a.co", "{json}");
+    let thinned: Vec<ThinOutcome> = support::entries(&out, &["version", "kept", "dropped"]);
+    assert_eq!(thinned[0].pruned[0].file, "mpkg/k_gfx90a.co", "{thinned:?}");
 
     // Without --prune-files, standalone files stay and are listed.
     let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "kept", w]);
@@ -305,10 +307,10 @@ fn a_fat_library_without_section_headers_is_listed_and_refused_not_copied_fat() 
         .file("nosh/libk.so", lib)
         .write(&d.join("in"));
     let w = wheel.to_str().unwrap();
-    let report = support::show_json(d, &wheel, &[]);
-    let lib = report["gpu"].as_array().unwrap().iter().find(|g| g["file"] == "nosh/libk.so").expect("listed").clone();
-    assert!(lib["targets"].as_array().unwrap().iter().any(|t| t == "gfx942"), "{lib}");
-    assert!(lib.to_string().contains("no section header table"), "{lib}");
+    let report = support::show_report(d, &wheel, &[]);
+    let lib = report.gpu.iter().find(|g| g.file == "nosh/libk.so").expect("listed").clone();
+    assert!(lib.targets.iter().any(|t| t == "gfx942"), "{lib:?}");
+    assert!(lib.notes.join("\n").contains("no section header table"), "{lib:?}");
     for command in ["thin", "split"] {
         let out = wheelfix(d, &[command, "--gpu-target", "gfx942", "-w", command, w]);
         assert_eq!(out.status.code(), Some(1), "{command}: {}", stderr(&out));
@@ -351,8 +353,8 @@ fn in_place_thinning_replaces_the_input_with_the_thinned_wheel() {
     let out = wheelfix(d, &["thin", "--gpu-target", "gfx90a", "--in-place", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_true_record(&wheel);
-    let report = support::show_json(d, &wheel, &[]);
-    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx90a"]), "{report}");
+    let report = support::show_report(d, &wheel, &[]);
+    assert_eq!(report.gpu_targets, ["gfx90a"], "{report:?}");
     let leftovers: Vec<_> = std::fs::read_dir(d.join("in")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers.len(), 1, "{leftovers:?}");
 }
@@ -430,8 +432,8 @@ fn thinning_copies_the_original_deflate_blocks_of_what_stays() {
     // The same content either way, and a wheel that Python's zipfile and pip's RECORD check accept.
     assert!(read_member(&from_deflated, "bigfat/big.so") == read_member(&from_stored, "bigfat/big.so"));
     assert_true_record(&from_deflated);
-    let report = support::show_json(d, &from_deflated, &[]);
-    assert_eq!(report["gpu_targets"], serde_json::json!(["gfx942"]), "{report}");
+    let report = support::show_report(d, &from_deflated, &[]);
+    assert_eq!(report.gpu_targets, ["gfx942"], "{report:?}");
     // About as small as the original's compression of what stays.
     let size = |w: &Path| std::fs::metadata(w).unwrap().len();
     assert!(size(&from_deflated) < size(&deflated) / 2, "{} of {}", size(&from_deflated), size(&deflated));
@@ -486,14 +488,14 @@ fn bundles_in_a_data_section_are_thinned_where_they_lie() {
     for ids in &after_ids {
         assert_eq!(ids, &["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx942"]);
     }
-    let report = support::show_json(d, &thinned, &[]);
-    let gpu = report["gpu"].as_array().unwrap();
-    let bundled = gpu.iter().find(|g| g["container"] == "bundle-in-data").unwrap();
-    assert_eq!(bundled["targets"], serde_json::json!(["gfx942"]));
-    assert_eq!(bundled["objects"], 3);
+    let report = support::show_report(d, &thinned, &[]);
+    let gpu = report.gpu;
+    let bundled = gpu.iter().find(|g| g.container == Container::BundleInData).unwrap();
+    assert_eq!(bundled.targets, ["gfx942"]);
+    assert_eq!(bundled.objects, 3);
     // The code object outside the bundles is left as it is, and listed.
-    let lone = gpu.iter().find(|g| g["container"] == "embedded-code-object").unwrap();
-    assert_eq!(lone["targets"], serde_json::json!(["gfx950"]));
+    let lone = gpu.iter().find(|g| g.container == Container::EmbeddedCodeObject).unwrap();
+    assert_eq!(lone.targets, ["gfx950"]);
     assert!(stdout(&out).contains("genk/_gen.so: left as it is (embedded-code-object): gfx950"), "{}", stdout(&out));
 }
 
@@ -506,10 +508,10 @@ fn bundles_in_hccs_kernel_section_are_listed_and_left_as_they_are() {
     let host = host_with_bundles_in(".kernel", "_hcc", &bundles, amdgpu_object(GFX950, 2));
     let wheel =
         WheelSpec::new("hcck", "1.0", "cp37-cp37m-linux_x86_64").file("hcck/_hcc.so", host).write(&d.join("in"));
-    let report = support::show_json(d, &wheel, &[]);
-    let bundled = report["gpu"].as_array().unwrap().iter().find(|g| g["container"] == "bundle-in-data").unwrap();
-    assert_eq!(bundled["objects"], 4, "{bundled}");
-    assert!(bundled["notes"].to_string().contains("HCC"), "{bundled}");
+    let report = support::show_report(d, &wheel, &[]);
+    let bundled = report.gpu.iter().find(|g| g.container == Container::BundleInData).unwrap();
+    assert_eq!(bundled.objects, 4, "{bundled:?}");
+    assert!(bundled.notes.join("\n").contains("HCC"), "{bundled:?}");
     let out = wheelfix(d, &["thin", "--gpu-target", "gfx942", "-w", "out", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("hcck/_hcc.so: left as it is (bundle-in-data): gfx90a gfx942"), "{}", stdout(&out));

@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::elfgen::ElfSpec;
 use support::python::assert_true_record;
 use support::wheelgen::{WheelSpec, write_zip};
-use support::{show_json, stderr, stdout, wheelfix};
+use support::{show_report, stderr, stdout, wheelfix};
 
 fn ext_wheel(name: &str, tag: &str) -> WheelSpec {
     WheelSpec::new(name, "1.0", tag)
@@ -473,10 +473,14 @@ fn windows_and_macos_wheels_are_not_pure() {
             .file(&format!("{name}/helper.dll"), bytes)
             .file(&format!("{name}/__init__.py"), "")
             .write(d);
-        let report = show_json(d, &wheel, &[]);
-        assert_eq!(report["pure"], false, "{name}: {report}");
-        assert_eq!(report["binaries"][format], 2, "{name}");
-        assert!(report["unaudited"].as_str().unwrap().starts_with(why), "{name}: {report}");
+        let report = show_report(d, &wheel, &[]);
+        assert!(!report.pure, "{name}: {report:?}");
+        let binaries = match format {
+            "pe" => report.binaries.pe,
+            _ => report.binaries.mach_o,
+        };
+        assert_eq!(binaries, 2, "{name}");
+        assert!(report.unaudited.as_deref().unwrap().starts_with(why), "{name}: {report:?}");
         let out = wheelfix(d, &["show", wheel.to_str().unwrap()]);
         assert!(stdout(&out).contains(why) && !stdout(&out).contains("pure:"), "{}", stdout(&out));
         let out = wheelfix(d, &["retag", "-w", "out", wheel.to_str().unwrap()]);
@@ -524,16 +528,16 @@ fn musl_wheels_audited_on_a_glibc_host() {
     let wheel = WheelSpec::new("muslpkg", "1.0", "cp312-cp312-linux_x86_64")
         .file("muslpkg/_core.so", musl_extension())
         .write(d);
-    let report = show_json(d, &wheel, &[]);
-    assert_eq!(report["platform_tag"], "musllinux_1_2_x86_64", "{report}");
-    assert!(report["external_libs"].get("libc.so").is_none(), "{report}");
+    let report = show_report(d, &wheel, &[]);
+    assert_eq!(report.platform_tag.as_deref(), Some("musllinux_1_2_x86_64"), "{report:?}");
+    assert!(!report.external_libs.contains_key("libc.so"), "{report:?}");
     // A musllinux_1_1 claim cannot be disproved by symbol versions: it stays.
     let old = WheelSpec::new("oldmusl", "1.0", "cp312-cp312-musllinux_1_1_x86_64")
         .file("oldmusl/_core.so", musl_extension())
         .write(d);
-    let report = show_json(d, &old, &[]);
-    assert_eq!(report["platform_tag"], "musllinux_1_1_x86_64", "{report}");
-    assert_eq!(report["claims"][0]["honoured"], true, "{report}");
+    let report = show_report(d, &old, &[]);
+    assert_eq!(report.platform_tag.as_deref(), Some("musllinux_1_1_x86_64"), "{report:?}");
+    assert!(report.claims[0].honoured, "{report:?}");
     let before = fingerprint(&old);
     let out = wheelfix(d, &["retag", "--in-place", old.to_str().unwrap()]);
     assert!(out.status.success() && stdout(&out).contains("already true"), "{}{}", stdout(&out), stderr(&out));
@@ -556,8 +560,8 @@ fn a_claim_blocked_by_an_external_library_names_the_library() {
         ElfSpec::extension("_core").needs_version("f", "libc.so.6", "GLIBC_2.17").needs("libfakenuma.so.1").build();
     let wheel =
         WheelSpec::new("plugin", "1.0", "cp312-cp312-manylinux_2_27_x86_64").file("plugin/_core.so", ext).write(d);
-    let report = show_json(d, &wheel, &["--ldpaths", libs.to_str().unwrap()]);
-    let reason = report["claims"][0]["reason"].as_str().unwrap();
+    let report = show_report(d, &wheel, &["--ldpaths", libs.to_str().unwrap()]);
+    let reason = report.claims[0].reason.as_deref().unwrap();
     assert!(reason.contains("external library libfakenuma.so.1"), "{reason}");
     assert!(!reason.contains("GLIBC_2.33"), "{reason}");
 }
@@ -574,10 +578,10 @@ fn an_android_claim_that_is_kept_says_so() {
     .for_arch(183, true, true, 0)
     .build();
     let wheel = WheelSpec::new("spam", "0.1.0", "cp313-cp313-android_24_arm64_v8a").file("spam.so", so).write(d);
-    let report = show_json(d, &wheel, &["--ldpaths", "/nonexistent"]);
-    let reason = report["claims"][0]["reason"].as_str().unwrap();
+    let report = show_report(d, &wheel, &["--ldpaths", "/nonexistent"]);
+    let reason = report.claims[0].reason.as_deref().unwrap();
     assert!(reason.contains("the tag stays"), "{reason}");
-    assert_eq!(report["retag_tags"], serde_json::json!(["android_24_arm64_v8a"]));
+    assert_eq!(support::tag_texts(&report.retag_tags), ["android_24_arm64_v8a"]);
 }
 
 #[test]
@@ -593,13 +597,8 @@ fn check_reports_stale_records_and_unreadable_files() {
     write_zip(&set.join("norec-1.0-cp312-cp312-manylinux_2_17_x86_64.whl"), &members[..members.len() - 1]);
     let out = wheelfix(d, &["check", "--json", "set"]);
     assert_eq!(out.status.code(), Some(1));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kinds: Vec<(&str, &str)> = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["kind"].as_str().unwrap(), f["message"].as_str().unwrap()))
-        .collect();
+    let report = support::check_document(&out);
+    let kinds: Vec<(&str, &str)> = report.findings.iter().map(|f| (f.kind.as_str(), f.message.as_str())).collect();
     assert!(kinds.iter().any(|(k, m)| *k == "stale-record" && m.contains("stale-1.0")), "{kinds:?}");
     assert!(kinds.iter().any(|(k, m)| *k == "unreadable" && m.contains("broken-1.0")), "{kinds:?}");
     assert!(

@@ -12,24 +12,17 @@ use support::http::Server;
 use support::python::tools_venv;
 use support::sets::py3_wheel;
 use support::{stderr, wheelfix, wheelfix_env};
+use wheelfix::report::release::CheckDocument;
 
 /// `(kind, severity, message)` of every finding of `check --json args`, and the exit code.
-fn check(d: &Path, args: &[&str]) -> (i32, Vec<(String, String, String)>, serde_json::Value) {
+fn check(d: &Path, args: &[&str]) -> (i32, Vec<(String, String, String)>, CheckDocument) {
     let mut all = vec!["check", "--json"];
     all.extend_from_slice(args);
     let path = format!("{}:{}", tools_venv().join("bin").display(), std::env::var("PATH").unwrap_or_default());
     let out = wheelfix_env(d, &all, &[("PATH", &path)]);
-    let value: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}\n{}", stderr(&out), support::stdout(&out)));
-    let list = value["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            let s = |k: &str| f[k].as_str().unwrap().to_string();
-            (s("kind"), s("severity"), s("message"))
-        })
-        .collect();
+    let value = support::check_document(&out);
+    let list =
+        value.findings.iter().map(|f| (f.kind.clone(), f.severity.as_str().to_string(), f.message.clone())).collect();
     (out.status.code().unwrap(), list, value)
 }
 
@@ -64,7 +57,7 @@ fn check_upstream_finds_collisions_and_shadows() {
     let upstream = server.url("upstream/");
 
     let (code, list, value) = check(d, &["--upstream", &upstream, "loose"]);
-    support::python::validate("check.schema.json", value.to_string().as_bytes());
+    support::python::validate("check.schema.json", serde_json::to_string(&value).unwrap().as_bytes());
     assert_eq!(code, 1, "{list:#?}");
     let has = |list: &[(String, String, String)], kind: &str, text: &str| {
         list.iter().any(|(k, _, m)| k == kind && m.contains(text))
@@ -152,12 +145,11 @@ fn check_resolve_with_pip_and_uv_reports_upstream_and_forbidden_distributions() 
         args.extend_from_slice(&base);
         let (code, list, value) = check(d, &args);
         assert_eq!(code, 1, "{resolver}: {list:#?}");
-        support::python::validate("check.schema.json", value.to_string().as_bytes());
-        let resolution = &value["resolution"];
-        assert!(resolution["resolver"].as_str().unwrap().starts_with(resolver), "{resolution:#}");
-        let names: Vec<&str> =
-            resolution["distributions"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["nixl", "nixl-cu12", "rocm-stack"], "{resolver}: {resolution:#}");
+        support::python::validate("check.schema.json", serde_json::to_string(&value).unwrap().as_bytes());
+        let resolution = value.resolution.as_ref().unwrap();
+        assert!(resolution.resolver.starts_with(resolver), "{resolution:#?}");
+        let names: Vec<&str> = resolution.distributions.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["nixl", "nixl-cu12", "rocm-stack"], "{resolver}: {resolution:#?}");
         let kinds: Vec<&str> = list.iter().map(|(k, _, _)| k.as_str()).collect();
         assert_eq!(kinds, ["resolve-forbidden", "resolve-upstream"], "{resolver}: {list:#?}");
         assert!(list[0].2.contains("nixl-cu12 1.0") && list[0].2.contains("`*-cu1[0-9]`"), "{list:#?}");
@@ -175,12 +167,8 @@ fn check_resolve_with_pip_and_uv_reports_upstream_and_forbidden_distributions() 
     args.extend_from_slice(&base);
     let (code, list, value) = check(d, &args);
     assert_eq!((code, list.len()), (0, 0), "{list:#?}");
-    let nixl = &value["resolution"]["distributions"][0];
-    assert_eq!(
-        (nixl["name"].as_str(), nixl["version"].as_str()),
-        (Some("nixl"), Some("1.5.0+rocm10.1.0")),
-        "{value:#}"
-    );
+    let nixl = &value.resolution.as_ref().unwrap().distributions[0];
+    assert_eq!((nixl.name.as_str(), nixl.version.as_str()), ("nixl", "1.5.0+rocm10.1.0"), "{value:#?}");
 
     // An exact labelled pin resolves from the set alone with pip; uv, which searches
     // --extra-index-url first and stops there, finds no resolution, with its own message.
@@ -188,7 +176,7 @@ fn check_resolve_with_pip_and_uv_reports_upstream_and_forbidden_distributions() 
     args.extend_from_slice(&base);
     let (code, list, value) = check(d, &args);
     assert_eq!((code, list.len()), (0, 0), "{list:#?}");
-    assert_eq!(value["resolution"]["distributions"][0]["version"], "0.1.9+rocm10.1.0");
+    assert_eq!(value.resolution.unwrap().distributions[0].version, "0.1.9+rocm10.1.0");
     args.extend(["--resolver", "uv"]);
     let (code, list, _) = check(d, &args);
     assert_eq!(code, 1);
@@ -269,17 +257,12 @@ fn check_resolve_with_pip_admits_every_older_manylinux_tag() {
     let machine = std::env::var("PATH").unwrap_or_default();
     for (which, path) in [("the test environment's pip", tools), ("the machine's python3", machine)] {
         let out = wheelfix_env(d, &args, &[("PATH", &path)]);
-        let value: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{which}: {}\n{}", stderr(&out), support::stdout(&out)));
-        assert_eq!(out.status.code(), Some(0), "{which}: {value:#}\n{}", stderr(&out));
-        let names: Vec<&str> = value["resolution"]["distributions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["app", "lib"], "{which}: {value:#}");
-        let command = value["resolution"]["command"].to_string();
+        let value = support::check_document(&out);
+        assert_eq!(out.status.code(), Some(0), "{which}: {value:#?}\n{}", stderr(&out));
+        let resolution = value.resolution.as_ref().unwrap();
+        let names: Vec<&str> = resolution.distributions.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["app", "lib"], "{which}: {value:#?}");
+        let command = resolution.command.join(" ");
         assert!(command.contains("manylinux2014_x86_64") && command.contains("manylinux_2_5_x86_64"), "{command}");
     }
 }

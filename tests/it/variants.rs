@@ -14,7 +14,8 @@ use support::gpugen::{GFX942, GFX950, bundle_for, host_with_fatbin};
 use support::hip::{bundler_list, bundles, library, objects};
 use support::python::{assert_true_record, run, tools_venv, validate};
 use support::wheelgen::{WheelSpec, write_zip};
-use support::{read_member, show_json, stderr, stdout, wheelfix};
+use support::{read_member, show_report, stderr, stdout, wheelfix};
+use wheelfix::cmd::variants::{VariantsDocument, VariantsEntry, WheelVariants};
 
 const SCHEMA: &str = "variant-schema-0.1.1.json";
 
@@ -124,9 +125,9 @@ fn each_variant_holds_its_processors_code_and_uv_chooses_it_from_the_index() {
         let doc: serde_json::Value = serde_json::from_slice(&metadata).unwrap();
         assert_eq!(doc["variants"][label]["amd"]["gfx_arch"], serde_json::json!([label]), "{doc}");
         assert_eq!(doc["variants"][label]["amd"]["rocm_version"], serde_json::json!(["7.0.2"]), "{doc}");
-        let shown = show_json(d, &wheel, &[]);
-        assert_eq!(shown["variant"]["label"], serde_json::json!(label));
-        assert!(shown["variant"]["properties"].to_string().contains(&format!("amd :: gfx_arch :: {label}")));
+        let variant = show_report(d, &wheel, &[]).variant.expect("a variant wheel");
+        assert_eq!(variant.label, *label);
+        assert!(variant.properties.contains(&format!("amd :: gfx_arch :: {label}")), "{variant:?}");
     }
     // The null variant is the fat wheel, labelled; the plain wheel is the input's bytes.
     assert_eq!(bundled_targets(d, &read_member(&variant("null"), "hipdemo/libk.so")), fat_targets);
@@ -280,9 +281,9 @@ fn check_and_index_catch_variants_that_lie_conflict_or_cannot_be_read() {
         .write(&d.join("in"));
     let out = wheelfix(d, &["variants", "--json", "--all-targets", "-w", "uneven", uneven.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let gfx950 = &doc["wheels"][0]["variants"].as_array().unwrap().iter().find(|v| v["label"] == "gfx950").unwrap();
-    assert_eq!(gfx950["missing"], serde_json::json!(["gfx950"]), "{gfx950}");
+    let doc: VariantsDocument = support::document(&out, &[]);
+    let gfx950 = done(&doc.wheels[0]).variants.iter().find(|v| v.label == "gfx950").unwrap();
+    assert_eq!(gfx950.thin.missing, ["gfx950"], "{gfx950:?}");
     let variant = d.join("uneven/uneven-1.0-py3-none-linux_x86_64-gfx950.whl");
     assert!(!stdout(&wheelfix(d, &["check", variant.to_str().unwrap()])).contains("variant-code-mismatch"));
     // A wheel without device code has no variant, and says so in variants' words.
@@ -335,14 +336,9 @@ fn every_variant_is_the_wheel_thin_writes_for_its_processor_however_the_fat_memb
         args.extend_from_slice(&paths);
         let out = support::wheelfix_env(d, &args, env);
         assert!(out.status.success(), "{way}: {}", stderr(&out));
-        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-        for ((wheel, member), entry) in wheels.iter().zip(report["wheels"].as_array().unwrap()) {
-            let labels: Vec<String> = entry["variants"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v["label"].as_str().unwrap().to_string())
-                .collect();
+        let report: VariantsDocument = support::document(&out, &[]);
+        for ((wheel, member), entry) in wheels.iter().zip(&report.wheels) {
+            let labels: Vec<String> = done(entry).variants.iter().map(|v| v.label.clone()).collect();
             assert!(labels.len() >= 3, "{way}: {labels:?}");
             labels_seen.push(labels.clone());
             for label in &labels {
@@ -369,5 +365,13 @@ fn every_variant_is_the_wheel_thin_writes_for_its_processor_however_the_fat_memb
     assert!(labels_seen.chunks(wheels.len()).all(|c| c == &labels_seen[..wheels.len()]), "{labels_seen:?}");
     for ((wheel, _), before) in wheels.iter().zip(&inputs) {
         assert!(&std::fs::read(wheel).unwrap() == before, "the input {} is unchanged", wheel.display());
+    }
+}
+
+/// The variants of a wheel that was made into them.
+fn done(entry: &VariantsEntry) -> &WheelVariants {
+    match entry {
+        VariantsEntry::Done { variants, .. } => variants,
+        VariantsEntry::Failed { wheel, error, .. } => panic!("{wheel}: {error}"),
     }
 }

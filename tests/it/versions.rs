@@ -216,19 +216,19 @@ fn show_reports_decisions_without_writing() {
     let wheels = batch(dir.path());
     let out = wheelfix(dir.path(), &args(&["show", "--json", "--rocm-version", "10.1.0"], &wheels));
     assert!(out.status.success(), "{}", stderr(&out));
-    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let torch = reports.as_array().unwrap().iter().find(|r| r["wheel"].as_str().unwrap().starts_with("torch")).unwrap();
-    assert_eq!(torch["local_version"]["version"], "2.15.0a0+git31a77fc");
-    assert_eq!(torch["local_version"]["new_version"], "2.15.0a0+git31a77fc.rocm10.1.0");
-    assert_eq!(torch["pins"][0]["new_requirement"], "triton==3.9.0+gitaad2a60d.rocm10.1.0");
-    let kernels = reports
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["wheel"].as_str().unwrap().starts_with("triton_kernels"))
-        .unwrap();
-    assert_eq!(kernels["local_version"]["new_version"], serde_json::Value::Null);
-    assert!(kernels["local_version"]["reason"].as_str().unwrap().contains("nothing to qualify"));
+    let entries = support::show_entries(&out);
+    let change_of = |name: &str| {
+        let entry = entries.iter().find(|e| e.report.wheel.starts_with(name)).unwrap();
+        entry.version_change.clone().expect("marking: the version fields")
+    };
+    let torch = change_of("torch");
+    let decision = torch.local_version.as_ref().unwrap();
+    assert_eq!(decision.version.text, "2.15.0a0+git31a77fc");
+    assert_eq!(decision.new_version.as_ref().unwrap().text, "2.15.0a0+git31a77fc.rocm10.1.0");
+    assert_eq!(torch.pins[0].new_requirement.as_deref(), Some("triton==3.9.0+gitaad2a60d.rocm10.1.0"));
+    let kernels = change_of("triton_kernels").local_version.unwrap();
+    assert_eq!(kernels.new_version, None);
+    assert!(kernels.reason.contains("nothing to qualify"));
 }
 
 #[test]

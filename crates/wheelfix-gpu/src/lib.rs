@@ -9,7 +9,7 @@
 //! processor table (LLVM's `EF_AMDGPU_MACH` values, a long flat list) and the host-binary reader
 //! that finds `.hip_fatbin` and `.nv_fatbin` sections.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub mod aks2;
 pub mod bundle;
@@ -48,7 +48,7 @@ pub const AKS2_MAGIC: &[u8] = b"AKS2";
 pub const MAX_DECODED: usize = 64 << 20;
 
 /// What kind of device-code container a file is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Container {
     /// A standalone AMDGPU ELF code object (`.co`, `.hsaco`).
@@ -94,7 +94,7 @@ impl Container {
 }
 
 /// The device code found in one member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuCode {
     pub file: String,
     pub container: Container,
@@ -106,13 +106,13 @@ pub struct GpuCode {
     pub objects: usize,
     /// Code objects and their uncompressed bytes, by full target id, where a container says
     /// how large each is (offload bundle entries): what `thin` to one target keeps of this file.
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub target_bytes: std::collections::BTreeMap<String, Count>,
     /// Human details: container versions and compression, kpack references, problems.
     pub notes: Vec<String>,
     /// Where a kpack-split binary looks for its device code (`.rocm_kpack_ref`), relative to its
     /// directory. Ex) `../.kpack/foo_lib_@GFXARCH@.kpack`
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kpack_search_paths: Vec<String>,
     /// Bundles that cannot be read (a lying header, a stream that does not decode), each also a
     /// note: a file `thin` must not rewrite.
@@ -193,7 +193,7 @@ pub fn device_bytes(gpu: &[GpuCode]) -> std::collections::BTreeMap<String, u64> 
 }
 
 /// Code objects and their uncompressed bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Count {
     pub objects: usize,
     pub bytes: u64,

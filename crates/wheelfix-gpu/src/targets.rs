@@ -179,7 +179,7 @@ pub fn is_runtime_library(file: &str) -> bool {
 }
 
 /// A file whose offload bundles hold no code object that runs on some requested targets.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Uncovered {
     pub file: String,
     /// The requested targets it has no code for. Ex) [`gfx950`]

@@ -47,7 +47,7 @@ pub struct RepairSettings {
 }
 
 /// One library copied into the wheel.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Graft {
     pub soname: String,
     pub source: String,

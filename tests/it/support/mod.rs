@@ -13,6 +13,9 @@ pub mod wheelgen;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use wheelfix::report::release::CheckDocument;
+use wheelfix::report::{ShowJsonEntry, ShowReport};
+
 /// Run the real `wheelfix` binary with `args` in `cwd`.
 pub fn wheelfix(cwd: &Path, args: &[&str]) -> Output {
     wheelfix_env(cwd, args, &[])
@@ -38,16 +41,84 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// `show --json` of one wheel, parsed.
-pub fn show_json(cwd: &Path, wheel: &Path, extra: &[&str]) -> serde_json::Value {
+/// `show --json` of one wheel, read as the typed report.
+pub fn show_report(cwd: &Path, wheel: &Path, extra: &[&str]) -> ShowReport {
     let mut args = vec!["show", "--json"];
     args.extend_from_slice(extra);
-    let wheel = wheel.to_str().unwrap();
-    args.push(wheel);
+    args.push(wheel.to_str().unwrap());
     let out = wheelfix(cwd, &args);
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("show --json printed no JSON ({e}): {}{}", stdout(&out), stderr(&out)));
-    value[0].clone()
+    show_reports(&out).into_iter().next().unwrap_or_else(|| panic!("show --json printed no report: {}", stderr(&out)))
+}
+
+/// Every report `show --json` printed, typed.
+pub fn show_reports(out: &Output) -> Vec<ShowReport> {
+    show_entries(out).into_iter().map(|entry| entry.report).collect()
+}
+
+/// Every entry `show --json` printed: the report, and the version fields of a marking run.
+pub fn show_entries(out: &Output) -> Vec<ShowJsonEntry> {
+    entries(out, &[])
+}
+
+/// A report's notes, a line each (`file: message`), to search.
+pub fn notes(report: &ShowReport) -> String {
+    report.notes.iter().map(|n| format!("{}: {}\n", n.file, n.message)).collect()
+}
+
+/// The `release.json` of a site, typed (the data of its release page).
+pub fn release_page(path: &Path) -> wheelfix::report::page::ReleasePage {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    typed(serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display())), &[])
+}
+
+/// The texts of platform tags, to compare with literals.
+pub fn tag_texts(tags: &[wheelfix::wheel::platform_tag::PlatformTag]) -> Vec<String> {
+    tags.iter().map(|t| t.to_string()).collect()
+}
+
+/// `check --json`'s document, typed.
+pub fn check_document(out: &Output) -> CheckDocument {
+    document(out, &[])
+}
+
+/// A command's `--json` document read as `T` (see [`typed`]); `others` are the keys of another
+/// document flattened into it, such as the format's `version`.
+pub fn document<T: serde::de::DeserializeOwned + serde::Serialize>(out: &Output, others: &[&str]) -> T {
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("printed no JSON ({e}): {}{}", stdout(out), stderr(out)));
+    typed(printed, others)
+}
+
+/// The entries of a batch document (`thin --json`, `split --json`, `retag --json`: one per
+/// wheel), each read as `T` (see [`typed`]).
+pub fn entries<T: serde::de::DeserializeOwned + serde::Serialize>(out: &Output, others: &[&str]) -> Vec<T> {
+    let printed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("printed no JSON list ({e}): {}{}", stdout(out), stderr(out)));
+    printed.into_iter().map(|entry| typed(entry, others)).collect()
+}
+
+/// A printed JSON object read as `T`, which must print it back the same (but for the keys
+/// `others`, fields of another document flattened into it): a field `T` lacks, or reads wrong,
+/// fails here rather than going unread.
+pub fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(printed: serde_json::Value, others: &[&str]) -> T {
+    try_typed(printed, others).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`typed`], with what went wrong as an error (the sweep reports it and goes on).
+pub fn try_typed<T: serde::de::DeserializeOwned + serde::Serialize>(
+    mut printed: serde_json::Value,
+    others: &[&str],
+) -> Result<T, String> {
+    let name = std::any::type_name::<T>();
+    let value: T = serde_json::from_value(printed.clone()).map_err(|e| format!("does not read as {name} ({e})"))?;
+    if let Some(object) = printed.as_object_mut() {
+        object.retain(|key, _| !others.contains(&key.as_str()));
+    }
+    let back = serde_json::to_value(&value).unwrap();
+    if back != printed {
+        return Err(format!("{name} does not print back what was printed:\n{printed:#}\nread back:\n{back:#}"));
+    }
+    Ok(value)
 }
 
 /// Run wheelfix and return its output and peak RSS in bytes, as `/usr/bin/time` reports it
