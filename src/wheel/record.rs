@@ -14,6 +14,8 @@ use sha2::{Digest, Sha224, Sha256, Sha384, Sha512};
 pub enum RecordError {
     #[error("RECORD line {line}: {message}")]
     Malformed { line: u64, message: String },
+    #[error("more than {MAX_RECORD} bytes: no wheel's RECORD is that large")]
+    TooLarge,
 }
 
 /// One row of RECORD.
@@ -256,9 +258,7 @@ impl<R: std::io::Read> std::io::Read for Watch<R> {
         }
         self.bytes += n as u64;
         if self.bytes > MAX_RECORD + (1 << 20) {
-            return Err(std::io::Error::other(format!(
-                "more than {MAX_RECORD} bytes: no wheel's RECORD is that large"
-            )));
+            return Err(std::io::Error::other(RecordError::TooLarge));
         }
         Ok(n)
     }

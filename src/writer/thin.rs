@@ -425,7 +425,7 @@ fn kept_objects<F: rewrite::Positional>(
                 Ok(())
             }
             Payload::NotHeld(at) => {
-                Err(std::io::Error::other(format!("the code object `{}` at {at} is not in the copy", entry.id)))
+                Err(std::io::Error::other(CodeObjectMissing::NotInCopy { id: entry.id.clone(), at }))
             }
         })?;
     }
@@ -547,6 +547,15 @@ fn thin_bundles(
         zeroed.absorb(part);
     }
     Ok((total, all_kept, spans))
+}
+
+/// A code object the writer was to have from the analysis' pass and has not: a bug, named.
+#[derive(Debug, thiserror::Error)]
+pub enum CodeObjectMissing {
+    #[error("the code object `{id}` at {at} is not in the copy")]
+    NotInCopy { id: String, at: u64 },
+    #[error("the code object for {target} at {at} was neither copied nor taken as it streamed past")]
+    NotTaken { target: String, at: u64 },
 }
 
 /// The code object bytes `split` compresses at once, on every core.
@@ -738,9 +747,7 @@ impl SplitCollector<'_> {
     fn taken_before(&mut self, at: u64, key: String, target: String, size: u64) -> std::io::Result<()> {
         let taken = self.captured.by_target.get(&target).and_then(|a| a.original_size(&Captured::key(at), &target));
         if taken != Some(size) {
-            return Err(std::io::Error::other(format!(
-                "the code object for {target} at {at} was neither copied nor taken as it streamed past"
-            )));
+            return Err(std::io::Error::other(CodeObjectMissing::NotTaken { target, at }));
         }
         self.names.entry(target).or_default().insert(at, key);
         Ok(())

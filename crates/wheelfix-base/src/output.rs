@@ -41,6 +41,11 @@ pub enum OutputError {
     Terminating,
 }
 
+/// An output renamed into another directory than the one it was made in.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} is not in the same directory")]
+pub struct OtherDirectory(pub String);
+
 /// How a finished output takes its place.
 #[derive(Debug, Clone, Copy)]
 pub enum Commit {
@@ -230,7 +235,7 @@ impl TempOutput {
     pub fn retarget(&mut self, dest: &Path) -> Result<(), OutputError> {
         check_name_length(dest)?;
         if parent_dir(dest) != parent_dir(&self.dest) {
-            return Err(self.io_err(io::Error::other(format!("{} is not in the same directory", dest.display()))));
+            return Err(self.io_err(io::Error::other(OtherDirectory(dest.display().to_string()))));
         }
         let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         remove_leftovers(parent_dir(dest), &name, Leftover::File);

@@ -950,6 +950,11 @@ fn moved_symbol_entries(
     Ok(out)
 }
 
+/// A byte that should have been zero, by its offset.
+#[derive(Debug, thiserror::Error)]
+#[error("byte {0:#x} is not zero")]
+pub struct NotZero(pub u64);
+
 /// Whether the old file's [from, to) is all zeros (an error names the first that is not).
 fn all_zero(source: Source<'_>, from: u64, to: u64) -> io::Result<()> {
     let mut buf = vec![0u8; (1 << 16).min(to.saturating_sub(from)) as usize];
@@ -960,7 +965,7 @@ fn all_zero(source: Source<'_>, from: u64, to: u64) -> io::Result<()> {
         // OR-folding whole chunks vectorizes; the byte is looked for only once one is not zero.
         if buf[..n].chunks(256).any(|c| c.iter().fold(0u8, |a, b| a | b) != 0) {
             let i = buf[..n].iter().position(|b| *b != 0).unwrap_or(0);
-            return Err(io::Error::other(format!("byte {:#x} is not zero", at + i as u64)));
+            return Err(io::Error::other(NotZero(at + i as u64)));
         }
         at += n as u64;
     }

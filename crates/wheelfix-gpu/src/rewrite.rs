@@ -95,6 +95,13 @@ pub enum RewriteError {
     Io(#[from] io::Error),
 }
 
+/// A compressed bundle whose stream decodes to more than its header says.
+#[derive(Debug, thiserror::Error)]
+#[error("decodes to more than the {limit} bytes its header claims")]
+pub struct DecodedPastClaim {
+    pub limit: u64,
+}
+
 fn lie(at: u64, message: impl Into<String>) -> RewriteError {
     RewriteError::Bundle { at, message: message.into() }
 }
@@ -477,7 +484,7 @@ impl<R: Read> Read for Bounded<R> {
         let n = self.inner.read(buf)?;
         self.read += n as u64;
         if self.read > self.limit {
-            return Err(io::Error::other(format!("decodes to more than the {} bytes its header claims", self.limit)));
+            return Err(io::Error::other(DecodedPastClaim { limit: self.limit }));
         }
         Ok(n)
     }

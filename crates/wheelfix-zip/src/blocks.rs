@@ -86,7 +86,7 @@ impl MarkingInflate {
         let status =
             unsafe { z::inflateInit2_(&mut *stream, -15, z::zlibVersion(), std::mem::size_of::<z::z_stream>() as i32) };
         if status != z::Z_OK {
-            return Err(io::Error::other(format!("cannot start an inflater (zlib status {status})")));
+            return Err(io::Error::other(ZlibFailed::Call { what: "start an inflater", status }));
         }
         Ok(MarkingInflate {
             stream,
@@ -249,6 +249,16 @@ impl MarkingInflate {
     }
 }
 
+/// zlib refusing a call, with its status (carried in the `io::Error` the caller returns): a
+/// bug or exhausted memory, not bad input, which is [`CorruptStream`].
+#[derive(Debug, thiserror::Error)]
+pub enum ZlibFailed {
+    #[error("cannot {what} (zlib status {status})")]
+    Call { what: &'static str, status: i32 },
+    #[error("cannot inflate from a block start: {what} ({status})")]
+    FromBlockStart { what: &'static str, status: i32 },
+}
+
 /// A DEFLATE stream the inflater refuses, with zlib's reason. Ex) `invalid distance too far back`
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -278,8 +288,7 @@ pub fn inflate_from(
     until: u64,
     out: &mut dyn FnMut(u64, &[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    let fail =
-        |what: &str, status: i32| io::Error::other(format!("cannot inflate from a block start: {what} ({status})"));
+    let fail = |what: &'static str, status: i32| io::Error::other(ZlibFailed::FromBlockStart { what, status });
     let mut stream = Box::new(z::z_stream::default());
     // SAFETY: as in MarkingInflate::new.
     let status =

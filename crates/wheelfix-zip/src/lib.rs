@@ -489,7 +489,7 @@ impl MemberStream<'_> {
     }
 
     fn fail(&self, message: String) -> io::Error {
-        io::Error::other(format!("member `{}`: {message}", self.entry.name))
+        io::Error::other(ZipError::Member { name: self.entry.name.to_string(), message })
     }
 
     /// Called when no more output comes: the size and CRC must match the central directory.
@@ -546,9 +546,11 @@ impl Read for MemberStream<'_> {
                     n
                 }
                 Some(inflate) => {
-                    let (consumed, n, ended) = inflate
-                        .inflate(&self.input[self.input_at..self.input_len], buf)
-                        .map_err(|e| io::Error::other(format!("member `{}`: cannot inflate: {e}", self.entry.name)))?;
+                    let (consumed, n, ended) =
+                        inflate.inflate(&self.input[self.input_at..self.input_len], buf).map_err(|e| {
+                            let message = format!("cannot inflate: {e}");
+                            io::Error::other(ZipError::Member { name: self.entry.name.to_string(), message })
+                        })?;
                     self.input_at += consumed;
                     let stuck = n == 0 && consumed == 0 && self.input_at < self.input_len;
                     if n == 0 && !ended && self.input_at == self.input_len && self.raw.remaining() > 0 {

@@ -58,10 +58,10 @@ pub fn deflate_segment(dictionary: &[u8], data: &[u8], level: u32, out: &mut Vec
     }
 }
 
-fn check(status: i32, what: &str) -> io::Result<()> {
+fn check(status: i32, what: &'static str) -> io::Result<()> {
     match status {
         z::Z_OK => Ok(()),
-        _ => Err(io::Error::other(format!("cannot {what} (zlib status {status})"))),
+        _ => Err(io::Error::other(crate::blocks::ZlibFailed::Call { what, status })),
     }
 }
 
