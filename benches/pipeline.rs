@@ -8,10 +8,9 @@
 //! and on a copy whose spare `DT_NULL` entries are used up (as lld leaves them), which makes the
 //! patcher move `.dynamic` into a new segment. Median of 3 each, and the ratio.
 
-// The tests' builders; the bench uses a few of their functions.
-#[path = "../tests/it/support/elfgen.rs"]
-#[allow(dead_code)]
-mod elfgen;
+// The tests' builders; the bench uses a few of their functions (the ELF builder is the elf
+// crate's fixtures, a dev-dependency feature).
+use wheelfix::elf::fixtures as elfgen;
 #[path = "../tests/it/support/wheelgen.rs"]
 #[allow(dead_code)]
 mod wheelgen;

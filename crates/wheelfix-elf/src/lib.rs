@@ -14,6 +14,11 @@ pub mod patch;
 pub mod ranges;
 pub mod view;
 
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
+#[cfg(test)]
+mod tests;
+
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::dynamic::{DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, Dynamic};
 use goblin::elf::program_header::{PT_DYNAMIC, PT_INTERP, ProgramHeader};
