@@ -207,8 +207,9 @@ fn every_command_on_real_wheels() {
                         problems.push(format!("{name}: thin to {target} left {others:?} in its bundles"));
                     }
                     thin_sizes.push(format!(
-                        "{name}: {:?} -> {:?} bytes ({target})",
-                        result[0].size_before, result[0].size_after
+                        "{name}: {} -> {} bytes ({target})",
+                        result[0].size_before.unwrap_or_default(),
+                        result[0].size_after.unwrap_or_default()
                     ));
                 }
             }
