@@ -10,6 +10,41 @@ pub struct StreamDecoder(Inner);
 enum Inner {
     Zlib(flate2::Decompress),
     Zstd(Box<zstd::stream::raw::Decoder<'static>>),
+    /// A zstd decoder given back to its thread's spare ([`StreamDecoder`]'s drop).
+    Returned,
+}
+
+thread_local! {
+    /// A zstd decoder kept for the thread's next stream. A decoder's window holds a whole
+    /// bundle (tens of MB) and is allocated when its first frame begins: a fresh decoder per
+    /// bundle faulted in all those pages again every time (on a wheel whose 41 bundles decode
+    /// to 1.2 GB, most of split's page faults and a third of its system time). A decoder used
+    /// again keeps its window where the next frame's fits; zstd itself shrinks one that stays
+    /// far larger than its frames need.
+    static SPARE_ZSTD: std::cell::RefCell<Option<Box<zstd::stream::raw::Decoder<'static>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The thread's spare zstd decoder, ready for a new frame, else a new one.
+fn zstd_decoder() -> io::Result<Box<zstd::stream::raw::Decoder<'static>>> {
+    use zstd::stream::raw::Operation;
+    match SPARE_ZSTD.with_borrow_mut(Option::take) {
+        Some(mut d) => {
+            d.reinit()?;
+            Ok(d)
+        }
+        None => Ok(Box::new(zstd::stream::raw::Decoder::new()?)),
+    }
+}
+
+impl Drop for StreamDecoder {
+    fn drop(&mut self) {
+        if let Inner::Zstd(d) = std::mem::replace(&mut self.0, Inner::Returned) {
+            // During a thread's teardown the spare may be gone already; the decoder is
+            // then simply freed.
+            let _ = SPARE_ZSTD.try_with(|spare| *spare.borrow_mut() = Some(d));
+        }
+    }
 }
 
 /// What one [`StreamDecoder::decode`] call did.
@@ -28,6 +63,7 @@ impl std::fmt::Debug for StreamDecoder {
         f.write_str(match self.0 {
             Inner::Zlib(_) => "zlib",
             Inner::Zstd(_) => "zstd",
+            Inner::Returned => "returned",
         })
     }
 }
@@ -37,7 +73,7 @@ impl StreamDecoder {
     pub fn for_method(method: u16) -> Option<io::Result<StreamDecoder>> {
         match method {
             0 => Some(Ok(StreamDecoder(Inner::Zlib(flate2::Decompress::new(true))))),
-            1 => Some(zstd::stream::raw::Decoder::new().map(|d| StreamDecoder(Inner::Zstd(Box::new(d))))),
+            1 => Some(zstd_decoder().map(|d| StreamDecoder(Inner::Zstd(d)))),
             _ => None,
         }
     }
@@ -61,6 +97,7 @@ impl StreamDecoder {
                 let hint = d.run(&mut inb, &mut outb)?;
                 Ok(Step { used: inb.pos(), produced: outb.pos(), ended: hint == 0 })
             }
+            Inner::Returned => unreachable!("a decoder is given back only when dropped"),
         }
     }
 }

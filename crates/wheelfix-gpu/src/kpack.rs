@@ -259,27 +259,56 @@ pub fn compress_frame(code_object: &[u8]) -> std::io::Result<(Object, Vec<u8>)> 
 
 /// A code object as one archive frame, into `frame` (its old content replaced; a buffer used
 /// again is not faulted in afresh for every object), and its description (digested as it was
-/// compressed: one pass over the object). Each thread keeps one encoder: a fresh one per object
-/// costs its allocation (several MB) every time.
+/// compressed: one pass over the object).
 pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::Result<Object> {
-    thread_local! {
-        static ENCODER: std::cell::RefCell<Option<FrameEncoder>> = const { std::cell::RefCell::new(None) };
-    }
     frame.clear();
     frame.reserve(zstd::zstd_safe::compress_bound(code_object.len()));
-    ENCODER.with_borrow_mut(|encoder| {
-        if encoder.is_none() {
-            *encoder = Some(FrameEncoder::new()?);
-        }
-        let encoder = encoder.as_mut().expect("made above");
-        let mut out = |bytes: &[u8]| {
-            frame.extend_from_slice(bytes);
-            Ok(())
-        };
-        encoder.start(code_object.len() as u64)?;
-        encoder.write(code_object, &mut out)?;
-        encoder.finish(&mut out)
-    })
+    let mut encoder = SpareEncoder::take()?;
+    let mut out = |bytes: &[u8]| {
+        frame.extend_from_slice(bytes);
+        Ok(())
+    };
+    encoder.start(code_object.len() as u64)?;
+    encoder.write(code_object, &mut out)?;
+    encoder.finish(&mut out)
+}
+
+/// Encoders kept between frames, for whichever thread compresses next: compressors run on
+/// threads made for each batch, and an encoder made afresh allocates its tables and its window
+/// (several MB) and faults them in, every batch on every thread. It holds as many as ever
+/// compressed at once, no more.
+static SPARE_ENCODERS: std::sync::Mutex<Vec<FrameEncoder>> = std::sync::Mutex::new(Vec::new());
+
+/// A frame encoder taken from [`SPARE_ENCODERS`] (or made), given back when dropped.
+struct SpareEncoder(Option<FrameEncoder>);
+
+impl SpareEncoder {
+    fn take() -> std::io::Result<SpareEncoder> {
+        let spare = SPARE_ENCODERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        Ok(SpareEncoder(Some(match spare {
+            Some(encoder) => encoder,
+            None => FrameEncoder::new()?,
+        })))
+    }
+}
+
+impl std::ops::Deref for SpareEncoder {
+    type Target = FrameEncoder;
+    fn deref(&self) -> &FrameEncoder {
+        self.0.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for SpareEncoder {
+    fn deref_mut(&mut self) -> &mut FrameEncoder {
+        self.0.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for SpareEncoder {
+    fn drop(&mut self) {
+        SPARE_ENCODERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(self.0.take());
+    }
 }
 
 /// The encoder of archive frames: zstd at level 3 (`ARCHIVE_ZSTD_LEVEL`), the content's size in

@@ -1057,28 +1057,38 @@ thread_local! {
 /// at most (16 MiB, and one object of up to [`WHOLE_OBJECT`] that fills it).
 const SPARE_MAX: usize = 3 * WHOLE_OBJECT as usize;
 
-/// A buffer of `size` bytes for a code object: the smallest spare that holds it, else a new one.
+/// A buffer of `size` bytes for a code object: the smallest spare that holds it, else the
+/// largest grown to hold it (its pages stay; only the new ones are faulted in), else a new one.
+/// Capacities are rounded up (to whole MiB from 1 MiB), so that a spare holds the objects of
+/// nearly its size that follow it: objects differ by a few KB, and a spare that misses by one
+/// cost a fresh buffer.
 fn object_buffer(size: usize) -> Vec<u8> {
     let spare = SPARE.with_borrow_mut(|spare| {
         let fits = spare.iter().enumerate().filter(|(_, b)| b.capacity() >= size);
         let smallest = fits.min_by_key(|(_, b)| b.capacity()).map(|(i, _)| i);
-        smallest.map(|i| spare.swap_remove(i))
+        let largest = || spare.iter().enumerate().max_by_key(|(_, b)| b.capacity()).map(|(i, _)| i);
+        smallest.or_else(largest).map(|i| spare.swap_remove(i))
     });
     let mut buf = spare.unwrap_or_default();
     buf.clear();
+    buf.reserve_exact(size.next_multiple_of(if size >= 1 << 20 { 1 << 20 } else { 64 << 10 }));
     buf.resize(size, 0);
     buf
 }
 
 /// Give back the buffer of a code object [`read_objects`] held whole, once it was used: the
-/// thread reads its next objects into it.
+/// thread reads its next objects into it. Beyond [`SPARE_MAX`] the smallest spares go: a large
+/// one saves the most faults.
 pub fn recycle(mut buf: Vec<u8>) {
     SPARE.with_borrow_mut(|spare| {
-        let held: usize = spare.iter().map(Vec::capacity).sum();
-        if held + buf.capacity() <= SPARE_MAX {
-            buf.clear();
-            spare.push(buf);
-        }
+        buf.clear();
+        spare.push(buf);
+        spare.sort_by_key(|b| std::cmp::Reverse(b.capacity()));
+        let mut held = 0;
+        spare.retain(|b| {
+            held += b.capacity();
+            held <= SPARE_MAX
+        });
     });
 }
 
