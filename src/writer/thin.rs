@@ -16,6 +16,7 @@ use std::sync::Arc;
 use super::WriteError;
 use std::collections::BTreeMap;
 
+use super::compressors::Compressors;
 use crate::analysis::BundledCopy;
 use crate::analysis::copy::Captured;
 use crate::gpu::kpack::{ArchiveWriter, Object};
@@ -145,15 +146,18 @@ fn thin_from(
         read_original: &read_original,
     });
     let spill = |level| deflate_member(&thinned, level, dir, reuse.as_ref(), &change.member);
-    let spilled = spill(level)?;
+    let mut spilled = spill(level)?;
     // Published members are often deflated harder than zlib's default, and compressed bundles
     // leave deflate little to save: a member that comes out larger than it was is deflated
     // again at the best level, so that the wheel shrinks by the dropped code.
     if spilled.compressed_size > member.compressed_size && level < 9 {
         let best = spill(9)?;
         if best.compressed_size < spilled.compressed_size {
-            return Ok((best, outcome));
+            spilled = best;
         }
+    }
+    if let Some(proving) = rewritten.proving {
+        outcome.archives = proving.wait().map_err(|e| fail(MemberProblem::Rewrite(e.into())))?;
     }
     Ok((spilled, outcome))
 }
@@ -222,6 +226,8 @@ struct Rewritten {
     /// A split host's first marker (offset, length), which the compacted file names
     /// `.rocm_kpack_ref`.
     marker: Option<(u64, u64)>,
+    /// A split binary's archives, proven while the host is written; waited for once it is.
+    proving: Option<super::proof::ProvingArchives>,
 }
 
 /// Rewrite the member's bundles: thin them in place, or (`split`) move their code out into
@@ -245,7 +251,10 @@ fn rewrite_member(
         done.marker = moved.first_marker.map(|from| (from, to.marker.len() as u64));
         Count::sum_into(&mut cut.dropped, moved.moved);
         done.freed.extend(moved.freed);
-        (outcome.archives, outcome.unfinished) = archives;
+        match archives {
+            SplitArchives::Proving(proving) => done.proving = Some(proving),
+            SplitArchives::Unfinished(writers) => outcome.unfinished = writers,
+        }
     } else {
         for &(start, end) in &change.ranges {
             let (thinned, kept, spans) =
@@ -558,11 +567,17 @@ pub enum CodeObjectMissing {
     NotTaken { target: String, at: u64 },
 }
 
-/// The code object bytes `split` compresses at once, on every core.
-const SPLIT_BATCH: usize = 16 << 20;
+/// The most code object bytes `split` holds while they are compressed: as many as the spare
+/// buffers of the reading thread keep ([`rewrite::recycle`]), so that the next objects are
+/// read into pages already mapped.
+const SPLIT_IN_FLIGHT: usize = 3 * rewrite::WHOLE_OBJECT as usize;
 
-/// A split binary's archives: finished, by group; or, with `--group`, left unfinished.
-type SplitArchives = (BTreeMap<String, Arc<Spilled>>, BTreeMap<String, ArchiveWriter>);
+/// A split binary's archives: being finished and proven while the host is written; or, with
+/// `--group`, left unfinished.
+enum SplitArchives {
+    Proving(super::proof::ProvingArchives),
+    Unfinished(BTreeMap<String, ArchiveWriter>),
+}
 
 /// Move every bundle of the binary out into one kpack archive per group (`split`), each code
 /// object into every group whose targets it runs on; the archives are returned, finished (or,
@@ -585,9 +600,7 @@ fn split_out(
         captured: captured.unwrap_or_default(),
         writers: BTreeMap::new(),
         names: BTreeMap::new(),
-        batch: Vec::new(),
-        frames: Vec::new(),
-        in_flight: None,
+        compressors: Compressors::new(rayon::current_num_threads(), SPLIT_IN_FLIGHT, rewrite::recycle),
     };
     let taken: usize = out.captured.by_target.values().map(|a| a.entries().count()).sum();
     let wants = |target: &str| to.groups.iter().any(|g| g.keep.keeps(target));
@@ -620,18 +633,16 @@ fn split_out(
     );
     place_captured(&mut captured, &names, to, &mut writers)?;
     if to.shared.is_some() {
-        return Ok((done, (BTreeMap::new(), writers)));
+        return Ok((done, SplitArchives::Unfinished(writers)));
     }
-    let finished = finish_and_prove(writers.into_iter().collect(), to, &change.member)?;
-    Ok((done, (finished, BTreeMap::new())))
+    let archives = writers.into_iter().map(|(name, writer)| (name.clone(), to.archive_per.family(&name), writer));
+    let proving = super::proof::ProvingArchives::start(archives.collect(), &to.kernel_name, &change.member)?;
+    Ok((done, SplitArchives::Proving(proving)))
 }
 
-/// Code objects read here, waiting to be compressed: (its offset for a plain bundle's, its
-/// name, target id, bytes).
-type Batch = Vec<(Option<u64>, String, String, Vec<u8>)>;
-
-/// A batch compressed on threads of its own: its objects, their frames and descriptions.
-type Compressed = (Batch, Vec<Vec<u8>>, Vec<Object>);
+/// What a code object read here is, while it is compressed: its offset for a plain bundle's,
+/// its name, its target id.
+type Tag = (Option<u64>, String, String);
 
 /// Where a split binary's code objects go as its bundles are read: plain bundles' into an
 /// archive per target id, keyed by offset (`captured`, with those the analysis took from the
@@ -643,78 +654,32 @@ struct SplitCollector<'a> {
     writers: BTreeMap<String, ArchiveWriter>,
     /// Per target id, each plain object's offset → its name in the archives.
     names: BTreeMap<String, BTreeMap<u64, String>>,
-    /// Code objects are compressed a batch at a time on every core (a binary's objects would
-    /// otherwise be compressed on one), each once however many archives take it; a batch holds
-    /// at most SPLIT_BATCH bytes (or one larger object), whatever the binary's size.
-    batch: Batch,
-    frames: Vec<Vec<u8>>,
-    /// The batch before, being compressed while the next is read (a compressed bundle is
-    /// decoded on this thread meanwhile); its frames go to the archives, in order, before the
-    /// next batch's.
-    in_flight: Option<std::thread::JoinHandle<std::io::Result<Compressed>>>,
+    /// Code objects are compressed on every core while the next are read (a binary's objects
+    /// would otherwise be compressed on one), each once however many archives take it, with at
+    /// most [`SPLIT_IN_FLIGHT`] bytes of them held, whatever the binary's size; their frames
+    /// go to the archives in the order the objects were read.
+    compressors: Compressors<Tag>,
 }
 
 impl SplitCollector<'_> {
-    /// A code object held whole: into the batch, compressed when the batch is full.
+    /// A code object held whole: compressed on a thread of the compressors'.
     fn add(&mut self, at: Option<u64>, key: String, target: String, bytes: Vec<u8>) -> std::io::Result<()> {
         if let Some(at) = at {
             self.names.entry(target.clone()).or_default().insert(at, key.clone());
         }
-        self.batch.push((at, key, target, bytes));
-        if self.batch.iter().map(|(_, _, _, b)| b.len()).sum::<usize>() >= SPLIT_BATCH {
-            self.send()?;
-        }
-        Ok(())
-    }
-
-    /// Start compressing the batch on threads of its own, once the batch before has gone to
-    /// the archives: reading the next overlaps compressing this one, and at most two batches
-    /// are held.
-    fn send(&mut self) -> std::io::Result<()> {
-        self.receive()?;
-        if self.batch.is_empty() {
-            return Ok(());
-        }
-        let batch = std::mem::take(&mut self.batch);
-        let mut frames = std::mem::take(&mut self.frames);
-        self.in_flight = Some(std::thread::spawn(move || {
-            let objects: Vec<&[u8]> = batch.iter().map(|(_, _, _, bytes)| bytes.as_slice()).collect();
-            let described = crate::analysis::copy::compress_frames(&objects, &mut frames)?;
-            drop(objects);
-            Ok((batch, frames, described))
-        }));
-        Ok(())
-    }
-
-    /// Wait for the batch being compressed, and add each of its frames where its object goes.
-    fn receive(&mut self) -> std::io::Result<()> {
-        let Some(job) = self.in_flight.take() else { return Ok(()) };
-        let (batch, mut frames, described) =
-            job.join().unwrap_or_else(|_| Err(std::io::Error::other("a compressor panicked")))?;
-        let SplitCollector { to, captured, writers, .. } = self;
-        for (((at, key, target, bytes), object), frame) in batch.into_iter().zip(described).zip(&frames) {
-            match at {
-                Some(at) => captured.add(&to.dir, at, &target, object, frame)?,
-                None => {
-                    for name in archives_taking(to, &target) {
-                        archive_of(writers, name, &to.dir)?.add_frame(&key, &target, object, frame)?;
-                    }
-                }
-            }
-            rewrite::recycle(bytes);
-        }
-        crate::analysis::copy::release_large_frames(&mut frames);
-        self.frames = frames;
-        Ok(())
+        let SplitCollector { to, captured, writers, compressors, .. } = self;
+        compressors.submit((at, key, target), bytes, &mut |tag, object, frame| {
+            place_frame(to, captured, writers, tag, object, frame)
+        })
     }
 
     /// Every code object read so far compressed and in its archives.
     fn flush(&mut self) -> std::io::Result<()> {
-        self.send()?;
-        self.receive()
+        let SplitCollector { to, captured, writers, compressors, .. } = self;
+        compressors.flush(&mut |tag, object, frame| place_frame(to, captured, writers, tag, object, frame))
     }
 
-    /// A code object too large to hold: after the batch before it (frames go in order),
+    /// A code object too large to hold: after the objects before it (frames go in order),
     /// compressed as it is read, into its target's captured archive (a plain bundle's) or the
     /// first archive that takes it, and copied, as a frame, into the others'.
     fn add_streamed(
@@ -767,45 +732,6 @@ fn archives_taking(to: &SplitTo, target: &str) -> Vec<String> {
     names
 }
 
-/// Finish each of a binary's archives (by name: `gfx942`, or a target id), prove it ([`super::proof`]) and hash it as a member to store;
-/// on every core (a binary's archives are independent, and the proof decodes every frame), on
-/// threads of their own rather than the pool's (a pool thread waiting here would take up other
-/// members' writing beneath this one, each with its memory).
-fn finish_and_prove(
-    archives: Vec<(String, ArchiveWriter)>,
-    to: &SplitTo,
-    binary: &str,
-) -> std::io::Result<BTreeMap<String, Arc<Spilled>>> {
-    let one = |(name, writer): (String, ArchiveWriter)| -> std::io::Result<(String, Arc<Spilled>)> {
-        let family = to.archive_per.family(&name);
-        let expected = writer.expected();
-        let file = writer.finish(&to.kernel_name, &family)?;
-        // Hashed here, as the proof reads it, where the binaries are rewritten on every core,
-        // not when the device wheels are gathered.
-        let stored = super::proof::proven_archive(file, &expected, binary, &name)?;
-        Ok((name, Arc::new(stored)))
-    };
-    let threads = rayon::current_num_threads().clamp(1, archives.len().max(1));
-    let mut queues: Vec<Vec<(String, ArchiveWriter)>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, archive) in archives.into_iter().enumerate() {
-        queues[i % threads].push(archive);
-    }
-    std::thread::scope(|scope| {
-        let jobs: Vec<_> = queues
-            .into_iter()
-            .map(|queue| scope.spawn(move || queue.into_iter().map(one).collect::<Vec<_>>()))
-            .collect();
-        let mut finished = BTreeMap::new();
-        for job in jobs {
-            for result in job.join().map_err(|_| std::io::Error::other("an archive's proof panicked"))? {
-                let (group, stored) = result?;
-                finished.insert(group, stored);
-            }
-        }
-        Ok(finished)
-    })
-}
-
 /// The archive of a name, made when it gets its first code object.
 fn archive_of<'w>(
     writers: &'w mut BTreeMap<String, ArchiveWriter>,
@@ -816,6 +742,27 @@ fn archive_of<'w>(
     match writers.entry(name) {
         Entry::Occupied(e) => Ok(e.into_mut()),
         Entry::Vacant(e) => Ok(e.insert(ArchiveWriter::new(tempfile::tempfile_in(dir)?)?)),
+    }
+}
+
+/// Add a compressed code object's frame where it goes: a plain bundle's into its target's
+/// captured archive (keyed by its offset), the others into every archive that takes it.
+fn place_frame(
+    to: &SplitTo,
+    captured: &mut Captured,
+    writers: &mut BTreeMap<String, ArchiveWriter>,
+    (at, key, target): Tag,
+    object: Object,
+    frame: &[u8],
+) -> std::io::Result<()> {
+    match at {
+        Some(at) => captured.add(&to.dir, at, &target, object, frame),
+        None => {
+            for name in archives_taking(to, &target) {
+                archive_of(writers, name, &to.dir)?.add_frame(&key, &target, object, frame)?;
+            }
+            Ok(())
+        }
     }
 }
 
