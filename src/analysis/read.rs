@@ -148,10 +148,19 @@ fn hashes_beside(member: &Member) -> bool {
 pub fn stream(wheel: &Wheel, member: &Member, pass: Pass<'_, '_>) -> Result<Kept, WheelError> {
     match pass.digester {
         Some(digester) if hashes_beside(member) => {
-            let pass = Pass { digester: None, ..pass };
+            // The GPU scan goes beside too: on the inflating thread, which bounds the pass, its
+            // search for magics took a tenth of a large library's time; beside, the hash
+            // leaves most of a core free.
+            let mut scanner = pass.scanner;
+            let pass = Pass { digester: None, scanner: None, ..pass };
             crate::parallel::beside(
                 HASH_BESIDE_DEPTH,
-                |bytes| digester.update(bytes),
+                |bytes| {
+                    digester.update(bytes);
+                    if let Some(s) = scanner.as_deref_mut() {
+                        s.feed(bytes);
+                    }
+                },
                 |handoff| stream_hashing(wheel, member, pass, &mut |chunk, len| handoff.pass(chunk, len)),
             )
         }
