@@ -9,40 +9,51 @@ pub struct StreamDecoder(Inner);
 
 enum Inner {
     Zlib(flate2::Decompress),
-    Zstd(Box<zstd::stream::raw::Decoder<'static>>),
-    /// A zstd decoder given back to its thread's spare ([`StreamDecoder`]'s drop).
+    Zstd(zstd::zstd_safe::DCtx<'static>),
+    /// A zstd decoder given back to the spares ([`StreamDecoder`]'s drop).
     Returned,
 }
 
-thread_local! {
-    /// A zstd decoder kept for the thread's next stream. A decoder's window holds a whole
-    /// bundle (tens of MB) and is allocated when its first frame begins: a fresh decoder per
-    /// bundle faulted in all those pages again every time (on a wheel whose 41 bundles decode
-    /// to 1.2 GB, most of split's page faults and a third of its system time). A decoder used
-    /// again keeps its window where the next frame's fits; zstd itself shrinks one that stays
-    /// far larger than its frames need.
-    static SPARE_ZSTD: std::cell::RefCell<Option<Box<zstd::stream::raw::Decoder<'static>>>> =
-        const { std::cell::RefCell::new(None) };
-}
+/// zstd decoders kept for the next streams, of any thread. A decoder's window holds a whole
+/// bundle (tens of MB) and is allocated when its first frame begins: a fresh decoder per bundle
+/// faulted in all those pages again every time (on a wheel whose 41 bundles decode to 1.2 GB,
+/// most of split's page faults and a third of its system time). A decoder used again keeps its
+/// window where the next frame's fits; zstd itself shrinks one that stays far larger than its
+/// frames need. At most [`SPARE_ZSTD_BYTES`] are kept, whatever the number of threads.
+static SPARE_ZSTD: std::sync::Mutex<Vec<zstd::zstd_safe::DCtx<'static>>> = std::sync::Mutex::new(Vec::new());
 
-/// The thread's spare zstd decoder, ready for a new frame, else a new one.
-fn zstd_decoder() -> io::Result<Box<zstd::stream::raw::Decoder<'static>>> {
-    use zstd::stream::raw::Operation;
-    match SPARE_ZSTD.with_borrow_mut(Option::take) {
+/// The most bytes of spare zstd decoders kept (their windows): a few bundles' worth.
+const SPARE_ZSTD_BYTES: usize = 128 << 20;
+
+/// The largest spare zstd decoder, ready for a new frame, else a new one.
+fn zstd_decoder() -> io::Result<zstd::zstd_safe::DCtx<'static>> {
+    // Kept largest first.
+    let spare = {
+        let mut spare = SPARE_ZSTD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (!spare.is_empty()).then(|| spare.remove(0))
+    };
+    match spare {
         Some(mut d) => {
-            d.reinit()?;
+            d.reset(zstd::zstd_safe::ResetDirective::SessionOnly).map_err(zstd_error)?;
             Ok(d)
         }
-        None => Ok(Box::new(zstd::stream::raw::Decoder::new()?)),
+        None => Ok(zstd::zstd_safe::DCtx::create()),
     }
+}
+
+/// A zstd error code as an error, named as zstd names it.
+fn zstd_error(code: zstd::zstd_safe::ErrorCode) -> io::Error {
+    io::Error::other(zstd::zstd_safe::get_error_name(code))
 }
 
 impl Drop for StreamDecoder {
     fn drop(&mut self) {
         if let Inner::Zstd(d) = std::mem::replace(&mut self.0, Inner::Returned) {
-            // During a thread's teardown the spare may be gone already; the decoder is
-            // then simply freed.
-            let _ = SPARE_ZSTD.try_with(|spare| *spare.borrow_mut() = Some(d));
+            // The largest are kept: a bundle's window fits in them, and a small one taken for
+            // a large bundle grows, its new pages faulted in.
+            let mut spare = SPARE_ZSTD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            spare.push(d);
+            crate::keep_largest(&mut spare, |d| d.sizeof(), SPARE_ZSTD_BYTES);
         }
     }
 }
@@ -91,10 +102,9 @@ impl StreamDecoder {
                 })
             }
             Inner::Zstd(d) => {
-                use zstd::stream::raw::Operation;
-                let mut inb = zstd::stream::raw::InBuffer::around(input);
-                let mut outb = zstd::stream::raw::OutBuffer::around(output);
-                let hint = d.run(&mut inb, &mut outb)?;
+                let mut inb = zstd::zstd_safe::InBuffer::around(input);
+                let mut outb = zstd::zstd_safe::OutBuffer::around(output);
+                let hint = d.decompress_stream(&mut outb, &mut inb).map_err(zstd_error)?;
                 Ok(Step { used: inb.pos(), produced: outb.pos(), ended: hint == 0 })
             }
             Inner::Returned => unreachable!("a decoder is given back only when dropped"),
@@ -155,6 +165,31 @@ mod tests {
         let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
         e.write_all(data).unwrap();
         e.finish().unwrap()
+    }
+
+    #[test]
+    fn the_largest_spares_are_kept_within_their_bytes() {
+        let mut spares = vec![vec![0u8; 3], vec![0u8; 10], vec![0u8; 1], vec![0u8; 6]];
+        crate::keep_largest(&mut spares, Vec::len, 17);
+        assert_eq!(spares.iter().map(Vec::len).collect::<Vec<_>>(), [10, 6], "the largest first, while they fit");
+        crate::keep_largest(&mut spares, Vec::len, 5);
+        assert!(spares.is_empty(), "one larger than the room is not kept");
+    }
+
+    #[test]
+    fn a_decoder_used_again_decodes_the_next_stream_from_its_start() {
+        let first = zstd::encode_all(&vec![1u8; 300_000][..], 3).unwrap();
+        let second = zstd::encode_all(&b"the next frame"[..], 3).unwrap();
+        // A stream abandoned half way gives its decoder back mid-frame.
+        let mut cut = StreamDecoder::for_method(1).unwrap().unwrap();
+        let mut out = vec![0u8; 1000];
+        cut.decode(&first[..first.len() / 2], &mut out).unwrap();
+        drop(cut);
+        let mut again = StreamDecoder::for_method(1).unwrap().unwrap();
+        let mut out = vec![0u8; 100];
+        let step = again.decode(&second, &mut out).unwrap();
+        assert!(step.ended);
+        assert_eq!(&out[..step.produced], b"the next frame");
     }
 
     #[test]

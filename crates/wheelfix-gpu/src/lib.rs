@@ -11,6 +11,17 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Keep the largest of `spares` (by `size`), largest first, as many as fit in `most` bytes: the
+/// buffers and decoders kept for reuse, where a large one saves the most page faults.
+pub(crate) fn keep_largest<T>(spares: &mut Vec<T>, size: impl Fn(&T) -> usize, most: usize) {
+    spares.sort_by_key(|s| std::cmp::Reverse(size(s)));
+    let mut held = 0;
+    spares.retain(|s| {
+        held += size(s);
+        held <= most
+    });
+}
+
 pub mod aks2;
 pub mod bundle;
 pub mod bundle_read;

@@ -1083,12 +1083,7 @@ pub fn recycle(mut buf: Vec<u8>) {
     SPARE.with_borrow_mut(|spare| {
         buf.clear();
         spare.push(buf);
-        spare.sort_by_key(|b| std::cmp::Reverse(b.capacity()));
-        let mut held = 0;
-        spare.retain(|b| {
-            held += b.capacity();
-            held <= SPARE_MAX
-        });
+        crate::keep_largest(spare, Vec::capacity, SPARE_MAX);
     });
 }
 
