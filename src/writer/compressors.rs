@@ -28,7 +28,8 @@ pub type FrameOut<'a, T> = dyn FnMut(T, Object, &[u8]) -> io::Result<()> + 'a;
 pub struct Compressors<T> {
     /// Bytes held at once at most (or one object, however large): objects being compressed
     /// and frames waiting for those before them; the memory this holds, whatever the number
-    /// of cores.
+    /// of cores, with as much again in the frames' buffers (each about its object's size) and
+    /// their spares.
     limit: usize,
     threads: usize,
     /// Where an object's buffer goes once it is compressed (its frame is all that is kept),
@@ -127,9 +128,11 @@ impl<T> Compressors<T> {
         Ok(true)
     }
 
-    /// Keep a frame's buffer for the next object, unless it took a large one.
+    /// Keep a frame's buffer for the next object, while the spares take no more than the bound
+    /// (a frame's buffer is as large as its object could compress to: about the object's size).
     fn keep_frame(&mut self, frame: Vec<u8>) {
-        if frame.capacity() <= self.limit && self.spare_frames.len() < 2 * self.threads {
+        let spare: usize = self.spare_frames.iter().map(Vec::capacity).sum();
+        if spare + frame.capacity() <= self.limit {
             self.spare_frames.push(frame);
         }
     }
