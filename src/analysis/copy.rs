@@ -7,13 +7,14 @@
 //! rewrite has not written or zeroed, and then inflates the member afresh.
 //!
 //! For `split` ([`CopyRoom::capturing`]) no payload is written: each code object a group
-//! takes is compressed as it streams past, a batch at a time on every core, into an archive in
+//! takes is compressed as it streams past, on compressor threads while the member inflates
+//! ([`crate::gpu::compressors`]), into an archive in
 //! the making per target id whose keys are the payloads' offsets ([`Captured`]). The writer
 //! names them when it meets their bundles, and an archive whose one target one group takes
 //! becomes that group's archive as it is: the code objects are never written raw, nor read
 //! back.
 //!
-//! One file of over 600 lines (about 570 of code, then its tests): the holed copies `thin` reads
+//! One file of over 600 lines (about 510 of code, then its tests): the holed copies `thin` reads
 //! and the captured archives `split` writes are made in the same streaming pass over a member.
 
 use std::fs::File;
@@ -24,7 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 
 use crate::gpu::BUNDLE_MAGIC;
-use crate::gpu::kpack::{self, ArchiveWriter, Object};
+use crate::gpu::compressors::Compressors;
+use crate::gpu::kpack::{ArchiveWriter, Object};
 use crate::gpu::rewrite::{self, Ranges};
 use crate::gpu::scan::bundle_target;
 use crate::gpu::targets::Keep;
@@ -80,7 +82,7 @@ impl CopyRoom {
             buf: Vec::with_capacity(BUF),
             buf_at: 0,
             marks: None,
-            capture: self.capture.then(|| Capture { dir: self.dir.clone(), ..Default::default() }),
+            capture: self.capture.then(|| Capture::new(self.dir.clone())),
         })
     }
 }
@@ -138,76 +140,22 @@ impl Captured {
     }
 }
 
-/// Where [`compress_all`] hands each frame: its index, its code object's description, the frame.
-pub type FrameSink<'a> = dyn FnMut(usize, Object, &[u8]) -> io::Result<()> + 'a;
+/// The code object bytes a capturing copy holds while they are compressed (objects being
+/// compressed and frames waiting for those before them): as the writer's `split` holds.
+const CAPTURE_IN_FLIGHT: usize = 2 * rewrite::WHOLE_OBJECT as usize;
 
-/// Compress each code object into the frame of the same index (`frames` grows to their number;
-/// buffers kept from a call before are used again), on every core, and hand each frame in
-/// order to `sink` with the description of its code object (size and XXH3-128 digest, taken from the
-/// object itself, to prove the archive by). On threads of its own, not the pool's: a pool
-/// thread waiting for its batch would take up other work meanwhile (other members' analysis,
-/// each with its memory), below this one's.
-pub fn compress_all(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>, sink: &mut FrameSink<'_>) -> io::Result<()> {
-    let described = compress_frames(objects, frames)?;
-    for (i, (object, frame)) in described.into_iter().zip(frames.iter()).enumerate() {
-        sink(i, object, frame)?;
-    }
-    release_large_frames(frames);
-    Ok(())
-}
-
-/// A frame buffer that took a large object is not kept, once its frame has gone to its archive.
-pub fn release_large_frames(frames: &mut [Vec<u8>]) {
-    for frame in frames.iter_mut().filter(|f| f.capacity() > CAPTURE_BATCH) {
-        *frame = Vec::new();
-    }
-}
-
-/// Compress each code object into the frame of the same index (`frames` grows to their number;
-/// buffers kept from a call before are used again), on every core, on threads of their own;
-/// returns each object's description (size and XXH3-128 digest, taken from the object itself).
-pub fn compress_frames(objects: &[&[u8]], frames: &mut Vec<Vec<u8>>) -> io::Result<Vec<Object>> {
-    if objects.is_empty() {
-        return Ok(Vec::new());
-    }
-    frames.resize_with(frames.len().max(objects.len()), Vec::new);
-    let mut described = vec![None; objects.len()];
-    let threads = rayon::current_num_threads().clamp(1, objects.len());
-    let per = objects.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let jobs: Vec<_> = objects
-            .chunks(per)
-            .zip(frames.chunks_mut(per))
-            .zip(described.chunks_mut(per))
-            .map(|((objects, frames), described)| {
-                scope.spawn(move || {
-                    objects.iter().zip(frames).zip(described).try_for_each(|((b, f), d)| {
-                        *d = Some(kpack::compress_frame_into(b, f)?);
-                        Ok(())
-                    })
-                })
-            })
-            .collect();
-        jobs.into_iter()
-            .try_for_each(|job| job.join().unwrap_or_else(|_| Err(io::Error::other("a compressor panicked"))))
-    })?;
-    Ok(described.into_iter().map(|d| d.expect("described by its compressor")).collect())
-}
-
-/// The code object bytes compressed at once, on every core.
-const CAPTURE_BATCH: usize = 8 << 20;
-
-/// What a capturing copy holds in memory at most: the batch, its frames, the buffers kept for
-/// the next, and the copy's own buffer (a code object larger than a batch is streamed into its
-/// archive, never held).
-const CAPTURE_MEMORY: u64 = 3 * CAPTURE_BATCH as u64 + COPY_BUFFERS;
+/// What a capturing copy holds in memory at most: the objects in flight and their frames' buffers
+/// (each bounded by [`CAPTURE_IN_FLIGHT`]), the payload being gathered and the spare buffers of
+/// the thread that gathers (each up to [`rewrite::WHOLE_OBJECT`]), and the copy's own buffers
+/// (a larger code object is streamed into its archive, never held).
+const CAPTURE_MEMORY: u64 = 2 * CAPTURE_IN_FLIGHT as u64 + 2 * rewrite::WHOLE_OBJECT + COPY_BUFFERS;
 
 /// What a payload being taken has of its bytes.
 enum Taken {
-    /// Gathered in a buffer, to be compressed with its batch.
+    /// Gathered in a buffer, to be compressed once complete.
     Bytes(Vec<u8>),
-    /// Larger than a batch: compressed into its target's archive as its bytes arrive (this
-    /// many so far), never held whole.
+    /// Larger than [`rewrite::WHOLE_OBJECT`]: compressed into its target's archive as its
+    /// bytes arrive (this many so far), never held whole.
     Streamed(u64),
 }
 
@@ -221,27 +169,28 @@ impl Taken {
 }
 
 /// Payloads being taken from the stream, and the archives they go to.
-#[derive(Default)]
 struct Capture {
     dir: PathBuf,
     /// Payloads not yet complete, in the order of their offsets: start, end, target id, bytes.
     taking: std::collections::VecDeque<(u64, u64, String, Taken)>,
-    /// Complete ones waiting to be compressed: offset, target id, bytes.
-    batch: Vec<(u64, String, Vec<u8>)>,
-    /// Buffers used again, for payloads and for frames: a fresh large one is mapped and
-    /// faulted in, page by page, every time.
-    spare: Vec<Vec<u8>>,
-    frames: Vec<Vec<u8>>,
+    /// Complete payloads being compressed on threads of their own while the member inflates,
+    /// each tagged with its offset and target id; their frames come back in the order given.
+    compressors: Compressors<(u64, String)>,
     done: Captured,
 }
 
 impl Capture {
-    /// Take the bytes of `data` (at `at`) that belong to payloads being taken. A payload that
-    /// lies whole in `data` is compressed from it (a member read whole is one write); the
-    /// others are gathered in buffers, and compressed a batch at a time.
+    fn new(dir: PathBuf) -> Capture {
+        // Object buffers come from the inflating thread's spares and go back to them.
+        let compressors = Compressors::new(rayon::current_num_threads(), CAPTURE_IN_FLIGHT, rewrite::recycle);
+        Capture { dir, taking: Default::default(), compressors, done: Captured::default() }
+    }
+
+    /// Take the bytes of `data` (at `at`) that belong to payloads being taken. Each payload,
+    /// once complete, goes to the compressors; one that lies whole in `data` is copied from it
+    /// (a member read whole is one write), the others are gathered as they pass.
     fn take(&mut self, data: &[u8], at: u64) -> io::Result<()> {
         let end = at + data.len() as u64;
-        let mut within: Vec<(u64, String, std::ops::Range<usize>)> = Vec::new();
         let mut left = std::collections::VecDeque::new();
         for (from, to, target, mut taken) in std::mem::take(&mut self.taking) {
             let next = from + taken.len();
@@ -254,21 +203,15 @@ impl Capture {
                 }
                 continue;
             }
-            if taken.len() == 0 && from >= at && to <= end {
-                within.push((from, target, (from - at) as usize..(to - at) as usize));
-                continue;
-            }
             let stop = to.min(end);
             // What `data` holds of it (none when it starts past `data`).
             let piece: &[u8] = if next < stop { &data[(next - at) as usize..(stop - at) as usize] } else { &[] };
-            if next < stop && next == from && to - from > CAPTURE_BATCH as u64 {
-                // Too large for a batch: its frame is streamed into the archive as its bytes
+            if next < stop && next == from && to - from > rewrite::WHOLE_OBJECT {
+                // Too large to hold: its frame is streamed into the archive as its bytes
                 // arrive, after every payload before it (frames go in offset order, and
                 // nothing else enters the archive while the frame is open: a payload after it
                 // has no bytes before it ends).
-                self.compress()?;
-                self.archive_within(data, &within)?;
-                within.clear();
+                self.flush()?;
                 self.done.archive(&self.dir, &target)?.begin_frame(&Captured::key(from), &target, to - from)?;
                 taken = Taken::Streamed(0);
             }
@@ -282,9 +225,7 @@ impl Capture {
                     // announces all its payloads at once, and they stream past one after
                     // another.
                     if bytes.capacity() == 0 {
-                        *bytes = self.spare.pop().unwrap_or_default();
-                        bytes.clear();
-                        bytes.reserve((to - from).min(CAPTURE_BATCH as u64) as usize);
+                        *bytes = rewrite::object_room((to - from) as usize);
                     }
                     bytes.extend_from_slice(piece);
                 }
@@ -294,66 +235,25 @@ impl Capture {
                 Taken::Streamed(n) if n == to - from => {
                     self.done.archive(&self.dir, &target)?.end_frame()?;
                 }
-                Taken::Bytes(bytes) if bytes.len() as u64 == to - from => self.batch.push((from, target, bytes)),
+                Taken::Bytes(bytes) if bytes.len() as u64 == to - from => self.submit(from, target, bytes)?,
                 taken => left.push_back((from, to, target, taken)),
             }
         }
         self.taking = left;
-        // The batch's payloads lie before those within `data`: frames go in offset order.
-        let batch_bytes: usize = self.batch.iter().map(|(_, _, b)| b.len()).sum();
-        if batch_bytes >= CAPTURE_BATCH || !within.is_empty() {
-            self.compress()?;
-        }
-        self.archive_within(data, &within)
-    }
-
-    /// Compress the payloads that lie whole in `data` (offset, target id, range in `data`), a
-    /// batch's worth at a time.
-    fn archive_within(&mut self, data: &[u8], within: &[(u64, String, std::ops::Range<usize>)]) -> io::Result<()> {
-        let mut rest = within;
-        while !rest.is_empty() {
-            // As many as start within a batch's worth of bytes (at least one).
-            let mut bytes = 0;
-            let n = rest
-                .iter()
-                .take_while(|(_, _, r)| {
-                    let before = bytes;
-                    bytes += r.len();
-                    before < CAPTURE_BATCH
-                })
-                .count();
-            let (now, later) = rest.split_at(n.max(1));
-            let objects: Vec<(u64, &str, &[u8])> =
-                now.iter().map(|(from, target, r)| (*from, target.as_str(), &data[r.clone()])).collect();
-            self.archive(&objects)?;
-            rest = later;
-        }
         Ok(())
     }
 
-    /// Compress the batch, each object into its target's archive.
-    fn compress(&mut self) -> io::Result<()> {
-        let batch = std::mem::take(&mut self.batch);
-        let objects: Vec<(u64, &str, &[u8])> = batch.iter().map(|(at, t, b)| (*at, t.as_str(), b.as_slice())).collect();
-        self.archive(&objects)?;
-        for (_, _, bytes) in batch {
-            // Kept for the next payloads, no more than a batch's worth.
-            if self.spare.iter().map(Vec::capacity).sum::<usize>() + bytes.capacity() <= CAPTURE_BATCH {
-                self.spare.push(bytes);
-            }
-        }
-        Ok(())
+    /// Compress a complete payload into its target's archive, after those given before it.
+    fn submit(&mut self, at: u64, target: String, bytes: Vec<u8>) -> io::Result<()> {
+        let Capture { dir, compressors, done, .. } = self;
+        compressors
+            .submit((at, target), bytes, &mut |(at, target), object, frame| done.add(dir, at, &target, object, frame))
     }
 
-    /// Compress `objects` (offset, target id, bytes) on every core, and add each to its
-    /// target's archive, in their order.
-    fn archive(&mut self, objects: &[(u64, &str, &[u8])]) -> io::Result<()> {
-        let bytes: Vec<&[u8]> = objects.iter().map(|&(_, _, b)| b).collect();
-        let (done, dir) = (&mut self.done, &self.dir);
-        compress_all(&bytes, &mut self.frames, &mut |i, object, frame| {
-            let (at, target, _) = objects[i];
-            done.add(dir, at, target, object, frame)
-        })
+    /// Wait for every payload given, each in its archive.
+    fn flush(&mut self) -> io::Result<()> {
+        let Capture { dir, compressors, done, .. } = self;
+        compressors.flush(&mut |(at, target), object, frame| done.add(dir, at, &target, object, frame))
     }
 }
 
@@ -473,7 +373,7 @@ impl HoledCopy<'_> {
         // finding neither bytes nor frame, inflates the member afresh.
         let captured = match self.capture.as_mut() {
             Some(capture) => {
-                capture.compress()?;
+                capture.flush()?;
                 // A frame the member ended inside of is abandoned with its archive.
                 for (_, _, target, taken) in &capture.taking {
                     if matches!(taken, Taken::Streamed(_)) {
@@ -752,12 +652,19 @@ mod tests {
     }
 
     #[test]
-    fn a_large_object_listed_before_a_smaller_one_at_an_earlier_offset_streams_into_its_archive() {
+    fn a_large_object_listed_before_a_smaller_one_at_an_earlier_offset_is_framed_after_it() {
+        // Held whole, and streamed (past the bound, as cupy's and onnxruntime's largest).
+        for big_len in [5usize << 20, rewrite::WHOLE_OBJECT as usize + (1 << 20)] {
+            large_object_after_a_smaller_one(big_len);
+        }
+    }
+
+    fn large_object_after_a_smaller_one(big_len: usize) {
         use std::io::Write;
-        // One bundle whose table lists a 9 MiB gfx942 object first, then a small gfx942 object
+        // One bundle whose table lists a large gfx942 object first, then a small gfx942 object
         // that lies before it (tables need not list entries in offset order; onnxruntime-rocm's
-        // do not): the small one is framed first, the large one streamed after it.
-        let big: Vec<u8> = (0..9u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        // do not): the small one is framed first, the large one after it.
+        let big: Vec<u8> = (0..big_len as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
         let small = vec![5u8; 5000];
         let ids =
             ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx942", "hipv4-amdgcn-amd-amdhsa--gfx942"];
@@ -791,30 +698,10 @@ mod tests {
             let archive = captured.by_target.get_mut("gfx942").expect("taken");
             for (at, object) in [(4096 + small_at, &small), (4096 + big_at, &big)] {
                 let (described, frame) = archive.frame(&Captured::key(at), "gfx942").unwrap();
-                assert_eq!(described, Object::of(object), "writes of {chunk}");
-                assert!(zstd::bulk::decompress(&frame, object.len()).unwrap() == *object, "writes of {chunk}");
+                assert_eq!(described, Object::of(object), "{big_len} bytes, writes of {chunk}");
+                let back = zstd::bulk::decompress(&frame, object.len()).unwrap();
+                assert!(back == *object, "{big_len} bytes, writes of {chunk}");
             }
-        }
-    }
-
-    #[test]
-    fn a_frame_larger_than_a_batch_reaches_its_sink_whole() {
-        // Code objects of 8 MiB and more once came out as empty frames: their buffers were
-        // dropped before the caller took them.
-        let big: Vec<u8> = (0..9u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-        let small = b"a small code object".to_vec();
-        let mut frames = Vec::new();
-        for _ in 0..2 {
-            let mut got = Vec::new();
-            compress_all(&[&big, &small], &mut frames, &mut |i, object, frame| {
-                got.push((i, object, frame.to_vec()));
-                Ok(())
-            })
-            .unwrap();
-            assert_eq!(got.len(), 2);
-            assert_eq!(got[0].1, Object::of(&big));
-            assert!(zstd::bulk::decompress(&got[0].2, big.len()).unwrap() == big, "the large frame decodes whole");
-            assert_eq!(zstd::bulk::decompress(&got[1].2, 100).unwrap(), small);
         }
     }
 

@@ -8,7 +8,6 @@
 //! beside the destination and is renamed into place only when everything succeeded
 //! ([`crate::output`]).
 
-pub mod compressors;
 pub mod head_start;
 pub mod materialize;
 pub mod new_wheel;

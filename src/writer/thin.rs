@@ -16,9 +16,9 @@ use std::sync::Arc;
 use super::WriteError;
 use std::collections::BTreeMap;
 
-use super::compressors::Compressors;
 use crate::analysis::BundledCopy;
 use crate::analysis::copy::Captured;
+use crate::gpu::compressors::Compressors;
 use crate::gpu::kpack::{ArchiveWriter, Object};
 use crate::gpu::rewrite::Payload;
 use crate::gpu::rewrite::Ranges;

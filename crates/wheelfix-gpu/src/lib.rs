@@ -26,6 +26,7 @@ pub mod aks2;
 pub mod bundle;
 pub mod bundle_read;
 pub mod codec;
+pub mod compressors;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod kpack;

@@ -1063,6 +1063,14 @@ const SPARE_MAX: usize = 3 * WHOLE_OBJECT as usize;
 /// nearly its size that follow it: objects differ by a few KB, and a spare that misses by one
 /// cost a fresh buffer.
 fn object_buffer(size: usize) -> Vec<u8> {
+    let mut buf = object_room(size);
+    buf.resize(size, 0);
+    buf
+}
+
+/// An empty buffer with room for a code object of `size` bytes, to be filled by extending it:
+/// a spare as [`object_buffer`] chooses it, given back with [`recycle`].
+pub fn object_room(size: usize) -> Vec<u8> {
     let spare = SPARE.with_borrow_mut(|spare| {
         let fits = spare.iter().enumerate().filter(|(_, b)| b.capacity() >= size);
         let smallest = fits.min_by_key(|(_, b)| b.capacity()).map(|(i, _)| i);
@@ -1072,7 +1080,6 @@ fn object_buffer(size: usize) -> Vec<u8> {
     let mut buf = spare.unwrap_or_default();
     buf.clear();
     buf.reserve_exact(size.next_multiple_of(if size >= 1 << 20 { 1 << 20 } else { 64 << 10 }));
-    buf.resize(size, 0);
     buf
 }
 
