@@ -141,14 +141,16 @@ impl Captured {
 }
 
 /// The code object bytes a capturing copy holds while they are compressed (objects being
-/// compressed and frames waiting for those before them): as the writer's `split` holds.
+/// compressed and frames waiting for those before them): two objects of the largest held
+/// whole, one compressing on each of two cores while the member inflates.
 const CAPTURE_IN_FLIGHT: usize = 2 * rewrite::WHOLE_OBJECT as usize;
 
 /// What a capturing copy holds in memory at most: the objects in flight and their frames' buffers
-/// (each bounded by [`CAPTURE_IN_FLIGHT`]), the payload being gathered and the spare buffers of
-/// the thread that gathers (each up to [`rewrite::WHOLE_OBJECT`]), and the copy's own buffers
-/// (a larger code object is streamed into its archive, never held).
-const CAPTURE_MEMORY: u64 = 2 * CAPTURE_IN_FLIGHT as u64 + 2 * rewrite::WHOLE_OBJECT + COPY_BUFFERS;
+/// (each bounded by [`CAPTURE_IN_FLIGHT`]), the payload being gathered (up to
+/// [`rewrite::WHOLE_OBJECT`]; a larger code object is streamed into its archive, never held),
+/// the spare buffers of the thread that gathers ([`rewrite::recycle`] keeps three objects'
+/// worth), and the copy's own buffers.
+const CAPTURE_MEMORY: u64 = 2 * CAPTURE_IN_FLIGHT as u64 + 4 * rewrite::WHOLE_OBJECT + COPY_BUFFERS;
 
 /// What a payload being taken has of its bytes.
 enum Taken {
