@@ -237,16 +237,23 @@ fn entropy_bytes(data: &[u8]) -> f64 {
     bits / 8.0
 }
 
-/// A one-call compressor from the spares (made when none is free), its checksum flag set.
-fn spare_compressor() -> std::io::Result<zstd::bulk::Compressor<'static>> {
-    match SPARE_COMPRESSORS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop() {
-        Some(compressor) => Ok(compressor),
+/// `work` done with a one-call compressor from the spares (made when none is free, its checksum
+/// flag set), which goes back to them whatever `work` did.
+fn with_spare_compressor<T>(
+    work: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let spare = SPARE_COMPRESSORS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+    let mut compressor = match spare {
+        Some(compressor) => compressor,
         None => {
             let mut compressor = zstd::bulk::Compressor::new(ARCHIVE_ZSTD_LEVEL)?;
             compressor.set_parameter(zstd::stream::raw::CParameter::ChecksumFlag(true))?;
-            Ok(compressor)
+            compressor
         }
-    }
+    };
+    let done = work(&mut compressor);
+    SPARE_COMPRESSORS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(compressor);
+    done
 }
 
 /// Why an archive cannot be written as asked: a caller's mistake or a limit of the format,
@@ -336,13 +343,12 @@ pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::
         encoder.write(code_object, &mut out)?;
         return encoder.finish(&mut out);
     }
-    let mut compressor = spare_compressor()?;
     let sample = &code_object[..code_object.len().min(LEVEL_SAMPLE)];
-    let compressed = level_for(sample, &mut compressor)
-        .and_then(|level| compressor.set_compression_level(level))
-        .and_then(|()| compressor.compress_to_buffer(code_object, frame));
-    SPARE_COMPRESSORS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(compressor);
-    compressed?;
+    with_spare_compressor(|compressor| {
+        let level = level_for(sample, compressor)?;
+        compressor.set_compression_level(level)?;
+        compressor.compress_to_buffer(code_object, frame)
+    })?;
     Ok(Object::of(code_object))
 }
 
@@ -414,10 +420,8 @@ impl FrameEncoder {
     /// Choose the level from the sample, and compress the sample.
     fn begin(&mut self, out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
         let Some(sample) = self.sample.take() else { return Ok(()) };
-        let mut compressor = spare_compressor()?;
-        let level = level_for(&sample, &mut compressor);
-        SPARE_COMPRESSORS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(compressor);
-        self.encoder.set_parameter(zstd::stream::raw::CParameter::CompressionLevel(level?))?;
+        let level = with_spare_compressor(|compressor| level_for(&sample, compressor))?;
+        self.encoder.set_parameter(zstd::stream::raw::CParameter::CompressionLevel(level))?;
         self.compress(&sample, out)
     }
 
