@@ -715,21 +715,23 @@ fn variants_request(args: VariantsArgs) -> cmd::variants::VariantsRequest {
 }
 
 fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
-    let common = args.rewrite.common(&args.common, &args.gpu_targets);
+    let mut common = args.rewrite.common(&args.common, &args.gpu_targets);
+    common.flags.split = wheelfix::settings::SplitFlags {
+        device_name: args.device_name,
+        group_by: args.group_by.map(GroupByArg::into),
+        kpack_group: args.kpack_group,
+        overlay_root: args.overlay_root,
+        archive_per: args.archive_per.map(ArchivePerArg::into),
+        device_requires_dist: args.device_requires_dist,
+    };
     cmd::split::SplitRequest {
         wheels: args.wheels,
         common,
         wheel_dir: args.wheel_dir,
         targets: args.gpu_targets,
         all_targets: args.all_targets,
-        device_name: args.device_name,
-        group_by: args.group_by.map(GroupByArg::into),
-        kpack_group: args.kpack_group,
-        overlay_root: args.overlay_root,
-        archive_per: args.archive_per.map(ArchivePerArg::into),
         drop_other_targets: args.drop_other_targets,
         require_devices: args.require_devices,
-        device_requires_dist: args.device_requires_dist,
         compact: !args.rewrite.no_compact,
     }
 }

@@ -22,6 +22,8 @@ pub struct ExcludeList {
     /// The GPU driver's user-space libraries (`libcuda.so.1`): the machine's driver provides them.
     drivers: Option<GlobSet>,
     user: Vec<(String, GlobSet)>,
+    /// Directories ROCm installs in that the environment names (`$ROCM_PATH`, `$HIP_PATH`).
+    rocm_prefixes: Vec<String>,
 }
 
 fn glob_set(lines: &str) -> GlobSet {
@@ -55,12 +57,23 @@ impl ExcludeList {
                 .map_err(|e| ExcludeError { pattern: pattern.clone(), message: e.to_string() })?;
             compiled.push((pattern.clone(), set));
         }
-        Ok(ExcludeList { rocm, drivers: Some(glob_set(GPU_DRIVER_LIBRARIES)), user: compiled })
+        Ok(ExcludeList {
+            rocm,
+            drivers: Some(glob_set(GPU_DRIVER_LIBRARIES)),
+            user: compiled,
+            rocm_prefixes: Vec::new(),
+        })
     }
 
     /// With the built-in GPU driver list (on by default), or without (`--no-driver-exclude`).
     pub fn with_drivers(mut self, on: bool) -> Self {
         self.drivers = on.then(|| glob_set(GPU_DRIVER_LIBRARIES));
+        self
+    }
+
+    /// Libraries found under these directories are ROCm's too (`$ROCM_PATH`, `$HIP_PATH`).
+    pub fn with_rocm_prefixes(mut self, prefixes: Vec<String>) -> Self {
+        self.rocm_prefixes = prefixes;
         self
     }
 
@@ -71,7 +84,7 @@ impl ExcludeList {
                 return Some("ROCm library, provided by the environment (built-in list)".into());
             }
             if let Some(path) = path
-                && is_rocm_path(path)
+                && is_rocm_path(path, &self.rocm_prefixes)
             {
                 return Some(format!("resolved inside a ROCm installation ({path})"));
             }
@@ -93,12 +106,12 @@ pub fn rocm_patterns() -> impl Iterator<Item = &'static str> {
     ROCM_LIBRARIES.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
 
-/// `/opt/rocm*`, `$ROCM_PATH`, `$HIP_PATH` or a ROCm Python package (`_rocm_sdk_*`).
-fn is_rocm_path(path: &str) -> bool {
-    let env_prefix = |var: &str| {
-        std::env::var(var).ok().filter(|v| !v.is_empty()).is_some_and(|v| path.starts_with(v.trim_end_matches('/')))
-    };
-    path.starts_with("/opt/rocm") || path.contains("/_rocm_sdk_") || env_prefix("ROCM_PATH") || env_prefix("HIP_PATH")
+/// `/opt/rocm*`, a ROCm Python package (`_rocm_sdk_*`), or one of `prefixes` (`$ROCM_PATH`,
+/// `$HIP_PATH`: [`crate::settings::rocm_prefixes`]).
+fn is_rocm_path(path: &str, prefixes: &[String]) -> bool {
+    path.starts_with("/opt/rocm")
+        || path.contains("/_rocm_sdk_")
+        || prefixes.iter().any(|prefix| path.starts_with(prefix.trim_end_matches('/')))
 }
 
 #[cfg(test)]

@@ -38,19 +38,20 @@
 //!    stands on.
 //! 2. `wheel`: the archive and its metadata.
 //! 3. `config`, `elf`, `gpu`, `exclude`, `html`, `version`: file formats and rules, each on its own.
-//! 4. `analysis`: facts.
-//! 5. `policy`: what the policies make of the facts.
-//! 6. `examine`: one wheel opened, scanned, resolved and judged: how every command starts.
-//! 7. `plan`: the changes, as data.
-//! 8. `writer`: the changes, made.
-//! 9. `distribution`: a release set's files, read.
-//! 10. `index`: static pip indexes, their uploads, a site of several.
-//! 11. `upstream`: other indexes, over HTTP, and the resolvers run against them.
-//! 12. `check`: a release set, linted.
-//! 13. `metapackage`: the wheels a set adds (metapackages, selectors).
-//! 14. `report`: every outcome, rendered.
-//! 15. `settings`: a run's settings.
-//! 16. `cmd`: the commands.
+//! 4. `extra`: the `device-*` extras of split hosts, selectors and metapackages (on `gpu`'s processors).
+//! 5. `analysis`: facts.
+//! 6. `policy`: what the policies make of the facts.
+//! 7. `examine`: one wheel opened, scanned, resolved and judged: how every command starts.
+//! 8. `plan`: the changes, as data.
+//! 9. `writer`: the changes, made.
+//! 10. `distribution`: a release set's files, read.
+//! 11. `index`: static pip indexes, their uploads, a site of several.
+//! 12. `upstream`: other indexes, over HTTP, and the resolvers run against them.
+//! 13. `check`: a release set, linted.
+//! 14. `metapackage`: the wheels a set adds (metapackages, selectors).
+//! 15. `report`: every outcome, rendered.
+//! 16. `settings`: a run's settings.
+//! 17. `cmd`: the commands.
 
 pub mod analysis;
 pub mod check;
@@ -59,6 +60,7 @@ pub mod config;
 pub mod distribution;
 pub mod examine;
 pub mod exclude;
+pub mod extra;
 pub mod html;
 pub mod index;
 pub mod metapackage;

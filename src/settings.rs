@@ -123,6 +123,25 @@ pub struct Flags {
     pub writes: bool,
     /// The command has no use for device code inside host binaries (`retag`, `repair`).
     pub ignores_device_code: bool,
+    /// `split`'s flags for its device wheels and archives.
+    pub split: SplitFlags,
+}
+
+/// `split`'s flags that `[tool.wheelfix]` may also set (`None` or empty: not given).
+#[derive(Debug, Clone, Default)]
+pub struct SplitFlags {
+    /// `--device-name`: the device wheels' project names, `{name}` and `{target}` filled in.
+    pub device_name: Option<String>,
+    /// `--group-by`: a device wheel per processor, sub-family or family.
+    pub group_by: Option<crate::plan::split::GroupBy>,
+    /// `--group`: the kpack group whose archives the wheel's binaries share.
+    pub kpack_group: Option<String>,
+    /// `--overlay-root`: TheRock's layout under this directory of the installed tree.
+    pub overlay_root: Option<String>,
+    /// `--archive-per`: an archive per processor or per target ID.
+    pub archive_per: Option<crate::plan::split::ArchivePer>,
+    /// `--device-requires-dist`: requirements every device wheel gains.
+    pub device_requires_dist: Vec<String>,
 }
 
 impl Flags {
@@ -187,71 +206,132 @@ pub struct Settings {
     /// The policies: auditwheel's, or `--policy-file`'s.
     pub policies: Policies,
     pub analyze: AnalyzeOptions,
-    /// `device-name`, `group-by`, `group`, `overlay-root` and `archive-per` of
-    /// `[tool.wheelfix]`, checked (`split`'s flags win over them).
-    pub device_name: Option<String>,
-    pub group_by: Option<crate::plan::split::GroupBy>,
-    pub kpack_group: Option<String>,
-    pub overlay_root: Option<String>,
-    pub archive_per: Option<crate::plan::split::ArchivePer>,
-    /// `device-requires-dist` of `[tool.wheelfix]`, each checked (`--device-requires-dist`
-    /// replaces them).
-    pub device_requires_dist: Vec<String>,
+    /// `split`'s device wheels and archives: each from its flag, else `[tool.wheelfix]`, else
+    /// its default, checked.
+    pub split: SplitSettings,
     /// The bytes of inflated copies `thin` and `split` may keep on disk at once
     /// (`WHEELFIX_COPY_ROOM`; `0` keeps none).
     pub copy_room: u64,
     /// `SOURCE_DATE_EPOCH`: the time of members written anew.
     pub source_date_epoch: Option<i64>,
+    /// The tests' hook (`WHEELFIX_TEST_DAMAGE_OUTPUT=1`, read only in a build with the cargo
+    /// feature `test-hooks`, which the tests enable): damage what `thin` and `split` write
+    /// before their proof, so that a test shows the proof catches it.
+    pub damage_output: bool,
 }
 
-/// `device-name`, `group-by`, `group`, `overlay-root` and `archive-per` of `[tool.wheelfix]`,
-/// each checked as its flag is.
-struct SplitNaming {
-    device_name: Option<String>,
-    group_by: Option<crate::plan::split::GroupBy>,
-    kpack_group: Option<String>,
-    overlay_root: Option<String>,
-    archive_per: Option<crate::plan::split::ArchivePer>,
-    device_requires_dist: Vec<String>,
+/// How `split` names and lays out its device wheels and archives, resolved.
+#[derive(Debug, Clone)]
+pub struct SplitSettings {
+    /// The device wheels' project names. Ex) `{name}-device-{target}` (the default),
+    /// TheRock's `amd-{name}-device-{target}`
+    pub device_name: Setting<String>,
+    pub group_by: Setting<crate::plan::split::GroupBy>,
+    /// The kpack group whose archives the wheel's binaries share; `None`: an archive per binary.
+    pub kpack_group: Setting<Option<String>>,
+    /// TheRock's overlay root, without a trailing `/`.
+    pub overlay_root: Setting<Option<String>>,
+    /// An archive per processor, or per target ID (the default under an overlay root, as
+    /// TheRock's).
+    pub archive_per: Setting<crate::plan::split::ArchivePer>,
+    /// Requirements every device wheel gains, `@GFXARCH@` its processor.
+    pub device_requires_dist: Setting<Vec<String>>,
 }
 
-fn split_naming(config: &crate::config::Config) -> Result<SplitNaming, SettingsError> {
-    use crate::plan::split::{check_device_name, check_device_requirement, check_kpack_group, check_overlay_root};
-    let bad = |key: &'static str, value: &str, why: crate::plan::split::SettingError| SettingsError::Split {
-        key,
-        value: value.into(),
-        why,
-    };
-    if let Some(template) = &config.device_name {
-        check_device_name(template).map_err(|why| bad("device-name", template, why))?;
+impl Default for SplitSettings {
+    fn default() -> Self {
+        SplitSettings {
+            device_name: Setting::default_of(crate::plan::split::DEFAULT_DEVICE_NAME.to_string()),
+            group_by: Setting::default_of(crate::plan::split::GroupBy::Target),
+            kpack_group: Setting::default_of(None),
+            overlay_root: Setting::default_of(None),
+            archive_per: Setting::default_of(crate::plan::split::ArchivePer::Processor),
+            device_requires_dist: Setting::default_of(Vec::new()),
+        }
     }
-    let group_by = match &config.group_by {
-        Some(text) => Some(text.parse().map_err(|why| bad("group-by", text, why))?),
-        None => None,
-    };
-    if let Some(group) = &config.group {
-        check_kpack_group(group).map_err(|why| bad("group", group, why))?;
+}
+
+impl<T> Setting<T> {
+    /// A setting's default value.
+    fn default_of(value: T) -> Setting<T> {
+        Setting { value, origin: Origin::Default }
     }
-    if let Some(root) = &config.overlay_root {
-        check_overlay_root(root).map_err(|why| bad("overlay-root", root, why))?;
+}
+
+impl Sources<'_> {
+    /// `split`'s settings: each flag, else its `[tool.wheelfix]` key, else its default, each
+    /// checked as its flag is.
+    fn split(&self) -> Result<SplitSettings, SettingsError> {
+        use crate::plan::split::{
+            ArchivePer, GroupBy, check_device_name, check_device_requirement, check_kpack_group, check_overlay_root,
+        };
+        let (flags, config) = (&self.flags.split, &self.loaded.config);
+        let bad = |key: &'static str, value: &str, why: crate::plan::split::SettingError| SettingsError::Split {
+            key,
+            value: value.into(),
+            why,
+        };
+        let defaults = SplitSettings::default();
+        let device_name = self.pick(&flags.device_name, &config.device_name);
+        if let Some(template) = &device_name.value {
+            check_device_name(template).map_err(|why| bad("device-name", template, why))?;
+        }
+        let group_by = match (&flags.group_by, &config.group_by) {
+            (Some(g), _) => Setting { value: *g, origin: Origin::CommandLine },
+            (None, Some(text)) => Setting {
+                value: text.parse::<GroupBy>().map_err(|why| bad("group-by", text, why))?,
+                origin: self.file(),
+            },
+            (None, None) => defaults.group_by,
+        };
+        let kpack_group = self.pick(&flags.kpack_group, &config.group);
+        if let Some(group) = &kpack_group.value {
+            check_kpack_group(group).map_err(|why| bad("group", group, why))?;
+        }
+        let mut overlay_root = self.pick(&flags.overlay_root, &config.overlay_root);
+        if let Some(root) = &overlay_root.value {
+            check_overlay_root(root).map_err(|why| bad("overlay-root", root, why))?;
+        }
+        overlay_root.value = overlay_root.value.map(|r| r.trim_end_matches('/').to_string());
+        let archive_per = match (&flags.archive_per, &config.archive_per) {
+            (Some(a), _) => Setting { value: *a, origin: Origin::CommandLine },
+            (None, Some(text)) => Setting {
+                value: text.parse::<ArchivePer>().map_err(|why| bad("archive-per", text, From::from(why)))?,
+                origin: self.file(),
+            },
+            // TheRock's layout has an archive per target ID.
+            (None, None) if overlay_root.value.is_some() => Setting::default_of(ArchivePer::TargetId),
+            (None, None) => defaults.archive_per,
+        };
+        let mut device_requires_dist = self.pick_list(&flags.device_requires_dist, &config.device_requires_dist);
+        for requirement in &device_requires_dist.value {
+            check_device_requirement(requirement).map_err(|why| bad("device-requires-dist", requirement, why))?;
+        }
+        device_requires_dist.value = device_requires_dist.value.iter().map(|r| r.trim().to_string()).collect();
+        Ok(SplitSettings {
+            device_name: Setting {
+                value: device_name.value.unwrap_or(defaults.device_name.value),
+                origin: device_name.origin,
+            },
+            group_by,
+            kpack_group,
+            overlay_root,
+            archive_per,
+            device_requires_dist,
+        })
     }
-    let overlay_root = config.overlay_root.as_ref().map(|r| r.trim_end_matches('/').to_string());
-    let archive_per = match &config.archive_per {
-        Some(text) => Some(text.parse().map_err(|why| bad("archive-per", text, From::from(why)))?),
-        None => None,
-    };
-    let device_requires_dist = config.device_requires_dist.clone().unwrap_or_default();
-    for requirement in &device_requires_dist {
-        check_device_requirement(requirement).map_err(|why| bad("device-requires-dist", requirement, why))?;
-    }
-    Ok(SplitNaming {
-        device_requires_dist: device_requires_dist.iter().map(|r| r.trim().to_string()).collect(),
-        device_name: config.device_name.clone(),
-        group_by,
-        kpack_group: config.group.clone(),
-        overlay_root,
-        archive_per,
-    })
+}
+
+/// A variable of this process's environment, unset when empty: the one place wheelfix reads
+/// its environment; everything else is given this function, or a test's in its place.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The directories ROCm installs in that the environment names (`ROCM_PATH`, `HIP_PATH`): a
+/// library found under one is ROCm's.
+pub fn rocm_prefixes(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    ["ROCM_PATH", "HIP_PATH"].iter().filter_map(|name| env(name)).collect()
 }
 
 /// `WHEELFIX_COPY_ROOM`: a size (`4G`), `0` for none; unset, 16 GiB.
@@ -508,7 +588,7 @@ impl Settings {
 
     /// Resolve from the flags, the process environment and the configuration file.
     pub fn resolve(flags: &Flags, loaded: &LoadedConfig) -> Result<Settings, SettingsError> {
-        Self::resolve_with(flags, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()), loaded)
+        Self::resolve_with(flags, &process_env, loaded)
     }
 
     /// Resolve with `env` standing for the environment (a variable set to an empty value counts
@@ -538,7 +618,8 @@ impl Settings {
         let policies = Policies::with_files(&flags.policy_files)?;
         let plat = from.plat(&policies)?;
         let exclusion = ExcludeList::new(rocm_exclusion.value, &exclude.value)?.with_drivers(driver_exclusion.value);
-        let mut search = LibrarySearch::from_environment(flags.ldpaths.as_deref());
+        let exclusion = exclusion.with_rocm_prefixes(rocm_prefixes(env));
+        let mut search = LibrarySearch::from_environment(flags.ldpaths.as_deref(), env("LD_LIBRARY_PATH").as_deref());
         if let Some(extra) = &extra_library_path.value {
             search.set_extra_dirs(extra);
         }
@@ -558,18 +639,13 @@ impl Settings {
             }
             analyze.parallel_inflate = min.and_then(crate::zip::ParallelInflate::with_pool_threads);
         }
-        let SplitNaming { device_name, group_by, kpack_group, overlay_root, archive_per, device_requires_dist } =
-            split_naming(config)?;
+        let split = from.split()?;
         Ok(Settings {
             config_file: loaded.path.clone(),
-            device_name,
-            group_by,
-            kpack_group,
-            overlay_root,
-            archive_per,
-            device_requires_dist,
+            split,
             copy_room: copy_room(env)?,
             source_date_epoch: source_date_epoch(env)?,
+            damage_output: cfg!(feature = "test-hooks") && env("WHEELFIX_TEST_DAMAGE_OUTPUT").as_deref() == Some("1"),
             exclude,
             rocm_exclusion,
             plat,
@@ -609,14 +685,10 @@ impl Settings {
         let default = |v| Setting { value: v, origin: Origin::Default };
         Settings {
             config_file: None,
-            device_name: None,
-            group_by: None,
-            kpack_group: None,
-            overlay_root: None,
-            archive_per: None,
-            device_requires_dist: Vec::new(),
+            split: SplitSettings::default(),
             copy_room: crate::analysis::copy::DEFAULT_ROOM,
             source_date_epoch: None,
+            damage_output: false,
             exclude: default(Vec::new()),
             rocm_exclusion: Setting { value: true, origin: Origin::Default },
             plat: Setting { value: None, origin: Origin::Default },
@@ -665,6 +737,7 @@ impl Settings {
     pub fn describe(&self) -> Vec<(&'static str, String, String)> {
         let list = |v: &[String]| format!("[{}]", v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "));
         let text = |v: &Option<String>| v.as_ref().map(|v| format!("{v:?}")).unwrap_or_else(|| "(none)".into());
+        let split = &self.split;
         vec![
             ("exclude", list(&self.exclude.value), self.exclude.origin.to_string()),
             ("plat", text(&self.plat.value.as_ref().map(Plat::to_string)), self.plat.origin.to_string()),
@@ -697,30 +770,17 @@ impl Settings {
                 ),
                 self.with_wheels.origin.to_string(),
             ),
-            ("device-name", text(&self.device_name), self.split_origin(self.device_name.is_some())),
-            ("group-by", text(&self.group_by.map(|g| g.to_string())), self.split_origin(self.group_by.is_some())),
-            ("group", text(&self.kpack_group), self.split_origin(self.kpack_group.is_some())),
-            ("overlay-root", text(&self.overlay_root), self.split_origin(self.overlay_root.is_some())),
-            (
-                "archive-per",
-                text(&self.archive_per.map(|a| a.to_string())),
-                self.split_origin(self.archive_per.is_some()),
-            ),
+            ("device-name", format!("{:?}", split.device_name.value), split.device_name.origin.to_string()),
+            ("group-by", format!("{:?}", split.group_by.value.to_string()), split.group_by.origin.to_string()),
+            ("group", text(&split.kpack_group.value), split.kpack_group.origin.to_string()),
+            ("overlay-root", text(&split.overlay_root.value), split.overlay_root.origin.to_string()),
+            ("archive-per", format!("{:?}", split.archive_per.value.to_string()), split.archive_per.origin.to_string()),
             (
                 "device-requires-dist",
-                list(&self.device_requires_dist),
-                self.split_origin(!self.device_requires_dist.is_empty()),
+                list(&split.device_requires_dist.value),
+                split.device_requires_dist.origin.to_string(),
             ),
         ]
-    }
-
-    /// Where a `split` key came from: the configuration file when it is set (split's flags are
-    /// not settings), else split's default.
-    fn split_origin(&self, set: bool) -> String {
-        match (&self.config_file, set) {
-            (Some(path), true) => Origin::ConfigFile(path.clone()).to_string(),
-            _ => Origin::Default.to_string(),
-        }
     }
 }
 
@@ -744,7 +804,7 @@ mod tests {
             ..Config::default()
         };
         let settings = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap();
-        assert_eq!(settings.archive_per, Some(crate::plan::split::ArchivePer::TargetId));
+        assert_eq!(settings.split.archive_per.value, crate::plan::split::ArchivePer::TargetId);
         let described = settings.describe();
         let row = |key: &str| described.iter().find(|(k, _, _)| *k == key).map(|(_, v, o)| (v.clone(), o.clone()));
         let from_file = "/project/pyproject.toml".to_string();
@@ -754,6 +814,35 @@ mod tests {
         assert_eq!(row("group"), Some(("(none)".into(), "default".into())));
         let requirement = "[\"rocm-sdk-device-@GFXARCH@==7.1.0\"]".to_string();
         assert_eq!(row("device-requires-dist"), Some((requirement, "/project/pyproject.toml".into())));
+    }
+
+    #[test]
+    fn splits_flags_win_over_the_file_and_an_overlay_root_means_an_archive_per_target_id() {
+        let config = Config {
+            device_name: Some("amd-{name}-device-{target}".into()),
+            group_by: Some("family".into()),
+            ..Config::default()
+        };
+        let flags = Flags {
+            split: SplitFlags {
+                group_by: Some(crate::plan::split::GroupBy::Target),
+                overlay_root: Some("torch/".into()),
+                ..SplitFlags::default()
+            },
+            ..Flags::default()
+        };
+        let split = Settings::resolve_with(&flags, &env_of(&[]), &file(config)).unwrap().split;
+        assert_eq!(split.device_name.value, "amd-{name}-device-{target}");
+        assert_eq!(split.device_name.origin, Origin::ConfigFile("/project/pyproject.toml".into()));
+        assert_eq!(
+            (split.group_by.value, split.group_by.origin),
+            (crate::plan::split::GroupBy::Target, Origin::CommandLine)
+        );
+        assert_eq!(split.overlay_root.value.as_deref(), Some("torch"));
+        assert_eq!(split.archive_per.value, crate::plan::split::ArchivePer::TargetId);
+        let bad =
+            Flags { split: SplitFlags { kpack_group: Some(".x".into()), ..SplitFlags::default() }, ..Flags::default() };
+        assert!(Settings::resolve_with(&bad, &env_of(&[]), &LoadedConfig::default()).is_err());
     }
 
     fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
@@ -874,7 +963,10 @@ mod tests {
     fn split_naming_in_the_file_is_typed_and_checked_once() {
         let config = Config { group_by: Some("family".into()), group: Some("rocm".into()), ..Config::default() };
         let s = Settings::resolve_with(&Flags::default(), &env_of(&[]), &file(config)).unwrap();
-        assert_eq!((s.group_by, s.kpack_group.as_deref()), (Some(crate::plan::split::GroupBy::Family), Some("rocm")));
+        assert_eq!(
+            (s.split.group_by.value, s.split.kpack_group.value.as_deref()),
+            (crate::plan::split::GroupBy::Family, Some("rocm"))
+        );
         for (config, message) in [
             (
                 Config { group_by: Some("galaxy".into()), ..Config::default() },

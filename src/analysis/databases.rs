@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use crate::gpu::targets::Requested;
+use crate::gpu::targets::is_known_processor;
 
 const RULES_JSON: &str = include_str!("../../policies/kernel-databases.json");
 
@@ -49,15 +49,17 @@ fn rules() -> &'static [Rule] {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Database {
     pub library: &'static str,
-    /// Ex) `gfx942`
-    pub target: String,
+    /// Its processor. Ex) `gfx942`
+    pub target: crate::gpu::TargetId,
 }
 
 /// The kernel database a file installed at `path` is, if a rule names it and its target is one
 /// processor (a family directory, `gfx11xx`, is none).
 pub fn database(path: &str) -> Option<Database> {
     match find(path)? {
-        (library, Named::Processor(target)) => Some(Database { library, target }),
+        (library, Named::Processor(target)) => {
+            Some(Database { library, target: crate::gpu::TargetId::from_code(target) })
+        }
         (_, Named::Family(_)) => None,
     }
 }
@@ -139,7 +141,7 @@ fn processor_in_name(name: &str) -> Option<String> {
         let longest = rest.char_indices().map(|(k, c)| k + c.len_utf8()).take(12).collect::<Vec<_>>();
         for end in longest.into_iter().rev() {
             let candidate = &rest[..end];
-            if candidate.len() > 3 && Requested::parse(candidate).is_ok() && !candidate.contains(':') {
+            if is_known_processor(candidate) {
                 return Some(candidate.to_string());
             }
         }
@@ -155,7 +157,7 @@ fn target_in_directories(below: &str) -> Option<Named> {
     parts.pop(); // the file name
     let dir = parts.into_iter().find(|p| p.starts_with("gfx"))?;
     let processor = dir.split('-').next().unwrap_or(dir);
-    if Requested::parse(processor).is_ok() {
+    if is_known_processor(processor) {
         return Some(Named::Processor(processor.to_string()));
     }
     // A family: digits, then one or more `x` for the rest of a processor's name.
@@ -172,7 +174,7 @@ fn target_in_directories(below: &str) -> Option<Named> {
 pub fn by_target(wheel: &crate::wheel::Wheel) -> std::collections::BTreeMap<String, crate::gpu::Count> {
     let mut found: std::collections::BTreeMap<String, crate::gpu::Count> = Default::default();
     for (member, db) in in_wheel(wheel) {
-        found.entry(db.target).or_default().add(member.size);
+        found.entry(db.target.to_string()).or_default().add(member.size);
     }
     found
 }
@@ -193,7 +195,7 @@ mod tests {
     use super::*;
 
     fn target(path: &str) -> Option<String> {
-        database(path).map(|d| d.target)
+        database(path).map(|d| d.target.to_string())
     }
 
     #[test]

@@ -255,6 +255,9 @@ pub fn read_archive(path: &Path) -> gpu::kpack_read::ArchiveRead {
 pub struct InstalledBinary {
     /// Relative to site-packages. Ex) `torch/lib/libtorch_hip.so`
     pub path: String,
+    /// Its real path relative to site-packages, symbolic links followed: where the runtime
+    /// resolves its kpack search paths from (its path, when the real one leaves site-packages).
+    pub real_path: String,
     /// Its distribution (an index into [`Site::distributions`]); `None`: no RECORD names it.
     pub owner: Option<usize>,
     pub facts: ElfFacts,
@@ -266,8 +269,8 @@ pub struct InstalledBinary {
 /// A kpack archive some GPU's code is looked for in.
 #[derive(Debug, Default)]
 pub struct ArchiveFacts {
-    /// Key → the target ids it has a code object for.
-    pub toc: std::collections::BTreeMap<String, Vec<String>>,
+    /// Key → the target IDs it has a code object for (those whose frames decode).
+    pub toc: gpu::resolve::Toc,
     /// What is wrong with it (a frame that does not decode to its table's size, …).
     pub problems: Vec<String>,
 }
@@ -277,8 +280,8 @@ pub struct ArchiveFacts {
 pub struct Environment {
     pub site: Site,
     pub binaries: Vec<InstalledBinary>,
-    /// Archives looked for, by their absolute path: `None` when none is there.
-    pub archives: std::collections::BTreeMap<PathBuf, Option<ArchiveFacts>>,
+    /// Archives looked for, by their path relative to site-packages: `None` when none is there.
+    pub archives: std::collections::BTreeMap<String, Option<ArchiveFacts>>,
     /// Files that could not be read: (path, why).
     pub unreadable: Vec<(String, String)>,
     /// Every file name in the environment, to tell a library the loader misses from one that
@@ -286,51 +289,10 @@ pub struct Environment {
     pub file_names: std::collections::BTreeMap<String, Vec<String>>,
 }
 
-/// Where a kpack-split binary installed at `binary` (absolute) looks for its archive of
-/// `arch`: each search path of its marker, `@GFXARCH@` replaced, relative to the directory of
-/// the binary's real path (the runtime resolves it from the loaded file, through symlinks).
-pub fn archive_candidates(binary: &Path, search_paths: &[String], arch: &str) -> Vec<PathBuf> {
-    let real = binary.canonicalize().unwrap_or_else(|_| binary.to_path_buf());
-    let dir = real.parent().unwrap_or(Path::new("/"));
-    search_paths
-        .iter()
-        .map(|p| p.replace(gpu::kpack::GFXARCH, arch))
-        .map(|p| if p.starts_with('/') { PathBuf::from(p) } else { lexical(&dir.join(p)) })
-        .collect()
-}
-
-/// `a/b/../c` → `a/c`, as the path a directory's real path and a relative search path name.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// The archive names the runtime may look for, for a device: its processor, then its target
-/// ids with features (TheRock's per-target-id archives). Ex) `gfx90a`, `gfx90a:xnack+`, …
-pub fn archive_arches(device: &gpu::targets::Requested) -> Vec<String> {
-    let mut arches = vec![device.processor.clone()];
-    for (name, on) in &device.features {
-        arches.push(format!("{}:{name}{}", device.processor, if *on { '+' } else { '-' }));
-    }
-    if device.features.len() > 1 {
-        arches.push(device.to_string());
-    }
-    arches
-}
-
 /// Read everything `doctor` needs of `site`: every host binary its distributions own (in
 /// parallel, largest first), the loader's view of each, and the kpack archives the binaries
 /// would look for on `devices`.
-pub fn examine(site: Site, devices: &[gpu::targets::Requested], search: &super::linkage::LibrarySearch) -> Environment {
+pub fn examine(site: Site, devices: &[gpu::TargetId], search: &super::linkage::LibrarySearch) -> Environment {
     let mut owned: Vec<(String, Option<usize>)> = Vec::new();
     let mut file_names: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for (i, d) in site.distributions.iter().enumerate() {
@@ -371,7 +333,8 @@ pub fn examine(site: Site, devices: &[gpu::targets::Requested], search: &super::
                             (soname.clone(), by)
                         })
                         .collect();
-                    Ok(InstalledBinary { path: path.clone(), owner: *owner, facts, gpu, unfound })
+                    let real_path = real_path_under(&site.root, path);
+                    Ok(InstalledBinary { path: path.clone(), real_path, owner: *owner, facts, gpu, unfound })
                 }
                 Err(e) => Err((path.clone(), e.to_string())),
             })
@@ -389,26 +352,26 @@ pub fn examine(site: Site, devices: &[gpu::targets::Requested], search: &super::
     }
     binaries.sort_by(|a, b| a.path.cmp(&b.path));
     // The archives each split binary would look for, read once each.
-    let mut wanted: std::collections::BTreeSet<PathBuf> = Default::default();
+    let mut wanted: std::collections::BTreeSet<String> = Default::default();
     for b in &binaries {
         for code in b.gpu.iter().filter(|c| c.kpack_kernel.is_some()) {
+            let lookup = code.kpack_lookup(&b.real_path);
             for device in devices {
-                for arch in archive_arches(device) {
-                    wanted.extend(archive_candidates(&site.root.join(&b.path), &code.kpack_search_paths, &arch));
-                }
+                wanted.extend(lookup.archive_paths(device));
             }
         }
     }
-    let wanted: Vec<PathBuf> = wanted.into_iter().collect();
+    let wanted: Vec<String> = wanted.into_iter().collect();
     let archives = crate::parallel::map(&wanted, |path| {
-        if !path.is_file() {
+        let on_disk = site.root.join(path);
+        if !on_disk.is_file() {
             return (path.clone(), None);
         }
-        let read = read_archive(path);
+        let read = read_archive(&on_disk);
         let mut facts =
             ArchiveFacts { problems: read.problems.iter().map(|p| p.to_string()).collect(), ..Default::default() };
         for o in read.objects {
-            facts.toc.entry(o.key).or_default().push(o.target);
+            facts.toc.entry(o.key).or_default().push(gpu::TargetId::from_code(o.target));
         }
         (path.clone(), Some(facts))
     })
@@ -484,6 +447,29 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
     analysis.binaries = super::host_binaries(&analysis.elf, analysis.arch, analysis.libc, &mut analysis.notes);
     analysis.notes.sort();
     analysis
+}
+
+/// `path` (under `root`, which is a real path) as its real path under `root`, symbolic links
+/// followed; `path` itself when the real path leaves `root` or cannot be read.
+fn real_path_under(root: &Path, path: &str) -> String {
+    let real = root.join(path).canonicalize().ok();
+    let under = real.as_deref().and_then(|r| r.strip_prefix(root).ok()).and_then(|r| r.to_str());
+    under.map_or_else(|| path.to_string(), |r| r.replace(std::path::MAIN_SEPARATOR, "/"))
+}
+
+/// `a/b/../c` → `a/c`, as a directory's path and a relative path name it.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// `entries` with each `$ORIGIN` entry followed by the absolute directory it names for a file

@@ -45,12 +45,13 @@ pub struct ObjectPaths {
 }
 
 impl LibrarySearch {
-    /// The machine's search path, or `--ldpaths A:B` in place of the system part.
-    pub fn from_environment(ldpaths: Option<&str>) -> Self {
+    /// The machine's search path (`ld_library_path`: `LD_LIBRARY_PATH`, as the settings read
+    /// it), or `--ldpaths A:B` in place of the system part.
+    pub fn from_environment(ldpaths: Option<&str>, ld_library_path: Option<&str>) -> Self {
         match ldpaths {
             Some(paths) => LibrarySearch { system_dirs: split_paths(paths), ..LibrarySearch::default() },
             None => {
-                let env_dirs = std::env::var("LD_LIBRARY_PATH").map(|v| split_paths(&v)).unwrap_or_default();
+                let env_dirs = ld_library_path.map(split_paths).unwrap_or_default();
                 let mut system_dirs = Vec::new();
                 read_ld_so_conf(Path::new("/etc/ld.so.conf"), &mut system_dirs, 0);
                 for default in ["/lib64", "/usr/lib64", "/lib", "/usr/lib"] {

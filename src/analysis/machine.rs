@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::gpu::targets::Requested;
+use crate::gpu::targets::{Feature, TargetId};
 
 /// A target feature's mode on a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -60,14 +60,13 @@ impl Gpu {
     }
 
     /// The device as a target the compatibility rules of [`crate::gpu::targets`] take.
-    pub fn requested(&self) -> Requested {
-        let mut features = Vec::new();
-        for (name, mode) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
-            if matches!(mode, Mode::On | Mode::Off) {
-                features.push((name.to_string(), mode == Mode::On));
-            }
-        }
-        Requested { processor: self.processor.clone(), features }
+    pub fn requested(&self) -> TargetId {
+        let settings = [("sramecc", self.sramecc), ("xnack", self.xnack)];
+        let features = settings
+            .into_iter()
+            .filter(|(_, mode)| matches!(mode, Mode::On | Mode::Off))
+            .map(|(name, mode)| Feature { name, on: mode == Mode::On });
+        TargetId::of(&self.processor, features)
     }
 }
 
@@ -103,11 +102,11 @@ pub const VARIABLES: &[&str] =
 
 impl Machine {
     /// GPUs named by the user (`--gpu gfx942`, `--gpu gfx90a:xnack+`), with the environment applied.
-    pub fn named(targets: &[Requested], env: &dyn Fn(&str) -> Option<String>) -> Machine {
+    pub fn named(targets: &[TargetId], env: &dyn Fn(&str) -> Option<String>) -> Machine {
         let mut machine = Machine { source: "--gpu".into(), ..Machine::default() };
         for t in targets {
-            let mode = |name: &str| t.features.iter().find(|(n, _)| n == name).map(|(_, on)| *on);
-            machine.gpus.push(Gpu::new(None, &t.processor, mode("sramecc"), mode("xnack")));
+            let mode = |name: &str| t.features().find(|f| f.name == name).map(|f| f.on);
+            machine.gpus.push(Gpu::new(None, t.processor(), mode("sramecc"), mode("xnack")));
         }
         machine.apply(env, false);
         machine

@@ -12,7 +12,7 @@ use crate::progress::NoProgress;
 use crate::wheel::platform_tag::PlatformTag;
 use crate::wheel::{CoreMetadata, RecordFindings, Wheel};
 
-use super::{Finding, Severity};
+use super::{Finding, Kind, Severity};
 
 /// How a wheel's platform tag is known. Ex) measured: its binaries meet `manylinux_2_28_x86_64`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -117,12 +117,12 @@ pub(super) struct WheelFacts {
     /// Its kpack-split binaries: install path and the search paths of their archives.
     pub(super) kpack_refs: Vec<(String, Vec<String>)>,
     /// Its kpack archives by install path, with the processors their tables of contents list.
-    pub(super) kpack_archives: BTreeMap<String, Vec<String>>,
+    pub(super) kpack_archives: BTreeMap<String, Vec<crate::gpu::TargetId>>,
     /// Its kpack-split binaries with their kernel name and wrapper count: (install path, kernel
     /// name, wrappers).
     pub(super) kpack_kernels: Vec<(String, String, usize)>,
     /// Its kpack archives' tables of contents: install path → key → target ids.
-    pub(super) kpack_tocs: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    pub(super) kpack_tocs: BTreeMap<String, BTreeMap<String, Vec<crate::gpu::TargetId>>>,
     /// Its kpack archives read back whole ([`crate::gpu::kpack_read`]): install path →
     /// what is wrong with it (archives with nothing wrong are not listed).
     pub(super) kpack_damage: Vec<(String, Vec<String>)>,
@@ -251,7 +251,7 @@ pub(super) fn tag_facts(
 pub(super) fn read_dist(path: &Path, options: &ExamineOptions<'_>, site: &SitePackages) -> Read {
     let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let unreadable = |message: String| Finding {
-        kind: "unreadable".into(),
+        kind: Kind::Unreadable,
         severity: Severity::Error,
         message: format!("{file_name}: {message}"),
         files: vec![path.display().to_string()],

@@ -41,86 +41,21 @@ use rules::{
 };
 pub use upstream::{ResolutionError, resolution_findings};
 
-/// The GPU target a device package is for, from its name. Ex) `rocm-sdk-device-gfx950` → `gfx950`
-pub fn device_target_of(project: &str) -> Option<&str> {
-    rules::device_target(project)
-}
 use upstream::upstream_findings;
 
-/// How bad a finding is: errors fail `check` (exit 1); warnings only with `--strict`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Error,
-    Warning,
-}
+pub use crate::policy::problem::{Kind, Severity};
 
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        }
-    }
-}
-
-/// What to do about a kind of finding, where one thing does it (the finding's message says
-/// the rest). Ex) `undeclared-provider` → add the provider to Requires-Dist
-pub fn fix(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "unresolved-provider" => {
-            "publish the wheel that provides the library in the same index, vendor it (`wheelfix repair`), or `--exclude` it if every environment provides it"
-        }
-        "undeclared-provider" => "add the providing project to the wheel's Requires-Dist, so installers bring it",
-        "no-local-version" => {
-            "`wheelfix retag --rocm-version X.Y.Z` labels every wheel of the set (`--mark-pure` for pure ones); a selector is labelled when it is made: `wheelfix selector --version 1.0+rocmX.Y.Z`"
-        }
-        "loose-pin" => {
-            "pin exactly, with the local label (`wheelfix retag --rocm-version` rewrites the pins of the set)"
-        }
-        "stale-record" => "`wheelfix retag` writes a true RECORD",
-        "not-loadable" => {
-            "rebuild or relink the file (the tool that last rewrote its layout broke it); `readelf -lW` shows its segments"
-        }
-        "tag-mismatch" => "`wheelfix retag` makes the file name and WHEEL agree",
-        "tag-not-met" => {
-            "`wheelfix retag` writes the tag the binaries meet (or `repair` vendors what keeps them from it)"
-        }
-        "filename-conflict" => {
-            "give each build its own file name (a per-architecture or per-platform label), or publish each in its own index (a per-architecture upload directory or base URL)"
-        }
-        "resolve-upstream" => {
-            "for uv: the release page's uv command (the set's index as --extra-index-url); check it with --site-first"
-        }
-        "local-label-order" => "label with wheelfix's `+rocmX.Y.Z`, whose order follows ROCm's",
-        "duplicate-metapackage" => "keep one metapackage of each name in an index: the build you mean to publish",
-        "missing-extra" | "device-all-incomplete" => {
-            "rebuild it from the set as it is: `wheelfix selector` for a selector, `wheelfix metapackage` for a per-architecture metapackage"
-        }
-        "no-code-for-architecture" | "wrong-architecture" => {
-            "build with `--offload-arch` for the index's architecture, or publish the wheel only in indexes of the architectures it has code for"
-        }
-        "self-requirement" => {
-            "drop the requirement on itself; an extra that gathers others is `name[a,b]; extra == \"all\"`"
-        }
-        "unmarked-platform-extra" => {
-            "add the platform marker (`; sys_platform == \"linux\"`) to the extra's requirements, or publish the missing platform's files"
-        }
-        "variant-metadata" | "variant-inconsistent" | "variant-duplicate-properties" | "variant-code-mismatch" => {
-            "write the variants again from the fat wheel, all at once: `wheelfix variants --all-targets --null -w DIR fat.whl`"
-        }
-        "variant-no-fallback" => {
-            "publish the fat wheel as the null variant (`wheelfix variants --null`) or plain (`--plain`) beside the variants"
-        }
-        _ => return None,
-    })
+/// What to do about a kind of finding, where one thing does it ([`Kind::fix`]).
+/// Ex) `undeclared-provider` → add the provider to Requires-Dist
+pub fn fix(kind: Kind) -> Option<&'static str> {
+    kind.fix()
 }
 
 /// One problem found.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Finding {
     /// A stable identifier. Ex) `filename-conflict`
-    pub kind: String,
+    pub kind: Kind,
     pub severity: Severity,
     pub message: String,
     pub files: Vec<String>,
@@ -166,7 +101,7 @@ pub fn survey(
     let files = crate::files::collect_files(dirs, &[".whl", ".tar.gz"]);
     if files.is_empty() {
         let findings = vec![Finding {
-            kind: "nothing-to-check".into(),
+            kind: Kind::NothingToCheck,
             severity: Severity::Error,
             message: format!(
                 "no wheel or sdist under {}: nothing was checked",
@@ -204,7 +139,7 @@ pub fn survey(
                 _ => String::new(),
             };
             findings.push(Finding {
-                kind: "filename-conflict".into(),
+                kind: Kind::FilenameConflict,
                 severity: Severity::Error,
                 message: format!(
                     "{name} exists with {} different contents{place}: an upload would overwrite one with the other{detail}",
@@ -227,7 +162,7 @@ pub fn survey(
     for d in &dists {
         for problem in &d.installer_problems {
             findings.push(Finding {
-                kind: "installer-refuses".into(),
+                kind: Kind::InstallerRefuses,
                 severity: Severity::Error,
                 message: format!("{}: pip refuses to install it: {problem}", d.file_name),
                 files: vec![d.path.display().to_string()],

@@ -7,18 +7,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::extra::{DeviceExtra, device_extras, device_project_target};
+use crate::gpu::TargetId;
 use crate::version::ordering_hazards;
 use crate::wheel::name::PackageName;
 use crate::wheel::requirement::required_projects;
 
 use super::facts::{Dist, TagFacts, WheelFacts, is_metapackage};
-use super::{Finding, Severity};
-
-/// The GPU target a device package is for. Ex) `rocm-sdk-device-gfx950` → `gfx950`
-pub(super) fn device_target(project: &str) -> Option<&str> {
-    let (_, target) = project.rsplit_once("-device-")?;
-    target.starts_with("gfx").then_some(target)
-}
+use super::{Finding, Kind, Severity};
 
 /// A platform family of a wheel's platform tag. Ex) `manylinux_2_28_x86_64` → `linux`
 pub(super) fn os_family(platform: &str) -> &str {
@@ -38,9 +34,7 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
         m
     });
     for d in dists {
-        let device_extras: Vec<&String> =
-            d.metadata.provides_extra.iter().filter(|e| e.starts_with("device-")).collect();
-        if device_extras.is_empty() {
+        if device_extras(&d.metadata.provides_extra).next().is_none() {
             continue;
         }
         let file = vec![d.path.display().to_string()];
@@ -48,17 +42,17 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
         // The device packages this selector is about: those its extras name, and every present
         // package of the same family (`rocm-sdk-device-*`).
         let device_requirements: Vec<&crate::wheel::requirement::Requirement> =
-            requirements.iter().filter(|r| r.marker_extras.iter().any(|e| e.starts_with("device-"))).collect();
+            requirements.iter().filter(|r| r.marker_extras.iter().any(|e| DeviceExtra::parse(e).is_some())).collect();
         let families: BTreeSet<String> = device_requirements
             .iter()
             .filter_map(|r| {
-                device_target(r.package.as_str()).map(|t| r.package.as_str().trim_end_matches(t).to_string())
+                device_project_target(r.package.as_str()).map(|t| r.package.as_str().trim_end_matches(t).to_string())
             })
             .collect();
         let devices: Vec<&str> = present
             .keys()
             .copied()
-            .filter(|p| device_target(p).is_some() && families.iter().any(|f| p.starts_with(f.as_str())))
+            .filter(|p| device_project_target(p).is_some() && families.iter().any(|f| p.starts_with(f.as_str())))
             // A platform selector (`py3-none-win_amd64`) is about that platform's device wheels.
             .filter(|p| d.platform.is_none() || present[p].contains(&d.platform.as_deref()))
             // A set of two releases: another release's device wheels (a processor this one was
@@ -68,7 +62,7 @@ pub(super) fn selector_findings(dists: &[Dist]) -> Vec<Finding> {
         findings.extend(device_extra_findings(d, &devices, &file));
         // Only the device extras: extras the project had before a split (`test`, `all`) are
         // judged as they were on the fat wheel, not as a selector's.
-        for r in requirements.iter().filter(|r| r.extra.as_deref().is_some_and(|e| e.starts_with("device-"))) {
+        for r in requirements.iter().filter(|r| r.extra.as_deref().and_then(DeviceExtra::parse).is_some()) {
             findings.extend(extra_requirement_findings(d, r, &present, &set_families, &file));
         }
     }
@@ -81,18 +75,18 @@ fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Fin
     let requirements = &d.metadata.requires_dist;
     let mut findings = Vec::new();
     for device in devices {
-        let target = device_target(device).unwrap_or_default();
-        let extra = format!("device-{target}");
+        let extra = DeviceExtra::of(device_project_target(device).unwrap_or_default());
         // A family's device wheel (`gfx11`, `gfx120x`, TheRock's `gfx12-0`: no processor) may
         // come only with its processors' extras, as TheRock's packaging chain has it.
-        let family_brought = crate::gpu::targets::Requested::parse(target).is_err()
+        let family_brought = extra.processor().is_none()
             && requirements.iter().any(|r| {
                 r.package == **device
-                    && r.extra.as_deref().is_some_and(|e| e.starts_with("device-") && e != "device-all")
+                    && r.extra.as_deref().and_then(DeviceExtra::parse).is_some_and(|e| e.processor().is_some())
             });
+        let extra = extra.to_string();
         if !family_brought && !requirements.iter().any(|r| r.under_extra(&extra) && r.package == **device) {
             findings.push(Finding {
-                kind: "missing-extra".into(),
+                kind: Kind::MissingExtra,
                 severity: Severity::Error,
                 message: format!(
                     "{} {} has no extra `{extra}` for {device}, which the set contains",
@@ -101,13 +95,14 @@ fn device_extra_findings(d: &Dist, devices: &[&str], file: &[String]) -> Vec<Fin
                 files: file.to_vec(),
             });
         }
-        if d.metadata.provides_extra.iter().any(|e| e == "device-all")
-            && !requirements.iter().any(|r| r.under_extra("device-all") && r.package == **device)
+        let all = DeviceExtra::All.to_string();
+        if device_extras(&d.metadata.provides_extra).any(|e| e.is_all())
+            && !requirements.iter().any(|r| r.under_extra(&all) && r.package == **device)
         {
             findings.push(Finding {
-                kind: "device-all-incomplete".into(),
+                kind: Kind::DeviceAllIncomplete,
                 severity: Severity::Error,
-                message: format!("{} {}: `device-all` does not include {device}", d.project, d.version),
+                message: format!("{} {}: `{all}` does not include {device}", d.project, d.version),
                 files: file.to_vec(),
             });
         }
@@ -127,7 +122,7 @@ fn extra_requirement_findings(
     let mut findings = Vec::new();
     let Some(platforms) = present.get(r.package.as_str()) else {
         findings.push(Finding {
-            kind: "absent-pin".into(),
+            kind: Kind::AbsentPin,
             severity: Severity::Error,
             message: format!(
                 "{} {}: extra `{}` requires {}, which the set does not contain",
@@ -147,7 +142,7 @@ fn extra_requirement_findings(
         && let Some(lacking) = set_families.difference(&families).next()
     {
         findings.push(Finding {
-                kind: "unmarked-platform-extra".into(),
+                kind: Kind::UnmarkedPlatformExtra,
                 severity: Severity::Error,
                 message: format!(
                     "{} {}: extra `{}` requires {}, which the set has only for {}, with no platform marker: on {lacking} the extra cannot resolve",
@@ -170,7 +165,7 @@ fn extra_requirement_findings(
         let available = platforms.iter().any(|p| p.is_none_or(|p| p.starts_with(family)));
         if !available {
             findings.push(Finding {
-                kind: "platform-marker".into(),
+                kind: Kind::PlatformMarker,
                 severity: Severity::Error,
                 message: format!(
                     "{} {}: {} is required on sys_platform == \"{sys}\", but the set has it only for {}",
@@ -203,7 +198,7 @@ pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
             // The version rules leave a pure wheel that requires nothing marked unmarked on
             // purpose (the seeds' triton_kernels 1.0.0): worth knowing, not a broken release.
             findings.push(Finding {
-                kind: "no-local-version".into(),
+                kind: Kind::NoLocalVersion,
                 severity: Severity::Warning,
                 message: format!(
                     "{} {} (pure Python) has no local version label: a same-named release on PyPI can take its place; --mark-pure marks it",
@@ -213,7 +208,7 @@ pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
             });
         } else if !local {
             findings.push(Finding {
-                kind: "no-local-version".into(),
+                kind: Kind::NoLocalVersion,
                 severity: Severity::Error,
                 message: format!(
                     "{} {} has no local version label: a same-named release on PyPI can take its place",
@@ -234,7 +229,7 @@ pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
                 let unmarked =
                     unmarked_pure.contains(r.package.as_str()) && r.pinned.as_deref().is_some_and(|v| !v.contains('*'));
                 findings.push(Finding {
-                    kind: "loose-pin".into(),
+                    kind: Kind::LoosePin,
                     severity: if unmarked { Severity::Warning } else { Severity::Error },
                     message: format!(
                         "{} {}: `{text}` is not an exact pin with the local label; PyPI's {} could satisfy it",
@@ -248,7 +243,7 @@ pub(super) fn version_findings(dists: &[Dist]) -> Vec<Finding> {
     let versions: Vec<(String, String)> = dists.iter().map(|d| (d.project.clone(), d.version.clone())).collect();
     for hazard in ordering_hazards(&versions) {
         findings.push(Finding {
-            kind: "local-label-order".into(),
+            kind: Kind::LocalLabelOrder,
             severity: Severity::Error,
             message: hazard.message,
             files: Vec::new(),
@@ -273,7 +268,7 @@ pub(super) fn wheel_findings(dists: &[Dist], strict_record: bool) -> Vec<Finding
         let file = vec![d.path.display().to_string()];
         if let Some(first) = w.record_findings.first() {
             findings.push(Finding {
-                kind: "stale-record".into(),
+                kind: Kind::StaleRecord,
                 severity: if strict_record { Severity::Error } else { Severity::Warning },
                 message: format!(
                     "{}: RECORD disagrees with the archive ({}; first: {} `{}`); pip installs it, but nothing can verify those files: rebuild, or `wheelfix retag` writes a true RECORD",
@@ -288,7 +283,7 @@ pub(super) fn wheel_findings(dists: &[Dist], strict_record: bool) -> Vec<Finding
         findings.extend(tag_findings(d, w, &file));
         for (member, f) in &w.not_loadable {
             findings.push(Finding {
-                kind: "not-loadable".into(),
+                kind: Kind::NotLoadable,
                 severity: Severity::Error,
                 message: format!("{}: {member} breaks the loader's rule `{}`: {}", d.file_name, f.rule, f.message),
                 files: file.clone(),
@@ -313,7 +308,7 @@ fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
             if v.is_empty() { "-".into() } else { v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
         };
         findings.push(Finding {
-            kind: "tag-mismatch".into(),
+            kind: Kind::TagMismatch,
             severity: Severity::Error,
             message: format!(
                 "{}: the file name and WHEEL disagree (only in the name: {}; only in WHEEL: {})",
@@ -329,7 +324,7 @@ fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
         (&w.tag, !w.filename_tags.iter().any(|t| t.is_linux() || t.is_any()))
     {
         findings.push(Finding {
-            kind: "tag-not-met".into(),
+            kind: Kind::TagNotMet,
             severity: Severity::Error,
             message: format!(
                 "{}: the name claims {} but {note}: pip installs it on hosts where it cannot load",
@@ -340,7 +335,7 @@ fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
     }
     if d.platform.is_some() && w.root_is_purelib == Some(true) {
         findings.push(Finding {
-            kind: "purelib-platform-wheel".into(),
+            kind: Kind::PurelibPlatformWheel,
             severity: Severity::Error,
             message: format!("{}: a platform wheel whose WHEEL says Root-Is-Purelib: true", d.file_name),
             files: file.to_vec(),
@@ -353,7 +348,7 @@ fn tag_findings(d: &Dist, w: &WheelFacts, file: &[String]) -> Vec<Finding> {
 /// bundle, and none only for others.
 fn architecture_findings(d: &Dist, w: &WheelFacts, arch: &str, file: &[String]) -> Vec<Finding> {
     let mut findings = Vec::new();
-    if let Ok(requested) = crate::gpu::targets::Requested::parse(arch)
+    if let Ok(requested) = crate::gpu::TargetId::parse(arch)
         && (w.gpu_targets.is_empty() || w.gpu_targets.iter().any(|t| t == arch))
     {
         for u in crate::gpu::targets::uncovered(&w.bundled, &[requested]) {
@@ -363,7 +358,7 @@ fn architecture_findings(d: &Dist, w: &WheelFacts, arch: &str, file: &[String]) 
                 format!("code for {} only", u.has.join(", "))
             };
             findings.push(Finding {
-                kind: "no-code-for-architecture".into(),
+                kind: Kind::NoCodeForArchitecture,
                 severity: Severity::Error,
                 message: format!(
                     "{}: {} has offload bundles but no code object that runs on {arch}, the architecture of its index; it holds {holds}. Installed there, it fails with hipErrorNoBinaryForGpu",
@@ -375,7 +370,7 @@ fn architecture_findings(d: &Dist, w: &WheelFacts, arch: &str, file: &[String]) 
     }
     if !w.gpu_targets.is_empty() && !w.gpu_targets.iter().any(|t| t == arch) {
         findings.push(Finding {
-            kind: "wrong-architecture".into(),
+            kind: Kind::WrongArchitecture,
             severity: Severity::Error,
             message: format!(
                 "{} is in the {arch} index but its device code is for {}",
@@ -432,7 +427,7 @@ pub(super) fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
             };
             match found {
                 None => findings.push(Finding {
-                    kind: "unresolved-provider".into(),
+                    kind: Kind::UnresolvedProvider,
                     severity: Severity::Error,
                     message: match &first.dir {
                         Some(dir) => format!(
@@ -454,7 +449,7 @@ pub(super) fn provider_findings(dists: &[Dist]) -> Vec<Finding> {
                     files: vec![d.path.display().to_string()],
                 }),
                 Some(provider) if !declares(&mut declared, provider) => findings.push(Finding {
-                    kind: "undeclared-provider".into(),
+                    kind: Kind::UndeclaredProvider,
                     severity: Severity::Error,
                     message: format!(
                         "{}: {} comes from {} ({}), which its requirements do not name: installers will not bring it",
@@ -522,7 +517,7 @@ pub(super) fn unmet_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
             let mut files = vec![d.path.display().to_string()];
             files.extend(candidates.iter().map(|o| o.path.display().to_string()));
             findings.push(Finding {
-                kind: "unmet-requirement".into(),
+                kind: Kind::UnmetRequirement,
                 severity: Severity::Error,
                 message: format!(
                     "{} {} requires `{}`, which no file of the set meets (the set has {} {held}): installers look for it upstream, or fail",
@@ -605,7 +600,7 @@ pub(super) fn interpreter_findings(dists: &[Dist]) -> Vec<Finding> {
             if common.is_empty() && !each.is_empty() {
                 let with = extra.map(|e| format!(" with extra `{e}`")).unwrap_or_default();
                 findings.push(Finding {
-                    kind: "no-common-python".into(),
+                    kind: Kind::NoCommonPython,
                     severity: Severity::Error,
                     message: format!(
                         "{} {}{with} pins files no one Python can install together (it installs on {}; {}): every install of it fails",
@@ -638,7 +633,7 @@ pub(super) fn self_requirement_findings(dists: &[Dist]) -> Vec<Finding> {
                 r.extra.is_some() && r.extras().next().is_some() && r.extras().all(|e| Some(e) != r.extra.as_deref());
             if !aggregates {
                 findings.push(Finding {
-                    kind: "self-requirement".into(),
+                    kind: Kind::SelfRequirement,
                     severity: Severity::Error,
                     message: format!(
                         "{} requires itself (`Requires-Dist: {}`): resolvers loop on it; only an extra that gathers other extras of the project may name it",
@@ -686,7 +681,7 @@ pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
         if !lines.contains(&line) {
             let bases: BTreeSet<&str> = sonames.iter().filter_map(|s| split_soname(s)).map(|(b, _)| b).collect();
             findings.push(Finding {
-                kind: "rocm-abi-label".into(),
+                kind: Kind::RocmAbiLabel,
                 severity: Severity::Error,
                 message: format!(
                     "{} is labelled for ROCm {} but links {} ({}); {} ships {}: on a host with the ROCm its label names it fails to load. Rebuild it against that ROCm, or label it with the ROCm it was built for",
@@ -726,7 +721,7 @@ pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
             by_lines.iter().map(|(lines, wheels)| format!("{}: {}", lines_text(lines), wheels.join(", "))).collect();
         let place_text = place.as_ref().map(|a| format!("the {a} index")).unwrap_or_else(|| "the set".into());
         findings.push(Finding {
-            kind: "rocm-abi-mix".into(),
+            kind: Kind::RocmAbiMixed,
             severity: Severity::Error,
             message: format!(
                 "{place_text} mixes ROCm ABIs, and one environment holds one ROCm: {}. Rebuild the odd ones against the set's ROCm, or publish them in a separate index",
@@ -739,15 +734,14 @@ pub(super) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
 }
 
 /// A kpack archive's table of contents: key → target ids.
-type Toc = BTreeMap<String, Vec<String>>;
-
 /// A split set (`wheelfix split`, TheRock's device wheels): for each `device-<target>` extra of
 /// a host with kpack-split binaries, every wrapper of every such binary finds, in the archives
-/// of the device wheels that extra requires, a code object for `<kernel_name>#<index>` that runs
-/// on the target (feature variants and generic targets as the runtime falls back); each of
-/// those device wheels requires the host back at its exact version.
+/// of the device wheels that extra requires, its code object for a device of the target, as the
+/// kpack runtime looks for it ([`crate::gpu::resolve`]: feature variants and generic targets
+/// included) in one of the device's modes; each of those device wheels requires the host back
+/// at its exact version.
 pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
-    use crate::gpu::kpack::archive_paths;
+    use crate::gpu::resolve::{Lookup, Resolution, Toc, device_modes};
     let mut findings = Vec::new();
     // Every key some archive of the set holds code for: a wrapper with code for some processor
     // but not this one was built so (a translation unit compiled for fewer targets, as in
@@ -760,55 +754,57 @@ pub(super) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
     for host in dists {
         let Some(w) = host.wheel.as_ref().filter(|w| !w.kpack_kernels.is_empty()) else { continue };
         let file = vec![host.path.display().to_string()];
-        for extra in host.metadata.provides_extra.iter().filter(|e| e.starts_with("device-") && *e != "device-all") {
-            let Some(target) = extra.strip_prefix("device-").filter(|t| t.starts_with("gfx")) else { continue };
-            let Ok(requested) = crate::gpu::targets::Requested::parse(target) else { continue };
-            let runs = crate::gpu::targets::Keep::new(vec![requested]);
+        for (extra, device) in host.metadata.provides_extra.iter().filter_map(|e| Some((e, DeviceExtra::parse(e)?))) {
+            let Some(target) = device.processor() else { continue };
             let devices = devices_of(host, extra, dists);
             findings.extend(one_way_pins(host, extra, &devices));
-            let tocs: Vec<(&Dist, &String, &Toc)> = devices
-                .iter()
-                .flat_map(|d| d.wheel.iter().flat_map(move |dw| dw.kpack_tocs.iter().map(move |(p, t)| (*d, p, t))))
-                .collect();
-            // The archive names the runtime tries: the processor's, then its target ids' (as
-            // TheRock names per-target-id archives), those the device wheels hold code for.
-            let mut names = vec![target.to_string()];
-            let ids = tocs.iter().flat_map(|(_, _, toc)| toc.values().flatten());
-            names.extend(ids.filter(|t| t.contains(':') && t.split(':').next() == Some(target)).cloned());
-            names.sort();
-            names.dedup();
+            // The archives the extra installs, by install path (the first wheel's, where two
+            // install one path: `path-conflict` says so).
+            let mut tocs: BTreeMap<&str, (&Dist, &Toc)> = BTreeMap::new();
+            for d in &devices {
+                for (path, toc) in d.wheel.iter().flat_map(|dw| &dw.kpack_tocs) {
+                    tocs.entry(path.as_str()).or_insert((*d, toc));
+                }
+            }
+            let toc_at = |path: &str| tocs.get(path).map(|(_, toc)| *toc);
+            let modes = device_modes(target);
             for (binary, kernel, wrappers) in &w.kpack_kernels {
                 let paths = w.kpack_refs.iter().find(|(b, _)| b == binary).map(|(_, p)| p.clone()).unwrap_or_default();
-                let candidates: Vec<String> = names.iter().flat_map(|n| archive_paths(binary, &paths, n)).collect();
-                let archives: Vec<_> = tocs.iter().filter(|(_, p, _)| candidates.contains(p)).collect();
-                if archives.is_empty() {
+                let lookup = Lookup { binary, kernel_name: kernel, search_paths: &paths };
+                // A wrapper is served when some mode of the device finds it.
+                let found =
+                    |i: usize| modes.iter().find_map(|m| Some(lookup.resolve(i, m, toc_at)).filter(Resolution::found));
+                let archives: Vec<String> = {
+                    let mut list: Vec<String> = modes.iter().flat_map(|m| lookup.archive_paths(m)).collect();
+                    list.retain(|p| tocs.contains_key(p.as_str()));
+                    list.dedup();
+                    list
+                };
+                let Some(first) = archives.first() else {
                     let names: Vec<&str> = devices.iter().map(|d| d.file_name.as_str()).collect();
+                    let bare = lookup.archive_paths(&TargetId::from_code(target));
                     findings.push(Finding {
-                        kind: "kpack-unresolved".into(),
+                        kind: Kind::KpackUnresolved,
                         severity: Severity::Error,
                         message: format!(
                             "{}: `{extra}` installs {}, which holds no archive {binary} looks for ({}): installed with [{extra}], its first kernel launch fails (hipErrorInvalidImage). Either the build made no {target} code for this binary (as a fat wheel, it would fail the same way), or the device wheel is not from this host's split",
                             host.file_name,
                             if names.is_empty() { "no wheel of the set".to_string() } else { names.join(", ") },
-                            candidates.first().map(|c| format!("site-packages/{c}")).unwrap_or_else(|| "outside site-packages".into())
+                            bare.first().map(|c| format!("site-packages/{c}")).unwrap_or_else(|| "outside site-packages".into())
                         ),
                         files: file.clone(),
                     });
                     continue;
-                }
+                };
                 let missing: Vec<String> = (0..*wrappers)
-                    .map(|i| format!("{kernel}#{i}"))
-                    .filter(|key| {
-                        !archives
-                            .iter()
-                            .any(|(_, _, toc)| toc.get(key).is_some_and(|ts| ts.iter().any(|t| runs.keeps(t))))
-                    })
+                    .filter(|i| found(*i).is_none())
+                    .map(|i| crate::gpu::resolve::key(kernel, i))
                     .collect();
                 let (built_without, lost): (Vec<String>, Vec<String>) =
                     missing.into_iter().partition(|key| keys_with_code.contains(key.as_str()));
-                let (d, path, _) = archives[0];
+                let (d, _) = tocs[first.as_str()];
                 let missing =
-                    MissingKernels { host, device: d, archive: path, binary, wrappers: *wrappers, target, extra };
+                    MissingKernels { host, device: d, archive: first, binary, wrappers: *wrappers, target, extra };
                 findings.extend(missing.findings(&lost, &built_without));
             }
         }
@@ -850,7 +846,7 @@ fn one_way_pins(host: &Dist, extra: &str, devices: &[&Dist]) -> Vec<Finding> {
         .iter()
         .filter(|d| !pins_back(d))
         .map(|d| Finding {
-            kind: "device-pin-one-way".into(),
+            kind: Kind::DevicePinOneWay,
             severity: Severity::Error,
             message: format!(
                 "{}: {} requires it for `{extra}`, but it does not require {}=={}: installed alone or beside another version, its archives serve a host they were not split from",
@@ -882,7 +878,7 @@ impl MissingKernels<'_> {
         let mut findings = Vec::new();
         if let Some(first) = lost.first() {
             findings.push(Finding {
-                kind: "kpack-kernel-missing".into(),
+                kind: Kind::KpackKernelMissing,
                 severity: Severity::Error,
                 message: format!(
                     "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with no code object for {target} in {} ({path}), nor for any processor in any archive of the set: installed with [{extra}], those kernels fail to load (hipErrorInvalidImage). The device wheel is not from this host's split, or its code was lost",
@@ -895,7 +891,7 @@ impl MissingKernels<'_> {
         }
         if let Some(first) = built_without.first() {
             findings.push(Finding {
-                kind: "kpack-kernel-not-built".into(),
+                kind: Kind::KpackKernelNotBuilt,
                 severity: Severity::Warning,
                 message: format!(
                     "{}: {binary} has {} of {wrappers} wrappers ({first}, …) with code for other processors but none for {target} in {} ({path}): those translation units were built without {target}, and their kernels do not run there (as in the fat wheel)",
@@ -933,7 +929,7 @@ pub(super) fn path_conflict_findings(dists: &[Dist]) -> Vec<Finding> {
         let count =
             owners.iter().filter(|(_, l)| l.iter().map(|(p, _)| *p).collect::<BTreeSet<_>>() == projects).count();
         findings.push(Finding {
-            kind: "path-conflict".into(),
+            kind: Kind::PathConflict,
             severity: Severity::Error,
             message: format!(
                 "{} install the same file{} ({path}{}): installed together, one overwrites the other, and uninstalling either removes it",
@@ -962,7 +958,7 @@ pub(super) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> {
     for d in dists {
         for (path, problems) in d.wheel.iter().flat_map(|w| &w.kpack_damage) {
             findings.push(Finding {
-                kind: "kpack-archive-damaged".into(),
+                kind: Kind::KpackArchiveDamaged,
                 severity: Severity::Error,
                 message: format!(
                     "{}: the kpack archive {path} does not read back as its table of contents says: {}; the kernels it should hold cannot load",
@@ -974,7 +970,7 @@ pub(super) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> {
         }
         for (path, problems) in d.wheel.iter().flat_map(|w| &w.kpack_marker_problems) {
             findings.push(Finding {
-                kind: "kpack-marker-unusable".into(),
+                kind: Kind::KpackMarkerUnusable,
                 severity: Severity::Error,
                 message: format!(
                     "{}: {path} has its device code split out, but {}; the kernels of those wrappers cannot load",
@@ -1021,27 +1017,26 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
             archives.entry(path.as_str()).or_default().push((d, targets));
         }
     }
-    let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
     let set_arches: BTreeSet<String> = dists.iter().filter_map(|d| architecture_dir(&d.path)).collect();
     // A generic target's code sits in the archives of the processors it covers (the runtime
     // asks for the agent's processor first): it names no archive of its own.
     let archive_arches: BTreeSet<String> = archives
         .values()
         .flatten()
-        .flat_map(|(_, targets)| targets.iter().map(|t| processor(t)))
-        .filter(|p| !p.ends_with("-generic"))
+        .flat_map(|(_, targets)| targets.iter().filter(|t| !t.is_generic()).map(|t| t.processor().to_string()))
         .collect();
-    // TheRock writes an archive per target id (`foo_gfx90a:xnack+.kpack`), which the runtime
-    // looks for after the processor's own name: every target id of the set's archives is a
-    // name an archive of its processor may have.
-    let target_ids: BTreeSet<String> = archives
-        .values()
-        .flatten()
-        .flat_map(|(_, targets)| targets.iter().filter(|t| t.contains(':')).cloned())
-        .collect();
+    // The archive names the runtime may look for on a device of a processor: every target ID
+    // compatible with one of its modes, most specific first (TheRock writes an archive per
+    // target ID, `foo_gfx90a:xnack+.kpack`).
     let names_of = |arch: &str| -> Vec<String> {
         let mut names = vec![arch.to_string()];
-        names.extend(target_ids.iter().filter(|t| processor(t) == arch).cloned());
+        for mode in crate::gpu::resolve::device_modes(arch) {
+            for name in mode.compatible_targets().into_iter().map(|t| t.to_string()) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
         names
     };
     let mut findings = Vec::new();
@@ -1049,7 +1044,7 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
         let Some(w) = d.wheel.as_ref().filter(|w| !w.kpack_refs.is_empty()) else { continue };
         // A host whose extras name its device wheels is checked by those ([`split_set_findings`]).
         let split_host =
-            !w.kpack_kernels.is_empty() && d.metadata.provides_extra.iter().any(|e| e.starts_with("device-gfx"));
+            !w.kpack_kernels.is_empty() && device_extras(&d.metadata.provides_extra).any(|e| e.target().is_some());
         if split_host {
             continue;
         }
@@ -1061,7 +1056,7 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
         if arches.is_empty() {
             let (first, paths) = &w.kpack_refs[0];
             findings.push(Finding {
-                kind: "kpack-unresolved".into(),
+                kind: Kind::KpackUnresolved,
                 severity: Severity::Error,
                 message: format!(
                     "{}: {} kpack-split binar{} ({first}, …) look for their device code in `{}`, and the set holds no kpack archive for any GPU: installed, the first kernel launch fails (hipErrorInvalidImage). Publish the wheels that carry the archives (the device wheels) beside it",
@@ -1083,7 +1078,7 @@ pub(super) fn kpack_findings(dists: &[Dist]) -> Vec<Finding> {
 
 /// The set's kpack archives by install path, each with the distributions that hold one there
 /// and its target ids.
-type ArchivesByPath<'a> = BTreeMap<&'a str, Vec<(&'a Dist, &'a Vec<String>)>>;
+type ArchivesByPath<'a> = BTreeMap<&'a str, Vec<(&'a Dist, &'a Vec<TargetId>)>>;
 
 /// Whether `d`'s kpack-split binaries (`refs`: binary, search paths) find their archive for
 /// `arch` under one of its `names` (the processor's, or its target ids'), and every mode of it.
@@ -1094,10 +1089,12 @@ fn arch_findings(
     names: &[String],
     archives: &ArchivesByPath<'_>,
 ) -> Vec<Finding> {
-    use crate::gpu::kpack::archive_paths;
-    let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
+    use crate::gpu::resolve::Lookup;
     let mut findings = Vec::new();
-    // The archive names of `arch` a binary finds (the processor's, or target ids').
+    let archive_paths = |binary: &str, paths: &[String], name: &str| {
+        Lookup { binary, kernel_name: "", search_paths: paths }.paths_named(name)
+    };
+    // The archive names of `arch` a binary finds (the processor's, or target IDs').
     let found = |binary: &String, paths: &Vec<String>| -> Vec<String> {
         names
             .iter()
@@ -1106,7 +1103,7 @@ fn arch_findings(
                     archives.get(c.as_str()).is_some_and(|list| {
                         list.iter().any(|(o, targets)| {
                             architecture_dir(&o.path).is_none_or(|a| a == arch)
-                                && (targets.is_empty() || targets.iter().any(|t| processor(t) == *arch))
+                                && (targets.is_empty() || targets.iter().any(|t| t.processor() == arch))
                         })
                     })
                 })
@@ -1122,7 +1119,7 @@ fn arch_findings(
     for (binary, paths) in refs {
         if let Some(message) = unserved_mode(arch, &found(binary, paths)) {
             findings.push(Finding {
-                kind: "kpack-mode-unserved".into(),
+                kind: Kind::KpackModeUnserved,
                 severity: Severity::Warning,
                 message: format!("{}: {binary}: {message}", d.file_name),
                 files: vec![d.path.display().to_string()],
@@ -1133,7 +1130,7 @@ fn arch_findings(
     let looked =
         candidates.first().map(|c| format!("site-packages/{c}")).unwrap_or_else(|| "outside site-packages".into());
     findings.push(Finding {
-        kind: "kpack-unresolved".into(),
+        kind: Kind::KpackUnresolved,
         severity: Severity::Error,
         message: format!(
             "{}: {} kpack-split binar{} ({first}, …) find no device code for {arch}: {first} looks for {looked}, which no file of the set for {arch} installs. Installed there, the first kernel launch fails (hipErrorInvalidImage); publish the wheel that carries the {arch} archive in the {arch} index",
@@ -1167,7 +1164,7 @@ pub(super) fn metapackage_findings(dists: &[Dist]) -> Vec<Finding> {
         sorted.sort_by(|a, b| a.metadata.version.parsed.cmp(&b.metadata.version.parsed));
         let winner = sorted.last().expect("two or more");
         findings.push(Finding {
-            kind: "duplicate-metapackage".into(),
+            kind: Kind::DuplicateMetapackage,
             severity: Severity::Error,
             message: format!(
                 "{} metapackages of {project} in {} ({}): installers take {}, the highest version, which is not necessarily the newest build; keep only the build you mean to publish",
@@ -1249,7 +1246,10 @@ mod tests {
     fn device(archives: &[(&str, Toc<'_>)], pins_back: bool) -> Dist {
         let mut w = wheel();
         for (path, toc) in archives {
-            let toc = toc.iter().map(|(k, ts)| (k.to_string(), ts.iter().map(|t| t.to_string()).collect())).collect();
+            let toc = toc
+                .iter()
+                .map(|(k, ts)| (k.to_string(), ts.iter().map(|t| TargetId::from_code(*t)).collect()))
+                .collect();
             w.kpack_tocs.insert(path.to_string(), toc);
         }
         let pin = if pins_back { "Requires-Dist: pkg==1.0\n" } else { "Requires-Dist: pkg\n" };
@@ -1258,7 +1258,7 @@ mod tests {
     }
 
     fn kinds(findings: &[Finding]) -> Vec<&str> {
-        findings.iter().map(|f| f.kind.as_str()).collect()
+        findings.iter().map(|f| f.kind.name()).collect()
     }
 
     #[test]
@@ -1293,7 +1293,7 @@ mod tests {
         assert!(found[1].message.contains("1 of 2 wrappers (lib/k.so#1"), "{}", found[1].message);
         // Code for another processor only under that key: built without gfx90a, a warning.
         let mut other = device(&[("pkg/.kpack/pkg_gfx90a.kpack", &[("lib/k.so#0", &["gfx90a"])])], true);
-        let toc = BTreeMap::from([("lib/k.so#1".to_string(), vec!["gfx942".to_string()])]);
+        let toc = BTreeMap::from([("lib/k.so#1".to_string(), vec![TargetId::from_code("gfx942")])]);
         other.wheel.as_mut().unwrap().kpack_tocs.insert("pkg/.kpack/pkg_gfx942.kpack".into(), toc);
         assert_eq!(kinds(&split_set_findings(&[host(2), other])), ["kpack-kernel-not-built"]);
     }
@@ -1362,8 +1362,6 @@ mod tests {
 
     #[test]
     fn device_targets_and_architecture_dirs() {
-        assert_eq!(device_target("rocm-sdk-device-gfx950"), Some("gfx950"));
-        assert_eq!(device_target("amd-torch-device-gfx1201"), Some("gfx1201"));
         assert_eq!(architecture_dir(Path::new("site/gfx950/x.whl")).as_deref(), Some("gfx950"));
         assert_eq!(architecture_dir(Path::new("site/linux/x.whl")), None);
     }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::facts::Dist;
 use super::rules::by_project;
-use super::{Finding, Severity};
+use super::{Finding, Kind, Severity};
 
 /// Why a resolution could not be judged.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +41,7 @@ pub fn resolution_findings(
             ""
         };
         findings.push(Finding {
-            kind: "resolve-failed".into(),
+            kind: Kind::ResolveFailed,
             severity: Severity::Error,
             message: format!("{} found no resolution: {message}{hint}", resolution.resolver),
             files: Vec::new(),
@@ -77,7 +77,7 @@ pub fn resolution_findings(
                     ""
                 };
                 findings.push(Finding {
-                    kind: "resolve-upstream".into(),
+                    kind: Kind::ResolveUpstream,
                     severity: Severity::Error,
                     message: format!(
                         "{} took {} {} from {}, not from the set's index {} (which has {} of it){hint}",
@@ -95,7 +95,7 @@ pub fn resolution_findings(
         let matched = globs.matches(&d.name);
         if let Some(&first) = matched.first() {
             findings.push(Finding {
-                kind: "resolve-forbidden".into(),
+                kind: Kind::ResolveForbidden,
                 severity: Severity::Error,
                 message: format!(
                     "{} took {} {} (from {}), which --forbid `{}` rules out; it came in through {}",
@@ -152,7 +152,7 @@ pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::upstream::Upst
     }
     if let Some(first) = unreachable.first() {
         findings.push(Finding {
-            kind: "upstream-unreachable".into(),
+            kind: Kind::UpstreamUnreachable,
             severity: Severity::Error,
             message: format!(
                 "{url}: {} of {} project page(s) could not be read, so nothing was compared for them (first: {first})",
@@ -187,7 +187,7 @@ fn project_findings(
             && newest_ours.is_none_or(|v| best.version > *v)
         {
             findings.push(Finding {
-                kind: "upstream-collision".into(),
+                kind: Kind::UpstreamCollision,
                 severity: Severity::Error,
                 message: format!(
                     "`pip install {project}` takes {url}'s {project} {} ({}), a higher version than the set's {}",
@@ -202,7 +202,7 @@ fn project_findings(
     for (d, r) in requirements {
         if let Some(best) = newest_meeting(files, |f| upstream_meets(r, f)) {
             findings.push(Finding {
-                kind: "upstream-collision".into(),
+                kind: Kind::UpstreamCollision,
                 severity: Severity::Error,
                 message: format!(
                     "{} {} requires `{}`, which {url}'s {project} {} ({}) meets: an installer can take it instead of the set's {ours_text}",
@@ -223,7 +223,7 @@ fn project_findings(
             && newest_ours.is_none_or(|v| best.version > *v)
         {
             findings.push(Finding {
-                kind: "upstream-shadow".into(),
+                kind: Kind::UpstreamShadow,
                 severity: Severity::Error,
                 message: format!(
                     "the set holds {project} at {} versions ({}), so the release's install commands name it without one, and they would take {url}'s {project} {} ({}), a higher version than the set's; publish one version of it per index",
@@ -248,7 +248,7 @@ fn project_findings(
             )
         };
         findings.push(Finding {
-            kind: "upstream-shadow".into(),
+            kind: Kind::UpstreamShadow,
             severity: Severity::Warning,
             message: format!(
                 "{url} also has {project} ({}, newest {top}): {how}",

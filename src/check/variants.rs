@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 
 use super::facts::Dist;
-use super::{Finding, Severity};
-use crate::gpu::targets::{Keep, Requested};
+use super::{Finding, Kind, Severity};
+use crate::gpu::TargetId;
+use crate::gpu::targets::{Keep, is_known_processor};
 use crate::wheel::variant::{NULL_LABEL, Properties, VariantMetadata, amd};
 
 /// A version's variant wheels, as read, and whether a plain (unlabelled) wheel is there too.
@@ -23,7 +24,7 @@ pub(super) fn variant_findings(dists: &[Dist]) -> Vec<Finding> {
         match &w.variant {
             None => entry.1 |= d.platform.is_some() || d.pure,
             Some((_, Err(problem))) => findings.push(error(
-                "variant-metadata",
+                Kind::VariantMetadata,
                 format!("{}: {problem}; installers cannot choose it", d.file_name),
                 vec![d],
             )),
@@ -43,7 +44,7 @@ pub(super) fn variant_findings(dists: &[Dist]) -> Vec<Finding> {
             .any(|(d, _)| d.wheel.as_ref().and_then(|w| w.variant.as_ref()).is_some_and(|(l, _)| l == NULL_LABEL));
         if !has_null && !has_plain {
             findings.push(Finding {
-                kind: "variant-no-fallback".into(),
+                kind: Kind::VariantNoFallback,
                 severity: Severity::Warning,
                 message: format!(
                     "{project} {version} has variant wheels but no null variant and no plain wheel: a machine no variant fits (another GPU, no GPU, an installer without variant support) gets nothing"
@@ -55,9 +56,9 @@ pub(super) fn variant_findings(dists: &[Dist]) -> Vec<Finding> {
     findings
 }
 
-fn error(kind: &'static str, message: String, dists: Vec<&Dist>) -> Finding {
+fn error(kind: Kind, message: String, dists: Vec<&Dist>) -> Finding {
     Finding {
-        kind: kind.to_string(),
+        kind,
         severity: Severity::Error,
         message,
         files: dists.iter().map(|d| d.path.display().to_string()).collect(),
@@ -72,7 +73,7 @@ fn agreement_findings(variants: &[(&Dist, &VariantMetadata)]) -> Vec<Finding> {
     for (d, metadata) in &variants[1..] {
         if let Err(e) = merged.merge(metadata) {
             findings.push(error(
-                "variant-inconsistent",
+                Kind::VariantInconsistent,
                 format!("{}: {e}: the index cannot write one {{name}}-{{version}}-variants.json for them", d.file_name),
                 vec![d],
             ));
@@ -92,7 +93,7 @@ fn agreement_findings(variants: &[(&Dist, &VariantMetadata)]) -> Vec<Finding> {
             .map(|(d, _)| *d)
             .collect();
         findings.push(error(
-            "variant-duplicate-properties",
+            Kind::VariantDuplicateProperties,
             format!(
                 "the labels {} name the same properties: installers order them by label alone; give each property set one label",
                 labels.join(", ")
@@ -111,17 +112,17 @@ fn code_findings(d: &Dist, label: &str, properties: &Properties, targets: &[Stri
         return Vec::new();
     };
     // Properties write `-` as `_` (`gfx9_4_generic`); processors are LLVM's names.
-    let processors: Vec<Requested> = named.iter().filter_map(|n| Requested::parse(&n.replace('_', "-")).ok()).collect();
+    let processors: Vec<TargetId> = named.iter().filter_map(|n| TargetId::parse(&n.replace('_', "-")).ok()).collect();
     let keep = Keep::new(processors.clone());
     let mut findings = Vec::new();
     let without: Vec<String> = processors
         .iter()
         .filter(|p| !targets.iter().any(|t| Keep::new(vec![(*p).clone()]).keeps(t)))
-        .map(|p| p.processor.clone())
+        .map(|p| p.processor().to_string())
         .collect();
     if !without.is_empty() {
         findings.push(error(
-            "variant-code-mismatch",
+            Kind::VariantCodeMismatch,
             format!(
                 "{}: variant `{label}` says it runs on {} but has no device code for {}: installed there, its kernels do not load",
                 d.file_name,
@@ -134,10 +135,10 @@ fn code_findings(d: &Dist, label: &str, properties: &Properties, targets: &[Stri
     // AMD processors only: NVIDIA code (`sm_90`, `compute_90`) is neither named by the `amd`
     // namespace nor removed by thinning; a wheel that carries both keeps it in every variant.
     let extra: Vec<&str> =
-        targets.iter().filter(|t| t.starts_with("gfx") && !keep.keeps(t)).map(String::as_str).collect();
+        targets.iter().filter(|t| is_known_processor(t) && !keep.keeps(*t)).map(String::as_str).collect();
     if !extra.is_empty() {
         findings.push(Finding {
-            kind: "variant-extra-code".into(),
+            kind: Kind::VariantExtraCode,
             severity: Severity::Warning,
             message: format!(
                 "{}: variant `{label}` holds device code for {} that its properties ({}) do not name: no machine of those processors chooses it, and the bytes are carried for nothing",

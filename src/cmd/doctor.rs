@@ -27,7 +27,7 @@ pub struct DoctorRequest {
 /// Run `doctor`: exit 0 when every environment is ready for every GPU, 1 on a problem, 2 when a
 /// path is no environment or a GPU name is wrong.
 pub fn run(request: &DoctorRequest) -> Output {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let env = crate::settings::process_env;
     let machine = if request.gpus.is_empty() {
         Machine::read(request.sysfs.as_deref().unwrap_or(Path::new("/sys")), &env)
     } else {
@@ -50,7 +50,7 @@ pub fn run(request: &DoctorRequest) -> Output {
     }
     let mut seen = std::collections::BTreeSet::new();
     sites.retain(|s| seen.insert(s.canonicalize().unwrap_or_else(|_| s.clone())));
-    let search = LibrarySearch::from_environment(request.ldpaths.as_deref());
+    let search = LibrarySearch::from_environment(request.ldpaths.as_deref(), env("LD_LIBRARY_PATH").as_deref());
     let devices: Vec<_> = machine.gpus.iter().map(|g| g.requested()).collect();
     let mut diagnoses: Vec<Diagnosis> = Vec::new();
     for root in &sites {

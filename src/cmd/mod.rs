@@ -112,7 +112,9 @@ impl Common {
     /// The run's settings: the flags over the environment over the configuration file.
     fn settings(&self) -> Result<Settings, UsageError> {
         let loaded = crate::config::resolve(self.config.as_deref())?;
-        Ok(Settings::resolve(&self.flags, &loaded)?)
+        let settings = Settings::resolve(&self.flags, &loaded)?;
+        crate::writer::proof::set_damage_hook(settings.damage_output);
+        Ok(settings)
     }
 }
 

@@ -43,7 +43,7 @@ pub enum Error {
     #[error(transparent)]
     Metapackage(#[from] Box<metapackage::MetapackageError>),
     #[error("its device code has nothing for {} (it has {}{}); nothing was written (--allow-missing thins it anyway)", missing.join(", "), if present.is_empty() { "no targets".to_string() } else { present.join(", ") }, if files.is_empty() { String::new() } else { format!("; none for it in {}", files.join(", ")) })]
-    MissingTargets { missing: Vec<String>, present: Vec<String>, files: Vec<String> },
+    MissingTargets { missing: Vec<crate::gpu::TargetId>, present: Vec<String>, files: Vec<String> },
     #[error("cannot thin `{file}`: {problem}; nothing was written")]
     Unthinnable { file: String, problem: String },
     #[error("it has no device code in offload bundles: there is no variant to write; nothing was written")]

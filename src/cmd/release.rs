@@ -501,7 +501,7 @@ pub fn metapackage(
             gpu_targets: analysis.gpu_targets(),
             uncovered: {
                 let requested: Vec<_> =
-                    options.gpu_targets.iter().filter_map(|t| crate::gpu::targets::Requested::parse(t).ok()).collect();
+                    options.gpu_targets.iter().filter_map(|t| crate::gpu::TargetId::parse(t).ok()).collect();
                 crate::gpu::targets::uncovered(&analysis.gpu, &requested)
             },
             extras: wheel.metadata.provides_extra.clone(),
@@ -509,7 +509,7 @@ pub fn metapackage(
                 .metadata
                 .requires_dist
                 .iter()
-                .filter(|r| r.extra.as_deref().is_some_and(|e| e.starts_with("device-")))
+                .filter(|r| r.extra.as_deref().and_then(crate::extra::DeviceExtra::parse).is_some())
                 .map(|r| r.package.to_string())
                 .collect(),
         })

@@ -19,17 +19,17 @@ use super::{Common, Output, WheelFailed, display_name};
 use crate::analysis::CopyRoom;
 use crate::gpu::kpack::ArchiveWriter;
 use crate::gpu::targets::Keep;
-use crate::output::{NAME_MAX, OutputKey, TempDir, publish_set};
+use crate::output::{OutputKey, TempDir, publish_set};
 use crate::plan::split::{
-    ArchiveLayout, DEFAULT_DEVICE_NAME, DeviceNames, Group, SharedArchives, SplitPlan, SplitTo, all_groups,
-    check_device_name, device_requirements, split,
+    ArchiveLayout, DeviceNaming, DeviceWheelPlan, Group, SharedArchives, SplitOptions, SplitPlan, SplitTo, all_groups,
+    split,
 };
 /// `--group-by`'s values and the checks of `--group`, `--overlay-root` and
 /// `--device-requires-dist`, for the command line.
 pub use crate::plan::split::{
     ArchivePer, GroupBy, SettingError, check_device_requirement, check_kpack_group, check_overlay_root,
 };
-use crate::report::split::{DeviceWheel, SplitOutcome, to_json, to_text};
+use crate::report::split::{DeviceWheel, LeftAlone, SplitOutcome, SplitWheel, to_json, to_text};
 use crate::settings::Settings;
 use crate::wheel::WheelFilename;
 use crate::wheel::name::PackageName;
@@ -44,33 +44,16 @@ pub struct SplitRequest {
     pub wheels: Vec<PathBuf>,
     pub common: Common,
     pub wheel_dir: PathBuf,
-    /// The groups asked for (`--gpu-target`); empty with `all_targets`.
+    /// The groups asked for (`--gpu-target`); empty with `all_targets`. The device wheels'
+    /// naming and the archives' layout (`--device-name`, `--group-by`, `--group`,
+    /// `--overlay-root`, `--archive-per`, `--device-requires-dist`) are settings
+    /// ([`crate::settings::SplitSettings`]).
     pub targets: Vec<String>,
     pub all_targets: bool,
-    /// `--device-name`: the device wheels' name, `{name}` and `{target}` filled in; else
-    /// `device-name` of `[tool.wheelfix]`, else [`DEFAULT_DEVICE_NAME`].
-    pub device_name: Option<String>,
-    /// `--group-by`: one device wheel per processor, or per (sub-)family; else `group-by` of
-    /// `[tool.wheelfix]`, else per processor.
-    pub group_by: Option<GroupBy>,
-    /// `--group`: the kpack group whose archives the wheel's binaries share (kpack's own
-    /// layout: `.kpack/<group>_gfx942.kpack`); else one archive per binary.
-    pub kpack_group: Option<String>,
-    /// `--overlay-root`: TheRock's layout, the shared archives in `<root>/.kpack/`, kernel names
-    /// and keys relative to the root (the group, unless given, the project's name as TheRock
-    /// makes it).
-    pub overlay_root: Option<String>,
-    /// `--archive-per`: an archive per processor or per target id; else `archive-per` of
-    /// `[tool.wheelfix]`, else per target id under an overlay root (TheRock's), per processor
-    /// otherwise.
-    pub archive_per: Option<ArchivePer>,
     /// `--drop-other-targets`: code of processors no device wheel takes leaves the host anyway.
     pub drop_other_targets: bool,
     /// `--require-devices`: the host requires every device wheel unconditionally.
     pub require_devices: bool,
-    /// `--device-requires-dist`: requirements every device wheel gains, `@GFXARCH@` its
-    /// processor; else `device-requires-dist` of `[tool.wheelfix]`.
-    pub device_requires_dist: Vec<String>,
     pub compact: bool,
 }
 
@@ -80,11 +63,10 @@ pub fn run(request: &SplitRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    let (request, asked) = match resolved(request, &settings) {
-        Ok(resolved) => resolved,
+    let asked = match asked_groups(request, &settings) {
+        Ok(asked) => asked,
         Err(e) => return Output::usage(e),
     };
-    let request = &request;
     if let Err(e) = std::fs::create_dir_all(&request.wheel_dir) {
         return Output::failure(format!("cannot create {}: {e}", request.wheel_dir.display()));
     }
@@ -116,7 +98,7 @@ pub fn run(request: &SplitRequest) -> Output {
             }
             let groups =
                 if request.all_targets { all_groups(&examined.wheel, &examined.analysis) } else { asked.clone() };
-            plan_one(examined, &groups, request, level)
+            plan_one(examined, &groups, request, &settings, level)
         })
         .collect();
     refuse_unsafe_outputs(&mut planned, request);
@@ -124,10 +106,11 @@ pub fn run(request: &SplitRequest) -> Output {
     let destination = Destination::Directory(staged.clone());
     let mut written: Vec<Result<SplitOutcome, Error>> = parallel::map_owned(work, |(planned, path)| {
         planned.and_then(|planned| match planned {
-            Planned::AlreadySplit(wheel, reason) => Ok(SplitOutcome::left(wheel, reason)),
+            Planned::AlreadySplit(wheel, reason) => Ok(SplitOutcome::Left(LeftAlone { wheel, reason })),
             Planned::Split(planned) => {
                 let (examined, plan) = *planned;
-                write_one(&examined, &plan, path, &settings, &destination, request, &staged)
+                let at = Staging { input: path, destination: &destination, staged: &staged };
+                write_one(&examined, &plan, &settings, at).map(|w| SplitOutcome::Written(Box::new(w)))
             }
         })
     });
@@ -138,7 +121,11 @@ pub fn run(request: &SplitRequest) -> Output {
         .zip(&request.wheels)
         .map(|(outcome, path)| {
             outcome
-                .and_then(|o| if o.skipped.is_some() { Ok(o) } else { publish(o, &request.wheel_dir, &mut published) })
+                .and_then(|o| match o {
+                    SplitOutcome::Written(written) => publish(*written, &request.wheel_dir, &mut published)
+                        .map(|w| SplitOutcome::Written(Box::new(w))),
+                    left => Ok(left),
+                })
                 .map_err(|e| WheelFailed::new(path, e))
         })
         .collect();
@@ -153,37 +140,16 @@ pub fn run(request: &SplitRequest) -> Output {
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
 }
 
-/// The request with every setting resolved from its flag, else `[tool.wheelfix]`, else its
-/// default; and the groups asked for (none with `--all-targets`: each wheel's own).
-fn resolved(request: &SplitRequest, settings: &Settings) -> Result<(SplitRequest, Vec<Group>), SettingError> {
-    let naming = Naming::of(request, settings)?;
-    let kpack_group = request.kpack_group.clone().or(settings.kpack_group.clone());
-    let overlay_root = request.overlay_root.clone().or(settings.overlay_root.clone());
-    let archive_per = request.archive_per.or(settings.archive_per).unwrap_or(match overlay_root {
-        Some(_) => ArchivePer::TargetId,
-        None => ArchivePer::Processor,
-    });
-    let device_requires_dist = match request.device_requires_dist.is_empty() {
-        true => settings.device_requires_dist.clone(),
-        false => request.device_requires_dist.clone(),
-    };
-    let request = SplitRequest {
-        device_name: Some(naming.0),
-        group_by: Some(naming.1),
-        kpack_group,
-        overlay_root,
-        archive_per: Some(archive_per),
-        device_requires_dist,
-        ..request.clone()
-    };
-
-    let asked: Result<Vec<Group>, SettingError> = match (request.all_targets, request.targets.is_empty()) {
-        (true, false) => return Err(SettingError::TargetsAndAll),
-        (false, true) if settings.gpu_targets.value.is_empty() => return Err(SettingError::NoTargets),
+/// The groups asked for (`--gpu-target`, else `gpu-targets` of `[tool.wheelfix]`); none with
+/// `--all-targets` (each wheel's own).
+fn asked_groups(request: &SplitRequest, settings: &Settings) -> Result<Vec<Group>, SettingError> {
+    match (request.all_targets, request.targets.is_empty()) {
+        (true, false) => Err(SettingError::TargetsAndAll),
+        (true, true) => Ok(Vec::new()),
+        (false, true) if settings.gpu_targets.value.is_empty() => Err(SettingError::NoTargets),
         (false, true) => settings.gpu_targets.value.iter().map(|t| group_of(t)).collect(),
-        _ => request.targets.iter().map(|t| group_of(t)).collect(),
-    };
-    Ok((request, asked?))
+        (false, false) => request.targets.iter().map(|t| group_of(t)).collect(),
+    }
 }
 
 /// One wheel, planned: its split, or the reason it is left alone.
@@ -226,7 +192,7 @@ fn refuse_unsafe_outputs(planned: &mut [Result<Planned, Error>], request: &Split
     let names: Vec<Option<Vec<OutputName>>> = planned
         .iter_mut()
         .map(|p| match p {
-            Ok(Planned::Split(planned)) => match output_names(&planned.0, &planned.1, request) {
+            Ok(Planned::Split(planned)) => match output_names(&planned.0, &planned.1) {
                 Ok(names) => Some(names),
                 Err(e) => {
                     *p = Err(e);
@@ -281,66 +247,29 @@ struct OutputName {
     key: String,
 }
 
-/// The file names a wheel's split writes (host, then device wheels), checked: no device
-/// project is the host's own, and no file or archive name is longer than NAME_MAX.
-fn output_names(examined: &Examined, plan: &SplitPlan, request: &SplitRequest) -> Result<Vec<OutputName>, Error> {
+/// The file names a wheel's split writes (host, then device wheels), once the plan has found
+/// no problem with them ([`SplitPlan::name_problem`]).
+fn output_names(examined: &Examined, plan: &SplitPlan) -> Result<Vec<OutputName>, Error> {
     let wheel = &examined.wheel;
-    let unsplittable = |problem: String| Error::Unsplittable { file: wheel.filename.to_string(), problem };
-    let host = PackageName::new(&wheel.metadata.name);
+    if let Some(problem) = plan.name_problem(wheel) {
+        return Err(Error::Unsplittable { file: wheel.filename.to_string(), problem });
+    }
     let key = |f: &WheelFilename| {
         let file = f.to_string();
         format!("{}{}", PackageName::new(&f.distribution), &file[f.distribution.len()..])
     };
-    let mut names = vec![OutputName { file: wheel.filename.to_string(), key: key(&wheel.filename) }];
-    for (group, _) in device_groups(plan, request) {
-        let name = device_name(Naming::template(request), &wheel.metadata.name, &group);
-        if PackageName::new(&name) == host {
-            return Err(unsplittable(format!(
-                "the {group} device wheel would be named `{name}`, which is the host's own project; choose another --device-name"
-            )));
-        }
-        let filename = device_filename(wheel, &name);
-        names.push(OutputName { file: filename.to_string(), key: key(&filename) });
-    }
-    for name in &names {
-        if name.file.len() > NAME_MAX {
-            return Err(unsplittable(format!(
-                "the output file name {} is {} bytes, more than the {NAME_MAX} a file name may have",
-                name.file,
-                name.file.len()
-            )));
-        }
-    }
-    for binary in &plan.binaries {
-        // Per target id, an archive may be named after any target id of the binary's code.
-        let targets = plan.cut.iter().filter(|c| c.file == binary.member).flat_map(|c| c.dropped.keys());
-        let mut names: Vec<String> = plan.groups.clone();
-        names.extend(targets.flat_map(|t| plan.groups.iter().map(|g| binary.archive_per.name(g, t))));
-        names.sort();
-        names.dedup();
-        for name in &names {
-            let path = binary.archive_path(name);
-            let file = path.rsplit('/').next().unwrap_or(&path);
-            if file.len() > NAME_MAX {
-                return Err(unsplittable(format!(
-                    "the archive name {file} is {} bytes, more than the {NAME_MAX} a file name may have (pip could not install it); --group NAME gives shorter names",
-                    file.len()
-                )));
-            }
-        }
-    }
-    Ok(names)
+    let files = std::iter::once(&wheel.filename).chain(plan.devices.iter().map(|d| &d.filename));
+    Ok(files.map(|f| OutputName { file: f.to_string(), key: key(f) }).collect())
 }
 
-/// Move a wheel's staged outputs into `-w` as a set ([`publish_set`]); the outcome then names
-/// where they are.
-/// Move one wheel's host and device wheels from the stage into `-w`, as a set; a device wheel
-/// an earlier wheel's set published (one shared by several Python versions) is not moved again.
+/// Move one wheel's host and device wheels from the stage into `-w`, as a set
+/// ([`publish_set`]); a device wheel an earlier wheel's set published (one shared by several
+/// Python versions) is not moved again. The outcome then names where they are.
 fn publish(
-    mut outcome: SplitOutcome,
+    mut outcome: SplitWheel,
     wheel_dir: &Path,
     published: &mut std::collections::BTreeSet<PathBuf>,
-) -> Result<SplitOutcome, Error> {
+) -> Result<SplitWheel, Error> {
     let to_dest = |staged: &str| {
         let staged = PathBuf::from(staged);
         let dest = wheel_dir.join(staged.file_name().unwrap_or_default());
@@ -373,7 +302,7 @@ fn share_device_wheels(
     // (device project, version, platform tags) → (outcome, device) of each host's wheel.
     let mut groups: std::collections::BTreeMap<(String, String, String), Vec<(usize, usize)>> = Default::default();
     for (i, outcome) in outcomes.iter().enumerate() {
-        let Ok(o) = outcome else { continue };
+        let Ok(SplitOutcome::Written(o)) = outcome else { continue };
         for (j, d) in o.devices.iter().enumerate() {
             let Some(name) = Path::new(&d.wheel).file_name().and_then(|n| n.to_str()) else { continue };
             let Ok(f) = WheelFilename::parse(name) else { continue };
@@ -383,16 +312,14 @@ fn share_device_wheels(
     }
     let mut warnings = Vec::new();
     for members in groups.into_values().filter(|m| m.len() > 1) {
-        let paths: Vec<PathBuf> = members
-            .iter()
-            .map(|&(i, j)| PathBuf::from(&outcomes[i].as_ref().expect("grouped from Ok").devices[j].wheel))
-            .collect();
+        let paths: Vec<PathBuf> =
+            members.iter().map(|&(i, j)| PathBuf::from(&device_of(outcomes, i, j).wheel)).collect();
         match shared_wheel(&paths, settings, staged) {
             Ok(None) => {}
             Ok(Some(shared)) => {
                 let size = std::fs::metadata(&shared).map(|m| m.len()).ok();
                 for &(i, j) in &members {
-                    let device = &mut outcomes[i].as_mut().expect("grouped from Ok").devices[j];
+                    let device = device_of(outcomes, i, j);
                     device.wheel = shared.display().to_string();
                     device.size = size;
                     device.shared = true;
@@ -405,6 +332,14 @@ fn share_device_wheels(
         }
     }
     warnings
+}
+
+/// The `j`th device wheel of outcome `i`, which was grouped from a written wheel.
+fn device_of(outcomes: &mut [Result<SplitOutcome, Error>], i: usize, j: usize) -> &mut DeviceWheel {
+    match &mut outcomes[i] {
+        Ok(SplitOutcome::Written(written)) => &mut written.devices[j],
+        _ => unreachable!("device wheels are grouped from written wheels only"),
+    }
 }
 
 /// The one wheel for `paths` (device wheels of this run, one per host), written into the
@@ -433,7 +368,7 @@ fn shared_wheel(paths: &[PathBuf], settings: &Settings, staged: &Path) -> Result
         source_date_epoch: settings.source_date_epoch,
     };
     let commit = crate::output::Commit::Replace;
-    crate::writer::write_wheel(&wheels[0], &plan, &[], &options, &dest, commit, None, None)?;
+    crate::writer::write_wheel(&wheels[0], &plan, &[], &options, crate::writer::WriteTo::new(&dest, commit))?;
     // Proven before the per-host wheels go: the shared wheel's RECORD names each member of
     // theirs with its digest, and its archive's members hash to that RECORD.
     let written = open(&dest)?;
@@ -457,30 +392,6 @@ enum SharingError {
     Read { member: String, source: Box<dyn std::error::Error + Send + Sync> },
 }
 
-/// The device wheels' name template and grouping: the flags, else `[tool.wheelfix]`, else the
-/// defaults; a template that does not make distinct project names is refused.
-struct Naming(String, GroupBy);
-
-impl Naming {
-    /// The flags, else `[tool.wheelfix]` (checked when the settings were resolved), else the
-    /// defaults.
-    fn of(request: &SplitRequest, settings: &Settings) -> Result<Naming, SettingError> {
-        let template = match &request.device_name {
-            Some(template) => {
-                check_device_name(template)?;
-                template.clone()
-            }
-            None => settings.device_name.clone().unwrap_or_else(|| DEFAULT_DEVICE_NAME.to_string()),
-        };
-        Ok(Naming(template, request.group_by.or(settings.group_by).unwrap_or(GroupBy::Target)))
-    }
-
-    /// The template of a request [`run`] completed.
-    fn template(request: &SplitRequest) -> &str {
-        request.device_name.as_deref().unwrap_or(DEFAULT_DEVICE_NAME)
-    }
-}
-
 /// One group from a target a user names: a processor (`gfx942`); features are not a group.
 fn group_of(target: &str) -> Result<Group, SettingError> {
     if target.contains(':') {
@@ -489,31 +400,41 @@ fn group_of(target: &str) -> Result<Group, SettingError> {
     Ok(Group::of(target)?)
 }
 
-/// The device wheel's project name for a group.
-fn device_name(template: &str, host: &str, group: &str) -> String {
-    template.replace("{name}", host).replace("{target}", group)
-}
-
-fn plan_one(examined: Examined, groups: &[Group], request: &SplitRequest, level: u32) -> Result<Planned, Error> {
+fn plan_one(
+    examined: Examined,
+    groups: &[Group],
+    request: &SplitRequest,
+    settings: &Settings,
+    level: u32,
+) -> Result<Planned, Error> {
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
     if !wheel.installer_problems.is_empty() {
         return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
     }
-    let host = wheel.metadata.name.clone();
-    let project = |group: &str| device_name(Naming::template(request), &host, group);
-    let group_by = request.group_by.unwrap_or(GroupBy::Target);
-    let wheel_of = |processor: &str| group_by.wheel_of(processor);
-    let names = DeviceNames { wheel_of: &wheel_of, project: &project };
+    let split_settings = &settings.split;
+    let naming = DeviceNaming {
+        template: split_settings.device_name.value.clone(),
+        group_by: split_settings.group_by.value,
+        requires_dist: split_settings.device_requires_dist.value.clone(),
+    };
     let therock_group = crate::plan::split::therock_group(&wheel.metadata.name);
-    let shared = match (request.kpack_group.as_deref(), request.overlay_root.as_deref()) {
+    let shared = match (split_settings.kpack_group.value.as_deref(), split_settings.overlay_root.value.as_deref()) {
         (Some(group), root) => Some(SharedArchives { group, root }),
         (None, Some(root)) => Some(SharedArchives { group: &therock_group, root: Some(root) }),
         (None, None) => None,
     };
-    let layout = ArchiveLayout { shared, per: request.archive_per.unwrap_or_default() };
-    let mut plan = split(wheel, analysis, groups, &names, request.compact, level, &request.wheel_dir, layout);
+    let layout = ArchiveLayout { shared, per: split_settings.archive_per.value };
+    let options = SplitOptions {
+        groups,
+        naming: &naming,
+        compact: request.compact,
+        compression_level: level,
+        dir: &request.wheel_dir,
+        layout,
+    };
+    let mut plan = split(wheel, analysis, &options);
     if request.require_devices {
-        crate::plan::split::require_devices(&mut plan, wheel, &names);
+        crate::plan::split::require_devices(&mut plan, wheel);
     }
     if let Some((file, problem)) = plan.unreadable.first() {
         return Err(Error::Unsplittable { file: file.clone(), problem: problem.clone() });
@@ -543,14 +464,14 @@ fn account_for_every_target(
         return Ok(());
     }
     let mut unclaimed: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    let claimed = |target: &str| groups.iter().any(|g| g.keep.keeps(target));
+    let claimed = |target: &crate::gpu::TargetId| groups.iter().any(|g| g.keep.keeps(target));
     for cut in &plan.cut {
         for target in cut.dropped.keys().filter(|t| !claimed(t)) {
-            unclaimed.entry(target.clone()).or_default().push(cut.file.clone());
+            unclaimed.entry(target.to_string()).or_default().push(cut.file.clone());
         }
     }
     for db in plan.databases.iter().filter(|d| d.group.is_none()) {
-        unclaimed.entry(db.target.clone()).or_default().push(db.member.clone());
+        unclaimed.entry(db.target.to_string()).or_default().push(db.member.clone());
     }
     if unclaimed.is_empty() {
         return Ok(());
@@ -560,31 +481,17 @@ fn account_for_every_target(
     Err(Error::Unclaimed { unclaimed })
 }
 
-/// The device wheels of a plan: each wheel group, with the processors whose code it holds.
-fn device_groups<'p>(plan: &'p SplitPlan, request: &SplitRequest) -> Vec<(String, Vec<&'p str>)> {
-    let mut wheels: Vec<(String, Vec<&str>)> = Vec::new();
-    for processor in &plan.groups {
-        let group = request.group_by.unwrap_or(GroupBy::Target).wheel_of(processor);
-        match wheels.iter_mut().find(|(g, _)| *g == group) {
-            Some((_, members)) => members.push(processor),
-            None => wheels.push((group, vec![processor])),
-        }
-    }
-    // A family directory's wheel holds files, no processor's code.
-    wheels.extend(plan.families.iter().map(|f| (f.name.clone(), Vec::new())));
-    wheels
+/// Where one wheel's split reads and writes: the input, and the run's directory in `-w` where
+/// its outputs are staged.
+struct Staging<'a> {
+    input: &'a Path,
+    destination: &'a Destination,
+    staged: &'a Path,
 }
 
-/// Write a wheel's host and device wheels into `staged` (the run's directory in `-w`).
-fn write_one(
-    examined: &Examined,
-    plan: &SplitPlan,
-    path: &Path,
-    settings: &crate::settings::Settings,
-    destination: &Destination,
-    request: &SplitRequest,
-    staged: &Path,
-) -> Result<SplitOutcome, Error> {
+/// Write a wheel's host and device wheels into the stage.
+fn write_one(examined: &Examined, plan: &SplitPlan, settings: &Settings, at: Staging<'_>) -> Result<SplitWheel, Error> {
+    let Staging { input: path, destination, staged } = at;
     let wheel = &examined.wheel;
     let dest = &staged.join(wheel.filename.to_string());
     let changed = !plan.binaries.is_empty() || !plan.databases.is_empty();
@@ -597,24 +504,12 @@ fn write_one(
     };
     // One device wheel per wheel group, with its processors' code from the archives the host's
     // rewrite returned; independent of each other, so written on every core.
-    let inputs: Vec<DeviceInput<'_>> = device_groups(plan, request)
-        .into_iter()
-        .map(|(group, processors)| DeviceInput::take(plan, group, processors, &mut thinned))
-        .collect();
+    let inputs: Vec<DeviceInput<'_>> =
+        plan.devices.iter().map(|device| DeviceInput::take(plan, device, &mut thinned)).collect();
     let devices = parallel::try_map_owned(inputs, |input| {
-        let project = |group: &str| device_name(Naming::template(request), &wheel.metadata.name, group);
-        let name = project(&input.group);
-        let mut requires = device_requirements(&request.device_requires_dist, &input.processors);
-        // A processor's wheel requires its family's (TheRock's packaging chain).
-        let version = &wheel.filename.version.text;
-        for family in
-            plan.families.iter().filter(|f| f.processors.iter().any(|p| input.processors.contains(&p.as_str())))
-        {
-            requires.push(format!("{}=={version}", project(&family.name)));
-        }
-        write_device(wheel, plan, input, (&name, requires), (staged, settings.source_date_epoch))
+        write_device(wheel, plan, input, (staged, settings.source_date_epoch))
     })?;
-    Ok(SplitOutcome {
+    Ok(SplitWheel {
         wheel: wheel.filename.to_string(),
         host: output.display().to_string(),
         size_before,
@@ -627,15 +522,13 @@ fn write_one(
         left: plan.left.clone(),
         uncovered: plan.uncovered.clone(),
         rewritten: rewrite,
-        skipped: None,
     })
 }
 
-/// What one device wheel is made of: its group, its processors, and the archives the host's
-/// rewrite made for them (finished, or unfinished parts to merge).
+/// What one device wheel is made of: its plan, and the archives the host's rewrite made for its
+/// processors (finished, or unfinished parts to merge).
 struct DeviceInput<'p> {
-    group: String,
-    processors: Vec<&'p str>,
+    device: &'p DeviceWheelPlan,
     /// (member path, archive) of every binary's own finished archive for a processor.
     finished: Vec<(String, Arc<Spilled>)>,
     /// `--group`: per archive name (`gfx942`, or a target id), each binary's unfinished part,
@@ -646,13 +539,8 @@ struct DeviceInput<'p> {
 impl<'p> DeviceInput<'p> {
     /// Take the group's archives out of what the host's rewrite returned: those whose name's
     /// processor is one of the group's ([`crate::plan::kpack::ArchivePer::name`]).
-    fn take(
-        plan: &'p SplitPlan,
-        group: String,
-        processors: Vec<&'p str>,
-        thinned: &mut BTreeMap<String, ThinOutcome>,
-    ) -> Self {
-        let ours = |name: &str| processors.contains(&crate::plan::kpack::processor_of(name));
+    fn take(plan: &'p SplitPlan, device: &'p DeviceWheelPlan, thinned: &mut BTreeMap<String, ThinOutcome>) -> Self {
+        let ours = |name: &str| device.processors.iter().any(|p| p == crate::gpu::targets::processor_of(name));
         let mut finished = Vec::new();
         let mut parts: BTreeMap<String, Vec<(&SplitTo, ArchiveWriter)>> = BTreeMap::new();
         for binary in &plan.binaries {
@@ -666,7 +554,7 @@ impl<'p> DeviceInput<'p> {
                 parts.entry(name).or_default().push((binary, part));
             }
         }
-        DeviceInput { group, processors, finished, parts }
+        DeviceInput { device, finished, parts }
     }
 }
 
@@ -700,19 +588,18 @@ fn shared_archive(
     Ok(Some((path, Arc::new(stored))))
 }
 
-/// Write the device wheel of one group, project `name`: its archives from every binary, stored
-/// (zstd frames do not deflate), and a `.dist-info` requiring the host at its exact version
-/// (and `requires`, `--device-requires-dist`'s), with the host's tags.
+/// Write one device wheel as its plan says: its archives from every binary, stored (zstd
+/// frames do not deflate), and a `.dist-info` with its requirements, with the host's tags.
 fn write_device(
     wheel: &wheel::Wheel,
     plan: &SplitPlan,
     input: DeviceInput<'_>,
-    (name, requires): (&str, Vec<String>),
     (dir, source_date_epoch): (&Path, Option<i64>),
 ) -> Result<DeviceWheel, Error> {
     let io =
         |what: &str, e: std::io::Error| Error::CreateDir { path: format!("{} ({what})", dir.display()), source: e };
-    let DeviceInput { group, processors, finished, parts } = input;
+    let DeviceInput { device, finished, parts } = input;
+    let (group, processors) = (&device.group, &device.processors);
     let mut spilled = finished;
     for (name, parts) in parts {
         if let Some(shared) = shared_archive(&name, parts, dir).map_err(|e| io("archives", e))? {
@@ -723,21 +610,21 @@ fn write_device(
     let databases: Vec<_> = plan
         .databases
         .iter()
-        .filter(|m| m.group.as_deref().is_some_and(|g| processors.contains(&g) || g == group))
+        .filter(|m| m.group.as_deref().is_some_and(|g| processors.iter().any(|p| p == g) || g == group))
         .collect();
-    let family = plan.families.iter().find(|f| f.name == group);
+    let family = (!device.family_of.is_empty()).then_some(&device.family_of);
     for db in &databases {
         spilled.push((db.member.clone(), Arc::new(copied(wheel, &db.member, dir, plan.plan.compression_level)?)));
     }
     let version = &wheel.filename.version.text;
-    let device = NewWheel {
-        name: name.to_string(),
+    let new = NewWheel {
+        name: device.project.clone(),
         version: version.clone(),
         summary: match family {
-            Some(f) => format!(
+            Some(family_of) => format!(
                 "{group} kernel databases of {} {version} (for {}), split out by wheelfix",
                 wheel.metadata.name,
-                f.processors.join(", ")
+                family_of.join(", ")
             ),
             None => format!(
                 "{} device code of {} {version}, split out by wheelfix (kpack archives)",
@@ -746,7 +633,7 @@ fn write_device(
             ),
         },
         provides_extra: Vec::new(),
-        requires_dist: std::iter::once(format!("{}=={version}", wheel.metadata.name)).chain(requires).collect(),
+        requires_dist: device.requires_dist.clone(),
         file_tags: wheel.filename.tag_triple(),
         tags: wheel
             .filename
@@ -759,34 +646,23 @@ fn write_device(
         members: spilled,
         source_date_epoch,
     };
-    debug_assert_eq!(device.file_name(), device_filename(wheel, name).to_string());
-    let path = device.write(dir)?;
+    debug_assert_eq!(new.file_name(), device.filename.to_string());
+    let path = new.write(dir)?;
     let size = std::fs::metadata(&path).map(|m| m.len()).ok();
     let installed = wheel::Archive::open(&path).ok().map(|a| a.installed_size());
     Ok(DeviceWheel {
         target: group.clone(),
-        name: name.to_string(),
+        name: device.project.clone(),
         wheel: path.display().to_string(),
         // A family's wheel comes with each of its processors' extras, and with `device-all`.
-        extra: if family.is_some() { "device-all".to_string() } else { format!("device-{group}") },
-        family_of: family.map(|f| f.processors.clone()).unwrap_or_default(),
+        extra: device.extra.to_string(),
+        family_of: device.family_of.clone(),
         archives,
         databases: databases.len(),
         size,
         installed,
         shared: false,
     })
-}
-
-/// The file name of the device wheel of project `name`: the host's version and tags.
-fn device_filename(wheel: &wheel::Wheel, name: &str) -> WheelFilename {
-    WheelFilename {
-        distribution: name.replace(['-', '.'], "_"),
-        name: PackageName::new(name),
-        build: None,
-        variant: None,
-        ..wheel.filename.clone()
-    }
 }
 
 /// A member of the input, deflated anew into a file of its own (streamed: never whole in memory).

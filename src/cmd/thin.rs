@@ -8,7 +8,8 @@ use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
 use super::write::{Destination, Placement, output_dir, place};
 use super::{Common, Output, UsageError, WheelFailed, display_name};
 use crate::analysis::CopyRoom;
-use crate::gpu::targets::{Keep, Requested};
+use crate::gpu::TargetId;
+use crate::gpu::targets::Keep;
 use crate::plan::thin::{ThinOptions, ThinPlan, thin};
 use crate::report::thin::{ThinOutcome, to_json, to_text};
 use crate::settings::Settings;
@@ -63,7 +64,8 @@ pub fn run(request: &ThinRequest) -> Output {
     let results: Vec<Result<ThinOutcome, WheelFailed<Error>>> = parallel::map_owned(work, |(planned, path)| {
         planned
             .and_then(|(examined, plan, dest)| {
-                write_one(&examined, &plan, &dest, path, &settings, &request.destination)
+                let at = Placement { path, dest: &dest, destination: &request.destination, head: None };
+                write_one(&examined, &plan, &settings, at)
             })
             .map_err(|e| WheelFailed::new(path, e))
     });
@@ -81,7 +83,7 @@ fn keep_of(settings: &Settings) -> Result<Keep, UsageError> {
     if targets.is_empty() {
         return Err(UsageError::NoTargets { command: "thin", repeatable: false, what: "the targets to keep" });
     }
-    let requested: Result<Vec<Requested>, _> = targets.iter().map(|t| crate::policy::gpus::parse(t)).collect();
+    let requested: Result<Vec<TargetId>, _> = targets.iter().map(|t| crate::policy::gpus::parse(t)).collect();
     Ok(Keep::new(requested?))
 }
 
@@ -119,21 +121,21 @@ fn plan_one(
     Ok((examined, plan, dest))
 }
 
+/// Write one thinned wheel where `at` says (its input, its destination).
 pub(super) fn write_one(
     examined: &Examined,
     plan: &ThinPlan,
-    dest: &Path,
-    path: &Path,
     settings: &Settings,
-    destination: &Destination,
+    at: Placement<'_>,
 ) -> Result<ThinOutcome, Error> {
+    let path = at.path;
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
     let changed = plan.changes();
     // A copy is right only when the input is true: a stale RECORD is written corrected even
     // with nothing to drop.
     let rewrite = changed || !analysis.record_findings.is_empty();
     let size_before = std::fs::metadata(path).map(|m| m.len()).ok();
-    let written = place(examined, &plan.plan, settings, rewrite, Placement { path, dest, destination, head: None })?;
+    let written = place(examined, &plan.plan, settings, rewrite, at)?;
     let not_compacted = written.as_ref().map(not_compacted).unwrap_or_default();
     let output = written.map(|w| w.path);
     let size_after = match &output {

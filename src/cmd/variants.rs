@@ -16,7 +16,8 @@ use super::pipeline::{Error, Examined, examine_all};
 use super::write::Destination;
 use super::{Common, Output, UsageError, WheelFailed, display_name};
 use crate::analysis::copy::CopyRoom;
-use crate::gpu::targets::{Keep, Requested};
+use crate::gpu::TargetId;
+use crate::gpu::targets::Keep;
 use crate::plan::edit::{NewMember, Plan};
 use crate::plan::kpack::Group;
 use crate::plan::split::{GroupBy, all_groups};
@@ -186,7 +187,7 @@ fn check_provider_flags(request: &VariantsRequest) -> Result<(), UsageError> {
     if request.provider_plugin && !request.static_targets.is_empty() {
         return Err(UsageError::ProviderAndStatic);
     }
-    Ok(request.static_targets.iter().try_for_each(|t| Requested::parse(t).map(drop))?)
+    Ok(request.static_targets.iter().try_for_each(|t| TargetId::parse(t).map(drop))?)
 }
 
 /// The `providers` table a wheel's variant.json carries, if one is asked for.
@@ -270,9 +271,9 @@ fn plan_wheel(
 fn processors_of(group: &Group) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for t in &group.keep.targets {
-        match crate::gpu::targets::generic_covers(&t.processor) {
+        match crate::gpu::targets::generic_covers(t.processor()) {
             Some(covered) => names.extend(covered.iter().map(|c| c.to_string())),
-            None => names.push(t.processor.clone()),
+            None => names.push(t.processor().to_string()),
         }
     }
     let order: Vec<String> =
@@ -313,7 +314,8 @@ fn write_variant(
     let member = format!("{}/{}", p.plan.plan.output_dist_info(&wheel.dist_info), variant::DIST_INFO_FILE);
     p.plan.plan.add.insert(member, NewMember::new(metadata.to_bytes(), Some(0o644)));
     let destination = Destination::Directory(p.dest.parent().unwrap_or(Path::new(".")).to_path_buf());
-    let written = super::thin::write_one(examined, &p.plan, &p.dest, path, settings, &destination);
+    let at = super::write::Placement { path, dest: &p.dest, destination: &destination, head: None };
+    let written = super::thin::write_one(examined, &p.plan, settings, at);
     let result = written.map(|thin| VariantOutcome { label: p.label.clone(), properties: lines, thin });
     (p.wheel, result.map_err(|error| VariantsError::Variant { label: p.label.clone(), error: Box::new(error) }))
 }

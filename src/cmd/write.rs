@@ -277,7 +277,8 @@ pub(super) fn place(
                 return Err(Error::WouldOverwriteInput(dest.to_path_buf()));
             }
             if changed {
-                writer::write_wheel(wheel, plan, digests, options, dest, Commit::Replace, None, head)?
+                let to = writer::WriteTo { head, ..writer::WriteTo::new(dest, Commit::Replace) };
+                writer::write_wheel(wheel, plan, digests, options, to)?
             } else {
                 writer::Written {
                     path: writer::copy_wheel(path, dest, Commit::Replace, None)?,

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
+use crate::extra::DeviceExtra;
 use crate::wheel::name::PackageName;
 use crate::wheel::platform_tag::PlatformTag;
 use crate::writer::new_wheel::NewWheel;
@@ -85,8 +86,11 @@ impl MetapackageOptions {
         for t in &self.gpu_targets {
             // A processor, written as every GPU names it: it becomes the extra's name.
             let parsed = crate::policy::gpus::parse(t)?;
-            if parsed.to_string() != *t || !parsed.features.is_empty() {
-                return Err(MetapackageError::NotAProcessor { given: t.clone(), processor: parsed.processor });
+            if parsed.as_str() != t || parsed.has_features() {
+                return Err(MetapackageError::NotAProcessor {
+                    given: t.clone(),
+                    processor: parsed.processor().to_string(),
+                });
             }
         }
         Ok(())
@@ -157,9 +161,9 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
             });
         }
         // A split set's device wheel comes with its host's extra, not as a pin of its own.
-        if let Some(target) = crate::check::device_target_of(project.as_str())
+        if let Some(target) = crate::extra::device_project_target(project.as_str())
             && wheels.iter().any(|h| {
-                h.extras.iter().any(|e| e.strip_prefix("device-") == Some(target))
+                h.extras.iter().any(|e| DeviceExtra::parse(e).is_some_and(|e| e.target() == Some(target)))
                     || h.brings.iter().any(|b| PackageName::new(b) == project)
             })
         {
@@ -169,7 +173,8 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
         if (!w.gpu_targets.is_empty() && !lacking.is_empty()) || !w.uncovered.is_empty() {
             let found = if w.gpu_targets.is_empty() { "no GPU target".to_string() } else { w.gpu_targets.join(", ") };
             let files: Vec<String> = w.uncovered.iter().map(|u| u.file.clone()).collect();
-            let mut target: Vec<String> = w.uncovered.iter().flat_map(|u| u.targets.clone()).collect();
+            let mut target: Vec<String> =
+                w.uncovered.iter().flat_map(|u| u.targets.iter().map(|t| t.to_string())).collect();
             target.extend(lacking.into_iter().filter(|_| !w.gpu_targets.is_empty()).cloned());
             target.sort();
             target.dedup();
@@ -197,9 +202,9 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
     // required with it.
     let mut requirements: Vec<String> = Vec::new();
     for target in &options.gpu_targets {
-        let extra = format!("device-{target}");
+        let extra = DeviceExtra::of(target);
         for (version, name, _, extras) in pins.values() {
-            let with = if extras.contains(&extra) { format!("[{extra}]") } else { String::new() };
+            let with = if extras.iter().any(|e| extra == *e) { format!("[{extra}]") } else { String::new() };
             requirements.push(format!("{name}{with}=={version}; extra == \"{extra}\""));
         }
     }
@@ -217,7 +222,7 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
             options.gpu_targets.join(", "),
             options.rocm_version
         ),
-        provides_extra: options.gpu_targets.iter().map(|t| format!("device-{t}")).collect(),
+        provides_extra: options.gpu_targets.iter().map(|t| DeviceExtra::of(t).to_string()).collect(),
         requires_dist: requirements.clone(),
         file_tags: format!("py3-none-{platform}"),
         tags: vec![format!("py3-none-{platform}")],

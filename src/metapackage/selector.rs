@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::extra::DeviceExtra;
 use crate::wheel::name::PackageName;
 use crate::wheel::platform_tag::{PlatformTag, sort_tags};
 use crate::writer::new_wheel::NewWheel;
@@ -102,7 +103,7 @@ fn projects_by_platform(
         }
         let Some(platform) = crate::distribution::platform_family(&input.platform_tags) else { continue };
         let (projects, tags) = platforms.entry(platform.clone()).or_default();
-        let target = crate::check::device_target_of(project.as_str()).map(str::to_string);
+        let target = crate::extra::device_project_target(project.as_str()).map(str::to_string);
         if let Some((first, _, _)) = projects.get(&project)
             && *first != input.version
         {
@@ -176,18 +177,19 @@ pub fn build(
             projects.values().filter(|(_, _, t)| t.is_none()).map(|(v, n, _)| format!("{n}=={v}")).collect();
         let mut extras = Vec::new();
         for (target, device, v) in &devices {
-            let extra = format!("device-{target}");
+            let extra = DeviceExtra::of(target).to_string();
             if !extras.contains(&extra) {
                 extras.push(extra.clone());
             }
             requirements.push(format!("{device}=={v}; extra == \"{extra}\""));
         }
+        let all = DeviceExtra::All.to_string();
         for (_, device, v) in &devices {
-            requirements.push(format!("{device}=={v}; extra == \"device-all\""));
+            requirements.push(format!("{device}=={v}; extra == \"{all}\""));
         }
         let tag_text: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
         let mut provides_extra = extras.clone();
-        provides_extra.push("device-all".into());
+        provides_extra.push(all);
         let wheel = NewWheel {
             name: name.to_string(),
             version: version.clone(),

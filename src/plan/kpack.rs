@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::gpu::targets::Keep;
+use crate::gpu::targets::{Keep, processor_of};
 
 /// A group of targets one device wheel holds: the code objects `keep` keeps. Ex) `gfx942`
 /// (its feature variants, and the generic targets that cover it)
@@ -20,7 +20,7 @@ impl Group {
     /// normalised as every GPU looks for it (`GFX942 ` → `gfx942`).
     pub fn of(processor: &str) -> Result<Group, crate::policy::gpus::GpuTargetError> {
         let requested = crate::policy::gpus::parse(processor)?;
-        Ok(Group { name: requested.processor.clone(), keep: Keep::new(vec![requested]) })
+        Ok(Group { name: requested.processor().to_string(), keep: Keep::new(vec![requested]) })
     }
 }
 
@@ -121,11 +121,6 @@ impl std::fmt::Display for ArchivePer {
             ArchivePer::TargetId => "target-id",
         })
     }
-}
-
-/// The processor of a target id, or of an archive name. Ex) `gfx90a:xnack+` → `gfx90a`
-pub fn processor_of(target: &str) -> &str {
-    target.split(':').next().unwrap_or(target)
 }
 
 /// A processor's family (or a target id's), as kpack names it in an archive. Ex) `gfx942` →

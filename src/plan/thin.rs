@@ -9,18 +9,18 @@ use std::collections::BTreeMap;
 
 use super::{Content, NewMember, Plan};
 use crate::analysis::Analysis;
-use crate::gpu::targets::{Keep, Verdict};
-use crate::gpu::{Container, Count, GpuCode};
+use crate::gpu::targets::Keep;
+use crate::gpu::{Container, Count, GpuCode, TargetId};
 use crate::wheel::Wheel;
 
-/// One member to rewrite: the bundles in `ranges` (file offsets, `[start, end)`) keep only what
-/// `keep` keeps. `expected` is what the analysis saw there; the writer checks the bundles it
+/// One member to rewrite: the bundles in `ranges` (file offsets, `[start, end)`) are edited as
+/// `edit` says. `expected` is what the analysis saw there; the writer checks the bundles it
 /// rewrites say the same.
 #[derive(Debug, Clone)]
 pub struct ThinChange {
     pub member: String,
     pub ranges: Vec<(u64, u64)>,
-    pub keep: Keep,
+    pub edit: BundleEdit,
     pub expected: FileCut,
     /// The member inflated by the analysis, when it kept a copy; else the writer inflates it.
     pub copy: Option<std::sync::Arc<crate::analysis::BundledCopy>>,
@@ -30,8 +30,26 @@ pub struct ThinChange {
     /// Take the freed pages of these ranges out of the file ([`crate::elf::layout`]): the
     /// `.hip_fatbin` pieces, never bundles in other data, whose symbols span their space.
     pub compact: Vec<(u64, u64)>,
-    /// `split`: every bundle leaves the file for kpack archives instead ([`super::kpack`]).
-    pub split: Option<std::sync::Arc<super::kpack::SplitTo>>,
+}
+
+/// What a rewrite does to a member's bundles.
+#[derive(Debug, Clone)]
+pub enum BundleEdit {
+    /// `thin`: each bundle keeps only the code objects this keeps.
+    Thin(Keep),
+    /// `split`: every code object leaves the file for kpack archives ([`super::kpack`]), a
+    /// marker in each bundle's place.
+    Split(std::sync::Arc<super::kpack::SplitTo>),
+}
+
+impl ThinChange {
+    /// Where the member's code objects go when it is split; `None` when it is thinned.
+    pub fn split(&self) -> Option<&std::sync::Arc<super::kpack::SplitTo>> {
+        match &self.edit {
+            BundleEdit::Split(to) => Some(to),
+            BundleEdit::Thin(_) => None,
+        }
+    }
 }
 
 /// How `thin` rewrites.
@@ -47,13 +65,14 @@ pub struct ThinOptions {
     pub shared_copies: bool,
 }
 
-/// What thinning does to one file's code objects, by target id.
+/// What thinning does to one file's code objects, by target ID (a kernel database file's: the
+/// target or the family directory its path names, `gfx11xx`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileCut {
     pub file: String,
     pub container: Option<Container>,
-    pub kept: BTreeMap<String, Count>,
-    pub dropped: BTreeMap<String, Count>,
+    pub kept: BTreeMap<TargetId, Count>,
+    pub dropped: BTreeMap<TargetId, Count>,
 }
 
 /// The plan of one wheel, and what it will do.
@@ -68,7 +87,7 @@ pub struct ThinPlan {
     pub left: Vec<GpuCode>,
     /// Requested targets no code object of the wheel runs on, or that a binary with offload
     /// bundles would keep nothing for.
-    pub missing: Vec<String>,
+    pub missing: Vec<TargetId>,
     /// Those binaries, and the targets each lacks.
     pub uncovered: Vec<crate::gpu::targets::Uncovered>,
     /// Files whose bundles cannot be read, and why: the wheel is not written.
@@ -106,7 +125,7 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOption
                 }
                 cut.push(file_cut);
             }
-            Container::AmdgpuElf if prune_files && code.targets.iter().all(|t| keep.verdict(t) == Verdict::Drop) => {
+            Container::AmdgpuElf if prune_files && code.targets.iter().all(|t| !keep.keeps(t)) => {
                 let mut file_cut = file_cut;
                 let size = wheel.archive.member(&code.file).map_or(0, |m| m.size);
                 for t in &code.targets {
@@ -120,11 +139,12 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOption
     }
     // Kernel databases for other targets go with their code objects (`--prune-files`).
     for (member, db) in crate::analysis::databases::in_wheel(wheel).into_iter().filter(|_| prune_files) {
-        if keep.verdict(&db.target) != Verdict::Drop || plan.remove.contains(&*member.name) {
+        let target = db.target;
+        if keep.keeps(&target) || plan.remove.contains(&*member.name) {
             continue;
         }
         let mut file_cut = FileCut { file: member.name.to_string(), container: None, ..FileCut::default() };
-        file_cut.dropped.entry(db.target).or_default().add(member.size);
+        file_cut.dropped.entry(target).or_default().add(member.size);
         plan.remove.insert(member.name.to_string());
         plan.replace.remove(&*member.name);
         cut.retain(|c: &FileCut| c.file != *member.name);
@@ -134,11 +154,11 @@ pub fn thin(wheel: &Wheel, analysis: &Analysis, keep: &Keep, options: ThinOption
     for member in wheel.archive.members().iter().filter(|m| prune_files && !m.is_dir()) {
         let path = wheel.install_path(&member.name);
         let Some((_, family)) = path.as_deref().and_then(crate::analysis::databases::family_database) else { continue };
-        if keep.targets.iter().any(|t| crate::analysis::databases::in_family(&t.processor, &family)) {
+        if keep.targets.iter().any(|t| crate::analysis::databases::in_family(t.processor(), &family)) {
             continue;
         }
         let mut file_cut = FileCut { file: member.name.to_string(), container: None, ..FileCut::default() };
-        file_cut.dropped.entry(family).or_default().add(member.size);
+        file_cut.dropped.entry(TargetId::from_code(family)).or_default().add(member.size);
         plan.remove.insert(member.name.to_string());
         pruned.push(file_cut);
     }
@@ -184,12 +204,11 @@ fn add_change(
     let change = ThinChange {
         member: code.file.clone(),
         ranges,
-        keep: keep.clone(),
+        edit: BundleEdit::Thin(keep.clone()),
         expected: file_cut.clone(),
         copy: analysis.bundled_copies.get(&code.file).cloned(),
         copy_shared: options.shared_copies,
         compact: compact_ranges,
-        split: None,
     };
     plan.replace.insert(code.file.clone(), NewMember { content: Content::Thin(Box::new(change)), mode: None });
 }
@@ -213,15 +232,14 @@ fn bundle_ranges(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Vec<(u64
 /// The requested targets that no code object of the wheel (in any container) runs on, and
 /// those some binary with offload bundles would keep nothing for (judged per binary: a GPU
 /// runtime's built-in kernels elsewhere in the wheel do not run the package's code).
-fn missing_targets(gpu: &[GpuCode], keep: &Keep, uncovered: &[crate::gpu::targets::Uncovered]) -> Vec<String> {
+fn missing_targets(gpu: &[GpuCode], keep: &Keep, uncovered: &[crate::gpu::targets::Uncovered]) -> Vec<TargetId> {
     keep.targets
         .iter()
         .filter(|requested| {
             let alone = Keep::new(vec![(*requested).clone()]);
-            let name = requested.to_string();
-            !gpu.iter().flat_map(|g| &g.targets).any(|t| alone.verdict(t) == Verdict::Runs)
-                || uncovered.iter().any(|u| u.targets.contains(&name))
+            !gpu.iter().flat_map(|g| &g.targets).any(|t| alone.runs(t))
+                || uncovered.iter().any(|u| u.targets.contains(requested))
         })
-        .map(|r| r.to_string())
+        .cloned()
         .collect()
 }

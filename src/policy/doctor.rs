@@ -9,26 +9,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::analysis::installed::{Distribution, Environment, InstalledBinary, archive_arches, archive_candidates};
+use crate::analysis::installed::{Distribution, Environment, InstalledBinary};
 use crate::analysis::machine::{Gpu, Machine};
-use crate::gpu::GpuCode;
+use crate::extra::{DeviceExtra, device_extras};
 use crate::gpu::targets::{Keep, Verdict};
+use crate::gpu::{GpuCode, TargetId};
 
-/// How bad a problem is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Severity {
-    /// A kernel launch or a load fails.
-    Error,
-    /// Something may fail, or works by accident.
-    Warning,
-}
+pub use super::problem::{Kind, Severity};
 
 /// One problem, with what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Problem {
-    /// Ex) `no-code-for-gpu`, `kpack-unresolved`, `archive-damaged`
-    pub kind: String,
+    /// Ex) `no-code-for-gpu`, `kpack-unresolved`, `kpack-archive-damaged`
+    pub kind: Kind,
     pub severity: Severity,
     /// The GPU (its target id) it concerns, if one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -63,8 +56,8 @@ pub struct BinaryVerdict {
     pub distribution: Option<String>,
     /// `bundles` (a fat or thin build), `kpack` (split: code in archives), or `code-objects`.
     pub form: String,
-    /// The target ids it carries (a split binary: none, its archives hold them).
-    pub targets: Vec<String>,
+    /// The target IDs it carries (a split binary: none, its archives hold them).
+    pub targets: Vec<TargetId>,
     pub gpus: Vec<Served>,
 }
 
@@ -116,7 +109,7 @@ pub fn diagnose(env: &Environment, machine: &Machine) -> Diagnosis {
     let mut notes = machine.notes.clone();
     if machine.gpus.is_empty() {
         problems.push(Problem {
-            kind: "no-gpu".into(),
+            kind: Kind::NoGpu,
             severity: Severity::Error,
             gpu: None,
             file: None,
@@ -156,11 +149,7 @@ pub fn diagnose(env: &Environment, machine: &Machine) -> Diagnosis {
 /// The AMD device code of a binary the verdict is about: not a GPU runtime's built-in kernels,
 /// not NVIDIA code.
 fn amd_code(b: &InstalledBinary) -> Vec<&GpuCode> {
-    b.gpu
-        .iter()
-        .filter(|c| !c.is_runtime_code())
-        .filter(|c| c.kpack_kernel.is_some() || c.targets.iter().any(|t| t.starts_with("gfx")))
-        .collect()
+    b.gpu.iter().filter(|c| c.is_package_amd_code()).collect()
 }
 
 fn binary_verdict(
@@ -176,8 +165,8 @@ fn binary_verdict(
     let distribution = owner_name(env, b.owner);
     let owner = b.owner.map(|i| &env.site.distributions[i]);
     let split = code.iter().find(|c| c.kpack_kernel.is_some());
-    let targets: BTreeSet<String> =
-        code.iter().flat_map(|c| c.targets.iter()).filter(|t| t.starts_with("gfx")).cloned().collect();
+    let targets: BTreeSet<TargetId> =
+        code.iter().flat_map(|c| c.targets.iter()).filter(|t| t.is_amdgpu()).cloned().collect();
     let form = if split.is_some() {
         "kpack"
     } else if code.iter().any(|c| c.container.holds_bundles()) {
@@ -185,11 +174,11 @@ fn binary_verdict(
     } else {
         "code-objects"
     };
-    let subject = Subject { file: &b.path, distribution: distribution.clone() };
+    let subject = Subject { file: &b.path, real_path: &b.real_path, distribution: distribution.clone() };
     for c in &code {
         for marker in &c.kpack_marker_problems {
             problems.push(Problem {
-                kind: "kpack-marker".into(),
+                kind: Kind::KpackMarkerUnusable,
                 severity: Severity::Error,
                 gpu: None,
                 file: Some(b.path.clone()),
@@ -203,12 +192,12 @@ fn binary_verdict(
     for gpu in &machine.gpus {
         let keep = Keep::new(vec![gpu.requested()]);
         let served = match split {
-            Some(c) => kpack_served(env, &subject, c, gpu, &keep, owner, problems),
+            Some(c) => kpack_served(env, &subject, c, gpu, owner, problems),
             None => {
-                let runs: Vec<&String> = targets.iter().filter(|t| keep.verdict(t) == Verdict::Runs).collect();
+                let runs: Vec<&TargetId> = targets.iter().filter(|t| keep.runs(*t)).collect();
                 if runs.is_empty() {
                     problems.push(subject.problem(
-                        "no-code-for-gpu",
+                        Kind::NoCodeForGpu,
                         Severity::Error,
                         gpu,
                         format!(
@@ -236,33 +225,49 @@ fn binary_verdict(
     })
 }
 
-/// A split binary on one GPU: every wrapper's code object (`<kernel_name>#<i>`) found in the
-/// first archive of its search paths that is installed, by the compatibility rules, and the
-/// frames the GPU needs intact.
+/// A split binary on one GPU: every wrapper's code object (`<kernel_name>#<i>`) found as the
+/// kpack runtime finds it ([`crate::gpu::resolve`]), in a mode the GPU may be in, and the
+/// archives it is read from intact.
 fn kpack_served(
     env: &Environment,
     b: &Subject<'_>,
     code: &GpuCode,
     gpu: &Gpu,
-    keep: &Keep,
     owner: Option<&Distribution>,
     problems: &mut Vec<Problem>,
 ) -> Served {
+    use crate::gpu::resolve::{Resolution, modes_of};
     let (kernel, wrappers) = code.kpack_kernel.clone().unwrap_or_default();
-    let on_disk = env.site.root.join(b.file);
-    let candidates: Vec<std::path::PathBuf> = archive_arches(&gpu.requested())
-        .iter()
-        .flat_map(|arch| archive_candidates(&on_disk, &code.kpack_search_paths, arch))
+    let lookup = code.kpack_lookup(b.real_path);
+    let toc = |path: &str| env.archives.get(path).and_then(|a| a.as_ref()).map(|a| &a.toc);
+    let modes = modes_of(&gpu.requested());
+    let all = wrappers.max(1);
+    // Per wrapper, the first mode's resolution that finds it, else the last mode's.
+    let resolved: Vec<Resolution> = (0..all)
+        .map(|i| {
+            let mut tried = modes.iter().map(|mode| lookup.resolve(i, mode, toc));
+            let first = tried.next().expect("a target has a mode");
+            if first.found() { first } else { tried.find(Resolution::found).unwrap_or(first) }
+        })
         .collect();
-    let shown = |p: &std::path::Path| {
-        p.strip_prefix(&env.site.root).map(|r| r.display().to_string()).unwrap_or_else(|_| p.display().to_string())
+    let candidates: Vec<String> = modes.iter().flat_map(|m| lookup.archive_paths(m)).collect();
+    let installed: Vec<(&String, &crate::analysis::installed::ArchiveFacts)> = {
+        let mut seen = Vec::new();
+        for p in &candidates {
+            if let Some(a) = env.archives.get(p).and_then(|a| a.as_ref())
+                && !seen.iter().any(|(q, _)| *q == p)
+            {
+                seen.push((p, a));
+            }
+        }
+        seen
     };
-    let installed: Vec<(&std::path::PathBuf, &crate::analysis::installed::ArchiveFacts)> =
-        candidates.iter().filter_map(|p| env.archives.get(p).and_then(|a| a.as_ref()).map(|a| (p, a))).collect();
     if installed.is_empty() {
-        let wanted = candidates.first().map(|p| shown(p)).unwrap_or_else(|| "(no search path)".into());
+        // The processor's own archive, the one every layout has.
+        let bare = lookup.archive_paths(&crate::gpu::TargetId::from_code(gpu.processor.as_str()));
+        let wanted = bare.first().or(candidates.first()).cloned().unwrap_or_else(|| "(no search path)".into());
         problems.push(b.problem(
-            "kpack-unresolved",
+            Kind::KpackUnresolved,
             Severity::Error,
             gpu,
             format!(
@@ -273,32 +278,24 @@ fn kpack_served(
         ));
         return Served { gpu: gpu.target_id.clone(), runs: false, how: format!("no archive at {wanted}") };
     }
-    let mut missing = 0;
-    for i in 0..wrappers.max(1) {
-        let key = format!("{kernel}#{i}");
-        let found = installed.iter().any(|(_, a)| {
-            a.toc.get(&key).is_some_and(|targets| targets.iter().any(|t| keep.verdict(t) == Verdict::Runs))
-        });
-        missing += usize::from(!found);
-    }
     for (path, archive) in &installed {
         for p in &archive.problems {
             problems.push(Problem {
-                kind: "archive-damaged".into(),
+                kind: Kind::KpackArchiveDamaged,
                 severity: Severity::Error,
                 gpu: Some(gpu.target_id.clone()),
-                file: Some(shown(path)),
-                distribution: env.site.owner(&shown(path)).map(|d| format!("{}=={}", d.name, d.version)),
+                file: Some(path.to_string()),
+                distribution: env.site.owner(path).map(|d| format!("{}=={}", d.name, d.version)),
                 message: format!("{p}: the kernels of {} in it cannot load", b.file),
-                fix: env.site.owner(&shown(path)).map(reinstall),
+                fix: env.site.owner(path).map(reinstall),
             });
         }
     }
-    let archive_list: Vec<String> = installed.iter().map(|(p, _)| shown(p)).collect();
+    let missing = resolved.iter().filter(|r| !r.found()).count();
+    let archive_list: Vec<String> = installed.iter().map(|(p, _)| p.to_string()).collect();
     if missing == 0 {
         return Served { gpu: gpu.target_id.clone(), runs: true, how: format!("archive {}", archive_list.join(", ")) };
     }
-    let all = wrappers.max(1);
     if installed.iter().any(|(_, a)| !a.problems.is_empty()) {
         // The damage, reported above, is why: an object whose frame does not decode is none.
         return Served {
@@ -313,7 +310,7 @@ fn kpack_served(
         (Severity::Warning, format!("{missing} of its {all}"))
     };
     problems.push(b.problem(
-        "kpack-missing-code",
+        Kind::KpackKernelMissing,
         severity,
         gpu,
         format!(
@@ -329,20 +326,15 @@ fn kpack_served(
 /// The binary a problem is about: its file and the distribution that owns it.
 struct Subject<'a> {
     file: &'a str,
+    /// Its real path, where the runtime resolves its kpack search paths from.
+    real_path: &'a str,
     distribution: Option<String>,
 }
 
 impl Subject<'_> {
-    fn problem(
-        &self,
-        kind: &'static str,
-        severity: Severity,
-        gpu: &Gpu,
-        message: String,
-        fix: Option<String>,
-    ) -> Problem {
+    fn problem(&self, kind: Kind, severity: Severity, gpu: &Gpu, message: String, fix: Option<String>) -> Problem {
         Problem {
-            kind: kind.to_string(),
+            kind,
             severity,
             gpu: Some(gpu.target_id.clone()),
             file: Some(self.file.to_string()),
@@ -360,12 +352,11 @@ fn reinstall(d: &Distribution) -> String {
 
 /// The device wheel of a split distribution for `gpu`, through its extra when it has one.
 fn device_extra(d: &Distribution, gpu: &Gpu) -> String {
-    let extra = format!("device-{}", gpu.processor);
-    if d.provides_extra.iter().any(|e| e.eq_ignore_ascii_case(&extra)) {
+    let extra = DeviceExtra::of(&gpu.processor);
+    if d.provides_extra.iter().any(|e| extra == *e) {
         format!("pip install '{}[{extra}]=={}'", d.name, d.version)
     } else {
-        let extras: Vec<&str> =
-            d.provides_extra.iter().filter(|e| e.starts_with("device-")).map(|e| e.as_str()).collect();
+        let extras: Vec<String> = device_extras(&d.provides_extra).map(|e| e.to_string()).collect();
         if extras.is_empty() {
             format!(
                 "{}=={} has no device wheel for {}: install a build of it that has {} code",
@@ -398,17 +389,14 @@ fn build_for(d: &Distribution, gpu: &Gpu) -> String {
 fn override_problems(env: &Environment, machine: &Machine, problems: &mut Vec<Problem>) {
     let Some((_, value)) = machine.environment.iter().find(|(n, _)| n == "HSA_OVERRIDE_GFX_VERSION") else { return };
     for gpu in machine.gpus.iter().filter(|g| g.native != g.processor) {
-        let native = Keep::new(vec![crate::gpu::targets::Requested {
-            processor: gpu.native.clone(),
-            features: gpu.requested().features,
-        }]);
+        let native = Keep::new(vec![TargetId::of(&gpu.native, gpu.requested().features())]);
         let with_native = env
             .binaries
             .iter()
             .find(|b| amd_code(b).iter().any(|c| c.targets.iter().any(|t| native.verdict(t) == Verdict::Runs)));
         if let Some(b) = with_native {
             problems.push(Problem {
-                kind: "override-hides-native".into(),
+                kind: Kind::OverrideHidesNative,
                 severity: Severity::Warning,
                 gpu: Some(gpu.target_id.clone()),
                 file: Some(b.path.clone()),
@@ -428,7 +416,7 @@ fn override_problems(env: &Environment, machine: &Machine, problems: &mut Vec<Pr
 fn database_problems(env: &Environment, machine: &Machine, problems: &mut Vec<Problem>) {
     use crate::analysis::databases;
     for d in &env.site.distributions {
-        let mut by_library: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        let mut by_library: BTreeMap<&str, BTreeSet<TargetId>> = BTreeMap::new();
         let mut families: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
         for f in &d.files {
             if let Some(db) = databases::database(f) {
@@ -444,7 +432,7 @@ fn database_problems(env: &Environment, machine: &Machine, problems: &mut Vec<Pr
                     || families.get(library).is_some_and(|f| f.iter().any(|f| databases::in_family(&gpu.processor, f)));
                 if !covered {
                     problems.push(Problem {
-                        kind: "no-database-for-gpu".into(),
+                        kind: Kind::NoDatabaseForGpu,
                         severity: Severity::Error,
                         gpu: Some(gpu.target_id.clone()),
                         file: None,
@@ -490,7 +478,7 @@ fn abi_problems(env: &Environment, problems: &mut Vec<Problem>) {
         let main_major = main.strip_prefix(HIP).unwrap_or(main);
         for b in list {
             problems.push(Problem {
-                kind: "rocm-abi-mixed".into(),
+                kind: Kind::RocmAbiMixed,
                 severity: Severity::Error,
                 gpu: None,
                 file: Some(b.path.clone()),
@@ -540,7 +528,7 @@ fn loader_problems(env: &Environment, problems: &mut Vec<Problem>, notes: &mut V
             format!("needed by {by} and {others} other file{}", if others == 1 { "" } else { "s" })
         };
         problems.push(Problem {
-            kind: "library-not-found".into(),
+            kind: Kind::LibraryNotFound,
             severity: Severity::Error,
             gpu: None,
             file: Some(first.to_string()),

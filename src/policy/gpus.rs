@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::gpu::targets::{Requested, TargetError};
+use crate::gpu::targets::{TargetError, TargetId};
 
 /// The AMD GPUs each processor serves. Ex) `gfx942` → `Instinct MI300X, MI300A, MI325X`
 pub fn names() -> &'static BTreeMap<String, String> {
@@ -20,8 +20,8 @@ const GPU_NAMES: &str = include_str!("../../policies/gpu-names.json");
 /// A target a person named, or why not, with the processor they most likely meant.
 /// Ex) `mi300` → "`mi300` is not an AMDGPU processor LLVM knows (e.g. gfx942, gfx90a,
 /// gfx1100): AMD Instinct MI300X, MI300A are gfx942"
-pub fn parse(text: &str) -> Result<Requested, GpuTargetError> {
-    Requested::parse(text).map_err(|error| GpuTargetError { error, hint: meant(text) })
+pub fn parse(text: &str) -> Result<TargetId, GpuTargetError> {
+    TargetId::parse(text).map_err(|error| GpuTargetError { error, hint: meant(text) })
 }
 
 /// A GPU target that is not one, and the processor the person most likely meant.
@@ -69,7 +69,7 @@ fn meant(text: &str) -> Option<String> {
     if said.is_empty() {
         return None;
     }
-    if said != text.trim() && Requested::parse(said).is_ok() {
+    if said != text.trim() && TargetId::parse(said).is_ok() {
         return Some(format!("did you mean {said}?"));
     }
     let found: Vec<(String, &str)> = products()

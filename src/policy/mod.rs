@@ -9,6 +9,7 @@ pub mod disposition;
 pub mod doctor;
 pub mod gpus;
 pub mod judgement;
+pub mod problem;
 pub mod verdict;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

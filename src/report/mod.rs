@@ -290,7 +290,7 @@ impl ShowReport {
         let mut kernel_databases: BTreeMap<String, crate::gpu::Count> = BTreeMap::new();
         for (file, size) in files {
             if let Some(db) = crate::analysis::databases::database(file) {
-                kernel_databases.entry(db.target).or_default().add(*size);
+                kernel_databases.entry(db.target.to_string()).or_default().add(*size);
             }
         }
         let subject = Subject {
@@ -409,12 +409,14 @@ impl ShowReport {
         if self.gpu.is_empty() {
             return;
         }
-        let requested: Vec<crate::gpu::targets::Requested> =
-            expected.iter().filter_map(|t| crate::gpu::targets::Requested::parse(t).ok()).collect();
+        let requested: Vec<crate::gpu::TargetId> =
+            expected.iter().filter_map(|t| crate::gpu::TargetId::parse(t).ok()).collect();
         self.uncovered_gpu_targets = crate::gpu::targets::uncovered(&self.gpu, &requested);
-        let uncovered: BTreeSet<&String> = self.uncovered_gpu_targets.iter().flat_map(|u| &u.targets).collect();
+        let uncovered: BTreeSet<&str> =
+            self.uncovered_gpu_targets.iter().flat_map(|u| &u.targets).map(|t| t.as_str()).collect();
         for t in expected {
-            let lacks = (!self.gpu_targets.contains(t) && !self.gpu_targets.is_empty()) || uncovered.contains(t);
+            let lacks =
+                (!self.gpu_targets.contains(t) && !self.gpu_targets.is_empty()) || uncovered.contains(t.as_str());
             if lacks && !self.missing_gpu_targets.contains(t) {
                 self.missing_gpu_targets.push(t.clone());
             }
@@ -433,7 +435,7 @@ impl ShowReport {
             .gpu
             .iter()
             .filter(|g| g.container == crate::gpu::Container::KpackArchive)
-            .flat_map(|g| g.targets.iter().map(|t| t.split(':').next().unwrap_or(t).to_string()))
+            .flat_map(|g| g.targets.iter().map(|t| t.processor().to_string()))
             .collect();
         arches.extend(expected.iter().cloned());
         let arches: Vec<String> = crate::gpu::targets::natural_order(arches.iter().map(String::as_str))
@@ -444,7 +446,8 @@ impl ShowReport {
             .iter()
             .flat_map(|(file, search)| {
                 arches.iter().map(move |arch| {
-                    let paths = crate::gpu::kpack::archive_paths(file, search, arch);
+                    let lookup = crate::gpu::resolve::Lookup { binary: file, kernel_name: "", search_paths: search };
+                    let paths = lookup.paths_named(arch);
                     let on_disk = |p: &String| root.is_some_and(|root| root.join(p).is_file());
                     let in_wheel = paths.iter().any(|p| held.contains(p) || on_disk(p));
                     KpackArchiveNeed { file: file.clone(), arch: arch.clone(), paths, in_wheel }
@@ -683,7 +686,7 @@ impl ShowReport {
             let targets = if code.targets.is_empty() {
                 "-".to_string()
             } else {
-                crate::gpu::targets::natural_order(code.targets.iter().map(String::as_str)).join(" ")
+                crate::gpu::targets::natural_order(code.targets.iter().map(|t| t.as_str())).join(" ")
             };
             let (file, kind) = (&code.file, container_name(code));
             let runtime = if code.is_runtime_code() {

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::human_bytes;
 use crate::check::{DistVariant, Finding, Severity, Survey};
+use crate::extra::{DeviceExtra, device_extras};
 use crate::wheel::variant::NULL_LABEL;
 
 /// The upstream index installers take everything else from.
@@ -151,7 +152,7 @@ impl ReleasePage {
             let hosts: BTreeSet<String> = devices
                 .iter()
                 .filter_map(|r| r.install.split_once('['))
-                .map(|(h, _)| pinned(survey, h, Some("device-all")))
+                .map(|(h, _)| pinned(survey, h, Some(&DeviceExtra::All)))
                 .collect();
             if !hosts.is_empty() {
                 install = hosts.into_iter().collect();
@@ -476,14 +477,14 @@ fn to_install(survey: &Survey) -> Vec<String> {
         .filter(|d| d.metapackage)
         .flat_map(|d| {
             // A selector's `device-all` brings every other extra: one entry, not one per GPU.
-            let device: Vec<&String> = match d.extras.iter().find(|e| *e == "device-all") {
-                Some(all) => vec![all],
-                None => d.extras.iter().filter(|e| e.starts_with("device-")).collect(),
-            };
+            let mut device: Vec<DeviceExtra> = device_extras(&d.extras).collect();
+            if device.contains(&DeviceExtra::All) {
+                device = vec![DeviceExtra::All];
+            }
             if device.is_empty() {
                 vec![pinned(survey, &d.project, None)]
             } else {
-                device.into_iter().map(|e| pinned(survey, &d.project, Some(e))).collect()
+                device.iter().map(|e| pinned(survey, &d.project, Some(e))).collect()
             }
         })
         .collect();
@@ -503,7 +504,7 @@ fn to_install(survey: &Survey) -> Vec<String> {
 /// `project[extra]==version`: the set's release of the project exactly, local label included,
 /// so that no other index a command names (PyPI's newer same-named release, which lacks the
 /// set's extras) can serve it instead. Unpinned where the set holds several versions of it.
-fn pinned(survey: &Survey, project: &str, extra: Option<&str>) -> String {
+fn pinned(survey: &Survey, project: &str, extra: Option<&DeviceExtra>) -> String {
     let versions: BTreeSet<&str> =
         survey.dists.iter().filter(|d| d.project == project).map(|d| d.version.as_str()).collect();
     let extra = extra.map(|e| format!("[{e}]")).unwrap_or_default();
@@ -519,12 +520,12 @@ fn pinned(survey: &Survey, project: &str, extra: Option<&str>) -> String {
 fn device_rows(survey: &Survey) -> Vec<DeviceRow> {
     let mut rows = Vec::new();
     for host in survey.dists.iter().filter(|d| !d.metapackage) {
-        for extra in host.extras.iter().filter(|e| e.starts_with("device-gfx")) {
-            let target = &extra["device-".len()..];
+        for extra in device_extras(&host.extras) {
+            let Some(target) = extra.target() else { continue };
             let devices: Vec<&crate::check::DistFacts> = survey
                 .dists
                 .iter()
-                .filter(|d| crate::check::device_target_of(&d.project) == Some(target))
+                .filter(|d| crate::extra::device_project_target(&d.project) == Some(target))
                 .filter(|d| d.requires.contains(&host.project))
                 .collect();
             if devices.is_empty() {
@@ -532,7 +533,7 @@ fn device_rows(survey: &Survey) -> Vec<DeviceRow> {
             }
             rows.push(DeviceRow {
                 target: target.to_string(),
-                install: pinned(survey, &host.project, Some(extra)),
+                install: pinned(survey, &host.project, Some(&extra)),
                 size: devices.iter().map(|d| d.size).sum(),
                 files: devices.iter().map(|d| d.file_name.clone()).collect(),
             });
@@ -557,12 +558,12 @@ fn gpu_installs(survey: &Survey, devices: &[DeviceRow]) -> Vec<GpuInstall> {
     targets
         .into_iter()
         .map(|target| {
-            let extra = format!("device-{target}");
+            let extra = DeviceExtra::of(target);
             let rows: Vec<&DeviceRow> = devices.iter().filter(|r| r.target == target).collect();
             let selectors: BTreeSet<String> = survey
                 .dists
                 .iter()
-                .filter(|d| d.metapackage && d.extras.contains(&extra))
+                .filter(|d| d.metapackage && d.extras.iter().any(|e| extra == *e))
                 .map(|d| pinned(survey, &d.project, Some(&extra)))
                 .collect();
             let install = if selectors.is_empty() {

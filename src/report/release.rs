@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::json::{self, JSON_VERSION, Versioned};
 use crate::analysis::lddtree::Tree;
-use crate::check::{Finding, Severity};
+use crate::check::{Finding, Kind, Severity};
 use crate::index::IndexSummary;
 use crate::metapackage::Metapackage;
 use crate::upstream::resolve::Resolution;
@@ -40,11 +40,7 @@ impl<'a> CheckReport<'a> {
 
     /// The `check --json` document.
     pub fn document(&self) -> CheckDocument {
-        let fixes = self
-            .findings
-            .iter()
-            .filter_map(|f| Some((f.kind.clone(), crate::check::fix(&f.kind)?.to_string())))
-            .collect();
+        let fixes = self.findings.iter().filter_map(|f| Some((f.kind, f.kind.fix()?.to_string()))).collect();
         CheckDocument {
             version: JSON_VERSION,
             errors: self.errors,
@@ -68,16 +64,16 @@ impl<'a> CheckReport<'a> {
                 text.push_str(&format!("  {} {}  {}\n", d.name, d.version, d.source));
             }
         }
-        let mut groups: Vec<(Severity, &str, Vec<&Finding>)> = Vec::new();
+        let mut groups: Vec<(Severity, Kind, Vec<&Finding>)> = Vec::new();
         for f in &self.findings {
             match groups.last_mut() {
                 Some((severity, kind, list)) if *severity == f.severity && *kind == f.kind => list.push(f),
-                _ => groups.push((f.severity, &f.kind, vec![f])),
+                _ => groups.push((f.severity, f.kind, vec![f])),
             }
         }
         for (severity, kind, list) in groups {
             text.push_str(&format!("{} {kind} ({}):\n", severity.as_str(), list.len()));
-            if let Some(fix) = crate::check::fix(kind) {
+            if let Some(fix) = kind.fix() {
                 text.push_str(&format!("  fix: {fix}\n"));
             }
             for f in list {
@@ -119,7 +115,7 @@ pub struct CheckDocument {
     pub findings: Vec<Finding>,
     /// What to do about each kind of finding listed, where there is one thing to do.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub fixes: std::collections::BTreeMap<String, String>,
+    pub fixes: std::collections::BTreeMap<Kind, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<Resolution>,
 }
@@ -127,12 +123,12 @@ pub struct CheckDocument {
 impl CheckDocument {
     /// The findings of `kind`.
     pub fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Finding> + 'a {
-        self.findings.iter().filter(move |f| f.kind == kind)
+        self.findings.iter().filter(move |f| f.kind.name() == kind)
     }
 
     /// The kinds of the findings, in order.
     pub fn kinds(&self) -> Vec<&str> {
-        self.findings.iter().map(|f| f.kind.as_str()).collect()
+        self.findings.iter().map(|f| f.kind.name()).collect()
     }
 }
 

@@ -39,7 +39,62 @@ pub struct DeviceWheel {
 
 /// What `split` did with one wheel (an entry of `split --json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SplitOutcome {
+#[serde(untagged)]
+pub enum SplitOutcome {
+    /// Left as it is, nothing written: already the output of a split.
+    Left(LeftAlone),
+    /// Its host written (split, or copied with nothing to split) and its device wheels.
+    Written(Box<SplitWheel>),
+}
+
+/// A wheel `split` leaves as it is (a device wheel, a split host), and why. Its JSON entry is
+/// the one a written wheel has, with nothing written and `skipped` the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LeftAlone {
+    pub wheel: String,
+    #[serde(rename = "skipped")]
+    pub reason: String,
+}
+
+impl Serialize for LeftAlone {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Entry<'a> {
+            #[serde(flatten)]
+            nothing: SplitWheel,
+            skipped: &'a str,
+        }
+        let nothing = SplitWheel {
+            wheel: self.wheel.clone(),
+            host: String::new(),
+            size_before: None,
+            size_after: None,
+            installed_before: None,
+            installed_after: None,
+            binaries: 0,
+            devices: Vec::new(),
+            cut: Vec::new(),
+            left: Vec::new(),
+            uncovered: Vec::new(),
+            rewritten: false,
+        };
+        Entry { nothing, skipped: &self.reason }.serialize(serializer)
+    }
+}
+
+impl SplitOutcome {
+    /// The wheel it is about. Ex) `torch-2.9.0-cp312-cp312-linux_x86_64.whl`
+    pub fn wheel(&self) -> &str {
+        match self {
+            SplitOutcome::Left(left) => &left.wheel,
+            SplitOutcome::Written(written) => &written.wheel,
+        }
+    }
+}
+
+/// A wheel `split` wrote: its host, and its device wheels.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SplitWheel {
     pub wheel: String,
     /// The host wheel written.
     pub host: String,
@@ -61,30 +116,6 @@ pub struct SplitOutcome {
     /// The host is not a copy of the input: its RECORD was written anew (device code moved
     /// out, or the input's RECORD disagreed with its archive).
     pub rewritten: bool,
-    /// Why the wheel was left as it is and nothing written (a device wheel, a split host).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<String>,
-}
-
-impl SplitOutcome {
-    /// A wheel left as it is, for `reason`: nothing written.
-    pub fn left(wheel: String, reason: String) -> SplitOutcome {
-        SplitOutcome {
-            wheel,
-            host: String::new(),
-            size_before: None,
-            size_after: None,
-            installed_before: None,
-            installed_after: None,
-            binaries: 0,
-            devices: Vec::new(),
-            cut: Vec::new(),
-            left: Vec::new(),
-            uncovered: Vec::new(),
-            rewritten: false,
-            skipped: Some(reason),
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -113,11 +144,14 @@ pub fn to_json<E: std::fmt::Display>(results: &[Split<'_, E>]) -> String {
 pub fn to_text<E: std::fmt::Display>(results: &[Split<'_, E>]) -> String {
     let mut out = String::new();
     let size = |s: Option<u64>| s.map_or_else(|| "?".to_string(), human_bytes);
-    for o in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
-        if let Some(reason) = &o.skipped {
-            let _ = writeln!(out, "{}: {reason}", o.wheel);
-            continue;
-        }
+    for outcome in results.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+        let o = match outcome {
+            SplitOutcome::Left(left) => {
+                let _ = writeln!(out, "{}: {}", left.wheel, left.reason);
+                continue;
+            }
+            SplitOutcome::Written(written) => written,
+        };
         if o.binaries == 0 && o.devices.is_empty() {
             let what = if o.left.is_empty() {
                 "no device code to split"

@@ -7,6 +7,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use crate::gpu::TargetId;
+
 use super::human_bytes;
 use super::json::{self, Entry, Failed, JSON_VERSION};
 use crate::gpu::{Count, GpuCode};
@@ -45,14 +47,14 @@ pub struct ThinOutcome {
     /// Device code in other forms, left as it was.
     pub left: Vec<GpuCode>,
     /// Requested targets no code object runs on (`--allow-missing`).
-    pub missing: Vec<String>,
+    pub missing: Vec<TargetId>,
     /// Where the input's RECORD disagreed with its archive: the output's RECORD is true.
     pub record_corrected: RecordFindings,
 }
 
 impl ThinOutcome {
     /// Kept and dropped code objects by target, across files.
-    pub fn totals(&self) -> (BTreeMap<String, Count>, BTreeMap<String, Count>) {
+    pub fn totals(&self) -> (BTreeMap<TargetId, Count>, BTreeMap<TargetId, Count>) {
         let (mut kept, mut dropped) = (BTreeMap::new(), BTreeMap::new());
         for cut in self.cut.iter().chain(&self.pruned) {
             Count::sum_into(&mut kept, cut.kept.iter().map(|(t, c)| (t.clone(), *c)));
@@ -67,8 +69,8 @@ struct OutcomeJson<'a> {
     version: u32,
     #[serde(flatten)]
     outcome: &'a ThinOutcome,
-    kept: BTreeMap<String, Count>,
-    dropped: BTreeMap<String, Count>,
+    kept: BTreeMap<TargetId, Count>,
+    dropped: BTreeMap<TargetId, Count>,
 }
 
 /// One wheel of the batch: its name as given (for a failure) and what happened.
@@ -89,7 +91,7 @@ pub fn to_json<E: std::fmt::Display>(results: &[Thinned<'_, E>]) -> String {
     json::to_text(&entries)
 }
 
-fn counts_text(counts: &BTreeMap<String, Count>) -> String {
+fn counts_text(counts: &BTreeMap<TargetId, Count>) -> String {
     if counts.is_empty() {
         return "nothing".into();
     }
@@ -146,7 +148,7 @@ pub fn to_text<E: std::fmt::Display>(results: &[Thinned<'_, E>]) -> String {
             let _ = writeln!(out, "  dropped: {}", counts_text(&dropped));
         }
         for cut in outcome.cut.iter().filter(|c| !c.dropped.is_empty()) {
-            let n = |m: &BTreeMap<String, Count>| m.values().map(|c| c.objects).sum::<usize>();
+            let n = |m: &BTreeMap<TargetId, Count>| m.values().map(|c| c.objects).sum::<usize>();
             let _ = writeln!(
                 out,
                 "    {}: kept {}, dropped {}",

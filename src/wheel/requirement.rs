@@ -213,7 +213,7 @@ fn marker_facts(tree: &pep508_rs::MarkerTree) -> (Vec<String>, Option<String>) {
 
 /// An extra's name as PEP 685 compares it (lower case, runs of `-_.` as one `-`); a name it
 /// rejects as written. Ex) `Device_GFX942` → `device-gfx942`
-fn normalized_extra(extra: &str) -> String {
+pub fn normalized_extra(extra: &str) -> String {
     pep508_rs::ExtraName::from_str(extra).map(|e| e.to_string()).unwrap_or_else(|_| extra.to_string())
 }
 

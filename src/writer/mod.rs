@@ -84,20 +84,34 @@ enum Source {
     Spilled { mode: u32, time: DosTime, spilled: Arc<Spilled> },
 }
 
-/// Apply `plan` to `wheel` and write the result to `dest`. `digests` holds the sha256 of the
-/// input members the analysis hashed (by member index); `mode` replaces `0666 & ~umask`; `head`
-/// is a file already holding copies of the first members ([`head_start`]), to go on from.
-#[allow(clippy::too_many_arguments)]
+/// Where the writer puts a wheel, and how.
+pub struct WriteTo<'a> {
+    pub dest: &'a Path,
+    /// How the output takes `dest`'s place.
+    pub commit: Commit,
+    /// The file's mode in place of `0666 & ~umask` (an in-place rewrite keeps the input's).
+    pub mode: Option<u32>,
+    /// A file already holding copies of the first members ([`head_start`]), to go on from.
+    pub head: Option<HeadStart>,
+}
+
+impl<'a> WriteTo<'a> {
+    /// A new file at `dest`, committed as `commit` says.
+    pub fn new(dest: &'a Path, commit: Commit) -> WriteTo<'a> {
+        WriteTo { dest, commit, mode: None, head: None }
+    }
+}
+
+/// Apply `plan` to `wheel` and write the result where `to` says. `digests` holds the sha256 of
+/// the input members the analysis hashed (by member index).
 pub fn write_wheel(
     wheel: &Wheel,
     plan: &Plan,
     digests: &[Option<[u8; 32]>],
     options: &WriteOptions<'_>,
-    dest: &Path,
-    commit: Commit,
-    mode: Option<u32>,
-    head: Option<HeadStart>,
+    to: WriteTo<'_>,
 ) -> Result<Written, WriteError> {
+    let WriteTo { dest, commit, mode, head } = to;
     let materialize::Materialized { made, thinned } =
         materialize::materialize(wheel, plan, options, crate::output::parent_dir(dest))?;
     let members = wheel.archive.members();
@@ -159,7 +173,7 @@ pub fn write_wheel(
         None => Source::Copy(members.iter().position(|m| *m.name == input_record).expect("RECORD is a member")),
     };
     order.push((output_record, record_source));
-    let path = emit(order, Some(wheel), dest, commit, mode, head)?;
+    let path = emit(order, Some(wheel), WriteTo { dest, commit, mode, head })?;
     Ok(Written { path, thinned })
 }
 
@@ -193,13 +207,14 @@ pub fn write_in_place(
         return Err(replaced());
     }
     if dest == path {
-        return write_wheel(wheel, plan, digests, options, dest, Commit::ReplaceInput(identity), Some(mode), None);
+        let to = WriteTo { mode: Some(mode), ..WriteTo::new(dest, Commit::ReplaceInput(identity)) };
+        return write_wheel(wheel, plan, digests, options, to);
     }
-    let written =
-        write_wheel(wheel, plan, digests, options, dest, Commit::NoClobber, Some(mode), None).map_err(|e| match e {
-            WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => replaced(),
-            e => e,
-        })?;
+    let to = WriteTo { mode: Some(mode), ..WriteTo::new(dest, Commit::NoClobber) };
+    let written = write_wheel(wheel, plan, digests, options, to).map_err(|e| match e {
+        WriteError::Output(OutputError::Exists(_)) if !input_unchanged() => replaced(),
+        e => e,
+    })?;
     if input_unchanged()
         && let Err(source) = std::fs::remove_file(path)
         && source.kind() != std::io::ErrorKind::NotFound
@@ -386,7 +401,7 @@ pub fn write_new_wheel_with(
                 }),
         )
         .collect();
-    emit(order, None, dest, Commit::Replace, None, None)
+    emit(order, None, WriteTo::new(dest, Commit::Replace))
 }
 
 /// The RECORD row of a new member.
@@ -399,14 +414,8 @@ fn record_entry(name: &str, made: &Made<'_>) -> RecordEntry {
 
 /// Write the members in order to a temporary file beside `dest` (or on from a head start's),
 /// then move it into place.
-fn emit(
-    order: Vec<(String, Source)>,
-    wheel: Option<&Wheel>,
-    dest: &Path,
-    commit: Commit,
-    mode: Option<u32>,
-    head: Option<HeadStart>,
-) -> Result<PathBuf, WriteError> {
+fn emit(order: Vec<(String, Source)>, wheel: Option<&Wheel>, to: WriteTo<'_>) -> Result<PathBuf, WriteError> {
+    let WriteTo { dest, commit, mode, head } = to;
     let io_err = |name: &str| {
         let name = name.to_string();
         let dest = dest.display().to_string();

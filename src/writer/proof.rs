@@ -27,14 +27,25 @@ pub struct ProofError {
 }
 
 /// The test hook that damages what `split` and `thin` wrote before its proof: a byte flipped in
-/// the middle of an archive's first frame, or of a thinned file's first kept code object.
-const DAMAGE_HOOK: &str = "WHEELFIX_TEST_DAMAGE_OUTPUT";
+/// the middle of an archive's first frame, or of a thinned file's first kept code object. It
+/// exists only in a build with the cargo feature `test-hooks` (the tests enable it); the
+/// commands turn it on from their settings ([`crate::settings::Settings::damage_output`]).
+#[cfg(feature = "test-hooks")]
+static DAMAGE_OUTPUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Whether the test hook that damages what a command wrote, before its proof, is set
-/// (`WHEELFIX_TEST_DAMAGE_OUTPUT=1`), so that a test can show the proof catches it. Read here
-/// only; never set outside tests.
+/// Turn the test hook on or off for this process; without the feature, there is none to turn.
+pub fn set_damage_hook(on: bool) {
+    #[cfg(feature = "test-hooks")]
+    DAMAGE_OUTPUT.store(on, std::sync::atomic::Ordering::Relaxed);
+    let _ = on;
+}
+
+/// Whether the test hook is on: never in a build without the feature.
 pub fn damage_hook_set() -> bool {
-    std::env::var_os(DAMAGE_HOOK).is_some_and(|v| v == "1")
+    #[cfg(feature = "test-hooks")]
+    return DAMAGE_OUTPUT.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(feature = "test-hooks"))]
+    false
 }
 
 /// Prove that the thinned file that `read_at` reads holds, in the bundles of `ranges`, exactly

@@ -22,9 +22,9 @@ use crate::gpu::compressors::Compressors;
 use crate::gpu::kpack::{ArchiveWriter, Object};
 use crate::gpu::rewrite::Payload;
 use crate::gpu::rewrite::Ranges;
-use crate::gpu::{Count, rewrite};
+use crate::gpu::{Count, TargetId, rewrite};
 use crate::plan::kpack::SplitTo;
-use crate::plan::thin::ThinChange;
+use crate::plan::thin::{BundleEdit, ThinChange};
 use crate::wheel::Wheel;
 use crate::zip::blocks::{self, BlockMarks};
 use crate::zip::{Reuse, ReuseMismatch, Spilled};
@@ -77,9 +77,9 @@ fn thin_from(
     dir: &Path,
     copy: Option<&BundledCopy>,
 ) -> Result<(Spilled, ThinOutcome), WriteError> {
-    let fail = |problem: MemberProblem| match change.split {
-        Some(_) => WriteError::Split { file: change.member.clone(), problem },
-        None => WriteError::Thin { file: change.member.clone(), problem },
+    let fail = |problem: MemberProblem| match change.edit {
+        BundleEdit::Split(_) => WriteError::Split { file: change.member.clone(), problem },
+        BundleEdit::Thin(_) => WriteError::Thin { file: change.member.clone(), problem },
     };
     let member = wheel.archive.member(&change.member).ok_or_else(|| fail(MemberProblem::NotAMember))?;
     let inflated;
@@ -117,7 +117,7 @@ fn thin_from(
     let laid_out = rewrite::FreedLayout { page: if change.compact.is_empty() { None } else { page_size(&zeroed) } };
     let mut outcome = ThinOutcome::default();
     let rewritten = rewrite_member(&mut zeroed, change, copy, laid_out, &mut outcome).map_err(fail)?;
-    if change.split.is_none() && super::proof::damage_hook_set() {
+    if change.split().is_none() && super::proof::damage_hook_set() {
         damage_first_kept(&mut zeroed, &change.ranges).map_err(|e| fail(MemberProblem::TestHook(e)))?;
     }
     let compacted = match laid_out.page {
@@ -129,7 +129,7 @@ fn thin_from(
     };
     let thinned =
         ThinnedFile { zeroed: &zeroed, compacted: compacted.as_ref(), len: compacted.as_ref().map_or(len, |c| c.len) };
-    if change.split.is_none() {
+    if change.split().is_none() {
         prove_member(&thinned, &rewritten, len).map_err(fail)?;
     }
     let mut same: Vec<blocks::SameAs> = zeroed
@@ -180,10 +180,10 @@ fn inflate_member(
 /// What the rewrite found in a member's bundles against what the analysis found.
 #[derive(Debug)]
 pub struct Disagreement {
-    kept: BTreeMap<String, Count>,
-    dropped: BTreeMap<String, Count>,
-    expected_kept: BTreeMap<String, Count>,
-    expected_dropped: BTreeMap<String, Count>,
+    kept: BTreeMap<TargetId, Count>,
+    dropped: BTreeMap<TargetId, Count>,
+    expected_kept: BTreeMap<TargetId, Count>,
+    expected_dropped: BTreeMap<TargetId, Count>,
 }
 
 /// Why a member's bundles could not be thinned or split; nothing is written.
@@ -245,25 +245,28 @@ fn rewrite_member(
         ..Default::default()
     };
     let mut done = Rewritten::default();
-    if let Some(to) = &change.split {
-        let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
-        let (moved, archives) = split_out(zeroed, change, to, captured).map_err(MemberProblem::Rewrite)?;
-        done.marker = moved.first_marker.map(|from| (from, to.marker.len() as u64));
-        Count::sum_into(&mut cut.dropped, moved.moved);
-        done.freed.extend(moved.freed);
-        match archives {
-            SplitArchives::Proving(proving) => done.proving = Some(proving),
-            SplitArchives::Unfinished(writers) => outcome.unfinished = writers,
+    match &change.edit {
+        BundleEdit::Split(to) => {
+            let captured = copy.and_then(|c| c.captured.lock().ok().and_then(|mut c| c.take()));
+            let (moved, archives) = split_out(zeroed, change, to, captured).map_err(MemberProblem::Rewrite)?;
+            done.marker = moved.first_marker.map(|from| (from, to.marker.len() as u64));
+            Count::sum_into(&mut cut.dropped, moved.moved);
+            done.freed.extend(moved.freed);
+            match archives {
+                SplitArchives::Proving(proving) => done.proving = Some(proving),
+                SplitArchives::Unfinished(writers) => outcome.unfinished = writers,
+            }
         }
-    } else {
-        for &(start, end) in &change.ranges {
-            let (thinned, kept, spans) =
-                thin_bundles(zeroed, start, end, &change.keep, laid_out).map_err(MemberProblem::Rewrite)?;
-            Count::sum_into(&mut cut.kept, thinned.kept);
-            Count::sum_into(&mut cut.dropped, thinned.dropped);
-            done.freed.extend(thinned.freed);
-            done.kept_before.extend(kept);
-            done.proof_spans.extend(spans);
+        BundleEdit::Thin(keep) => {
+            for &(start, end) in &change.ranges {
+                let (thinned, kept, spans) =
+                    thin_bundles(zeroed, start, end, keep, laid_out).map_err(MemberProblem::Rewrite)?;
+                Count::sum_into(&mut cut.kept, thinned.kept);
+                Count::sum_into(&mut cut.dropped, thinned.dropped);
+                done.freed.extend(thinned.freed);
+                done.kept_before.extend(kept);
+                done.proof_spans.extend(spans);
+            }
         }
     }
     // The analysis planned from the same bytes; a difference means one of the two readers is

@@ -8,7 +8,7 @@ use support::wheelgen::WheelSpec;
 use support::{stdout, wheelfix};
 
 fn kinds(out: &std::process::Output) -> Vec<String> {
-    support::check_document(out).findings.into_iter().map(|f| f.kind).collect()
+    support::check_document(out).findings.into_iter().map(|f| f.kind.to_string()).collect()
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! `readelf` and `eu-elflint`. Every check runs on the untouched file first.
 
 use crate::support;
+use wheelfix::gpu::TargetId;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -140,7 +141,7 @@ fn compacted_libraries_lose_the_freed_pages_and_load_as_before() {
         let text = serde_json::to_string(&report).unwrap();
         assert!(!text.contains("not loadable"), "{text}");
         let gpu = report.gpu.iter().find(|g| g.file == format!("fatpkg/{name}")).unwrap();
-        assert_eq!((gpu.targets.as_slice(), gpu.objects), (&["gfx942".to_string()][..], 3));
+        assert_eq!((gpu.targets.as_slice(), gpu.objects), (&[TargetId::from_code("gfx942")][..], 3));
         if linker == "lld" {
             let code = format!(
                 "import ctypes, os, fatpkg\nctypes.CDLL({stub:?}, mode=ctypes.RTLD_GLOBAL)\nlib = ctypes.CDLL(os.path.join(os.path.dirname(fatpkg.__file__), {name:?}))\nprint(lib.host_value())",

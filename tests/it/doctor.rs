@@ -106,7 +106,7 @@ impl Doctor {
         let mut out = Vec::new();
         for e in &self.json.environments {
             for p in &e.diagnosis.problems {
-                out.push((p.kind.clone(), p.fix.clone().unwrap_or_default()));
+                out.push((p.kind.to_string(), p.fix.clone().unwrap_or_default()));
             }
         }
         out
@@ -257,8 +257,8 @@ fn doctor_follows_a_split_set_to_its_archives_and_its_fixes_make_the_environment
     bytes[at..at + 4].copy_from_slice(b"XXXX");
     std::fs::write(&archive, &bytes).unwrap();
     let damaged = doctor(d, &["--gpu", "gfx942", site_arg], &ld);
-    assert_eq!(damaged.kinds(), ["archive-damaged"], "{}", damaged.text);
-    let fix = damaged.fix("archive-damaged");
+    assert_eq!(damaged.kinds(), ["kpack-archive-damaged"], "{}", damaged.text);
+    let fix = damaged.fix("kpack-archive-damaged");
     assert_eq!(fix, "pip install --force-reinstall --no-deps 'demo-gpu-device-gfx942==1.0'");
     run_fix(&fix, &venv, &wheels);
     assert_eq!(doctor(d, &["--gpu", "gfx942", site_arg], &ld).code, 0);

@@ -433,7 +433,7 @@ fn windows_kpack_split_binaries_give_their_marker_and_check_follows_it() {
         let kinds: Vec<String> = check_document(&out)
             .findings
             .iter()
-            .filter(|f| f.severity == Severity::Error || f.kind.starts_with("kpack-"))
+            .filter(|f| f.severity == Severity::Error || f.kind.name().starts_with("kpack-"))
             .map(|f| format!("{}: {}", f.kind, f.message))
             .collect();
         (out.status.code(), kinds)

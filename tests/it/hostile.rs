@@ -704,7 +704,7 @@ fn check_finds_no_missing_provider_for_a_library_the_system_has_and_no_loose_sel
     .write(&set);
     let kinds = |env: &[(&str, &str)]| -> Vec<String> {
         let out = wheelfix_env(d, &["check", "--json", s(&set)], env);
-        check_document(&out).findings.into_iter().map(|f| f.kind).collect()
+        check_document(&out).findings.into_iter().map(|f| f.kind.to_string()).collect()
     };
     let without = kinds(&[]);
     assert!(without.contains(&"unresolved-provider".to_string()), "{without:?}");

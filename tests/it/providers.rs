@@ -178,8 +178,8 @@ fn undeclared_providers_and_check_across_a_set() {
         let list = check_document(&out)
             .findings
             .into_iter()
-            .filter(|f| f.kind.ends_with("-provider"))
-            .map(|f| (f.kind, f.message))
+            .filter(|f| f.kind.name().ends_with("-provider"))
+            .map(|f| (f.kind.to_string(), f.message))
             .collect();
         (out.status.code().unwrap(), list)
     };

@@ -194,7 +194,7 @@ fn findings(d: &Path, dirs: &[&str]) -> (i32, Vec<(String, String)>) {
     let mut args = vec!["check", "--json"];
     args.extend_from_slice(dirs);
     let out = wheelfix(d, &args);
-    let list = support::check_document(&out).findings.into_iter().map(|f| (f.kind, f.message)).collect();
+    let list = support::check_document(&out).findings.into_iter().map(|f| (f.kind.to_string(), f.message)).collect();
     (out.status.code().unwrap(), list)
 }
 
@@ -311,7 +311,7 @@ fn warnings_fail_check_only_with_strict() {
     assert_eq!(out.status.code(), Some(0), "{value:#?}");
     assert_eq!((value.errors, value.warnings), (0, 1), "{value:#?}");
     let finding = &value.findings[0];
-    assert_eq!((finding.kind.as_str(), finding.severity), ("no-local-version", Severity::Warning));
+    assert_eq!((finding.kind.name(), finding.severity), ("no-local-version", Severity::Warning));
     assert!(finding.message.contains("triton-kernels 1.0.0 (pure Python)"), "{finding:?}");
     let strict = wheelfix(d, &["check", "--strict", "gfx950"]);
     assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));

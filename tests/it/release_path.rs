@@ -208,7 +208,7 @@ fn one_rocm_abi_per_set_and_the_one_its_label_names() {
     let out = wheelfix(d, &["check", "mixed"]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
-    assert!(text.contains("rocm-abi-mix") && text.contains("the set mixes ROCm ABIs"), "{text}");
+    assert!(text.contains("rocm-abi-mixed") && text.contains("the set mixes ROCm ABIs"), "{text}");
     assert!(text.contains("ROCm 6.x: jax_rocm_plugin-0.6+rocm7.1.0"), "{text}");
     assert!(
         text.contains("rocm-abi-label")
@@ -225,7 +225,7 @@ fn one_rocm_abi_per_set_and_the_one_its_label_names() {
     let out = wheelfix(d, &["check", "--json", "mixed"]);
     let json = support::check_document(&out);
     let kinds = json.kinds();
-    assert!(kinds.contains(&"rocm-abi-mix") && kinds.contains(&"rocm-abi-label"), "{kinds:?}");
+    assert!(kinds.contains(&"rocm-abi-mixed") && kinds.contains(&"rocm-abi-label"), "{kinds:?}");
 }
 
 #[test]

@@ -88,3 +88,26 @@ fn every_json_output_matches_its_schema() {
     assert!(out.status.success(), "{}", stderr(&out));
     validate("selector.schema.json", &out.stdout);
 }
+
+/// The kinds of problem each schema lists are exactly the kinds the command reports, as
+/// `policy::problem::Kind` names them: one table, no list drifting from it.
+#[test]
+fn schemas_list_exactly_the_problem_kinds_each_command_reports() {
+    use wheelfix::policy::problem::Kind;
+    let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    let listed = |file: &str, pointer: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(schemas.join(file)).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let list = doc.pointer(pointer).unwrap_or_else(|| panic!("{file} has no {pointer}"));
+        list.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+    };
+    let names = |kinds: &mut dyn Iterator<Item = Kind>| -> Vec<String> { kinds.map(|k| k.to_string()).collect() };
+    assert_eq!(
+        listed("check.schema.json", "/properties/findings/items/properties/kind/enum"),
+        names(&mut Kind::reported_by_check())
+    );
+    assert_eq!(
+        listed("doctor.schema.json", "/$defs/problem/properties/kind/enum"),
+        names(&mut Kind::reported_by_doctor())
+    );
+}

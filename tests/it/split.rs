@@ -8,6 +8,7 @@
 //! Each check also runs on an install without the device wheel, where it must fail.
 
 use crate::support;
+use wheelfix::gpu::TargetId;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -353,7 +354,8 @@ impl SplitSet {
         let d = self.d.as_path();
         let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
         let report = support::check_document(&out);
-        let errors = report.findings.iter().filter(|f| f.severity == Severity::Error || f.kind.starts_with("kpack-"));
+        let errors =
+            report.findings.iter().filter(|f| f.severity == Severity::Error || f.kind.name().starts_with("kpack-"));
         (out.status.code(), errors.cloned().collect::<Vec<_>>())
     }
 
@@ -452,7 +454,7 @@ impl SplitSet {
             .iter()
             .map(|f| {
                 let m = f.message.as_str();
-                (f.kind.as_str(), m.contains("1 of 3 wrappers") && m.contains("#2,") && m.contains("gfx90a"))
+                (f.kind.name(), m.contains("1 of 3 wrappers") && m.contains("#2,") && m.contains("gfx90a"))
             })
             .collect();
         assert_eq!((code, said), (Some(0), vec![("kpack-kernel-not-built", true); 2]), "{findings:#?}");
@@ -480,7 +482,7 @@ impl SplitSet {
             assert_eq!(code, Some(1), "{set}: {findings:#?}");
             let text = serde_json::to_string(&findings).unwrap();
             assert!(text.contains("gfx942"), "{set}: {text}");
-            let kinds: Vec<&str> = findings.iter().map(|f| f.kind.as_str()).collect();
+            let kinds: Vec<&str> = findings.iter().map(|f| f.kind.name()).collect();
             if set == "only-other" {
                 // Wrappers #1 and #2 have code for no processor in the whole set: lost, an error.
                 let lost = findings.iter().find(|f| f.kind == "kpack-kernel-missing").expect(&text);
@@ -640,7 +642,7 @@ impl SplitSet {
             );
         }
         let report = support::show_report(d, &out_dir.join(&written[3]), &[]);
-        let targets: Vec<&Vec<String>> = report.gpu.iter().map(|g| &g.targets).collect();
+        let targets: Vec<&Vec<TargetId>> = report.gpu.iter().map(|g| &g.targets).collect();
         assert_eq!(targets.len(), 2, "{report:?}");
         for t in targets {
             assert_eq!(*t, ["gfx90a", "gfx90a:xnack+", "gfx90a:xnack-"], "{report:?}");
@@ -774,7 +776,7 @@ impl SplitSet {
         let aks2 = "fatpkg/lib/aotriton.images/amd-gfx11xx/flash/k.aks2";
         assert!(holds(&names[1], aks2) && !holds(&names[0], aks2) && !holds(&names[2], aks2), "{aks2}");
         let (code, findings) = check(&d.join("family"));
-        let kinds: Vec<&str> = findings.iter().map(|f| f.kind.as_str()).collect();
+        let kinds: Vec<&str> = findings.iter().map(|f| f.kind.name()).collect();
         assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{findings:#?}");
         let family = pip_install(d, &d.join("family"), "fatpkg[device-gfx942]", "site-family");
         assert!(!family.join(aks2).exists(), "{aks2} installed with the gfx9 wheel");
@@ -821,7 +823,7 @@ impl SplitSet {
                 assert_eq!((lines, value.as_str()), (expected_for(registered, &["gfx942"]), "42"), "{member}");
             }
             let (code, findings) = check(&d.join(out));
-            let kinds: Vec<&str> = findings.iter().map(|f| f.kind.as_str()).collect();
+            let kinds: Vec<&str> = findings.iter().map(|f| f.kind.name()).collect();
             assert_eq!((code, kinds), (Some(0), vec!["kpack-kernel-not-built"; 2]), "{out}: {findings:#?}");
         };
         every_object_found(&grouped, "grouped", &|member| member.to_string());
@@ -1188,7 +1190,7 @@ fn large_code_objects_come_out_whole_and_a_damaged_archive_is_never_published() 
     }
     let out = wheelfix(d, &["check", "--json", damaged_set.to_str().unwrap()]);
     let report = support::check_document(&out);
-    let kinds: Vec<&str> = report.findings.iter().map(|f| f.kind.as_str()).collect();
+    let kinds: Vec<&str> = report.findings.iter().map(|f| f.kind.name()).collect();
     assert!(kinds.contains(&"kpack-archive-damaged"), "{kinds:?}");
     assert_eq!(out.status.code(), Some(1));
 
@@ -1276,7 +1278,7 @@ fn check_and_show_find_split_hosts_whose_wrappers_or_markers_the_runtime_cannot_
     let kinds = |set: &Path| -> Vec<String> {
         let out = wheelfix(d, &["check", "--json", set.to_str().unwrap()]);
         let report = support::check_document(&out);
-        report.findings.iter().map(|f| f.kind.clone()).collect()
+        report.findings.iter().map(|f| f.kind.to_string()).collect()
     };
     assert!(!kinds(&d.join("clean")).contains(&"kpack-marker-unusable".to_string()), "the split as made is usable");
     let host_name = wheel.file_name().unwrap();
@@ -1384,7 +1386,7 @@ fn split_never_writes_over_what_it_did_not_make_and_refuses_targets_without_code
     assert!(out.status.success(), "{}", stderr(&out));
     let out = wheelfix(d, &["check", "--json", "gx"]);
     let report = support::check_document(&out);
-    let kinds: Vec<&str> = report.findings.iter().map(|f| f.kind.as_str()).collect();
+    let kinds: Vec<&str> = report.findings.iter().map(|f| f.kind.name()).collect();
     assert!(!kinds.iter().any(|k| k.starts_with("kpack-")), "{kinds:?}");
     // A file in -w that this run did not write, under an output's name: refused, left as it is.
     std::fs::create_dir_all(d.join("taken")).unwrap();
@@ -1580,6 +1582,7 @@ fn device_code_the_python_versions_share_is_stored_once() {
         ]
     );
     for (i, wheel) in report.iter().enumerate() {
+        let SplitOutcome::Written(wheel) = wheel else { panic!("every wheel is split: {wheel:?}") };
         for device in &wheel.devices {
             assert_eq!(device.shared, i < 2, "{device:?}");
             assert!(d.join(&device.wheel).exists(), "{device:?}");

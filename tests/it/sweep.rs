@@ -14,6 +14,7 @@
 //! (a library this machine lacks, no policy that accepts the wheel). A summary goes to stderr.
 
 use crate::support;
+use wheelfix::gpu::TargetId;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -196,12 +197,12 @@ fn every_command_on_real_wheels() {
                     let output = w.join(result[0].output.as_deref().unwrap());
                     let after = show_report(w, &output, &[]);
                     let bundles = [Container::HipFatbin, Container::OffloadBundle, Container::CompressedOffloadBundle];
-                    let others: Vec<&String> = after
+                    let others: Vec<&TargetId> = after
                         .gpu
                         .iter()
                         .filter(|g| bundles.contains(&g.container))
                         .flat_map(|g| &g.targets)
-                        .filter(|t| t.split(':').next() != Some(target.as_str()) && !t.contains("generic"))
+                        .filter(|t| t.processor() != target.as_str() && !t.is_generic())
                         .collect();
                     if !others.is_empty() {
                         problems.push(format!("{name}: thin to {target} left {others:?} in its bundles"));

@@ -598,7 +598,7 @@ fn check_reports_stale_records_and_unreadable_files() {
     let out = wheelfix(d, &["check", "--json", "set"]);
     assert_eq!(out.status.code(), Some(1));
     let report = support::check_document(&out);
-    let kinds: Vec<(&str, &str)> = report.findings.iter().map(|f| (f.kind.as_str(), f.message.as_str())).collect();
+    let kinds: Vec<(&str, &str)> = report.findings.iter().map(|f| (f.kind.name(), f.message.as_str())).collect();
     assert!(kinds.iter().any(|(k, m)| *k == "stale-record" && m.contains("stale-1.0")), "{kinds:?}");
     assert!(kinds.iter().any(|(k, m)| *k == "unreadable" && m.contains("broken-1.0")), "{kinds:?}");
     assert!(

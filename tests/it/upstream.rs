@@ -21,8 +21,11 @@ fn check(d: &Path, args: &[&str]) -> (i32, Vec<(String, String, String)>, CheckD
     let path = format!("{}:{}", tools_venv().join("bin").display(), std::env::var("PATH").unwrap_or_default());
     let out = wheelfix_env(d, &all, &[("PATH", &path)]);
     let value = support::check_document(&out);
-    let list =
-        value.findings.iter().map(|f| (f.kind.clone(), f.severity.as_str().to_string(), f.message.clone())).collect();
+    let list = value
+        .findings
+        .iter()
+        .map(|f| (f.kind.to_string(), f.severity.as_str().to_string(), f.message.clone()))
+        .collect();
     (out.status.code().unwrap(), list, value)
 }
 

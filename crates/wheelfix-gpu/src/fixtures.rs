@@ -2,11 +2,11 @@
 //! `fixtures` feature).
 
 use crate::BUNDLE_MAGIC;
-use crate::targets::{Keep, Requested};
+use crate::targets::{Keep, TargetId};
 
 /// Keep one requested target. Ex) `gfx942`
 pub fn keep(t: &str) -> Keep {
-    Keep::new(vec![Requested::parse(t).unwrap()])
+    Keep::new(vec![TargetId::parse(t).unwrap()])
 }
 
 /// A bundle of a host entry and one 4096-aligned payload per target, filled with its index.

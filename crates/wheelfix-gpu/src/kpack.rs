@@ -12,20 +12,6 @@
 /// The placeholder the runtime replaces with the processor name.
 pub const GFXARCH: &str = "@GFXARCH@";
 
-/// The install paths (relative to site-packages) a binary installed at `binary` searches for
-/// its archive for `arch`, in order; a path that climbs above site-packages is left out (no
-/// wheel can install it). Ex) (`p/lib/_k.so`, [`../.kpack/k_@GFXARCH@.kpack`], `gfx942`) →
-/// [`p/.kpack/k_gfx942.kpack`]
-pub fn archive_paths(binary: &str, search_paths: &[String], arch: &str) -> Vec<String> {
-    let dir = binary.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-    search_paths
-        .iter()
-        .map(|pattern| pattern.replace(GFXARCH, arch))
-        .filter(|relative| !relative.starts_with('/'))
-        .filter_map(|relative| wheelfix_base::paths::normalize_path(&wheelfix_base::paths::join_path(dir, &relative)))
-        .collect()
-}
-
 /// The section ROCm's design names a split host's marker by; its tools find the marker there.
 pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
 /// What `split` renames a host's `.hip_fatbin` sections to once their device code has moved
@@ -937,13 +923,5 @@ mod tests {
             crate::msgpack::parse(&marker(&long, &[])).unwrap().get("kernel_name").and_then(|k| k.as_str()),
             Some(long.as_str())
         );
-    }
-
-    #[test]
-    fn search_paths_resolve_against_the_binarys_directory() {
-        let paths = vec!["../.kpack/k_@GFXARCH@.kpack".to_string(), "/opt/rocm/.kpack/x.kpack".into()];
-        assert_eq!(archive_paths("p/lib/_k.so", &paths, "gfx942"), ["p/.kpack/k_gfx942.kpack"]);
-        assert!(archive_paths("_k.so", &paths, "gfx942").is_empty(), "above site-packages");
-        assert_eq!(archive_paths("a/b.so", &["./k.kpack".into()], "gfx950"), ["a/k.kpack"]);
     }
 }

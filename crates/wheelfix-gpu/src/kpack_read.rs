@@ -18,8 +18,8 @@ pub struct ObjectRead {
     pub original_size: u64,
     /// What its frame decodes to: its size and XXH3-128 digest.
     pub object: crate::kpack::Object,
-    /// The target id its own ELF header names (`None`: not an AMDGPU ELF file).
-    pub elf_target: Option<String>,
+    /// The target ID its own ELF header names (`None`: not an AMDGPU ELF file).
+    pub elf_target: Option<crate::TargetId>,
 }
 
 /// What is wrong with an archive. Each names the table's key and target id where it has one.
@@ -163,12 +163,12 @@ fn read_into(
         let elf_target = elf_target(&head);
         match &elf_target {
             None => out.problems.push(ArchiveProblem::NotCode { key: key.clone(), target: target.clone(), ordinal }),
-            Some(found) if processor(found) != processor(&target) => {
+            Some(found) if found.processor() != processor(&target) => {
                 out.problems.push(ArchiveProblem::WrongProcessor {
                     key: key.clone(),
                     target: target.clone(),
                     ordinal,
-                    found: found.clone(),
+                    found: found.to_string(),
                 });
             }
             Some(_) => {}
@@ -360,8 +360,8 @@ fn measure(mut source: impl Read) -> Decoded {
     Ok((crate::kpack::Object { size, xxh3: hasher.digest128() }, head))
 }
 
-/// The target id an AMDGPU code object's ELF header names.
-pub fn elf_target(head: &[u8]) -> Option<String> {
+/// The target ID an AMDGPU code object's ELF header names.
+pub fn elf_target(head: &[u8]) -> Option<crate::TargetId> {
     const EM_AMDGPU: u16 = 224;
     if head.len() < 52 || &head[..4] != b"\x7fELF" || u16::from_le_bytes([head[18], head[19]]) != EM_AMDGPU {
         return None;
@@ -430,7 +430,7 @@ mod tests {
         assert!(found.problems.is_empty(), "{:?}", found.problems);
         assert_eq!(found.objects.len(), 2);
         assert_eq!(found.objects[0].object, Object::of(&a));
-        assert_eq!(found.objects[0].elf_target.as_deref(), Some("gfx942"));
+        assert_eq!(found.objects[0].elf_target.as_ref().map(|t| t.as_str()), Some("gfx942"));
         assert_eq!(found.objects[1].object, Object::of(&b));
     }
 

@@ -11,6 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use targets::TargetId;
+
 /// Keep the largest of `spares` (by `size`), largest first, as many as fit in `most` bytes: the
 /// buffers and decoders kept for reuse, where a large one saves the most page faults.
 pub(crate) fn keep_largest<T>(spares: &mut Vec<T>, size: impl Fn(&T) -> usize, most: usize) {
@@ -33,6 +35,7 @@ pub mod kpack;
 pub mod kpack_read;
 pub mod pe;
 pub mod positional;
+pub mod resolve;
 pub mod rewrite;
 pub mod scan;
 pub mod targets;
@@ -110,8 +113,8 @@ impl Container {
 pub struct GpuCode {
     pub file: String,
     pub container: Container,
-    /// Full target ids, sorted. Ex) `gfx942:sramecc+:xnack-`, `sm_90`
-    pub targets: Vec<String>,
+    /// Full target IDs, sorted. Ex) `gfx942:sramecc+:xnack-`, `sm_90`
+    pub targets: Vec<TargetId>,
     /// AMDGPU code object versions seen (`4` = code object V4), sorted.
     pub code_object_versions: Vec<u32>,
     /// Code objects counted (bundle entries without the host entry).
@@ -119,7 +122,7 @@ pub struct GpuCode {
     /// Code objects and their uncompressed bytes, by full target id, where a container says
     /// how large each is (offload bundle entries): what `thin` to one target keeps of this file.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub target_bytes: std::collections::BTreeMap<String, Count>,
+    pub target_bytes: std::collections::BTreeMap<TargetId, Count>,
     /// Human details: container versions and compression, kpack references, problems.
     pub notes: Vec<String>,
     /// Where a kpack-split binary looks for its device code (`.rocm_kpack_ref`), relative to its
@@ -140,7 +143,7 @@ pub struct GpuCode {
     pub kpack_kernel: Option<(String, usize)>,
     /// A kpack archive: the target ids each key of its table of contents has a code object for.
     #[serde(skip)]
-    pub kpack_toc: std::collections::BTreeMap<String, Vec<String>>,
+    pub kpack_toc: std::collections::BTreeMap<String, Vec<TargetId>>,
     /// A kpack-split binary whose wrappers or markers the runtime could not use (each also a
     /// note): that code fails to load.
     #[serde(skip)]
@@ -181,15 +184,29 @@ impl GpuCode {
         self.bundle_problems.push(problem);
     }
 
-    /// Target base names without feature suffixes. Ex) `gfx90a:xnack+` → `gfx90a`
     /// Whether this is a GPU runtime's own library ([`targets::is_runtime_library`]): its
     /// built-in kernels run the runtime, so they are never the package's device code.
     pub fn is_runtime_code(&self) -> bool {
         targets::is_runtime_library(&self.file)
     }
 
+    /// A kpack-split binary's marker as the runtime starts from it, the binary at `path` (under
+    /// the root its archives' paths are relative to); a binary without a marker has no kernel
+    /// name and no search paths, and finds nothing.
+    pub fn kpack_lookup<'a>(&'a self, path: &'a str) -> resolve::Lookup<'a> {
+        let kernel_name = self.kpack_kernel.as_ref().map_or("", |(name, _)| name.as_str());
+        resolve::Lookup { binary: path, kernel_name, search_paths: &self.kpack_search_paths }
+    }
+
+    /// Its targets' processors, without feature settings. Ex) `gfx90a:xnack+` → `gfx90a`
     pub fn base_targets(&self) -> impl Iterator<Item = &str> {
-        self.targets.iter().map(|t| t.split(':').next().unwrap_or(t))
+        self.targets.iter().map(TargetId::processor)
+    }
+
+    /// Whether it holds AMD device code a package runs: AMDGPU targets (not NVIDIA's), or a
+    /// kpack-split binary's moved-out code; never a GPU runtime's own kernels.
+    pub fn is_package_amd_code(&self) -> bool {
+        !self.is_runtime_code() && (self.kpack_kernel.is_some() || self.targets.iter().any(TargetId::is_amdgpu))
     }
 }
 
@@ -199,7 +216,7 @@ impl GpuCode {
 pub fn device_bytes(gpu: &[GpuCode]) -> std::collections::BTreeMap<String, u64> {
     let mut bytes = std::collections::BTreeMap::new();
     for (target, n) in gpu.iter().filter(|g| !g.is_runtime_code()).flat_map(|g| &g.target_bytes) {
-        *bytes.entry(target.split(':').next().unwrap_or(target).to_string()).or_default() += n.bytes;
+        *bytes.entry(target.processor().to_string()).or_default() += n.bytes;
     }
     bytes
 }
@@ -219,8 +236,8 @@ impl Count {
 
     /// Add counts by target into `into`. Ex) two files' kept code objects, summed
     pub fn sum_into(
-        into: &mut std::collections::BTreeMap<String, Count>,
-        from: impl IntoIterator<Item = (String, Count)>,
+        into: &mut std::collections::BTreeMap<TargetId, Count>,
+        from: impl IntoIterator<Item = (TargetId, Count)>,
     ) {
         for (target, count) in from {
             let total = into.entry(target).or_default();
@@ -260,8 +277,8 @@ pub fn code_object_from_header(file: &str, head: &[u8]) -> Option<GpuCode> {
     Some(code.finish())
 }
 
-/// The target id and code object version of an AMDGPU ELF header.
-pub fn amdgpu_target(flags: u32, os_abi: u8, abi_version: u8) -> (String, Option<u32>) {
+/// The target ID and code object version of an AMDGPU ELF header.
+pub fn amdgpu_target(flags: u32, os_abi: u8, abi_version: u8) -> (TargetId, Option<u32>) {
     const ELFOSABI_AMDGPU_HSA: u8 = 64;
     let mach = flags & 0xff;
     let name = mach_name(mach).map(str::to_string).unwrap_or_else(|| format!("mach0x{mach:02x}"));
@@ -293,7 +310,7 @@ pub fn amdgpu_target(flags: u32, os_abi: u8, abi_version: u8) -> (String, Option
         None => {}
     }
     let target = std::iter::once(name).chain(features).collect::<Vec<_>>().join(":");
-    (target, cov)
+    (TargetId::from_code(target), cov)
 }
 
 /// `EF_AMDGPU_MACH` → processor name (LLVM main; generic targets included; and gfx940, gfx941,
@@ -370,9 +387,9 @@ pub fn mach_name(mach: u32) -> Option<&'static str> {
 
 /// `sm_XX` of a cubin: the SM number sits in the low byte of `e_flags` for ABI version 7 and in
 /// the second byte for the newer ABI version 8.
-fn cuda_target(flags: u32, abi_version: u8) -> String {
+fn cuda_target(flags: u32, abi_version: u8) -> TargetId {
     let sm = if abi_version >= 8 { (flags & 0xff00) >> 8 } else { flags & 0xff };
-    format!("sm_{sm}")
+    TargetId::from_code(format!("sm_{sm}"))
 }
 
 /// Device code in a member held whole that is not ELF (bundle, CCOB, kpack archive,
@@ -680,7 +697,7 @@ fn embedded_code_objects(
 /// 64-bit little-endian ELF, e_machine 224, a relocatable or shared object, a known processor, and
 /// header tables that end within `room` bytes. Returns the target, the code object version and
 /// the object's length (the end of its last header table).
-pub fn embedded_object(header: &[u8], room: u64) -> Option<(String, Option<u32>, u64)> {
+pub fn embedded_object(header: &[u8], room: u64) -> Option<(TargetId, Option<u32>, u64)> {
     let u16_at = |at: usize| le::u16_at(header, at).map(u64::from);
     let u64_at = |at: usize| le::u64_at(header, at);
     let ident = ElfIdent::parse(header)?;
@@ -873,14 +890,14 @@ fn kpack_archive<V: FileView + ?Sized>(file: &str, view: &V) -> GpuCode {
     match msgpack::parse(bytes) {
         Ok(value) => {
             if let Some(arches) = value.get("gfx_arches").and_then(|v| v.as_array()) {
-                code.targets.extend(arches.iter().filter_map(|a| a.as_str()).map(str::to_string));
+                code.targets.extend(arches.iter().filter_map(|a| a.as_str()).map(TargetId::from_code));
             }
             if let Some(toc) = value.get("toc").and_then(|v| v.as_map()) {
                 code.objects = toc.iter().map(|(_, per_arch)| per_arch.as_map().map_or(0, |m| m.len())).sum();
                 for (key, per_arch) in toc {
                     let targets = per_arch.as_map().unwrap_or_default().iter().filter_map(|(t, _)| t.as_str());
                     if let Some(key) = key.as_str() {
-                        code.kpack_toc.insert(key.to_string(), targets.map(str::to_string).collect());
+                        code.kpack_toc.insert(key.to_string(), targets.map(TargetId::from_code).collect());
                     }
                 }
             }
@@ -1026,13 +1043,13 @@ mod tests {
     #[test]
     fn target_ids_from_e_flags() {
         // V5 (abi version 3), gfx942, xnack any, sramecc any.
-        assert_eq!(amdgpu_target(0x54c, 64, 3), ("gfx942".to_string(), Some(5)));
-        assert_eq!(amdgpu_target(0x54f, 64, 4), ("gfx950".to_string(), Some(6)));
+        assert_eq!(amdgpu_target(0x54c, 64, 3), (TargetId::from_code("gfx942"), Some(5)));
+        assert_eq!(amdgpu_target(0x54f, 64, 4), (TargetId::from_code("gfx950"), Some(6)));
         // V4: sramecc on, xnack off.
         assert_eq!(amdgpu_target(0xc00 | 0x200 | 0x4c, 64, 2).0, "gfx942:sramecc+:xnack-");
         assert_eq!(amdgpu_target(0x300 | 0x3f, 64, 2).0, "gfx90a:xnack+");
         // V3: xnack on bit.
-        assert_eq!(amdgpu_target(0x100 | 0x2f, 64, 1), ("gfx906:xnack+".to_string(), Some(3)));
+        assert_eq!(amdgpu_target(0x100 | 0x2f, 64, 1), (TargetId::from_code("gfx906:xnack+"), Some(3)));
         assert_eq!(amdgpu_target(0x51, 64, 4).0, "gfx9-generic");
         assert_eq!(amdgpu_target(0x7e, 64, 4).0, "mach0x7e");
         assert_eq!(cuda_target(0x5a, 7), "sm_90");

@@ -32,8 +32,8 @@ pub use super::positional::{NotCopied, Positional, Ranges, ZeroedFile};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Thinned {
     /// Kept and dropped code objects, by target id.
-    pub kept: BTreeMap<String, Count>,
-    pub dropped: BTreeMap<String, Count>,
+    pub kept: BTreeMap<crate::TargetId, Count>,
+    pub dropped: BTreeMap<crate::TargetId, Count>,
     /// Bundles rewritten (plain, compressed) and left as they were (nothing to drop).
     pub rewritten: usize,
     pub untouched: usize,
@@ -388,7 +388,7 @@ fn layout(
     }
     let mut k = 0;
     for (i, e) in entries.iter().enumerate() {
-        let target = bundle_target(&e.id).unwrap_or(&e.id).to_string();
+        let target = crate::TargetId::from_code(bundle_target(&e.id).unwrap_or(&e.id));
         if !stays(e) {
             thinned.dropped.entry(target).or_default().add(e.size);
             continue;
@@ -1213,7 +1213,7 @@ pub struct SplitHost {
     /// Bundles replaced by the marker, in wrapper order.
     pub bundles: usize,
     /// Code objects moved out, by target id.
-    pub moved: BTreeMap<String, Count>,
+    pub moved: BTreeMap<crate::TargetId, Count>,
     /// The space the bundles no longer use, after each marker.
     pub freed: Vec<Freed>,
     /// Wrappers whose pointer the file gives, each found pointing at its bundle.
@@ -1363,7 +1363,7 @@ pub fn split_host<F: Positional>(
         let moved = std::cell::RefCell::new(&mut done.moved);
         let wants = |e: &BundleEntry| {
             let target = bundle_target(&e.id).unwrap_or(&e.id);
-            moved.borrow_mut().entry(target.to_string()).or_default().add(e.size);
+            moved.borrow_mut().entry(crate::TargetId::from_code(target)).or_default().add(e.size);
             wants(target)
         };
         let found = read_bundles(&*file, start, end, &wants, &mut |i, e, bytes| sink(first + i, e, bytes))?;

@@ -18,6 +18,7 @@
 //! state machine over three container formats (bundles, compressed bundles, NVIDIA fatbins) whose
 //! states must agree on where each container ends.
 
+use crate::TargetId;
 use std::collections::BTreeMap;
 use wheelfix_base::le;
 
@@ -768,7 +769,7 @@ impl Hits {
                 {
                     break;
                 }
-                targets.push(if kind == 1 { format!("compute_{sm}") } else { format!("sm_{sm}") });
+                targets.push(TargetId::from_code(if kind == 1 { format!("compute_{sm}") } else { format!("sm_{sm}") }));
             }
             if strict && targets.is_empty() {
                 continue;
@@ -818,7 +819,7 @@ impl Hits {
             let stop = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
             let text = String::from_utf8_lossy(&bytes[..stop.min(ARCH_VALUE)]).into_owned();
             if text.starts_with("gfx") || text.starts_with("sm_") {
-                code.targets.push(text);
+                code.targets.push(TargetId::from_code(text));
                 code.objects += 1;
             }
         }
@@ -956,7 +957,7 @@ fn record_entries<'a>(
             .and_then(gpu_header_fields)
             .map(|(flags, os_abi, abi_version)| amdgpu_target(flags, os_abi, abi_version));
         let target = match (bundle_target(&entry.id), &amdgpu) {
-            (Some(target), _) => target.to_string(),
+            (Some(target), _) => TargetId::from_code(target),
             (None, Some((target, _))) => {
                 code.notes.push(format!("entry id `{}` names no target: {target} read from its code object", entry.id));
                 target.clone()

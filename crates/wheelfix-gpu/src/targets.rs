@@ -1,5 +1,6 @@
-//! Which code objects run on which GPU: a target id (`gfx90a:xnack+`) against the processors a
-//! user asks for, generic processors included (LLVM's AMDGPUUsage, "Generic processors").
+//! Target IDs (`gfx90a:xnack+`, `gfx942:sramecc+:xnack-`) and which code objects run on which
+//! GPU: a code object's target ID against the targets a user or a machine names, generic
+//! processors included (LLVM's AMDGPUUsage, "Target IDs" and "Generic processors").
 
 use std::fmt;
 
@@ -17,28 +18,241 @@ const GENERIC: &[(&str, &[&str])] = &[
     ("gfx12-5-generic", &["gfx1250", "gfx1251"]),
 ];
 
+/// The target-ID features each processor supports, as LLVM's AMDGPUUsage processor table lists
+/// them ("Target Features Supported", the two that are part of a target ID); a processor not
+/// listed supports none (`gfx1100:xnack+` is not a target ID: clang refuses it).
+const FEATURES: &[(&str, &[&str])] = &[
+    ("gfx801", &["xnack"]),
+    ("gfx810", &["xnack"]),
+    ("gfx900", &["xnack"]),
+    ("gfx902", &["xnack"]),
+    ("gfx904", &["xnack"]),
+    ("gfx906", &["sramecc", "xnack"]),
+    ("gfx908", &["sramecc", "xnack"]),
+    ("gfx909", &["xnack"]),
+    ("gfx90a", &["sramecc", "xnack"]),
+    ("gfx90c", &["xnack"]),
+    ("gfx940", &["sramecc", "xnack"]),
+    ("gfx941", &["sramecc", "xnack"]),
+    ("gfx942", &["sramecc", "xnack"]),
+    ("gfx950", &["sramecc", "xnack"]),
+    ("gfx1010", &["xnack"]),
+    ("gfx1011", &["xnack"]),
+    ("gfx1012", &["xnack"]),
+    ("gfx1013", &["xnack"]),
+    ("gfx9-generic", &["xnack"]),
+    ("gfx9-4-generic", &["sramecc", "xnack"]),
+    ("gfx10-1-generic", &["xnack"]),
+];
+
 /// The processors a generic processor's code runs on, if LLVM's table names it.
 /// Ex) `gfx9-4-generic` → gfx940, gfx941, gfx942, gfx950
 pub fn generic_covers(processor: &str) -> Option<&'static [&'static str]> {
     GENERIC.iter().find(|(g, _)| *g == processor).map(|(_, covered)| *covered)
 }
 
-/// A requested GPU target: a processor, with the target-id features it runs with, if given.
-/// Ex) `gfx942`, `gfx90a:xnack-`
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Requested {
-    pub processor: String,
-    /// `(feature, on)`, e.g. `("xnack", false)` for `xnack-`.
-    pub features: Vec<(String, bool)>,
+/// The generic processor whose code runs on `processor`, if LLVM's table has one.
+/// Ex) `gfx942` → `gfx9-4-generic`; `gfx90a` → none
+pub fn generic_of(processor: &str) -> Option<&'static str> {
+    GENERIC.iter().find(|(_, covered)| covered.contains(&processor)).map(|(generic, _)| *generic)
 }
 
-impl fmt::Display for Requested {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.processor)?;
-        for (name, on) in &self.features {
-            write!(f, ":{name}{}", if *on { '+' } else { '-' })?;
+/// The target-ID features `processor` supports. Ex) `gfx90a` → sramecc, xnack; `gfx1100` → none
+pub fn supported_features(processor: &str) -> &'static [&'static str] {
+    FEATURES.iter().find(|(p, _)| *p == processor).map_or(&[], |(_, features)| *features)
+}
+
+/// The processor of a target ID as text (an archive's name, a TOC entry), where the text is
+/// not kept as a [`TargetId`]. Ex) `gfx90a:xnack+` → `gfx90a`
+pub fn processor_of(target: &str) -> &str {
+    target.split_once(':').map_or(target, |(processor, _)| processor)
+}
+
+/// The feature settings of a target ID as text; a part without a sign is not one.
+fn features_of(target: &str) -> impl Iterator<Item = Feature<'_>> {
+    target.split(':').skip(1).filter_map(|part| {
+        part.strip_suffix('+')
+            .map(|name| Feature { name, on: true })
+            .or_else(|| part.strip_suffix('-').map(|name| Feature { name, on: false }))
+    })
+}
+
+/// Whether `name` is an AMDGPU processor LLVM knows (generic processors included): the one
+/// test of "is this a GPU processor", where a name comes from a file name, an extra or a flag.
+/// Ex) `gfx942`, `gfx9-4-generic`; not `gfx9999`, `sm_90`, `gfx110x`
+pub fn is_known_processor(name: &str) -> bool {
+    (0..=0xff).any(|mach| super::mach_name(mach) == Some(name))
+}
+
+/// A target ID as LLVM writes it: a processor, then the settings of the target features it
+/// was built for or runs with, each `:<feature>+` or `:<feature>-`. Ex) `gfx942`,
+/// `gfx90a:xnack+`, `gfx942:sramecc+:xnack-`; for NVIDIA code, its architecture (`sm_90`).
+///
+/// Kept as written: a target ID read from a code object or a bundle entry is what the file
+/// says (order and all), compared and sorted as text so that reports list targets as before;
+/// one a person names is checked by [`TargetId::parse`] and written in LLVM's spelling.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct TargetId(String);
+
+/// One target feature's setting in a target ID. Ex) `xnack+` → (`xnack`, on)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Feature<'a> {
+    pub name: &'a str,
+    pub on: bool,
+}
+
+impl TargetId {
+    /// A target ID as a file names it (a code object's header, a bundle entry, an archive's
+    /// table of contents), unchecked: the reports say what the file says.
+    pub fn from_code(text: impl Into<String>) -> TargetId {
+        TargetId(text.into())
+    }
+
+    /// Parse a target ID a person names, by LLVM's rules: a processor LLVM knows (any case),
+    /// then features it supports, each once, with `+` or `-`.
+    /// Ex) `gfx942`, `GFX90A:xnack+`; not `gfx9999`, `gfx90a:xnack`, `gfx90a:xnack+:xnack-`,
+    /// `gfx1100:xnack+`
+    pub fn parse(text: &str) -> Result<TargetId, TargetError> {
+        let mut parts = text.trim().split(':');
+        let lower = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let Some(processor) = (0..=0xff).filter_map(super::mach_name).find(|name| *name == lower) else {
+            return Err(TargetError::UnknownProcessor(text.to_string()));
+        };
+        let mut features: Vec<Feature<'static>> = Vec::new();
+        for part in parts {
+            let (name, on) = match (part.strip_suffix('+'), part.strip_suffix('-')) {
+                (Some(name), _) => (name, true),
+                (_, Some(name)) => (name, false),
+                _ => return Err(TargetError::FeatureWithoutSign { text: text.to_string(), part: part.to_string() }),
+            };
+            let Some(name) = ["sramecc", "xnack"].into_iter().find(|known| *known == name) else {
+                return Err(TargetError::UnknownFeature { text: text.to_string(), name: name.to_string() });
+            };
+            if !supported_features(processor).contains(&name) {
+                return Err(TargetError::UnsupportedFeature { text: text.to_string(), processor, name });
+            }
+            if features.iter().any(|f| f.name == name) {
+                return Err(TargetError::FeatureTwice { text: text.to_string(), name });
+            }
+            features.push(Feature { name, on });
         }
-        Ok(())
+        Ok(TargetId::of(processor, features))
+    }
+
+    /// The target ID of `processor` with `features`, in LLVM's order (features sorted by name,
+    /// as `clang --offload-arch` and the runtime spell them). Ex) (`gfx942`, xnack-, sramecc+)
+    /// → `gfx942:sramecc+:xnack-`
+    pub fn of<'a>(processor: &str, features: impl IntoIterator<Item = Feature<'a>>) -> TargetId {
+        let mut features: Vec<Feature<'a>> = features.into_iter().collect();
+        features.sort_by_key(|f| f.name);
+        let mut text = processor.to_string();
+        for f in features {
+            text.push(':');
+            text.push_str(f.name);
+            text.push(if f.on { '+' } else { '-' });
+        }
+        TargetId(text)
+    }
+
+    /// The processor: the target ID before its first `:`. Ex) `gfx90a:xnack+` → `gfx90a`
+    pub fn processor(&self) -> &str {
+        processor_of(&self.0)
+    }
+
+    /// The feature settings, as written; a part without a sign is not one.
+    /// Ex) `gfx942:sramecc+:xnack-` → sramecc on, xnack off
+    pub fn features(&self) -> impl Iterator<Item = Feature<'_>> {
+        features_of(&self.0)
+    }
+
+    /// Whether it names any feature setting. Ex) `gfx90a:xnack+`; not `gfx90a`
+    pub fn has_features(&self) -> bool {
+        self.0.contains(':')
+    }
+
+    /// Whether it is AMDGPU code (`gfx…`), not NVIDIA's (`sm_90`, `compute_90`).
+    pub fn is_amdgpu(&self) -> bool {
+        self.0.starts_with("gfx")
+    }
+
+    /// Whether its processor is a generic one (`gfx9-4-generic`), whose code runs on several.
+    pub fn is_generic(&self) -> bool {
+        self.processor().ends_with("-generic")
+    }
+
+    /// The processor alone, as a target ID. Ex) `gfx90a:xnack+` → `gfx90a`
+    pub fn without_features(&self) -> TargetId {
+        TargetId(self.processor().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The target IDs whose code a device of this target ID loads from kpack archives, most
+    /// specific first, as ROCm's kpack runtime tries them (`for_each_compatible_target`): every
+    /// subset of its features by descending size, the features' order kept, then the bare
+    /// processor. Ex) `gfx942:sramecc+:xnack-` → itself, `gfx942:sramecc+`, `gfx942:xnack-`,
+    /// `gfx942`
+    pub fn compatible_targets(&self) -> Vec<TargetId> {
+        let features: Vec<Feature<'_>> = self.features().collect();
+        let n = features.len().min(8);
+        let mut masks: Vec<u32> = (0..1u32 << n).collect();
+        // Descending size; within one size, descending mask: the first feature's bit is the high one.
+        masks.sort_by_key(|m| (std::cmp::Reverse(m.count_ones()), std::cmp::Reverse(*m)));
+        masks
+            .into_iter()
+            .map(|mask| {
+                let mut text = self.processor().to_string();
+                for (i, f) in features.iter().enumerate().take(n) {
+                    if mask & (1 << (n - 1 - i)) != 0 {
+                        text.push(':');
+                        text.push_str(f.name);
+                        text.push(if f.on { '+' } else { '-' });
+                    }
+                }
+                TargetId(text)
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for TargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for TargetId {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<TargetId, TargetError> {
+        TargetId::parse(text)
+    }
+}
+
+impl std::borrow::Borrow<str> for TargetId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for TargetId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for TargetId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for TargetId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
     }
 }
 
@@ -51,54 +265,24 @@ pub enum TargetError {
     FeatureWithoutSign { text: String, part: String },
     #[error("`{text}`: unknown target feature `{name}` (xnack, sramecc)")]
     UnknownFeature { text: String, name: String },
+    #[error("`{text}`: {processor} has no `{name}` setting (LLVM refuses it){}", supported_hint(processor))]
+    UnsupportedFeature { text: String, processor: &'static str, name: &'static str },
+    #[error("`{text}`: `{name}` is set twice; a target ID gives each feature one setting")]
+    FeatureTwice { text: String, name: &'static str },
 }
 
-impl Requested {
-    /// Parse a target a user names; only AMDGPU processors LLVM knows are accepted.
-    pub fn parse(text: &str) -> Result<Requested, TargetError> {
-        let mut parts = text.trim().split(':');
-        let processor = parts.next().unwrap_or_default().to_ascii_lowercase();
-        if !is_known_processor(&processor) {
-            return Err(TargetError::UnknownProcessor(text.to_string()));
-        }
-        let mut features = Vec::new();
-        for part in parts {
-            let (name, on) = match part.strip_suffix('+') {
-                Some(name) => (name, true),
-                None => match part.strip_suffix('-') {
-                    Some(name) => (name, false),
-                    None => {
-                        return Err(TargetError::FeatureWithoutSign { text: text.to_string(), part: part.to_string() });
-                    }
-                },
-            };
-            if !matches!(name, "xnack" | "sramecc") {
-                return Err(TargetError::UnknownFeature { text: text.to_string(), name: name.to_string() });
-            }
-            features.push((name.to_string(), on));
-        }
-        Ok(Requested { processor, features })
+/// `; its features: xnack, sramecc` or `; it has none`, for a feature a processor lacks.
+fn supported_hint(processor: &str) -> String {
+    match supported_features(processor) {
+        [] => "; it has no target features".to_string(),
+        features => format!("; its features: {}", features.join(", ")),
     }
-}
-
-fn is_known_processor(name: &str) -> bool {
-    (0..=0xff).any(|mach| super::mach_name(mach) == Some(name))
-}
-
-/// A target id split: processor and features. Ex) `gfx90a:xnack+` → (`gfx90a`, [(xnack, +)])
-fn split_target(target: &str) -> (&str, Vec<(&str, bool)>) {
-    let mut parts = target.split(':');
-    let processor = parts.next().unwrap_or_default();
-    let features = parts
-        .filter_map(|p| p.strip_suffix('+').map(|n| (n, true)).or_else(|| p.strip_suffix('-').map(|n| (n, false))))
-        .collect();
-    (processor, features)
 }
 
 /// What to keep of a bundle: code objects that run on any of the requested targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keep {
-    pub targets: Vec<Requested>,
+    pub targets: Vec<TargetId>,
 }
 
 /// Whether one code object stays, and why.
@@ -113,31 +297,39 @@ pub enum Verdict {
 }
 
 impl Keep {
-    pub fn new(targets: Vec<Requested>) -> Keep {
+    pub fn new(targets: Vec<TargetId>) -> Keep {
         Keep { targets }
     }
 
-    /// The verdict on a code object of target id `target` (`gfx942:sramecc+:xnack-`).
-    pub fn verdict(&self, target: &str) -> Verdict {
-        let (processor, features) = split_target(target);
-        if processor.ends_with("-generic") && !self.targets.iter().any(|r| r.processor == processor) {
-            return match GENERIC.iter().find(|(g, _)| *g == processor) {
+    /// The verdict on a code object of target ID `target` (`gfx942:sramecc+:xnack-`): a
+    /// [`TargetId`], or the text a bundle entry or a table of contents names it by.
+    pub fn verdict<T: AsRef<str> + ?Sized>(&self, target: &T) -> Verdict {
+        let text = target.as_ref();
+        let processor = processor_of(text);
+        let features: Vec<Feature<'_>> = features_of(text).collect();
+        if processor.ends_with("-generic") && !self.targets.iter().any(|r| r.processor() == processor) {
+            return match generic_covers(processor) {
                 None => Verdict::Unknown,
-                Some((_, covered)) if self.targets.iter().any(|r| runs_with(r, covered, &features)) => Verdict::Runs,
+                Some(covered) if self.targets.iter().any(|r| runs_with(r, covered, &features)) => Verdict::Runs,
                 Some(_) => Verdict::Drop,
             };
         }
         if self.targets.iter().any(|r| runs_with(r, &[processor], &features)) { Verdict::Runs } else { Verdict::Drop }
     }
 
+    /// Whether code of `target` runs on one of the targets: [`Verdict::Runs`].
+    pub fn runs<T: AsRef<str> + ?Sized>(&self, target: &T) -> bool {
+        self.verdict(target) == Verdict::Runs
+    }
+
     /// A keep of every processor LLVM knows: nothing is dropped (what `split` reads).
     pub fn everything() -> Keep {
         let names = (0..=0xff).filter_map(super::mach_name);
-        Keep::new(names.filter_map(|n| Requested::parse(n).ok()).collect())
+        Keep::new(names.map(TargetId::from_code).collect())
     }
 
     /// Whether a code object of `target` is kept.
-    pub fn keeps(&self, target: &str) -> bool {
+    pub fn keeps<T: AsRef<str> + ?Sized>(&self, target: &T) -> bool {
         self.verdict(target) != Verdict::Drop
     }
 }
@@ -183,9 +375,9 @@ pub fn is_runtime_library(file: &str) -> bool {
 pub struct Uncovered {
     pub file: String,
     /// The requested targets it has no code for. Ex) [`gfx950`]
-    pub targets: Vec<String>,
-    /// What its bundles hold, full target ids; empty for bundles emptied of device code.
-    pub has: Vec<String>,
+    pub targets: Vec<TargetId>,
+    /// What its bundles hold, full target IDs; empty for bundles emptied of device code.
+    pub has: Vec<TargetId>,
 }
 
 /// Coverage, judged per binary: every file that carries offload bundles (a runtime's own
@@ -193,23 +385,23 @@ pub struct Uncovered {
 /// same processor, a feature variant, or a generic target that covers it; a generic of unknown
 /// coverage is given the benefit of the doubt). A binary whose bundles were emptied covers
 /// nothing.
-pub fn uncovered(gpu: &[super::GpuCode], requested: &[Requested]) -> Vec<Uncovered> {
-    let mut by_file: std::collections::BTreeMap<&str, Vec<&String>> = std::collections::BTreeMap::new();
+pub fn uncovered(gpu: &[super::GpuCode], requested: &[TargetId]) -> Vec<Uncovered> {
+    let mut by_file: std::collections::BTreeMap<&str, Vec<&TargetId>> = std::collections::BTreeMap::new();
     for code in gpu.iter().filter(|c| c.container.holds_bundles() && !is_runtime_library(&c.file)) {
         by_file.entry(&code.file).or_default().extend(&code.targets);
     }
     let mut out = Vec::new();
     for (file, has) in by_file {
-        let targets: Vec<String> = requested
+        let targets: Vec<TargetId> = requested
             .iter()
             .filter(|r| {
                 let alone = Keep::new(vec![(*r).clone()]);
-                !has.iter().any(|t| alone.verdict(t) != Verdict::Drop)
+                !has.iter().any(|t| alone.keeps(t))
             })
-            .map(|r| r.to_string())
+            .cloned()
             .collect();
         if !targets.is_empty() {
-            let mut has: Vec<String> = has.into_iter().cloned().collect();
+            let mut has: Vec<TargetId> = has.into_iter().cloned().collect();
             has.sort();
             has.dedup();
             out.push(Uncovered { file: file.to_string(), targets, has });
@@ -221,9 +413,9 @@ pub fn uncovered(gpu: &[super::GpuCode], requested: &[Requested]) -> Vec<Uncover
 /// A code object built for one of `processors` with `features` runs on `requested`: the same
 /// processor, and no feature set the other way (`xnack+` code needs XNACK on; code that names no
 /// setting runs either way; a request that names no setting takes every variant).
-fn runs_with(requested: &Requested, processors: &[&str], features: &[(&str, bool)]) -> bool {
-    processors.contains(&requested.processor.as_str())
-        && features.iter().all(|(name, on)| requested.features.iter().all(|(n, o)| n != name || o == on))
+fn runs_with(requested: &TargetId, processors: &[&str], features: &[Feature<'_>]) -> bool {
+    processors.contains(&requested.processor())
+        && features.iter().all(|f| requested.features().all(|r| r.name != f.name || r.on == f.on))
 }
 
 #[cfg(test)]
@@ -231,7 +423,11 @@ mod tests {
     use super::*;
 
     fn keep(targets: &[&str]) -> Keep {
-        Keep::new(targets.iter().map(|t| Requested::parse(t).unwrap()).collect())
+        Keep::new(targets.iter().map(|t| TargetId::parse(t).unwrap()).collect())
+    }
+
+    fn id(text: &str) -> TargetId {
+        TargetId::from_code(text)
     }
 
     #[test]
@@ -249,38 +445,65 @@ mod tests {
     fn same_processor_whatever_its_features() {
         let k = keep(&["gfx90a"]);
         for t in ["gfx90a", "gfx90a:xnack+", "gfx90a:xnack-", "gfx90a:sramecc+:xnack-"] {
-            assert_eq!(k.verdict(t), Verdict::Runs, "{t}");
+            assert_eq!(k.verdict(&id(t)), Verdict::Runs, "{t}");
         }
-        assert_eq!(k.verdict("gfx942"), Verdict::Drop);
-        assert_eq!(k.verdict("gfx90c"), Verdict::Drop);
+        assert_eq!(k.verdict(&id("gfx942")), Verdict::Drop);
+        assert_eq!(k.verdict(&id("gfx90c")), Verdict::Drop);
     }
 
     #[test]
     fn a_feature_request_drops_the_other_setting() {
         let k = keep(&["gfx90a:xnack-"]);
-        assert!(k.keeps("gfx90a"));
-        assert!(k.keeps("gfx90a:xnack-"));
-        assert!(!k.keeps("gfx90a:xnack+"));
+        assert!(k.keeps(&id("gfx90a")));
+        assert!(k.keeps(&id("gfx90a:xnack-")));
+        assert!(!k.keeps(&id("gfx90a:xnack+")));
     }
 
     #[test]
     fn generic_targets_cover_their_processors() {
-        assert!(keep(&["gfx950"]).keeps("gfx9-4-generic"));
-        assert!(keep(&["gfx942"]).keeps("gfx9-4-generic:xnack-"));
-        assert!(!keep(&["gfx90a"]).keeps("gfx9-4-generic"));
-        assert!(keep(&["gfx1151"]).keeps("gfx11-generic"));
-        assert!(!keep(&["gfx1200"]).keeps("gfx11-generic"));
-        assert!(keep(&["gfx1201"]).keeps("gfx12-generic"));
-        assert!(keep(&["gfx9-4-generic"]).keeps("gfx9-4-generic"));
-        assert_eq!(keep(&["gfx942"]).verdict("gfx13-generic"), Verdict::Unknown);
+        assert!(keep(&["gfx950"]).keeps(&id("gfx9-4-generic")));
+        assert!(keep(&["gfx942"]).keeps(&id("gfx9-4-generic:xnack-")));
+        assert!(!keep(&["gfx90a"]).keeps(&id("gfx9-4-generic")));
+        assert!(keep(&["gfx1151"]).keeps(&id("gfx11-generic")));
+        assert!(!keep(&["gfx1200"]).keeps(&id("gfx11-generic")));
+        assert!(keep(&["gfx1201"]).keeps(&id("gfx12-generic")));
+        assert!(keep(&["gfx9-4-generic"]).keeps(&id("gfx9-4-generic")));
+        assert_eq!(keep(&["gfx942"]).verdict(&id("gfx13-generic")), Verdict::Unknown);
     }
 
     #[test]
-    fn requests_are_checked() {
-        assert!(Requested::parse("gfx9999").is_err());
-        assert!(Requested::parse("sm_90").is_err());
-        assert!(Requested::parse("gfx90a:xnack").is_err());
-        assert!(Requested::parse("gfx90a:foo+").is_err());
-        assert_eq!(Requested::parse("GFX90A:xnack+").unwrap().to_string(), "gfx90a:xnack+");
+    fn target_ids_a_person_names_follow_llvm() {
+        assert!(TargetId::parse("gfx9999").is_err());
+        assert!(TargetId::parse("sm_90").is_err());
+        assert!(TargetId::parse("gfx90a:xnack").is_err());
+        assert!(TargetId::parse("gfx90a:foo+").is_err());
+        assert_eq!(TargetId::parse("GFX90A:xnack+").unwrap().as_str(), "gfx90a:xnack+");
+        // LLVM's spelling: features by name.
+        assert_eq!(TargetId::parse("gfx942:xnack-:sramecc+").unwrap().as_str(), "gfx942:sramecc+:xnack-");
+        // One setting per feature, and only features the processor has.
+        assert!(matches!(TargetId::parse("gfx90a:xnack+:xnack-"), Err(TargetError::FeatureTwice { .. })));
+        assert!(matches!(TargetId::parse("gfx1100:xnack+"), Err(TargetError::UnsupportedFeature { .. })));
+        assert!(matches!(TargetId::parse("gfx900:sramecc+"), Err(TargetError::UnsupportedFeature { .. })));
+        assert!(TargetId::parse("gfx1010:xnack-").is_ok());
+    }
+
+    #[test]
+    fn a_target_id_has_a_processor_and_features() {
+        let t = id("gfx942:sramecc+:xnack-");
+        assert_eq!(t.processor(), "gfx942");
+        let features: Vec<(&str, bool)> = t.features().map(|f| (f.name, f.on)).collect();
+        assert_eq!(features, [("sramecc", true), ("xnack", false)]);
+        assert!(t.is_amdgpu() && t.has_features() && !t.is_generic());
+        assert!(!id("sm_90").is_amdgpu());
+        assert!(id("gfx9-4-generic:xnack-").is_generic());
+        assert_eq!(id("gfx90a:xnack+").without_features(), id("gfx90a"));
+    }
+
+    #[test]
+    fn compatible_targets_most_specific_first_as_the_kpack_runtime_tries_them() {
+        let list: Vec<String> =
+            id("gfx942:sramecc+:xnack-").compatible_targets().iter().map(|t| t.to_string()).collect();
+        assert_eq!(list, ["gfx942:sramecc+:xnack-", "gfx942:sramecc+", "gfx942:xnack-", "gfx942"]);
+        assert_eq!(id("gfx1201").compatible_targets(), [id("gfx1201")]);
     }
 }

@@ -11,20 +11,25 @@
 //! [`SplitTo`]); the archives are written as each binary is, and gathered into device wheels
 //! afterwards.
 //!
-//! One file of over 600 lines (about 730 of code, then its tests): the groups, the device
-//! wheels' names and extras, and where each binary's archives go are one plan, each part
-//! naming what the others write.
+//! The device wheels (their names, extras and requirements) are planned in [`devices`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+mod devices;
 
 pub use super::kpack::{ArchivePer, Group, SplitTo};
 use super::thin::{FileCut, ThinChange};
 use super::{Content, NewMember, Plan};
 use crate::analysis::{Analysis, databases};
-use crate::gpu::targets::{Keep, Requested};
+use crate::gpu::TargetId;
 use crate::gpu::{Container, GpuCode};
 use crate::wheel::Wheel;
+pub use devices::{
+    DEFAULT_DEVICE_NAME, DeviceNaming, DeviceWheelPlan, FamilyWheel, GroupBy, check_device_name,
+    check_device_requirement, device_extras, device_filename, device_requirements, device_wheels, family_wheel_name,
+    require_devices, shared_device_wheel, with_device_extras,
+};
 
 /// What a binary's headers say of where its wrappers point ([`WrapperPointers`]): its
 /// `.hip_fatbin` pieces' addresses and its RELA sections, on a 64-bit little-endian machine
@@ -71,58 +76,67 @@ pub struct SplitPlan {
     /// Binaries that have no code at all for some of the groups (as the fat wheel had none):
     /// installed with those extras, they cannot load their kernels there.
     pub uncovered: Vec<crate::gpu::targets::Uncovered>,
+    /// The device wheels to write, each group's then each family directory's.
+    pub devices: Vec<DeviceWheelPlan>,
 }
 
-/// The device wheels' names by default: TheRock's are `amd-{name}-device-{target}`.
-pub const DEFAULT_DEVICE_NAME: &str = "{name}-device-{target}";
-
-/// What one device wheel holds: one processor's code, or a family's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupBy {
-    /// `gfx1100`
-    Target,
-    /// `gfx110x`: gfx1100–gfx1103 (the processor name without its last character)
-    Subfamily,
-    /// `gfx11`: every gfx11 processor (the name without its last two characters)
-    Family,
-}
-
-impl std::str::FromStr for GroupBy {
-    type Err = SettingError;
-
-    /// `target`, `subfamily` or `family`, as `--group-by` and `group-by` write it.
-    fn from_str(text: &str) -> Result<GroupBy, SettingError> {
-        match text {
-            "target" => Ok(GroupBy::Target),
-            "subfamily" => Ok(GroupBy::Subfamily),
-            "family" => Ok(GroupBy::Family),
-            _ => Err(SettingError::GroupBy),
+impl SplitPlan {
+    /// Why the outputs of this split of `wheel` cannot be written under their names, if they
+    /// cannot: a device project that is the host's own, or a file or archive name longer than a
+    /// file system takes (pip could not install it).
+    pub fn name_problem(&self, wheel: &Wheel) -> Option<String> {
+        use crate::output::NAME_MAX;
+        let host = crate::wheel::name::PackageName::new(&wheel.metadata.name);
+        if let Some(d) = self.devices.iter().find(|d| crate::wheel::name::PackageName::new(&d.project) == host) {
+            return Some(format!(
+                "the {} device wheel would be named `{}`, which is the host's own project; choose another --device-name",
+                d.group, d.project
+            ));
         }
-    }
-}
-
-impl std::fmt::Display for GroupBy {
-    /// As `--group-by` writes it.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            GroupBy::Target => "target",
-            GroupBy::Subfamily => "subfamily",
-            GroupBy::Family => "family",
-        })
-    }
-}
-
-impl GroupBy {
-    /// The device wheel a processor's code goes to. Ex) (Subfamily, `gfx1151`) → `gfx115x`;
-    /// a generic processor is its own group.
-    pub fn wheel_of(self, processor: &str) -> String {
-        let digits = processor.strip_prefix("gfx").filter(|_| !processor.ends_with("-generic"));
-        match (self, digits) {
-            (GroupBy::Target, _) | (_, None) => processor.to_string(),
-            (GroupBy::Subfamily, Some(d)) => format!("gfx{}x", &d[..d.len().saturating_sub(1)]),
-            (GroupBy::Family, Some(_)) => crate::plan::kpack::family(processor),
+        let files =
+            std::iter::once(wheel.filename.to_string()).chain(self.devices.iter().map(|d| d.filename.to_string()));
+        for file in files {
+            if file.len() > NAME_MAX {
+                return Some(format!(
+                    "the output file name {file} is {} bytes, more than the {NAME_MAX} a file name may have",
+                    file.len()
+                ));
+            }
         }
+        for binary in &self.binaries {
+            // Per target ID, an archive may be named after any target ID of the binary's code.
+            let targets = self.cut.iter().filter(|c| c.file == binary.member).flat_map(|c| c.dropped.keys());
+            let mut names: Vec<String> = self.groups.clone();
+            names.extend(targets.flat_map(|t| self.groups.iter().map(|g| binary.archive_per.name(g, t.as_str()))));
+            names.sort();
+            names.dedup();
+            for name in &names {
+                let path = binary.archive_path(name);
+                let file = path.rsplit('/').next().unwrap_or(&path);
+                if file.len() > NAME_MAX {
+                    return Some(format!(
+                        "the archive name {file} is {} bytes, more than the {NAME_MAX} a file name may have (pip could not install it); --group NAME gives shorter names",
+                        file.len()
+                    ));
+                }
+            }
+        }
+        None
     }
+}
+
+/// What a split is asked for: the groups of the device wheels, their naming, and where and
+/// how the archives are made.
+#[derive(Debug, Clone, Copy)]
+pub struct SplitOptions<'a> {
+    pub groups: &'a [Group],
+    pub naming: &'a DeviceNaming,
+    /// Whether the binaries lose the space their bundles held.
+    pub compact: bool,
+    pub compression_level: u32,
+    /// Where the archives are made.
+    pub dir: &'a std::path::Path,
+    pub layout: ArchiveLayout<'a>,
 }
 
 /// Why a split setting (a flag, or its `[tool.wheelfix]` key) is refused: a usage error, the
@@ -192,71 +206,11 @@ pub struct SharedArchives<'a> {
     pub root: Option<&'a str>,
 }
 
-/// A requirement every device wheel gains (`--device-requires-dist`, as TheRock's splitter
-/// takes it): PEP 508, by name, `@GFXARCH@` standing for the wheel's processor.
-/// Ex) `rocm-sdk-device-@GFXARCH@==7.1.0`; not `x @ https://…`, `a b`
-pub fn check_device_requirement(text: &str) -> Result<(), SettingError> {
-    use crate::wheel::requirement::{ByNameError, by_name};
-    let filled = text.replace(crate::gpu::kpack::GFXARCH, "gfx942");
-    match by_name(filled.trim()) {
-        Ok(_) => Ok(()),
-        Err(ByNameError::NotPep508(why)) => Err(SettingError::NotPep508 { text: text.to_string(), why }),
-        Err(ByNameError::Url) => Err(SettingError::UrlRequirement(text.to_string())),
-    }
-}
-
-/// The requirements a device wheel of `processors` gains from `asked`: each with `@GFXARCH@`
-/// filled in with its processor; a wheel of several processors (`--group-by family`) gains
-/// only those without `@GFXARCH@`, as TheRock's family wheels do (the per-processor package
-/// a requirement names would be one of several). Ex) `rocm-sdk-device-@GFXARCH@==7.1.0` for
-/// gfx942 → `rocm-sdk-device-gfx942==7.1.0`
-pub fn device_requirements(asked: &[String], processors: &[&str]) -> Vec<String> {
-    let gfxarch = crate::gpu::kpack::GFXARCH;
-    asked
-        .iter()
-        .filter_map(|r| match processors {
-            [processor] => Some(r.replace(gfxarch, processor)),
-            _ => (!r.contains(gfxarch)).then(|| r.clone()),
-        })
-        .collect()
-}
-
-/// A device-name template makes project names: `{target}` in it, nothing pip would refuse.
-pub fn check_device_name(template: &str) -> Result<(), SettingError> {
-    if !template.contains("{target}") {
-        return Err(SettingError::NoTarget(template.to_string()));
-    }
-    let example = template.replace("{name}", "pkg").replace("{target}", "gfx942");
-    if crate::wheel::name::PackageName::parse(&example).is_err() {
-        return Err(SettingError::NotProjectName { template: template.to_string(), example });
-    }
-    Ok(())
-}
-
-/// The device wheel of a family directory's kernel database files (`amd-gfx11xx/`, `gfx120x/`)
-/// where the split writes a wheel per processor: TheRock's packaging chain, in which each
-/// processor's device wheel requires the wheel of its family's shared files, as the host's
-/// extra for the processor does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FamilyWheel {
-    /// Its group name. Ex) `gfx11` (of `gfx11xx`), `gfx120x`
-    pub name: String,
-    /// The split's processors of the family, whose wheels require it. Ex) `gfx1100`, `gfx1151`
-    pub processors: Vec<String>,
-}
-
-/// The group name of a family directory's device wheel: a family (`gfx11xx` → `gfx11`, as
-/// `--group-by family` names it) or a sub-family as it is spelled (`gfx120x`, as `--group-by
-/// subfamily` names it).
-pub fn family_wheel_name(family: &str) -> String {
-    if family.ends_with("xx") { crate::plan::kpack::family(family) } else { family.to_string() }
-}
-
 /// A kernel database file that leaves the host wheel.
 #[derive(Debug, Clone)]
 pub struct DatabaseMove {
     pub member: String,
-    pub target: String,
+    pub target: TargetId,
     /// The group whose device wheel takes it.
     pub group: Option<String>,
     pub size: u64,
@@ -267,21 +221,20 @@ pub struct DatabaseMove {
 /// gfx942, gfx9-4-generic → gfx90a, gfx942
 pub fn all_groups(wheel: &Wheel, analysis: &Analysis) -> Vec<Group> {
     let databases = crate::analysis::databases::in_wheel(wheel);
-    let targets: Vec<&str> = analysis
+    let targets: Vec<&TargetId> = analysis
         .gpu
         .iter()
         .filter(|c| c.container == Container::HipFatbin)
-        .flat_map(|c| c.target_bytes.keys().map(String::as_str))
-        .chain(databases.iter().map(|(_, db)| db.target.as_str()))
+        .flat_map(|c| c.target_bytes.keys())
+        .chain(databases.iter().map(|(_, db)| &db.target))
         .collect();
-    let processor = |t: &str| t.split(':').next().unwrap_or(t).to_string();
-    let mut names: Vec<String> = targets.iter().map(|t| processor(t)).filter(|p| !p.ends_with("-generic")).collect();
+    let mut names: Vec<&str> = targets.iter().filter(|t| !t.is_generic()).map(|t| t.processor()).collect();
     names.sort();
     names.dedup();
     let mut groups: Vec<Group> = names.iter().filter_map(|n| Group::of(n).ok()).collect();
-    for generic in targets.iter().map(|t| processor(t)).filter(|p| p.ends_with("-generic")) {
-        if !groups.iter().any(|g| g.keep.keeps(&generic)) && !groups.iter().any(|g| g.name == generic) {
-            groups.extend(Group::of(&generic).ok());
+    for generic in targets.iter().filter(|t| t.is_generic()).map(|t| t.without_features()) {
+        if !groups.iter().any(|g| g.keep.keeps(&generic)) && !groups.iter().any(|g| g.name == generic.as_str()) {
+            groups.extend(Group::of(generic.as_str()).ok());
         }
     }
     groups
@@ -296,26 +249,16 @@ pub struct ArchiveLayout<'a> {
     pub per: ArchivePer,
 }
 
-/// Plan the split of one wheel into `groups`; archives are made in `dir`, laid out as `layout`
-/// says.
-#[allow(clippy::too_many_arguments)]
-pub fn split(
-    wheel: &Wheel,
-    analysis: &Analysis,
-    groups: &[Group],
-    names: &DeviceNames<'_>,
-    compact: bool,
-    compression_level: u32,
-    dir: &std::path::Path,
-    layout: ArchiveLayout<'_>,
-) -> SplitPlan {
+/// Plan the split of one wheel as `options` ask.
+pub fn split(wheel: &Wheel, analysis: &Analysis, options: &SplitOptions<'_>) -> SplitPlan {
+    let SplitOptions { groups, naming, compact, compression_level, dir, layout } = *options;
     let mut plan = Plan::new(wheel.filename.clone());
     plan.compression_level = compression_level;
     let groups = Arc::new(groups.to_vec());
     let (mut binaries, mut cut, mut left, mut unreadable) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut present: Vec<&Group> = Vec::new();
     // Kernel databases move whole, binaries among them (`libMIOpenCK*_gfx942.so`).
-    let mut databases = database_moves(wheel, &groups, names);
+    let mut databases = database_moves(wheel, &groups, naming);
     for db in &databases {
         plan.remove.insert(db.member.clone());
         let group = db.group.as_ref().and_then(|name| groups.iter().find(|g| g.name == *name));
@@ -360,15 +303,16 @@ pub fn split(
         plan.remove.remove(&member);
     }
     if !binaries.is_empty() || !databases.is_empty() {
-        let extras = device_extras(&processors, &families, names);
+        let extras = device_extras(&wheel.metadata.name, &processors, &families, naming);
         let metadata = with_device_extras(&wheel.metadata_text, &extras, &wheel.metadata.version.text);
         let path = format!("{}/METADATA", wheel.dist_info);
         plan.replace.insert(path, NewMember { content: Content::Bytes(metadata.into_bytes()), mode: None });
     }
-    let requested: Vec<_> = processors.iter().filter_map(|g| Requested::parse(g).ok()).collect();
+    let requested: Vec<_> = processors.iter().filter_map(|g| TargetId::parse(g).ok()).collect();
     let moved: Vec<GpuCode> = analysis.gpu.iter().filter(|c| cut.iter().any(|f| f.file == c.file)).cloned().collect();
     let uncovered = crate::gpu::targets::uncovered(&moved, &requested);
-    SplitPlan { plan, binaries, cut, left, unreadable, groups: processors, databases, families, uncovered }
+    let devices = device_wheels(wheel, &processors, &families, naming);
+    SplitPlan { plan, binaries, cut, left, unreadable, groups: processors, databases, families, uncovered, devices }
 }
 
 /// Where one wheel's split puts its archives, for each binary's plan.
@@ -470,11 +414,10 @@ fn plan_binary(
         member: code.file.clone(),
         compact: if places.compact { ranges.clone() } else { Vec::new() },
         ranges,
-        keep: Keep::new(Vec::new()),
         expected: cut.clone(),
         copy: analysis.bundled_copies.get(&code.file).cloned(),
         copy_shared: false,
-        split: Some(to.clone()),
+        edit: super::thin::BundleEdit::Split(to.clone()),
     };
     BinarySplit::Moves { to, change: Box::new(change), cut }
 }
@@ -525,7 +468,7 @@ fn archive_places(install_path: &str, group: Option<&str>, shared_dir: &str) -> 
 /// processor's code, or to none; a family directory's files (`gfx11xx/`) to the one device wheel
 /// that takes the whole family (`--group-by family`: `gfx11xx` → gfx11; `subfamily`: `gfx120x`
 /// → gfx120x), beside a processor of it that the split has, else they stay in the host.
-fn database_moves(wheel: &Wheel, groups: &[Group], names: &DeviceNames<'_>) -> Vec<DatabaseMove> {
+fn database_moves(wheel: &Wheel, groups: &[Group], naming: &DeviceNaming) -> Vec<DatabaseMove> {
     let mut moves = Vec::new();
     for (member, db) in databases::in_wheel(wheel) {
         let group = groups.iter().find(|g| g.keep.keeps(&db.target));
@@ -540,9 +483,9 @@ fn database_moves(wheel: &Wheel, groups: &[Group], names: &DeviceNames<'_>) -> V
         let Some((_, family)) = wheel.install_path(&member.name).and_then(|p| databases::family_database(&p)) else {
             continue;
         };
-        let family_wheel = (names.wheel_of)(&family);
+        let family_wheel = naming.wheel_of(&family);
         let whole =
-            groups.iter().find(|g| databases::in_family(&g.name, &family) && (names.wheel_of)(&g.name) == family_wheel);
+            groups.iter().find(|g| databases::in_family(&g.name, &family) && naming.wheel_of(&g.name) == family_wheel);
         let group = match whole {
             Some(g) => g.name.clone(),
             // No one group's wheel takes the family: its own wheel does, if a processor of it is
@@ -552,7 +495,7 @@ fn database_moves(wheel: &Wheel, groups: &[Group], names: &DeviceNames<'_>) -> V
         };
         moves.push(DatabaseMove {
             member: member.name.to_string(),
-            target: family,
+            target: TargetId::from_code(family),
             group: Some(group),
             size: member.size,
         });
@@ -572,7 +515,8 @@ fn family_wheels(
     let (mut families, mut stay) = (Vec::<FamilyWheel>::new(), Vec::new());
     moves.retain(|db| {
         let Some(name) = db.group.as_deref().filter(|g| !groups.iter().any(|x| x.name == *g)) else { return true };
-        let processors: Vec<String> = present.iter().filter(|p| databases::in_family(p, &db.target)).cloned().collect();
+        let processors: Vec<String> =
+            present.iter().filter(|p| databases::in_family(p, db.target.as_str())).cloned().collect();
         if processors.is_empty() {
             stay.push(db.member.clone());
             return false;
@@ -613,166 +557,15 @@ fn common_dir(a: &str, b: &str) -> String {
     common.join("/")
 }
 
-/// The host's extras: one per processor (`device-gfx1100`), and one per device wheel that holds
-/// several (`device-gfx110x`), each naming the device project of its wheel group; an extra of a
-/// processor of a family wheel (or of a group of them) names that wheel too.
-pub fn device_extras(
-    processors: &[String],
-    families: &[FamilyWheel],
-    names: &DeviceNames<'_>,
-) -> Vec<(String, String)> {
-    let mut extras: Vec<(String, String)> =
-        processors.iter().map(|p| (p.clone(), (names.project)(&(names.wheel_of)(p)))).collect();
-    for p in processors {
-        let group = (names.wheel_of)(p);
-        if !extras.iter().any(|(name, _)| *name == group) {
-            extras.push((group.clone(), (names.project)(&group)));
-        }
-    }
-    for family in families {
-        let project = (names.project)(&family.name);
-        for p in &family.processors {
-            for extra in [p.clone(), (names.wheel_of)(p)] {
-                if !extras.iter().any(|(name, pr)| *name == extra && *pr == project) {
-                    extras.push((extra, project.clone()));
-                }
-            }
-        }
-    }
-    extras
-}
-
-/// `--require-devices`, the backwards-compatible host: its METADATA also requires every device
-/// wheel at exactly its version with no marker, so that `pip install <host>` installs all the
-/// device code the fat wheel held (the extras stay, and name the same wheels).
-pub fn require_devices(split: &mut SplitPlan, wheel: &Wheel, names: &DeviceNames<'_>) {
-    let path = format!("{}/METADATA", wheel.dist_info);
-    let Some(NewMember { content: Content::Bytes(bytes), .. }) = split.plan.replace.get_mut(&path) else { return };
-    let mut projects: Vec<String> = Vec::new();
-    for (_, project) in device_extras(&split.groups, &split.families, names) {
-        if !projects.contains(&project) {
-            projects.push(project);
-        }
-    }
-    let version = &wheel.metadata.version.text;
-    let lines: String = projects.iter().map(|p| format!("Requires-Dist: {p}=={version}\n")).collect();
-    let text = String::from_utf8_lossy(bytes);
-    let updated = match text.find("\n\n") {
-        Some(i) => format!("{}{lines}{}", &text[..i + 1], &text[i + 1..]),
-        None => format!("{}{}{lines}", text, if text.ends_with('\n') || text.is_empty() { "" } else { "\n" }),
-    };
-    *bytes = updated.into_bytes();
-}
-
-/// How device wheels are named: the wheel group a processor's code goes to (itself, or its
-/// family: `gfx1100` → `gfx110x`), and a group's project name.
-pub struct DeviceNames<'a> {
-    pub wheel_of: &'a dyn Fn(&str) -> String,
-    pub project: &'a dyn Fn(&str) -> String,
-}
-
-/// METADATA with the extras `device-<name>`, each requiring its device wheel at exactly
-/// `version` (`extras`: extra name → device project; several extras may bring one wheel, a
-/// family's), and `device-all` requiring every device wheel once; the new header lines go after
-/// the others, before the description. Extras of those names already declared are left out (a
-/// host split before).
-pub fn with_device_extras(metadata: &str, extras: &[(String, String)], version: &str) -> String {
-    let mut lines = String::new();
-    let declared = |extra: &str| {
-        metadata.lines().take_while(|l| !l.is_empty()).any(|l| {
-            l.split_once(':').is_some_and(|(k, v)| k.eq_ignore_ascii_case("Provides-Extra") && v.trim() == extra)
-        })
-    };
-    let mut projects: Vec<&str> = Vec::new();
-    let mut names: Vec<&str> = Vec::new();
-    for (name, project) in extras {
-        if !projects.contains(&project.as_str()) {
-            projects.push(project);
-        }
-        if !names.contains(&name.as_str()) {
-            names.push(name);
-        }
-    }
-    // An extra may bring several wheels (a processor's and its family's): declared once.
-    for name in names {
-        let extra = format!("device-{name}");
-        if declared(&extra) {
-            continue;
-        }
-        lines.push_str(&format!("Provides-Extra: {extra}\n"));
-        for (_, project) in extras.iter().filter(|(n, _)| n == name) {
-            lines.push_str(&format!("Requires-Dist: {project}=={version}; extra == \"{extra}\"\n"));
-        }
-    }
-    if !projects.is_empty() && !declared("device-all") {
-        lines.push_str("Provides-Extra: device-all\n");
-        for project in projects {
-            lines.push_str(&format!("Requires-Dist: {project}=={version}; extra == \"device-all\"\n"));
-        }
-    }
-    // Headers end at the first empty line; the body after it is the description.
-    let (head, body) = match metadata.find("\n\n") {
-        Some(i) => (&metadata[..i + 1], &metadata[i + 1..]),
-        None if metadata.ends_with('\n') || metadata.is_empty() => (metadata, ""),
-        None => return format!("{metadata}\n{lines}"),
-    };
-    format!("{head}{lines}{body}")
-}
-
-/// The plan that makes one device wheel serve every Python version: the same members, named
-/// and tagged `py3-none-<platform>` (every platform tag kept). The device code of a processor
-/// is the same bytes whichever Python its host was built for; the hosts pin the device wheel by
-/// version alone, so one file meets every host's extra.
-pub fn shared_device_wheel(wheel: &Wheel) -> Plan {
-    let filename = crate::wheel::WheelFilename {
-        python_tags: vec!["py3".to_string()],
-        abi_tags: vec!["none".to_string()],
-        ..wheel.filename.clone()
-    };
-    let mut plan = Plan::new(filename);
-    let lines: Vec<String> = wheel.filename.platform_tags.iter().map(|p| format!("py3-none-{p}")).collect();
-    plan.replace.insert(
-        format!("{}/WHEEL", wheel.dist_info),
-        NewMember::new(wheel.wheel_info.with_tags(&lines, None).into_bytes(), None),
-    );
-    plan
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_family_wheel_comes_with_its_processors_extras_and_device_all() {
-        let project = |g: &str| format!("k-device-{g}");
-        let families = vec![FamilyWheel { name: "gfx11".into(), processors: vec!["gfx1100".into(), "gfx1151".into()] }];
-        let processors: Vec<String> = ["gfx942", "gfx1100", "gfx1151"].iter().map(|p| p.to_string()).collect();
-        // A wheel per processor: each gfx11 processor's extra brings its wheel and the family's.
-        let per_target = |p: &str| GroupBy::Target.wheel_of(p);
-        let names = DeviceNames { wheel_of: &per_target, project: &project };
-        let out = with_device_extras("Name: k\n", &device_extras(&processors, &families, &names), "1");
-        for (extra, wheel) in [("gfx1100", "gfx1100"), ("gfx1100", "gfx11"), ("gfx1151", "gfx11"), ("all", "gfx11")] {
-            let line = format!("Requires-Dist: k-device-{wheel}==1; extra == \"device-{extra}\"\n");
-            assert!(out.contains(&line), "{line}{out}");
-        }
-        assert!(!out.contains("k-device-gfx11==1; extra == \"device-gfx942\""), "{out}");
-        assert_eq!(out.matches("Provides-Extra: device-gfx1100\n").count(), 1, "{out}");
-        assert_eq!(out.matches("k-device-gfx11==1; extra == \"device-all\"").count(), 1, "{out}");
-        // A wheel per sub-family: the groups' extras bring the family's wheel too.
-        let per_subfamily = |p: &str| GroupBy::Subfamily.wheel_of(p);
-        let names = DeviceNames { wheel_of: &per_subfamily, project: &project };
-        let out = with_device_extras("Name: k\n", &device_extras(&processors, &families, &names), "1");
-        for extra in ["gfx1100", "gfx110x", "gfx1151", "gfx115x"] {
-            let line = format!("Requires-Dist: k-device-gfx11==1; extra == \"device-{extra}\"\n");
-            assert!(out.contains(&line), "{line}{out}");
-        }
-    }
-
-    #[test]
     fn family_directories_go_to_a_family_wheel_only_when_a_processor_of_it_is_split_out() {
         let moved = |member: &str, target: &str, group: &str| DatabaseMove {
             member: member.into(),
-            target: target.into(),
+            target: TargetId::from_code(target),
             group: Some(group.into()),
             size: 1,
         };
@@ -788,30 +581,5 @@ mod tests {
         assert_eq!(stay, ["a/amd-gfx120x/k"], "no gfx12 processor: its files stay in the host");
         assert_eq!(moves.iter().map(|m| m.member.as_str()).collect::<Vec<_>>(), ["a/amd-gfx11xx/k", "a/lib_gfx942.co"]);
         assert_eq!((family_wheel_name("gfx11xx"), family_wheel_name("gfx120x")), ("gfx11".into(), "gfx120x".into()));
-    }
-
-    #[test]
-    fn extras_go_after_the_headers_and_before_the_description() {
-        let pairs = |gs: &[&str]| -> Vec<(String, String)> {
-            gs.iter().map(|g| (g.to_string(), format!("k-device-{g}"))).collect()
-        };
-        let text = "Metadata-Version: 2.1\nName: k\nVersion: 1.0\n\nThe description.\n";
-        let out = with_device_extras(text, &pairs(&["gfx942", "gfx950"]), "1.0");
-        assert_eq!(
-            out,
-            "Metadata-Version: 2.1\nName: k\nVersion: 1.0\nProvides-Extra: device-gfx942\nRequires-Dist: k-device-gfx942==1.0; extra == \"device-gfx942\"\nProvides-Extra: device-gfx950\nRequires-Dist: k-device-gfx950==1.0; extra == \"device-gfx950\"\nProvides-Extra: device-all\nRequires-Dist: k-device-gfx942==1.0; extra == \"device-all\"\nRequires-Dist: k-device-gfx950==1.0; extra == \"device-all\"\n\nThe description.\n"
-        );
-        let again = with_device_extras(&out, &pairs(&["gfx942", "gfx950"]), "1.0");
-        assert_eq!(again, out, "a second split declares nothing twice");
-        assert!(with_device_extras("Name: k\n", &pairs(&["gfx942"]), "1").ends_with("extra == \"device-all\"\n"));
-        // A family's wheel: one per family in device-all, whatever the extras naming it.
-        let family = vec![
-            ("gfx1100".to_string(), "k-device-gfx110x".to_string()),
-            ("gfx1101".to_string(), "k-device-gfx110x".to_string()),
-            ("gfx110x".to_string(), "k-device-gfx110x".to_string()),
-        ];
-        let out = with_device_extras("Name: k\n", &family, "1");
-        assert_eq!(out.matches("extra == \"device-all\"").count(), 1, "{out}");
-        assert!(out.contains("Requires-Dist: k-device-gfx110x==1; extra == \"device-gfx1101\"\n"), "{out}");
     }
 }
