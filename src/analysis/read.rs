@@ -225,7 +225,9 @@ fn stream_hashing(
 
 /// Stream a member from its start until every range of `ranges` has passed, keeping them in
 /// `kept`; what follows the last one is never inflated.
-fn stream_ranges(wheel: &Wheel, member: &Member, ranges: &[Range], kept: &mut Kept) -> Result<(), WheelError> {
+/// Stream `member` as far as the last of `ranges` and keep them; returns how many bytes of it
+/// were inflated.
+fn stream_ranges(wheel: &Wheel, member: &Member, ranges: &[Range], kept: &mut Kept) -> Result<u64, WheelError> {
     use std::io::Read;
     let stop = ranges.iter().map(|(o, s)| o.saturating_add(*s)).max().unwrap_or(0).min(member.size);
     let mut reader = wheel.archive.zip.stream(member)?;
@@ -241,7 +243,7 @@ fn stream_ranges(wheel: &Wheel, member: &Member, ranges: &[Range], kept: &mut Ke
         keep_chunk(&mut wanted, &mut Fixed, pos, &chunk[..n], kept);
         pos += n as u64;
     }
-    Ok(())
+    Ok(pos)
 }
 
 /// A stream's error as the archive's error naming the member (once).
@@ -499,7 +501,8 @@ impl<'b> Streamed<'b> {
         // One permit at a time (the budget's rule): what stays, the stream and the new ranges.
         drop(held);
         let permit = budget.take(size + STREAM_COST);
-        stream_ranges(wheel, member, &wanted, &mut kept)?;
+        let inflated = stream_ranges(wheel, member, &wanted, &mut kept)?;
+        crate::debug!("member `{}`: pass {} inflated {inflated} of its {} bytes", member.name, passes + 1, member.size);
         permit.shrink_to(size);
         Ok(Some(Streamed { kept, hits, digest, passes: passes + 1, _permit: permit }))
     }

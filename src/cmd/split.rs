@@ -18,6 +18,7 @@ use super::write::{Destination, Placement, place};
 use super::{Common, Output, WheelFailed, display_name};
 use crate::analysis::CopyRoom;
 use crate::gpu::kpack::ArchiveWriter;
+use crate::gpu::resolve::Lookup;
 use crate::gpu::targets::Keep;
 use crate::output::{OutputKey, TempDir, publish_set};
 use crate::plan::split::{
@@ -34,6 +35,7 @@ use crate::settings::Settings;
 use crate::wheel::WheelFilename;
 use crate::wheel::name::PackageName;
 use crate::writer::new_wheel::NewWheel;
+use crate::writer::proof::Proven;
 use crate::writer::thin::ThinOutcome;
 use crate::zip::Spilled;
 use crate::{parallel, wheel};
@@ -530,7 +532,7 @@ fn write_one(examined: &Examined, plan: &SplitPlan, settings: &Settings, at: Sta
 struct DeviceInput<'p> {
     device: &'p DeviceWheelPlan,
     /// (member path, archive) of every binary's own finished archive for a processor.
-    finished: Vec<(String, Arc<Spilled>)>,
+    finished: Vec<(String, Proven)>,
     /// `--group`: per archive name (`gfx942`, or a target id), each binary's unfinished part,
     /// in the binaries' order.
     parts: BTreeMap<String, Vec<(&'p SplitTo, ArchiveWriter)>>,
@@ -558,6 +560,38 @@ impl<'p> DeviceInput<'p> {
     }
 }
 
+/// Every code object a device wheel's archives hold for its processors is found by the kpack
+/// runtime's lookup from its binary's marker ([`crate::writer::proof::prove_lookups`]); else
+/// the wheel is not written.
+fn prove_lookups(
+    wheel: &wheel::Wheel,
+    plan: &SplitPlan,
+    device: &DeviceWheelPlan,
+    archives: &[(String, Proven)],
+) -> Result<(), Error> {
+    let markers: Vec<(String, &SplitTo, Vec<String>)> = plan
+        .binaries
+        .iter()
+        .filter_map(|to| {
+            let (_, search_paths) = crate::gpu::kpack::read_marker(&to.marker)?;
+            Some((wheel.install_path(&to.member)?, to.as_ref(), search_paths))
+        })
+        .collect();
+    let lookups: Vec<Lookup<'_>> = markers
+        .iter()
+        .map(|(binary, to, search_paths)| Lookup { binary, kernel_name: &to.kernel_name, search_paths })
+        .collect();
+    let tocs: BTreeMap<&str, &crate::gpu::resolve::Toc> = archives.iter().map(|(p, a)| (p.as_str(), &a.toc)).collect();
+    crate::writer::proof::prove_lookups(&lookups, &device.processors, &tocs).map_err(|problems| Error::Unsplittable {
+        file: wheel.filename.to_string(),
+        problem: format!(
+            "the {} device wheel's code objects are not where the split host's markers lead the runtime: {}",
+            device.group,
+            problems.join("; ")
+        ),
+    })
+}
+
 /// The archive of name `name` (`gfx942`, or a target id) the wheel's binaries share
 /// (`--group`): every binary's code objects (`parts`, in the binaries' order) under one table
 /// of contents; `None` without code for it.
@@ -565,7 +599,7 @@ fn shared_archive(
     name: &str,
     mut parts: Vec<(&SplitTo, ArchiveWriter)>,
     dir: &Path,
-) -> std::io::Result<Option<(String, Arc<Spilled>)>> {
+) -> std::io::Result<Option<(String, Proven)>> {
     let Some((first, _)) = parts.first() else { return Ok(None) };
     let (path, group) = (first.archive_path(name), first.shared.clone().unwrap_or_default());
     let family = first.archive_per.family(name);
@@ -584,8 +618,7 @@ fn shared_archive(
     };
     let expected = archive.expected();
     let file = archive.finish(&group, &family)?;
-    let stored = crate::writer::proof::proven_archive(file, &expected, &path, name)?;
-    Ok(Some((path, Arc::new(stored))))
+    Ok(Some((path.clone(), crate::writer::proof::proven_archive(file, &expected, &path, name)?)))
 }
 
 /// Write one device wheel as its plan says: its archives from every binary, stored (zstd
@@ -600,13 +633,15 @@ fn write_device(
         |what: &str, e: std::io::Error| Error::CreateDir { path: format!("{} ({what})", dir.display()), source: e };
     let DeviceInput { device, finished, parts } = input;
     let (group, processors) = (&device.group, &device.processors);
-    let mut spilled = finished;
+    let mut proven = finished;
     for (name, parts) in parts {
         if let Some(shared) = shared_archive(&name, parts, dir).map_err(|e| io("archives", e))? {
-            spilled.push(shared);
+            proven.push(shared);
         }
     }
-    let archives = spilled.len();
+    prove_lookups(wheel, plan, device, &proven)?;
+    let archives = proven.len();
+    let mut spilled: Vec<(String, Arc<Spilled>)> = proven.into_iter().map(|(path, p)| (path, p.stored)).collect();
     let databases: Vec<_> = plan
         .databases
         .iter()

@@ -13,9 +13,11 @@ use std::os::unix::fs::FileExt;
 
 use crate::zip::{Spilled, write::StoredDigest};
 
+use crate::gpu::TargetId;
 use crate::gpu::bundle_read;
 use crate::gpu::kpack::{Expected, Object};
 use crate::gpu::kpack_read::{self, ArchiveProblem};
+use crate::gpu::resolve::{Lookup, Toc};
 
 /// Why an archive is not what was put into it.
 #[derive(Debug, thiserror::Error)]
@@ -91,10 +93,66 @@ pub fn prove_thinned(
 
 /// Prove the finished archive `file` (of `binary`, for `group`) holds exactly `expected`, and
 /// make it a stored member whose CRC-32 and SHA-256 are taken from the proof's own reads.
-pub fn proven_archive(file: File, expected: &[Expected], binary: &str, group: &str) -> std::io::Result<Spilled> {
+pub fn proven_archive(file: File, expected: &[Expected], binary: &str, group: &str) -> std::io::Result<Proven> {
     let digest = std::cell::RefCell::new(StoredDigest::default());
-    prove_archive(&file, expected, binary, group, &digest).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Spilled::stored_after(file, digest.into_inner())
+    let toc =
+        prove_archive(&file, expected, binary, group, &digest).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let stored = std::sync::Arc::new(Spilled::stored_after(file, digest.into_inner())?);
+    Ok(Proven { stored, toc })
+}
+
+/// An archive proven: the file to store, and its table of contents as the proof read it back
+/// (what the runtime's lookup will find in it).
+#[derive(Debug, Clone)]
+pub struct Proven {
+    pub stored: std::sync::Arc<Spilled>,
+    pub toc: Toc,
+}
+
+/// Prove that every code object the archives of one device wheel hold for its processors is
+/// found by the kpack runtime's lookup ([`crate::gpu::resolve`]) from the host binary's marker,
+/// as each binary's search paths lead to the archives' install paths (`archives`: install path
+/// → the table of contents the proof read back): the layout the split chose, judged by the
+/// runtime's rules rather than by the choice itself. Returns what is not found.
+pub fn prove_lookups(
+    binaries: &[Lookup<'_>],
+    processors: &[String],
+    archives: &BTreeMap<&str, &Toc>,
+) -> Result<(), Vec<String>> {
+    let mut problems = Vec::new();
+    let toc_at = |path: &str| archives.get(path).copied();
+    for lookup in binaries {
+        let prefix = format!("{}#", lookup.kernel_name);
+        for processor in processors {
+            let modes = crate::gpu::resolve::device_modes(processor);
+            let for_processor = |t: &TargetId| {
+                t.processor() == processor
+                    || crate::gpu::targets::generic_covers(t.processor())
+                        .is_some_and(|c| c.contains(&processor.as_str()))
+            };
+            // Every wrapper some archive of the wheel holds code for this processor under.
+            let mut keys: Vec<&str> = archives
+                .values()
+                .flat_map(|toc| toc.iter())
+                .filter(|(key, targets)| key.starts_with(&prefix) && targets.iter().any(for_processor))
+                .map(|(key, _)| key.as_str())
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            for key in keys {
+                let Some(index) = key[prefix.len()..].parse::<usize>().ok() else { continue };
+                let found = modes.iter().any(|mode| lookup.resolve(index, mode, toc_at).found());
+                if !found {
+                    problems.push(format!(
+                        "{key} for {processor}: the runtime's lookup from {} ({}) does not find it",
+                        lookup.binary,
+                        lookup.search_paths.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
 }
 
 /// A binary's archives being finished, proven ([`proven_archive`]) and hashed as members to
@@ -109,7 +167,7 @@ pub struct ProvingArchives {
 }
 
 /// An archive's name and its proven file, or why not.
-type ProvenArchive = std::io::Result<(String, std::sync::Arc<Spilled>)>;
+type ProvenArchive = std::io::Result<(String, Proven)>;
 
 /// An archive to finish and prove: its name, its family (the table's), its writer.
 pub type ArchiveToProve = (String, String, crate::gpu::kpack::ArchiveWriter);
@@ -129,8 +187,7 @@ impl ProvingArchives {
             let one = move |(name, family, writer): ArchiveToProve| -> ProvenArchive {
                 let expected = writer.expected();
                 let file = writer.finish(&kernel_name, &family)?;
-                let stored = proven_archive(file, &expected, &binary, &name)?;
-                Ok((name, std::sync::Arc::new(stored)))
+                Ok((name.clone(), proven_archive(file, &expected, &binary, &name)?))
             };
             let job = std::thread::Builder::new()
                 .name("archive proof".into())
@@ -141,7 +198,7 @@ impl ProvingArchives {
     }
 
     /// Every archive, finished and proven, by name; the first failure otherwise.
-    pub fn wait(mut self) -> std::io::Result<BTreeMap<String, std::sync::Arc<Spilled>>> {
+    pub fn wait(mut self) -> std::io::Result<BTreeMap<String, Proven>> {
         let mut finished = BTreeMap::new();
         let mut failed = None;
         for job in std::mem::take(&mut self.jobs) {
@@ -175,7 +232,7 @@ fn prove_archive(
     binary: &str,
     group: &str,
     digest: &std::cell::RefCell<StoredDigest>,
-) -> Result<(), ProofError> {
+) -> Result<Toc, ProofError> {
     let fail = |problems: Vec<String>| ProofError { binary: binary.to_string(), group: group.to_string(), problems };
     let len = file.metadata().map_err(|e| fail(vec![format!("cannot read it back: {e}")]))?.len();
     if damage_hook_set() {
@@ -215,7 +272,14 @@ fn prove_archive(
     for ((key, target), _) in wanted {
         problems.push(format!("{key} for {target}: missing"));
     }
-    if problems.is_empty() { Ok(()) } else { Err(fail(problems)) }
+    if !problems.is_empty() {
+        return Err(fail(problems));
+    }
+    let mut toc = Toc::new();
+    for o in read.objects {
+        toc.entry(o.key).or_default().push(TargetId::from_code(o.target));
+    }
+    Ok(toc)
 }
 
 /// Flip one byte in the middle of the archive's first frame (the test hook).
@@ -228,4 +292,30 @@ fn damage_first_frame(file: &File) -> std::io::Result<()> {
     file.read_exact_at(&mut byte, at)?;
     byte[0] ^= 0x5a;
     file.write_all_at(&byte, at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toc(entries: &[(&str, &[&str])]) -> Toc {
+        entries.iter().map(|(k, ts)| (k.to_string(), ts.iter().map(|t| TargetId::from_code(*t)).collect())).collect()
+    }
+
+    #[test]
+    fn every_code_object_of_a_device_wheel_is_found_from_its_hosts_marker() {
+        let search = vec!["../.kpack/k.so_@GFXARCH@.kpack".to_string()];
+        let lookup = Lookup { binary: "p/lib/k.so", kernel_name: "p/lib/k.so", search_paths: &search };
+        let both = toc(&[("p/lib/k.so#0", &["gfx942:sramecc+:xnack-"]), ("p/lib/k.so#1", &["gfx9-4-generic"])]);
+        let at_the_marker = BTreeMap::from([("p/.kpack/k.so_gfx942.kpack", &both)]);
+        assert_eq!(prove_lookups(&[lookup], &["gfx942".to_string()], &at_the_marker), Ok(()));
+        // The same archive one directory off: nothing is found, and each key is named.
+        let elsewhere = BTreeMap::from([("p/lib/.kpack/k.so_gfx942.kpack", &both)]);
+        let problems = prove_lookups(&[lookup], &["gfx942".to_string()], &elsewhere).unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("p/lib/k.so#0 for gfx942"), "{problems:?}");
+        // Code filed under another processor's archive name is not found for this one.
+        let misnamed = BTreeMap::from([("p/.kpack/k.so_gfx950.kpack", &both)]);
+        assert!(prove_lookups(&[lookup], &["gfx942".to_string()], &misnamed).is_err());
+    }
 }

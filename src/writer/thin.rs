@@ -11,7 +11,6 @@
 
 use std::io::BufWriter;
 use std::path::Path;
-use std::sync::Arc;
 
 use super::WriteError;
 use std::collections::BTreeMap;
@@ -38,7 +37,7 @@ const MIN_REUSED_RUN: u64 = 64 << 10;
 #[derive(Default)]
 pub struct ThinOutcome {
     /// `split`: the binary's archives by name (`gfx942`, or a target id: [`crate::plan::kpack::ArchivePer::name`]), finished and proven (without `--group`).
-    pub archives: BTreeMap<String, Arc<Spilled>>,
+    pub archives: BTreeMap<String, super::proof::Proven>,
     /// `split --group`: the binary's archives by name, left unfinished for the device wheels
     /// to merge with the other binaries'.
     pub unfinished: BTreeMap<String, ArchiveWriter>,

@@ -147,6 +147,13 @@ fn a_second_pass_stops_after_the_ranges_it_was_for() {
     let whole = wheelfix_env(d, &["show", "--json", "--memory", "4G", wheel], &env);
     assert!(streamed.status.success(), "{}", stderr(&streamed));
     assert!(stderr(&streamed).contains("streamed again (pass 2)"), "{}", stderr(&streamed));
+    // It stopped: of the library's bytes, the second pass inflated none of the filler after the
+    // kpack reference.
+    let log = stderr(&streamed);
+    let line = log.lines().find(|l| l.contains("pass 2 inflated")).unwrap_or_else(|| panic!("{log}"));
+    let numbers: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let [_, inflated, size] = numbers[..] else { panic!("{line}") };
+    assert!(inflated + (16 << 20) <= size, "the second pass went on past its ranges: {line}");
     assert_eq!(stdout(&streamed), stdout(&whole));
     assert!(stdout(&whole).contains("kpack"), "{}", stdout(&whole));
     // `retag` reads no device code: the one pass gives the facts it needs (the GPU reader's

@@ -121,16 +121,17 @@ fn symbol_tag_agrees_with_auditwheel_on_its_own_test_wheels() {
     assert!(agree >= 20, "only {agree} comparable wheels");
 }
 
-/// Opt-in: `WHEELFIX_REAL_WHEELS=/path/to/wheels cargo test --test it parity::real_wheels -- --ignored`.
+/// Opt-in: `WHEELFIX_REAL_WHEELS=/path/to/wheels cargo test --test it parity::symbol_tag_agrees_with_auditwheel_on_real_wheels -- --ignored`.
+/// Fails when the directory holds no wheel, or when auditwheel judges none of them.
 #[test]
 #[ignore = "needs a directory of downloaded wheels; set WHEELFIX_REAL_WHEELS"]
 fn symbol_tag_agrees_with_auditwheel_on_real_wheels() {
-    let dir = std::env::var("WHEELFIX_REAL_WHEELS").expect("set WHEELFIX_REAL_WHEELS to a directory of wheels");
+    let (_, wheels) = support::opt_in_wheels("WHEELFIX_REAL_WHEELS", "a directory of downloaded wheels");
     let tmp = tempfile::tempdir().unwrap();
-    let wheels = wheels_in(Path::new(&dir));
     let (agree, differ, refused) = compare(tmp.path(), &wheels);
     eprintln!("real wheels: {agree} agree; auditwheel refused {}: {refused:?}", refused.len());
     assert!(differ.is_empty(), "disagreements:\n{}", differ.join("\n"));
+    assert!(agree > 0, "auditwheel judged none of the {} wheels: nothing was compared", wheels.len());
 }
 
 /// `auditwheel show --json` on `wheel`: its stdout, when it printed a document.

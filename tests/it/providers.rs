@@ -273,8 +273,9 @@ fn the_driver_list_and_its_switch() {
 #[test]
 #[ignore = "needs torch and its nvidia wheels (GBs of downloads); set WHEELFIX_TORCH_WHEEL and WHEELFIX_TORCH_DEPS"]
 fn torch_with_its_nvidia_wheels() {
-    let torch = std::env::var("WHEELFIX_TORCH_WHEEL").expect("set WHEELFIX_TORCH_WHEEL to a torch wheel");
-    let deps = std::env::var("WHEELFIX_TORCH_DEPS").expect("set WHEELFIX_TORCH_DEPS to its nvidia wheels' directory");
+    let torch = support::opt_in_file("WHEELFIX_TORCH_WHEEL", "a torch wheel");
+    let (deps, _) = support::opt_in_wheels("WHEELFIX_TORCH_DEPS", "its nvidia wheels' directory");
+    let deps = deps.to_string_lossy().into_owned();
     let dir = tempfile::tempdir().unwrap();
     let start = std::time::Instant::now();
     let shown = show_report(dir.path(), Path::new(&torch), &["--with-wheels", &deps]);

@@ -18,7 +18,7 @@ use wheelfix::gpu::TargetId;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use support::python::assert_true_record;
 use support::{show_report, stderr, stdout, wheelfix};
@@ -96,16 +96,7 @@ const REPAIR_REFUSALS: &[&str] = &[
 #[test]
 #[ignore = "needs the real-wheel sweep downloaded (benches/sweep/fetch.py); set WHEELFIX_SWEEP_DIR"]
 fn every_command_on_real_wheels() {
-    let dir = std::env::var_os("WHEELFIX_SWEEP_DIR")
-        .map(PathBuf::from)
-        .expect("set WHEELFIX_SWEEP_DIR to the sweep's wheels");
-    let mut wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
-        .collect();
-    wheels.sort();
-    assert!(!wheels.is_empty(), "no wheels in {}", dir.display());
+    let (dir, wheels) = support::opt_in_wheels("WHEELFIX_SWEEP_DIR", "the sweep's wheels (benches/sweep/fetch.py)");
     let before: Vec<_> = wheels.iter().map(|w| fingerprint(w)).collect();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();

@@ -199,3 +199,35 @@ pub fn read_member(wheel: &Path, name: &str) -> Vec<u8> {
 pub fn html_text(text: &str) -> String {
     text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
 }
+
+/// The wheels of an opt-in test: the directory the environment variable `var` names, and every
+/// `.whl` under it. A test that is run has its input: an unset variable, a path that is no
+/// directory, or a directory without a wheel fails it (it never passes having compared
+/// nothing), naming the variable and what to set it to.
+pub fn opt_in_wheels(var: &str, what: &str) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    let dir = std::env::var_os(var).unwrap_or_else(|| panic!("set {var} to {what}"));
+    let dir = std::path::PathBuf::from(dir);
+    assert!(dir.is_dir(), "{var}={}: not a directory; set it to {what}", dir.display());
+    let mut wheels = Vec::new();
+    let mut dirs = vec![dir.clone()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{var}: {}: {e}", d.display())).flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "whl") {
+                wheels.push(path);
+            }
+        }
+    }
+    wheels.sort();
+    assert!(!wheels.is_empty(), "{var}={}: no wheel in it; set it to {what}", dir.display());
+    (dir, wheels)
+}
+
+/// A file an opt-in test reads, named by the environment variable `var`: it must exist.
+pub fn opt_in_file(var: &str, what: &str) -> std::path::PathBuf {
+    let path = std::path::PathBuf::from(std::env::var_os(var).unwrap_or_else(|| panic!("set {var} to {what}")));
+    assert!(path.exists(), "{var}={}: no such file; set it to {what}", path.display());
+    path
+}
