@@ -35,12 +35,8 @@ pub enum UsageError {
     GpuTarget(#[from] crate::policy::gpus::GpuTargetError),
     #[error(transparent)]
     Split(#[from] crate::plan::split::SettingError),
-    #[error("{command} needs --gpu-target{}: {what}", if *repeatable { " (repeatable) or --all-targets" } else { " (or gpu-targets in [tool.wheelfix])" })]
-    NoTargets { command: &'static str, repeatable: bool, what: &'static str },
-    #[error("give --gpu-target or --all-targets, not both")]
-    TargetsAndAll,
-    #[error("`{0}`: a variant is a processor (its xnack/sramecc code goes in the same wheel); name the processor")]
-    VariantTargetId(String),
+    #[error(transparent)]
+    Targets(#[from] pipeline::TargetsError),
     #[error("give --provider amd or --static-gpu-target, not both")]
     ProviderAndStatic,
     #[error(transparent)]

@@ -158,3 +158,159 @@ pub fn refuse_collisions<T>(items: &mut [Result<T, Error>], dest: impl Fn(&T) ->
         }
     }
 }
+
+/// The commands that rewrite device code (`thin`, `split`, `variants`), as their messages name
+/// them; they share their first steps ([`asked_processors`], [`examine_keeping_copies`],
+/// [`writable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceCommand {
+    Thin,
+    Split,
+    Variants,
+}
+
+impl DeviceCommand {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceCommand::Thin => "thin",
+            DeviceCommand::Split => "split",
+            DeviceCommand::Variants => "variants",
+        }
+    }
+
+    /// The outputs it is asked targets for. Ex) `the device wheels to write`
+    fn outputs(self) -> &'static str {
+        match self {
+            DeviceCommand::Thin => "the targets to keep",
+            DeviceCommand::Split => "the device wheels to write",
+            DeviceCommand::Variants => "the variants to write",
+        }
+    }
+
+    /// Why a target ID with features names no output of its own.
+    fn one_per_processor(self) -> &'static str {
+        match self {
+            DeviceCommand::Split => {
+                "split writes one device wheel per processor (its xnack/sramecc variants go in the same wheel)"
+            }
+            DeviceCommand::Thin | DeviceCommand::Variants => {
+                "a variant is a processor (its xnack/sramecc code goes in the same wheel)"
+            }
+        }
+    }
+}
+
+/// Why the GPU targets a device-code command is asked for are not: a usage error (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetsError {
+    #[error("{} needs --gpu-target{}: {}", command.name(), if *command == DeviceCommand::Thin { " (or gpu-targets in [tool.wheelfix])" } else { " (repeatable) or --all-targets" }, command.outputs())]
+    NoTargets { command: DeviceCommand },
+    #[error("give --gpu-target or --all-targets, not both")]
+    TargetsAndAll,
+    #[error("`{target}`: {}; name the processor", command.one_per_processor())]
+    TargetId { command: DeviceCommand, target: String },
+    #[error(transparent)]
+    GpuTarget(#[from] crate::policy::gpus::GpuTargetError),
+}
+
+/// The processors `split` or `variants` is asked for, a group each: the targets of the run's
+/// settings (`--gpu-target`, else `gpu-targets` of `[tool.wheelfix]`), each a processor LLVM
+/// knows; none with `--all-targets` (each wheel's own are taken), which `--gpu-target` on the
+/// command line contradicts.
+pub fn asked_processors(
+    command: DeviceCommand,
+    all_targets: bool,
+    settings: &Settings,
+) -> Result<Vec<plan::kpack::Group>, TargetsError> {
+    let targets = &settings.gpu_targets;
+    let on_command_line = targets.origin == crate::settings::Origin::CommandLine;
+    match (all_targets, targets.value.is_empty()) {
+        (true, _) if on_command_line && !targets.value.is_empty() => Err(TargetsError::TargetsAndAll),
+        (true, _) => Ok(Vec::new()),
+        (false, true) => Err(TargetsError::NoTargets { command }),
+        (false, false) => targets
+            .value
+            .iter()
+            .map(|target| {
+                if target.contains(':') {
+                    return Err(TargetsError::TargetId { command, target: target.clone() });
+                }
+                Ok(plan::kpack::Group::of(target)?)
+            })
+            .collect(),
+    }
+}
+
+/// Examine every wheel of a device-code command, the analysis keeping an inflated copy of each
+/// member with bundles in `room` (so that each is inflated once), with a progress bar unless
+/// `quiet`.
+pub fn examine_keeping_copies(
+    wheels: &[PathBuf],
+    settings: &mut Settings,
+    room: analysis::CopyRoom,
+    quiet: bool,
+) -> Vec<Result<Examined, Error>> {
+    settings.analyze.keep_bundled_copies = Some(room);
+    let progress = crate::progress::for_inputs(wheels, quiet);
+    examine_all(wheels, settings, progress.as_ref())
+}
+
+/// Whether a device-code command may write from this wheel and its plan: pip installs the
+/// wheel, and every file whose bundles the plan rewrites was read (`unreadable`: file, why).
+pub fn writable(command: DeviceCommand, wheel: &wheel::Wheel, unreadable: &[(String, String)]) -> Result<(), Error> {
+    if !wheel.installer_problems.is_empty() {
+        return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
+    }
+    let Some((file, problem)) = unreadable.first() else { return Ok(()) };
+    let (file, problem) = (file.clone(), problem.clone());
+    Err(match command {
+        DeviceCommand::Split => Error::Unsplittable { file, problem },
+        DeviceCommand::Thin | DeviceCommand::Variants => Error::Unthinnable { file, problem },
+    })
+}
+
+/// A thin plan that leaves a requested target without code, refused (`--allow-missing` writes
+/// it anyway): the targets, what the wheel has, and the binaries that lack them.
+pub fn refuse_missing(plan: &plan::thin::ThinPlan, analysis: &analysis::Analysis) -> Result<(), Error> {
+    if plan.missing.is_empty() {
+        return Ok(());
+    }
+    let files = plan.uncovered.iter().map(|u| u.file.clone()).collect();
+    Err(Error::MissingTargets { missing: plan.missing.clone(), present: analysis.gpu_targets(), files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, LoadedConfig};
+    use crate::settings::Flags;
+
+    fn settings(flags: &[&str], config: &[&str]) -> Settings {
+        let flags = Flags { gpu_targets: flags.iter().map(|t| t.to_string()).collect(), ..Flags::default() };
+        let config = Config { gpu_targets: Some(config.iter().map(|t| t.to_string()).collect()), ..Config::default() };
+        let loaded = LoadedConfig { path: Some("/p/pyproject.toml".into()), config };
+        Settings::resolve_with(&flags, &|_| None, &loaded).unwrap()
+    }
+
+    fn names(groups: Vec<plan::kpack::Group>) -> Vec<String> {
+        groups.into_iter().map(|g| g.name).collect()
+    }
+
+    #[test]
+    fn split_and_variants_are_asked_for_processors_the_same_way() {
+        for command in [DeviceCommand::Split, DeviceCommand::Variants] {
+            let asked = |all, flags: &[&str], config: &[&str]| asked_processors(command, all, &settings(flags, config));
+            assert_eq!(names(asked(false, &["GFX942", "gfx950"], &[]).unwrap()), ["gfx942", "gfx950"]);
+            assert_eq!(names(asked(false, &[], &["gfx90a"]).unwrap()), ["gfx90a"], "[tool.wheelfix]'s");
+            assert!(asked(true, &[], &["gfx90a"]).unwrap().is_empty(), "--all-targets takes each wheel's own");
+            assert_eq!(asked(true, &["gfx942"], &[]).unwrap_err(), TargetsError::TargetsAndAll);
+            let none = asked(false, &[], &[]).unwrap_err().to_string();
+            assert!(none.starts_with(&format!("{} needs --gpu-target (repeatable) or --all-targets", command.name())));
+            let id = asked(false, &["gfx90a:xnack+"], &[]).unwrap_err().to_string();
+            assert!(id.starts_with("`gfx90a:xnack+`: ") && id.ends_with("; name the processor"), "{id}");
+            assert!(matches!(asked(false, &["mi300"], &[]), Err(TargetsError::GpuTarget(_))));
+        }
+        let thin = TargetsError::NoTargets { command: DeviceCommand::Thin }.to_string();
+        assert_eq!(thin, "thin needs --gpu-target (or gpu-targets in [tool.wheelfix]): the targets to keep");
+    }
+}

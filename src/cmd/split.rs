@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::pipeline::{Error, Examined, examine_all};
+use super::pipeline::{DeviceCommand, Error, Examined, asked_processors, examine_keeping_copies, writable};
 use super::write::{Destination, Placement, place};
 use super::{Common, Output, WheelFailed, display_name};
 use crate::analysis::CopyRoom;
@@ -65,7 +65,7 @@ pub fn run(request: &SplitRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    let asked = match asked_groups(request, &settings) {
+    let asked = match asked_processors(DeviceCommand::Split, request.all_targets, &settings) {
         Ok(asked) => asked,
         Err(e) => return Output::usage(e),
     };
@@ -86,10 +86,8 @@ pub fn run(request: &SplitRequest) -> Output {
     } else {
         Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect())
     };
-    settings.analyze.keep_bundled_copies = Some(CopyRoom::capturing(staged.clone(), settings.copy_room, copy_keep));
-    let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
-    let examined = examine_all(&request.wheels, &settings, progress.as_ref());
-    drop(progress);
+    let room = CopyRoom::capturing(staged.clone(), settings.copy_room, copy_keep);
+    let examined = examine_keeping_copies(&request.wheels, &mut settings, room, request.common.quiet);
     let level = settings.zip_compression_level.value;
     let mut planned: Vec<Result<Planned, Error>> = examined
         .into_iter()
@@ -140,18 +138,6 @@ pub fn run(request: &SplitRequest) -> Output {
     stderr.extend(shared_failed.into_iter().map(|e| format!("wheelfix: warning: {e}")));
     let failed = results.iter().filter(|r| r.is_err()).count();
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
-}
-
-/// The groups asked for (`--gpu-target`, else `gpu-targets` of `[tool.wheelfix]`); none with
-/// `--all-targets` (each wheel's own).
-fn asked_groups(request: &SplitRequest, settings: &Settings) -> Result<Vec<Group>, SettingError> {
-    match (request.all_targets, request.targets.is_empty()) {
-        (true, false) => Err(SettingError::TargetsAndAll),
-        (true, true) => Ok(Vec::new()),
-        (false, true) if settings.gpu_targets.value.is_empty() => Err(SettingError::NoTargets),
-        (false, true) => settings.gpu_targets.value.iter().map(|t| group_of(t)).collect(),
-        (false, false) => request.targets.iter().map(|t| group_of(t)).collect(),
-    }
 }
 
 /// One wheel, planned: its split, or the reason it is left alone.
@@ -394,14 +380,6 @@ enum SharingError {
     Read { member: String, source: Box<dyn std::error::Error + Send + Sync> },
 }
 
-/// One group from a target a user names: a processor (`gfx942`); features are not a group.
-fn group_of(target: &str) -> Result<Group, SettingError> {
-    if target.contains(':') {
-        return Err(SettingError::TargetId(target.to_string()));
-    }
-    Ok(Group::of(target)?)
-}
-
 fn plan_one(
     examined: Examined,
     groups: &[Group],
@@ -410,9 +388,6 @@ fn plan_one(
     level: u32,
 ) -> Result<Planned, Error> {
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
-    if !wheel.installer_problems.is_empty() {
-        return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
-    }
     let split_settings = &settings.split;
     let naming = DeviceNaming {
         template: split_settings.device_name.value.clone(),
@@ -438,9 +413,7 @@ fn plan_one(
     if request.require_devices {
         crate::plan::split::require_devices(&mut plan, wheel);
     }
-    if let Some((file, problem)) = plan.unreadable.first() {
-        return Err(Error::Unsplittable { file: file.clone(), problem: problem.clone() });
-    }
+    writable(DeviceCommand::Split, wheel, &plan.unreadable)?;
     account_for_every_target(&examined, groups, &plan, request)?;
     Ok(Planned::Split(Box::new((examined, plan))))
 }

@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::pipeline::{Error, Examined, examine_all, refuse_collisions};
+use super::pipeline::{
+    DeviceCommand, Error, Examined, TargetsError, examine_keeping_copies, refuse_collisions, refuse_missing, writable,
+};
 use super::write::{Destination, Placement, output_dir, place};
 use super::{Common, Output, UsageError, WheelFailed, display_name};
 use crate::analysis::CopyRoom;
@@ -50,10 +52,8 @@ pub fn run(request: &ThinRequest) -> Output {
         }
         Destination::InPlace => crate::output::parent_dir(&request.wheels[0]).to_path_buf(),
     };
-    settings.analyze.keep_bundled_copies = Some(CopyRoom::new(copies_dir, settings.copy_room, keep.clone()));
-    let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
-    let examined = examine_all(&request.wheels, &settings, progress.as_ref());
-    drop(progress);
+    let room = CopyRoom::new(copies_dir, settings.copy_room, keep.clone());
+    let examined = examine_keeping_copies(&request.wheels, &mut settings, room, request.common.quiet);
     let mut planned: Vec<Result<(Examined, ThinPlan, PathBuf), Error>> = examined
         .into_iter()
         .zip(&request.wheels)
@@ -81,7 +81,7 @@ pub fn run(request: &ThinRequest) -> Output {
 fn keep_of(settings: &Settings) -> Result<Keep, UsageError> {
     let targets = &settings.gpu_targets.value;
     if targets.is_empty() {
-        return Err(UsageError::NoTargets { command: "thin", repeatable: false, what: "the targets to keep" });
+        return Err(TargetsError::NoTargets { command: DeviceCommand::Thin }.into());
     }
     let requested: Result<Vec<TargetId>, _> = targets.iter().map(|t| crate::policy::gpus::parse(t)).collect();
     Ok(Keep::new(requested?))
@@ -96,9 +96,6 @@ fn plan_one(
     path: &Path,
 ) -> Result<(Examined, ThinPlan, PathBuf), Error> {
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
-    if !wheel.installer_problems.is_empty() {
-        return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
-    }
     let options = ThinOptions {
         prune_files: request.prune_files,
         compact: request.compact,
@@ -106,12 +103,9 @@ fn plan_one(
         shared_copies: false,
     };
     let plan = thin(wheel, analysis, keep, options);
-    if let Some((file, problem)) = plan.unreadable.first() {
-        return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
-    }
-    if !plan.missing.is_empty() && !request.allow_missing {
-        let files = plan.uncovered.iter().map(|u| u.file.clone()).collect();
-        return Err(Error::MissingTargets { missing: plan.missing.clone(), present: analysis.gpu_targets(), files });
+    writable(DeviceCommand::Thin, wheel, &plan.unreadable)?;
+    if !request.allow_missing {
+        refuse_missing(&plan, analysis)?;
     }
     // The same name: in place, the input itself.
     let dest = match &request.destination {

@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
-use super::pipeline::{Error, Examined, examine_all};
+use super::pipeline::{
+    DeviceCommand, Error, Examined, asked_processors, examine_keeping_copies, refuse_missing, writable,
+};
 use super::write::Destination;
 use super::{Common, Output, UsageError, WheelFailed, display_name};
 use crate::analysis::copy::CopyRoom;
@@ -20,9 +20,9 @@ use crate::gpu::TargetId;
 use crate::gpu::targets::Keep;
 use crate::plan::edit::{NewMember, Plan};
 use crate::plan::kpack::Group;
-use crate::plan::split::{GroupBy, all_groups};
+use crate::plan::split::{GroupBy, all_groups, grouped};
 use crate::plan::thin::{ThinOptions, ThinPlan, thin};
-use crate::report::thin::ThinOutcome;
+use crate::report::variants::{VariantOutcome, WheelVariants, to_json, to_text};
 use crate::wheel::variant::{self, NULL_LABEL, Properties, VariantMetadata, amd};
 use crate::{parallel, wheel};
 
@@ -50,25 +50,6 @@ pub struct VariantsRequest {
     pub compact: bool,
 }
 
-/// One variant written.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct VariantOutcome {
-    pub label: String,
-    /// `namespace :: feature :: value`, each.
-    pub properties: Vec<String>,
-    #[serde(flatten)]
-    pub thin: ThinOutcome,
-}
-
-/// What became of one fat wheel.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct WheelVariants {
-    pub wheel: String,
-    pub variants: Vec<VariantOutcome>,
-    /// The plain (unlabelled) copy, if asked for.
-    pub plain: Option<String>,
-}
-
 /// One planned output: which wheel, its label and properties, the thin plan and where it goes.
 struct Planned {
     wheel: usize,
@@ -86,8 +67,8 @@ pub fn run(request: &VariantsRequest) -> Output {
         Ok(settings) => settings,
         Err(e) => return Output::usage(e),
     };
-    let asked = match asked_groups(request, &settings.gpu_targets.value) {
-        Ok(groups) => groups,
+    let asked = match asked_processors(DeviceCommand::Variants, request.all_targets, &settings) {
+        Ok(processors) => grouped(processors, request.group_by.unwrap_or(GroupBy::Target)),
         Err(e) => return Output::usage(e),
     };
     if let Err(e) = check_provider_flags(request) {
@@ -103,11 +84,8 @@ pub fn run(request: &VariantsRequest) -> Output {
         true => Keep::everything(),
         false => Keep::new(asked.iter().flat_map(|g| g.keep.targets.clone()).collect()),
     };
-    settings.analyze.keep_bundled_copies =
-        Some(CopyRoom::new(request.wheel_dir.clone(), settings.copy_room, copy_keep));
-    let progress = crate::progress::for_inputs(&request.wheels, request.common.quiet);
-    let examined = examine_all(&request.wheels, &settings, progress.as_ref());
-    drop(progress);
+    let room = CopyRoom::new(request.wheel_dir.clone(), settings.copy_room, copy_keep);
+    let examined = examine_keeping_copies(&request.wheels, &mut settings, room, request.common.quiet);
 
     let options = ThinOptions {
         prune_files: false,
@@ -147,41 +125,6 @@ pub fn run(request: &VariantsRequest) -> Output {
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
 }
 
-/// The groups asked for: `--gpu-target`s (or `gpu-targets`) grouped by `--group-by`; none with
-/// `--all-targets` (each wheel's own are taken).
-fn asked_groups(request: &VariantsRequest, targets: &[String]) -> Result<Vec<Group>, UsageError> {
-    match (request.all_targets, targets.is_empty()) {
-        (true, false) if !request.common.flags.gpu_targets.is_empty() => Err(UsageError::TargetsAndAll),
-        (true, _) => Ok(Vec::new()),
-        (false, true) => {
-            Err(UsageError::NoTargets { command: "variants", repeatable: true, what: "the variants to write" })
-        }
-        (false, false) => {
-            let mut groups = Vec::new();
-            for target in targets {
-                if target.contains(':') {
-                    return Err(UsageError::VariantTargetId(target.clone()));
-                }
-                groups.push(Group::of(target)?);
-            }
-            Ok(grouped(groups, request.group_by.unwrap_or(GroupBy::Target)))
-        }
-    }
-}
-
-/// Processors joined into the groups `--group-by` makes, in the order they came.
-fn grouped(processors: Vec<Group>, by: GroupBy) -> Vec<Group> {
-    let mut groups: Vec<Group> = Vec::new();
-    for g in processors {
-        let name = by.wheel_of(&g.name);
-        match groups.iter_mut().find(|x| x.name == name) {
-            Some(x) => x.keep.targets.extend(g.keep.targets),
-            None => groups.push(Group { name, keep: g.keep }),
-        }
-    }
-    groups
-}
-
 /// The flags that declare a provider make sense together.
 fn check_provider_flags(request: &VariantsRequest) -> Result<(), UsageError> {
     if request.provider_plugin && !request.static_targets.is_empty() {
@@ -208,9 +151,7 @@ fn plan_wheel(
     options: ThinOptions,
 ) -> Result<Vec<Planned>, Error> {
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
-    if !wheel.installer_problems.is_empty() {
-        return Err(Error::Uninstallable { problems: wheel.installer_problems.clone() });
-    }
+    writable(DeviceCommand::Variants, wheel, &[])?;
     if let Some(label) = &wheel.filename.variant {
         return Err(Error::Unthinnable {
             file: wheel.filename.to_string(),
@@ -229,19 +170,12 @@ fn plan_wheel(
     let mut planned = Vec::new();
     for group in &groups {
         let plan = thin(wheel, analysis, &group.keep, options);
-        if let Some((file, problem)) = plan.unreadable.first() {
-            return Err(Error::Unthinnable { file: file.clone(), problem: problem.clone() });
-        }
+        writable(DeviceCommand::Variants, wheel, &plan.unreadable)?;
         // With --all-targets every processor has code in some binary; one that other binaries
         // lack is written as the fat wheel serves it (their bundles hold nothing for it either),
         // and reported as missing, as `split --all-targets` does.
-        if !plan.missing.is_empty() && !request.allow_missing && !request.all_targets {
-            let files = plan.uncovered.iter().map(|u| u.file.clone()).collect();
-            return Err(Error::MissingTargets {
-                missing: plan.missing.clone(),
-                present: analysis.gpu_targets(),
-                files,
-            });
+        if !request.allow_missing && !request.all_targets {
+            refuse_missing(&plan, analysis)?;
         }
         let label = variant::label_of(&group.name);
         let processors = processors_of(group);
@@ -372,63 +306,4 @@ enum VariantsError {
     Variant { label: String, error: Box<Error> },
     #[error("the plain copy: {0}")]
     Plain(crate::writer::WriteError),
-}
-
-type Input<'a> = (String, &'a Result<WheelVariants, WheelFailed<VariantsError>>);
-
-/// `variants --json`: one entry per fat wheel.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct VariantsDocument {
-    pub version: u32,
-    pub wheels: Vec<VariantsEntry>,
-}
-
-/// What became of one fat wheel (`ok`), or why nothing did.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-#[serde(untagged)]
-pub enum VariantsEntry {
-    Done {
-        ok: bool,
-        #[serde(flatten)]
-        variants: WheelVariants,
-    },
-    Failed {
-        ok: bool,
-        wheel: String,
-        error: String,
-    },
-}
-
-fn to_json(results: &[Input<'_>]) -> String {
-    let wheels = results
-        .iter()
-        .map(|(name, r)| match r {
-            Ok(w) => VariantsEntry::Done { ok: true, variants: w.clone() },
-            Err(e) => VariantsEntry::Failed { ok: false, wheel: name.clone(), error: e.to_string() },
-        })
-        .collect();
-    crate::report::json::to_text(&VariantsDocument { version: crate::report::json::JSON_VERSION, wheels })
-}
-
-fn to_text(results: &[Input<'_>]) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    for (name, r) in results {
-        let Ok(w) = r else {
-            let _ = writeln!(out, "{name}: failed");
-            continue;
-        };
-        let _ =
-            writeln!(out, "{}: {} variant{}", w.wheel, w.variants.len(), if w.variants.len() == 1 { "" } else { "s" });
-        for v in &w.variants {
-            let size = v.thin.size_after.map(crate::report::human_bytes).unwrap_or_default();
-            let output = v.thin.output.as_deref().unwrap_or("-");
-            let props = if v.properties.is_empty() { "no properties".to_string() } else { v.properties.join(", ") };
-            let _ = writeln!(out, "  {:<16} {output} ({size}): {props}", v.label);
-        }
-        if let Some(plain) = &w.plain {
-            let _ = writeln!(out, "  {:<16} {plain}", "(plain)");
-        }
-    }
-    out
 }

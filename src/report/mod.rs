@@ -11,6 +11,7 @@ pub mod page;
 pub mod release;
 pub mod split;
 pub mod thin;
+pub mod variants;
 
 pub use json::JSON_VERSION;
 

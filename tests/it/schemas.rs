@@ -9,7 +9,7 @@ use support::gpugen::{GFX950, bundle_for, host_with_fatbin, host_with_wrapped_fa
 use support::python::validate;
 use support::wheelgen::WheelSpec;
 use support::{stderr, wheelfix};
-use wheelfix::cmd::variants::{VariantsDocument, VariantsEntry};
+use wheelfix::report::variants::{VariantsDocument, VariantsEntry};
 
 #[test]
 fn every_json_output_matches_its_schema() {

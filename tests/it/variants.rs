@@ -15,7 +15,7 @@ use support::hip::{bundler_list, bundler_unbundle, bundles, library, objects};
 use support::python::{assert_true_record, run, tools_venv, validate};
 use support::wheelgen::{WheelSpec, write_zip};
 use support::{read_member, show_report, stderr, stdout, wheelfix};
-use wheelfix::cmd::variants::{VariantsDocument, VariantsEntry, WheelVariants};
+use wheelfix::report::variants::{VariantsDocument, VariantsEntry, WheelVariants};
 
 const SCHEMA: &str = "variant-schema-0.1.1.json";
 

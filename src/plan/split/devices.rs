@@ -122,6 +122,20 @@ pub fn family_wheel_name(family: &str) -> String {
     if family.ends_with("xx") { crate::plan::kpack::family(family) } else { family.to_string() }
 }
 
+/// Processors (a group each) joined into the groups `by` makes, in the order they came: one
+/// variant or device wheel per processor, sub-family or family.
+pub fn grouped(processors: Vec<super::Group>, by: GroupBy) -> Vec<super::Group> {
+    let mut groups: Vec<super::Group> = Vec::new();
+    for g in processors {
+        let name = by.wheel_of(&g.name);
+        match groups.iter_mut().find(|x| x.name == name) {
+            Some(x) => x.keep.targets.extend(g.keep.targets),
+            None => groups.push(super::Group { name, keep: g.keep }),
+        }
+    }
+    groups
+}
+
 /// How a split names its device wheels (`split`'s settings, resolved): the wheel group a
 /// processor's code goes to, and a group's project.
 #[derive(Debug, Clone, PartialEq, Eq)]

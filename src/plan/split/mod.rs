@@ -28,7 +28,7 @@ use crate::wheel::Wheel;
 pub use devices::{
     DEFAULT_DEVICE_NAME, DeviceNaming, DeviceWheelPlan, FamilyWheel, GroupBy, check_device_name,
     check_device_requirement, device_extras, device_filename, device_requirements, device_wheels, family_wheel_name,
-    require_devices, shared_device_wheel, with_device_extras,
+    grouped, require_devices, shared_device_wheel, with_device_extras,
 };
 
 /// What a binary's headers say of where its wrappers point ([`WrapperPointers`]): its
@@ -159,16 +159,6 @@ pub enum SettingError {
     NoTarget(String),
     #[error("--device-name `{template}` does not make a project name (`{example}`)")]
     NotProjectName { template: String, example: String },
-    #[error(transparent)]
-    GpuTarget(#[from] crate::policy::gpus::GpuTargetError),
-    #[error(
-        "`{0}`: split writes one device wheel per processor (its xnack/sramecc variants go in the same wheel); name the processor"
-    )]
-    TargetId(String),
-    #[error("give --gpu-target or --all-targets, not both")]
-    TargetsAndAll,
-    #[error("split needs --gpu-target (repeatable) or --all-targets: the device wheels to write")]
-    NoTargets,
 }
 
 /// A kpack group name names archive files: letters, digits, `.`, `_` and `-` only, not first
