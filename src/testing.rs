@@ -79,3 +79,68 @@ pub fn judge(analysis: &Analysis) -> Judged {
     let set = Policies::embedded().for_platform(Arch::X86_64, Libc::Glibc, &[]);
     Judged::new(set, analysis, false)
 }
+
+/// A wheel of these members (a `.dist-info` with METADATA, WHEEL and a true RECORD added), in
+/// a temporary directory that lives as long as the first value: the archive a plan reads the
+/// member list and install paths of, whose facts a test makes by hand.
+pub fn wheel(name: &str, members: &[(&str, &[u8])]) -> (tempfile::TempDir, crate::wheel::Wheel) {
+    use sha2::Digest;
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let dist_info = format!("{name}-1.0.dist-info");
+    let mut all: Vec<(String, Vec<u8>)> = members.iter().map(|(n, b)| (n.to_string(), b.to_vec())).collect();
+    all.push((format!("{dist_info}/METADATA"), format!("Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n").into()));
+    all.push((
+        format!("{dist_info}/WHEEL"),
+        b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n".to_vec(),
+    ));
+    let mut record = String::new();
+    for (member, bytes) in &all {
+        let digest = crate::wheel::record::record_hash(&sha2::Sha256::digest(bytes));
+        record.push_str(&format!("{member},{digest},{}\n", bytes.len()));
+    }
+    record.push_str(&format!("{dist_info}/RECORD,,\n"));
+    all.push((format!("{dist_info}/RECORD"), record.into_bytes()));
+    let path = dir.path().join(format!("{name}-1.0-py3-none-linux_x86_64.whl"));
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    for (member, bytes) in &all {
+        let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        zip.start_file(member.as_str(), options).unwrap();
+        zip.write_all(bytes).unwrap();
+    }
+    zip.finish().unwrap();
+    let wheel = crate::wheel::Wheel::open(&path).unwrap();
+    (dir, wheel)
+}
+
+/// The facts of a host binary whose `.hip_fatbin` section (at `[0x1000, 0x1000 + len)`) holds
+/// bundles, with its HIP wrappers in `.hipFatBinSegment`.
+pub fn hip_host(len: u64) -> ElfFacts {
+    use crate::elf::SectionInfo;
+    let section = |name: &str, offset: u64, size: u64| SectionInfo {
+        name: name.into(),
+        kind: 1,
+        flags: 2,
+        offset,
+        size,
+        addr: offset,
+    };
+    ElfFacts {
+        sections: vec![section(".hip_fatbin", 0x1000, len), section(".hipFatBinSegment", 0x1000 + len, 24)],
+        ..elf(&[("libamdhip64.so.7", "hip_4.2")])
+    }
+}
+
+/// The device code facts of a fat binary `file`: code objects of these target IDs (`size`
+/// bytes each) in its offload bundles.
+pub fn fat_code(file: &str, targets: &[(&str, u64)]) -> crate::gpu::GpuCode {
+    let mut code = crate::gpu::GpuCode::new(file, crate::gpu::Container::HipFatbin);
+    code.code_object_versions.push(5);
+    for (target, size) in targets {
+        let id = crate::gpu::TargetId::from_code(*target);
+        code.targets.push(id.clone());
+        code.target_bytes.entry(id).or_default().add(*size);
+        code.objects += 1;
+    }
+    code
+}

@@ -243,3 +243,91 @@ fn missing_targets(gpu: &[GpuCode], keep: &Keep, uncovered: &[crate::gpu::target
         .cloned()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{analysis, fat_code, hip_host, wheel};
+
+    const LIB: &str = "pkg/_k.so";
+
+    fn keep(targets: &[&str]) -> Keep {
+        Keep::new(targets.iter().map(|t| TargetId::parse(t).unwrap()).collect())
+    }
+
+    fn options(prune_files: bool) -> ThinOptions {
+        ThinOptions { prune_files, compact: true, compression_level: 6, shared_copies: false }
+    }
+
+    /// A wheel whose one library holds gfx942 and gfx90a code in `.hip_fatbin`, and `extra`
+    /// members besides.
+    fn fat(extra: &[(&str, &[u8])]) -> (tempfile::TempDir, Wheel, Analysis) {
+        let mut members: Vec<(&str, &[u8])> = vec![(LIB, b"\x7fELF")];
+        members.extend_from_slice(extra);
+        let (dir, wheel) = wheel("pkg", &members);
+        let mut facts = analysis(vec![(LIB, hip_host(0x4000))], Vec::new());
+        facts.gpu.push(fat_code(LIB, &[("gfx942:sramecc+:xnack-", 0x1000), ("gfx90a", 0x2000)]));
+        (dir, wheel, facts)
+    }
+
+    #[test]
+    fn a_fat_library_is_rewritten_to_keep_what_the_keep_keeps() {
+        let (_dir, wheel, facts) = fat(&[]);
+        let plan = thin(&wheel, &facts, &keep(&["gfx942"]), options(false));
+        let [cut] = &plan.cut[..] else { panic!("{plan:?}") };
+        assert_eq!(cut.kept.keys().map(TargetId::as_str).collect::<Vec<_>>(), ["gfx942:sramecc+:xnack-"]);
+        assert_eq!(cut.dropped.keys().map(TargetId::as_str).collect::<Vec<_>>(), ["gfx90a"]);
+        let Some(NewMember { content: Content::Thin(change), .. }) = plan.plan.replace.get(LIB) else {
+            panic!("the library is rewritten: {plan:?}")
+        };
+        // The whole `.hip_fatbin` is rewritten, and compacted; what the writer must find there
+        // is what the analysis saw.
+        assert_eq!(
+            (change.ranges.as_slice(), change.compact.as_slice()),
+            (&[(0x1000, 0x5000)][..], &[(0x1000, 0x5000)][..])
+        );
+        assert_eq!(change.expected, *cut);
+        assert!(matches!(&change.edit, BundleEdit::Thin(k) if *k == keep(&["gfx942"])));
+        assert!(plan.missing.is_empty() && plan.uncovered.is_empty() && plan.changes());
+    }
+
+    #[test]
+    fn nothing_to_drop_leaves_the_library_and_a_target_without_code_is_missing() {
+        let (_dir, wheel, facts) = fat(&[]);
+        let both = thin(&wheel, &facts, &keep(&["gfx942", "gfx90a"]), options(false));
+        assert!(both.plan.replace.is_empty() && !both.changes(), "{both:?}");
+        assert_eq!(both.cut.len(), 1, "the library is still reported, with nothing dropped");
+        let without = thin(&wheel, &facts, &keep(&["gfx950"]), options(false));
+        assert_eq!(without.missing, [TargetId::parse("gfx950").unwrap()]);
+        assert_eq!(without.uncovered[0].file, LIB);
+    }
+
+    #[test]
+    fn prune_files_removes_code_objects_and_kernel_databases_of_other_targets() {
+        let (_dir, wheel, facts) = fat(&[
+            ("pkg/rocblas/library/TensileLibrary_gfx90a.dat", b"db"),
+            ("pkg/rocblas/library/TensileLibrary_gfx942.dat", b"db"),
+        ]);
+        let kept = thin(&wheel, &facts, &keep(&["gfx942"]), options(false));
+        assert!(kept.plan.remove.is_empty(), "without --prune-files nothing is removed: {kept:?}");
+        let pruned = thin(&wheel, &facts, &keep(&["gfx942"]), options(true));
+        assert_eq!(
+            pruned.plan.remove.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["pkg/rocblas/library/TensileLibrary_gfx90a.dat"]
+        );
+        assert_eq!(pruned.pruned[0].dropped.keys().map(TargetId::as_str).collect::<Vec<_>>(), ["gfx90a"]);
+    }
+
+    #[test]
+    fn unreadable_bundles_and_other_containers_are_not_rewritten() {
+        let (_dir, wheel, mut facts) = fat(&[]);
+        facts.gpu[0].bundle_problems.push("a compressed bundle that does not decode".into());
+        let plan = thin(&wheel, &facts, &keep(&["gfx942"]), options(false));
+        assert_eq!(plan.unreadable, [(LIB.to_string(), "a compressed bundle that does not decode".to_string())]);
+        assert!(plan.plan.replace.is_empty());
+        let (_dir, wheel, mut facts) = fat(&[]);
+        facts.gpu[0].container = Container::AotritonArchive;
+        let plan = thin(&wheel, &facts, &keep(&["gfx942"]), options(false));
+        assert_eq!(plan.left.len(), 1, "an AOTriton archive is left as it is");
+    }
+}

@@ -151,7 +151,8 @@ pub struct GpuCode {
 }
 
 impl GpuCode {
-    pub(crate) fn new(file: &str, container: Container) -> Self {
+    /// No device code found yet in `file`, a container of `kind`.
+    pub fn new(file: &str, container: Container) -> Self {
         GpuCode {
             file: file.to_string(),
             container,
