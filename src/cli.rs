@@ -1,6 +1,6 @@
 //! The command line: clap's definitions of every command and flag (the library takes typed
 //! values and knows no clap), and each parsed command turned into the library's request
-//! ([`Command::into_run`]). One file of over 600 lines: flat declarations, one struct per
+//! ([`Command::into_run`]). Why one file: flat declarations, one struct per
 //! command, that `--help`, the man pages and the completions are all generated from.
 
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //! manylinux images and cibuildwheel set them), which wins over the configuration file, which
 //! wins over the defaults.
 //!
-//! One file of over 600 lines (about 650 of code, then its tests): every flag, variable and
+//! Why one file: every flag, variable and
 //! configuration key resolved in one place, with its origin, so that no other module reads the
 //! environment.
 

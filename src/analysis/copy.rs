@@ -14,7 +14,7 @@
 //! becomes that group's archive as it is: the code objects are never written raw, nor read
 //! back.
 //!
-//! One file of over 600 lines (about 560 of code, then its tests): the holed copies `thin` reads
+//! Why one file: the holed copies `thin` reads
 //! and the captured archives `split` writes are made in the same streaming pass over a member.
 
 use std::fs::File;

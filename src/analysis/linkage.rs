@@ -9,7 +9,7 @@
 //! top object's RUNPATH leak into indirect dependencies (auditwheel #737); wheelfix follows the
 //! loader.
 //!
-//! About 640 lines of code: the loader's search order is one algorithm (RPATH inheritance,
+//! Why one file: the loader's search order is one algorithm (RPATH inheritance,
 //! RUNPATH, the cache, the defaults, the closure over what is found); kept in one place so that
 //! it can be read against glibc's.
 

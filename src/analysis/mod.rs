@@ -8,7 +8,7 @@
 //! an ELF file; [`linkage::resolve`] then finds what the host binaries need, inside the wheel
 //! and on this machine.
 //!
-//! One file of over 600 lines: the one scan of every member (sniffing, inflating in memory or
+//! Why one file: the one scan of every member (sniffing, inflating in memory or
 //! streamed, hashing, ELF parsing, bundle copies) and the facts it produces, which every command
 //! reads.
 

@@ -5,7 +5,7 @@
 //! planned, then the host written (its archives made as each binary is rewritten), then the
 //! device wheels.
 //!
-//! One file of over 600 lines: the command's orchestration (examine, plan, write the host, gather
+//! Why one file: the command's orchestration (examine, plan, write the host, gather
 //! its archives into device wheels, publish the set together) and the naming of device wheels; the
 //! plan is in `plan::split` and the bytes in `writer::thin`.
 

@@ -14,7 +14,7 @@
 //! The JSON follows PEP 691 with PEP 700 (api-version 1.1): every file has `size`, every project
 //! page `versions`; optional keys (`requires-python`) are left out rather than `null`.
 //!
-//! One file of over 600 lines (about 650 of code, then its tests): the index is one pass that
+//! Why one file: the index is one pass that
 //! reads every file, refuses unsafe places, then writes pages, sidecars, variants files and uploads
 //! that must agree with each other; each step is its own function.
 

@@ -1,6 +1,6 @@
 //! What `show` reports: a plain data structure (serialised as JSON) and its text rendering.
 //!
-//! About 700 lines of code: the report's types and the text that renders them, one section per
+//! Why one file: the report's types and the text that renders them, one section per
 //! part of `show`'s output; the judgements it states are made in `policy` and `analysis`.
 
 pub mod auditwheel;

@@ -7,7 +7,7 @@
 //! The page is a function of [`ReleasePage`], which `index` also writes as `release.json`: `site`
 //! renders every architecture's page again from it, for the URL the whole site is served at.
 //!
-//! One file of over 600 lines: the page's data ([`ReleasePage`], also `release.json`) and the views
+//! Why one file: the page's data ([`ReleasePage`], also `release.json`) and the views
 //! the templates render from it; the HTML itself is in `src/templates/`.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,7 +4,7 @@
 //! chose is then held against the set: a distribution of the set's projects taken from
 //! elsewhere, a forbidden name (`nvidia-*`), or no resolution at all.
 //!
-//! One file of over 600 lines (about 580 of code, then its tests): two resolvers' command
+//! Why one file: two resolvers' command
 //! lines and reports, and the findings drawn from either, kept beside each other so that
 //! they are read against each other.
 

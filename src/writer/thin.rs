@@ -5,7 +5,7 @@
 //! deflated again ([`crate::zip::blocks`]): a fat library costs the deflate of little more
 //! than its rewritten bundle tables. Memory stays a few blocks however large the member is.
 //!
-//! One file of over 600 lines: one member's thinning from inflate to proof (rewrite, compaction,
+//! Why one file: one member's thinning from inflate to proof (rewrite, compaction,
 //! block reuse, kpack archives for `split`); the steps share the member's unlinked copy and its
 //! marks, so they stay together.
 

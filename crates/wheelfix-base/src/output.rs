@@ -8,7 +8,7 @@
 //! and `SIGHUP` remove every temporary file of the process before it exits
 //! ([`install_signal_cleanup`]). New files get `0666 & ~umask`, as pip and auditwheel give them.
 //!
-//! One file of over 600 lines (about 650 of code, then its tests): the temporary files, their locks, the
+//! Why one file: the temporary files, their locks, the
 //! registry the signal handler empties and the publishing of a set of outputs are one mechanism whose
 //! invariants (nothing replaced that this run did not create, nothing left behind) hold only together.
 

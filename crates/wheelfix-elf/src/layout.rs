@@ -23,7 +23,7 @@
 //! file maps every address of the old one to the same byte, or leaves it unmapped where the old
 //! bytes were freed zeros, and breaks no loadability rule ([`crate::lint`]) the old one kept.
 //!
-//! One file of over 600 lines (about 900 of code, then its tests): compaction is one algorithm
+//! Why one file: compaction is one algorithm
 //! (choose holes, split segments and sections, move tables, fix symbols and dynamic entries) whose
 //! steps share the map of old offsets to new.
 

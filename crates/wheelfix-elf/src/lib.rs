@@ -4,7 +4,7 @@
 //! which costs seconds on a PyTorch wheel; we read only the headers, the dynamic section, the
 //! dynamic symbols with their versions, and the notes.
 //!
-//! One file of over 600 lines: the lazy parser of every fact a policy reads (headers, dynamic
+//! Why one file: the lazy parser of every fact a policy reads (headers, dynamic
 //! section, versioned symbols, notes, the x86-64 ISA level), each read bounded against the file.
 
 pub mod header;

@@ -5,7 +5,7 @@
 //! `../.kpack/blas_lib_gfx942.kpack`). An archive that is not installed there makes the first
 //! kernel launch fail, after an install that succeeded.
 //!
-//! One file of over 600 lines (about 580 of code, then its tests): the kpack format whole, the
+//! Why one file: the kpack format whole, the
 //! marker, the archive writer and its reader, so that what is written and what is read back
 //! follow one description.
 

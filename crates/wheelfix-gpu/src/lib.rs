@@ -5,7 +5,7 @@
 //! `AMDGPUUsage.rst`, ROCm's rocm-kpack). Every reader here is bounded: a lying header yields a
 //! note, never a panic or an unbounded allocation.
 //!
-//! One file of over 600 lines (about 950 of code, then its tests): the containers' types, the
+//! Why one file: the containers' types, the
 //! processor table (LLVM's `EF_AMDGPU_MACH` values, a long flat list) and the host-binary reader
 //! that finds `.hip_fatbin` and `.nv_fatbin` sections.
 

@@ -8,7 +8,7 @@
 //! Layouts: `../shared/reference/gpu-code-formats.md` §2–4.2. The file is read and written by
 //! position, a bounded piece at a time: a bundle of a GB is never held in memory.
 //!
-//! One file of over 600 lines (about 740 of code, then its tests): the in-place rewrite of plain
+//! Why one file: the in-place rewrite of plain
 //! and compressed bundles and the readers `split` needs of the same layouts (payload tables, host
 //! wrappers) share one bounds-checked view of the bundle format.
 

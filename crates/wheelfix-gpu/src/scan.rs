@@ -10,13 +10,9 @@
 //! one range the way a reader of that range's bytes would: in order, each consuming its own
 //! length, truncated at the range's end.
 //!
-//! One file of about 750 lines of code on purpose: the three container kinds share one
+//! Why one file: the three container kinds share one
 //! streaming state machine (a container found in one chunk and finished in a later one, offsets
 //! kept across chunks); split by format, each part would carry that bookkeeping again.
-//!
-//! One file of over 600 lines (about 950 of code, then its tests): a streaming scanner is one
-//! state machine over three container formats (bundles, compressed bundles, NVIDIA fatbins) whose
-//! states must agree on where each container ends.
 
 use crate::TargetId;
 use std::collections::BTreeMap;

@@ -14,8 +14,7 @@
 //! back to one. A stored block cannot be moved to another bit position (its length field is
 //! byte aligned) and the last block ends its stream, so no run holds either.
 //!
-//! One file of over 600 lines (about 520 of code, then its tests on real deflate streams):
-//! marking block starts while inflating, finding reusable runs and copying them are one
+//! Why one file: marking block starts while inflating, finding reusable runs and copying them are one
 //! format's three views of the same bit positions, tested together.
 
 use std::io::{self, Write};

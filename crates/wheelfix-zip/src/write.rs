@@ -3,7 +3,7 @@
 //! the central directory. Every header field is written from values we hold, so the same members
 //! give the same bytes; zip64 records appear exactly when a size, offset or count needs them.
 //!
-//! About 560 lines of code: the writer, and the members it writes (compressed beforehand, or
+//! Why one file: the writer, and the members it writes (compressed beforehand, or
 //! spilled: deflated in parallel blocks ([`super::deflate`]) with runs of original blocks
 //! copied in).
 
