@@ -177,7 +177,7 @@ impl ReleasePage {
         let projects: BTreeSet<&str> = self.files.iter().map(|f| f.project.as_str()).collect();
         let files: Vec<FileView> = self.files.iter().map(FileView::new).collect();
         let targets: BTreeSet<&str> =
-            self.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| t.split(':').next().unwrap_or(t))).collect();
+            self.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| crate::gpu::targets::processor_of(t))).collect();
         let devices: Vec<serde_json::Value> = self
             .devices
             .iter()

@@ -370,10 +370,7 @@ pub fn elf_target(head: &[u8]) -> Option<crate::TargetId> {
     Some(crate::amdgpu_target(flags, os_abi, abi_version).0)
 }
 
-/// A target id's processor. Ex) `gfx90a:xnack+` → `gfx90a`
-fn processor(target: &str) -> &str {
-    target.split(':').next().unwrap_or(target)
-}
+use crate::targets::processor_of as processor;
 
 #[cfg(test)]
 mod tests {

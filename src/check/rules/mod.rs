@@ -31,8 +31,7 @@ pub(in crate::check) fn os_family(platform: &str) -> &str {
 pub(in crate::check) fn architecture_dir(path: &Path) -> Option<String> {
     path.parent()?.components().rev().find_map(|c| {
         let s = c.as_os_str().to_str()?;
-        (s.starts_with("gfx") && s.len() > 3 && s[3..].chars().all(|c| c.is_ascii_alphanumeric()))
-            .then(|| s.to_string())
+        crate::gpu::targets::is_known_processor(s).then(|| s.to_string())
     })
 }
 
