@@ -174,6 +174,11 @@ pub struct MetapackageArgs {
     /// Output directory.
     #[arg(short = 'o', long = "output-dir", value_name = "DIR", default_value = ".")]
     output_dir: PathBuf,
+    /// The index the release will be published in (its simple index URL): recorded in the
+    /// METADATA written (`Project-URL: Package index, <URL>`), so that `doctor`'s fixes install
+    /// from it. Default: `index-url` of [tool.wheelfix].
+    #[arg(long, value_name = "URL", value_parser = index_url)]
+    index_url: Option<String>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -188,6 +193,12 @@ pub struct SelectorArgs {
     /// Its version; default: the one version every input has.
     #[arg(long, value_name = "VERSION")]
     version: Option<String>,
+    /// The index the release will be published in (its simple index URL): recorded in the
+    /// METADATA written (`Project-URL: Package index, <URL>`), so that `doctor`'s fixes install
+    /// from it. 
+    #[arg(long, value_name = "URL", value_parser = index_url)]
+    index_url: Option<String>,
+
     /// Output directory.
     #[arg(short = 'o', long = "output-dir", value_name = "DIR", default_value = ".")]
     output_dir: PathBuf,
@@ -459,6 +470,11 @@ pub struct VersionArgs {
     /// Directory of wheels already published, checked for local labels that sort against their ROCm order.
     #[arg(long, value_name = "DIR")]
     index_dir: Option<PathBuf>,
+    /// The index the release will be published in (its simple index URL): recorded in the
+    /// METADATA written (`Project-URL: Package index, <URL>`), so that `doctor`'s fixes install
+    /// from it. Default: `index-url` of [tool.wheelfix].
+    #[arg(long, value_name = "URL", value_parser = index_url)]
+    index_url: Option<String>,
 }
 
 impl VersionArgs {
@@ -468,6 +484,7 @@ impl VersionArgs {
         flags.mark_pure = self.mark_pure;
         flags.no_mark = self.no_mark.clone();
         flags.index_dir = self.index_dir.clone();
+        flags.index_url = self.index_url.clone();
     }
 }
 
@@ -648,6 +665,11 @@ pub struct SplitArgs {
     /// of [tool.wheelfix].
     #[arg(long = "device-requires-dist", value_name = "REQUIREMENT", value_parser = device_requirement)]
     device_requires_dist: Vec<String>,
+    /// The index the release will be published in (its simple index URL): recorded in the
+    /// METADATA of the host and device wheels (`Project-URL: Package index, <URL>`), so that
+    /// `doctor`'s fixes install from it. Default: `index-url` of [tool.wheelfix].
+    #[arg(long, value_name = "URL", value_parser = index_url)]
+    index_url: Option<String>,
     #[command(flatten)]
     rewrite: RewriteArgs,
     #[command(flatten)]
@@ -716,6 +738,7 @@ fn variants_request(args: VariantsArgs) -> cmd::variants::VariantsRequest {
 
 fn split_request(args: SplitArgs) -> cmd::split::SplitRequest {
     let mut common = args.rewrite.common(&args.common, &args.gpu_targets);
+    common.flags.index_url = args.index_url;
     common.flags.split = wheelfix::settings::SplitFlags {
         device_name: args.device_name,
         group_by: args.group_by.map(GroupByArg::into),
@@ -840,6 +863,7 @@ impl Command {
                 name: args.name,
                 version: args.version,
                 output_dir: args.output_dir,
+                index_url: args.index_url,
                 json: args.json,
             }),
             Command::Metapackage(args) => cmd::Command::Metapackage(cmd::release::MetapackageRequest {
@@ -850,6 +874,7 @@ impl Command {
                     gpu_targets: args.gpu_target,
                     output_dir: args.output_dir,
                     source_date_epoch: None,
+                    index_url: args.index_url,
                 },
                 wheels: args.wheels,
             }),

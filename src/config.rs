@@ -62,6 +62,8 @@ pub struct Config {
     pub archive_per: Option<String>,
     /// `split --device-requires-dist`: requirements every device wheel gains.
     pub device_requires_dist: Option<Vec<String>>,
+    /// `--index-url`: the index the release is published in, recorded in what is written.
+    pub index_url: Option<String>,
 }
 
 /// A configuration and the file it came from (`None`: no file, all defaults).

@@ -47,6 +47,8 @@ pub enum SettingsError {
     Split { key: &'static str, value: String, why: crate::plan::split::SettingError },
     #[error("{name}={value} is not {what}")]
     Environment { name: &'static str, value: String, what: &'static str },
+    #[error("index URL: {why}")]
+    IndexUrl { url: String, why: crate::index::UrlError },
 }
 
 /// Where a setting's value came from.
@@ -94,6 +96,8 @@ pub struct Flags {
     pub keep_tags: bool,
     pub rocm_version: Option<String>,
     pub local_version: Option<String>,
+    /// `--index-url`: the index the release is published in.
+    pub index_url: Option<String>,
     pub mark_pure: bool,
     pub no_mark: Vec<String>,
     pub index_dir: Option<PathBuf>,
@@ -182,6 +186,9 @@ pub struct Settings {
     /// `repair --no-update-tags`.
     pub keep_tags: bool,
     pub rocm_version: Setting<Option<String>>,
+    /// The index the release is published in (`--index-url`, `index-url`), recorded in every
+    /// METADATA written (`Project-URL: Package index, <URL>`) so that `doctor`'s fixes name it.
+    pub index_url: Setting<Option<String>>,
     pub local_version: Setting<Option<String>>,
     pub lib_sdir: Setting<String>,
     pub gpu_targets: Setting<Vec<String>>,
@@ -604,6 +611,10 @@ impl Settings {
         let rocm_exclusion = Sources::unless(flags.no_rocm_exclude);
         let driver_exclusion = Sources::unless(flags.no_driver_exclude);
         let (rocm_version, local_version) = from.labels();
+        let index_url = from.pick(&flags.index_url, &config.index_url);
+        if let Some(url) = &index_url.value {
+            crate::index::web_url(url, true).map_err(|why| SettingsError::IndexUrl { url: url.clone(), why })?;
+        }
         let no_mark = from.pick_list(&flags.no_mark, &config.no_mark);
         // In this order, so that of several wrong settings the same one is named first.
         let lib_sdir = from.lib_sdir()?;
@@ -652,6 +663,7 @@ impl Settings {
             only_plat: flags.only_plat,
             keep_tags: flags.keep_tags,
             rocm_version,
+            index_url,
             local_version,
             lib_sdir,
             gpu_targets: from.pick_list(&flags.gpu_targets, &config.gpu_targets),
@@ -695,6 +707,7 @@ impl Settings {
             only_plat: false,
             keep_tags: false,
             rocm_version: Setting { value: None, origin: Origin::Default },
+            index_url: Setting { value: None, origin: Origin::Default },
             local_version: Setting { value: None, origin: Origin::Default },
             lib_sdir: Setting { value: ".libs".into(), origin: Origin::Default },
             gpu_targets: default(Vec::new()),

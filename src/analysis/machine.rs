@@ -35,6 +35,10 @@ pub struct Gpu {
     pub xnack: Mode,
     /// The full target id the runtime matches code objects against. Ex) `gfx942:sramecc+:xnack-`
     pub target_id: String,
+    /// Its UUID as the runtime names it (`ROCR_VISIBLE_DEVICES` takes it), from the node's
+    /// `unique_id`. Ex) `GPU-bf4dfbc2c8e4a5d6`
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
 }
 
 impl Gpu {
@@ -45,8 +49,9 @@ impl Gpu {
             (true, Some(false)) => Mode::Off,
             (true, None) => Mode::Any,
         };
-        let sramecc = mode(SRAMECC.contains(&native), sramecc);
-        let xnack = mode(XNACK.contains(&native), xnack);
+        let supports = |feature: &str| crate::gpu::targets::supported_features(native).contains(&feature);
+        let sramecc = mode(supports("sramecc"), sramecc);
+        let xnack = mode(supports("xnack"), xnack);
         let mut gpu = Gpu {
             node,
             native: native.to_string(),
@@ -54,6 +59,7 @@ impl Gpu {
             sramecc,
             xnack,
             target_id: String::new(),
+            uuid: None,
         };
         gpu.target_id = gpu.requested().to_string();
         gpu
@@ -70,13 +76,14 @@ impl Gpu {
     }
 }
 
-/// Processors with an SRAMECC mode, and with an XNACK mode (LLVM's AMDGPUUsage processor
-/// table).
-const SRAMECC: &[&str] = &["gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950"];
-const XNACK: &[&str] = &[
-    "gfx801", "gfx810", "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx940",
-    "gfx941", "gfx942", "gfx950", "gfx1010", "gfx1011", "gfx1012", "gfx1013",
-];
+/// The most of a sysfs attribute read: a `properties` file is a few hundred bytes; a FIFO or a
+/// device put in its place is not read at all (regular files only, never waited on).
+const ATTRIBUTE_MAX: u64 = 64 << 10;
+
+/// A sysfs attribute's text, bounded, or why not.
+fn attribute(path: &Path) -> std::io::Result<String> {
+    crate::files::read_text_bounded(path, ATTRIBUTE_MAX)
+}
 
 /// `HSA_CAP_SRAM_EDCSUPPORTED` in a node's `capability` (the kernel's `kfd_topology.h`).
 const CAP_SRAM_EDC: u64 = 0x0400_0000;
@@ -127,7 +134,13 @@ impl Machine {
         let mut nodes: Vec<u32> =
             entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect::<Vec<u32>>();
         nodes.sort();
-        let xnack_default = std::fs::read_to_string(sysfs.join("module/amdgpu/parameters/noretry"))
+        let noretry = sysfs.join("module/amdgpu/parameters/noretry");
+        let xnack_default = attribute(&noretry)
+            .map_err(|e| {
+                if noretry.exists() {
+                    machine.notes.push(format!("{}: not read ({e}): XNACK taken as off", noretry.display()));
+                }
+            })
             .ok()
             .and_then(|t| t.trim().parse::<i32>().ok())
             .and_then(|noretry| match noretry {
@@ -136,9 +149,12 @@ impl Machine {
                 _ => None,
             });
         for node in nodes {
-            let Ok(text) = std::fs::read_to_string(nodes_dir.join(node.to_string()).join("properties")) else {
-                machine.notes.push(format!("node {node}: no readable properties"));
-                continue;
+            let text = match attribute(&nodes_dir.join(node.to_string()).join("properties")) {
+                Ok(text) => text,
+                Err(e) => {
+                    machine.notes.push(format!("node {node}: properties not read ({e})"));
+                    continue;
+                }
             };
             let property = |key: &str| -> Option<u64> {
                 text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
@@ -153,7 +169,9 @@ impl Machine {
             };
             let sramecc = property("capability").map(|c| c & CAP_SRAM_EDC != 0);
             // Without `noretry` the driver's default holds: it retries no page faults (XNACK off).
-            machine.gpus.push(Gpu::new(Some(node), &native, sramecc, Some(xnack_default.unwrap_or(false))));
+            let mut gpu = Gpu::new(Some(node), &native, sramecc, Some(xnack_default.unwrap_or(false)));
+            gpu.uuid = property("unique_id").filter(|id| *id != 0).map(|id| format!("GPU-{id:016x}"));
+            machine.gpus.push(gpu);
         }
         machine.apply(env, true);
         machine
@@ -202,17 +220,23 @@ impl Machine {
         }
     }
 
-    /// Keep the GPUs a `*_VISIBLE_DEVICES` list names (indices among those still visible).
+    /// Keep the GPUs a `*_VISIBLE_DEVICES` list names: indices among those still visible, or
+    /// UUIDs (`GPU-<unique id in hex>`, as `rocminfo` prints them). The runtime stops at the
+    /// first item that names no GPU.
     fn select(&mut self, name: &str, value: &str) {
         let mut keep = Vec::new();
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match item.parse::<usize>() {
-                Ok(i) if i < self.gpus.len() => keep.push(i),
-                Ok(i) => self.notes.push(format!("{name}: no GPU {i} (the runtime ignores it and the rest)")),
-                Err(_) => self.notes.push(format!("{name}: `{item}` is not an index; wheelfix does not apply UUIDs")),
-            }
-            if self.notes.last().is_some_and(|n| n.contains("the rest")) {
-                break;
+            let by_uuid = || self.gpus.iter().position(|g| g.uuid.as_deref().is_some_and(|u| u.eq_ignore_ascii_case(item)));
+            let found = match item.parse::<usize>() {
+                Ok(i) => (i < self.gpus.len()).then_some(i),
+                Err(_) => by_uuid(),
+            };
+            match found {
+                Some(i) => keep.push(i),
+                None => {
+                    self.notes.push(format!("{name}: `{item}` names no GPU (the runtime ignores it and the rest)"));
+                    break;
+                }
             }
         }
         let all = std::mem::take(&mut self.gpus);
@@ -280,4 +304,44 @@ mod tests {
         let m = Machine::read(&dir.path().join("nothing"), &none);
         assert!(m.gpus.is_empty() && m.notes[0].contains("no KFD topology"), "{:?}", m.notes);
     }
+
+    #[test]
+    fn uuids_select_gpus_as_the_runtime_takes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        node(dir.path(), 1, "gfx_target_version 90402\nunique_id 13784950848463611350\n");
+        node(dir.path(), 2, "gfx_target_version 110000\nunique_id 42\n");
+        let env = |name: &str| (name == "ROCR_VISIBLE_DEVICES").then(|| "GPU-000000000000002A".to_string());
+        let m = Machine::read(dir.path(), &env);
+        assert_eq!(m.gpus.iter().map(|g| g.native.as_str()).collect::<Vec<_>>(), ["gfx1100"]);
+        assert_eq!(m.hidden[0].uuid.as_deref(), Some("GPU-bf4dfbc2c8e4a5d6"));
+        let env = |name: &str| (name == "ROCR_VISIBLE_DEVICES").then(|| "GPU-ffff,0".to_string());
+        let m = Machine::read(dir.path(), &env);
+        assert!(m.gpus.is_empty() && m.notes.iter().any(|n| n.contains("names no GPU")), "{:?}", m.notes);
+    }
+
+    #[test]
+    fn sysfs_files_that_are_not_files_are_noted_never_waited_on_or_read_whole() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        node(dir.path(), 1, "gfx_target_version 90402\n");
+        let nodes = dir.path().join("class/kfd/kfd/topology/nodes");
+        // A FIFO as a node's properties (no writer: a plain read would block forever), and
+        // /dev/zero as another's (a plain read would grow without end).
+        std::fs::create_dir_all(nodes.join("2")).unwrap();
+        let fifo = std::ffi::CString::new(nodes.join("2/properties").as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::fs::create_dir_all(nodes.join("3")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", nodes.join("3/properties")).unwrap();
+        let params = dir.path().join("module/amdgpu/parameters");
+        std::fs::create_dir_all(&params).unwrap();
+        let noretry = std::ffi::CString::new(params.join("noretry").as_os_str().as_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(noretry.as_ptr(), 0o600) }, 0);
+        let m = Machine::read(dir.path(), &|_| None);
+        assert_eq!(m.gpus.len(), 1);
+        let notes = m.notes.join("\n");
+        assert!(notes.contains("node 2: properties not read (a FIFO"), "{notes}");
+        assert!(notes.contains("node 3: properties not read (a device"), "{notes}");
+        assert!(notes.contains("noretry: not read (a FIFO"), "{notes}");
+    }
+
 }

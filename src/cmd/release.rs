@@ -27,6 +27,8 @@ pub struct SelectorRequest {
     pub name: String,
     pub version: Option<String>,
     pub output_dir: PathBuf,
+    /// `--index-url`: the index the release is published in, recorded in the selector.
+    pub index_url: Option<String>,
     pub json: bool,
 }
 
@@ -53,8 +55,14 @@ pub fn run_selector(request: &SelectorRequest) -> Output {
             Err(e) => return Output::failure(e),
         }
     }
-    let epoch = settings.source_date_epoch;
-    match metapackage::selector::build(&inputs, &request.name, request.version.as_deref(), &request.output_dir, epoch) {
+    let options = metapackage::selector::SelectorOptions {
+        name: request.name.clone(),
+        version: request.version.clone(),
+        output_dir: request.output_dir.clone(),
+        source_date_epoch: settings.source_date_epoch,
+        index_url: request.index_url.clone(),
+    };
+    match metapackage::selector::build(&inputs, &options) {
         Ok(written) if request.json => {
             #[derive(serde::Serialize)]
             struct Written<'a> {

@@ -408,6 +408,7 @@ fn plan_one(
         compression_level: level,
         dir: &request.wheel_dir,
         layout,
+        index_url: settings.index_url.value.as_deref(),
     };
     let mut plan = split(wheel, analysis, &options);
     if request.require_devices {
@@ -642,6 +643,7 @@ fn write_device(
         },
         provides_extra: Vec::new(),
         requires_dist: device.requires_dist.clone(),
+        index_url: device.index_url.clone(),
         file_tags: wheel.filename.tag_triple(),
         tags: wheel
             .filename

@@ -181,7 +181,12 @@ fn name_output(
         &settings.tag_request(),
         basis,
     )?;
-    let changes = plan::Changes { platform_tags: &tags, new_version: change.new_version(), pins: &change.pins };
+    let changes = plan::Changes {
+        platform_tags: &tags,
+        new_version: change.new_version(),
+        pins: &change.pins,
+        index_url: settings.index_url.value.as_deref(),
+    };
     let plan = plan::retag(&plan::Input::of(wheel, analysis), &changes);
     let file_name = plan.filename.to_string();
     let dir = output_dir(path, destination)?;

@@ -109,6 +109,8 @@ pub struct MetapackageOptions {
     pub output_dir: PathBuf,
     /// `SOURCE_DATE_EPOCH`: the members' time.
     pub source_date_epoch: Option<i64>,
+    /// The index the release is published in (`--index-url`), recorded in its METADATA.
+    pub index_url: Option<String>,
 }
 
 /// The metapackage written.
@@ -224,6 +226,7 @@ pub fn build(wheels: &[Pinned], options: &MetapackageOptions) -> Result<Metapack
         ),
         provides_extra: options.gpu_targets.iter().map(|t| DeviceExtra::of(t).to_string()).collect(),
         requires_dist: requirements.clone(),
+        index_url: options.index_url.clone(),
         file_tags: format!("py3-none-{platform}"),
         tags: vec![format!("py3-none-{platform}")],
         root_is_purelib: platform == "any",

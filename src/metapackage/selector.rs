@@ -16,7 +16,6 @@
 //! target is missing), which is what the per-platform wheels avoid.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use crate::extra::DeviceExtra;
 use crate::wheel::name::PackageName;
@@ -144,14 +143,23 @@ fn selector_version(
     }
 }
 
-/// Write one selector wheel per platform of `inputs` into `output_dir`.
-pub fn build(
-    inputs: &[SelectorInput],
-    name: &str,
-    version: Option<&str>,
-    output_dir: &Path,
-    source_date_epoch: Option<i64>,
-) -> Result<Vec<SelectorWheel>, SelectorError> {
+/// What a selector is: its name, its version (else the one its inputs share), where it is
+/// written, and what its METADATA records.
+#[derive(Debug, Clone, Default)]
+pub struct SelectorOptions {
+    pub name: String,
+    pub version: Option<String>,
+    pub output_dir: std::path::PathBuf,
+    /// `SOURCE_DATE_EPOCH`: the members' time.
+    pub source_date_epoch: Option<i64>,
+    /// The index the release is published in (`--index-url`).
+    pub index_url: Option<String>,
+}
+
+/// Write one selector wheel per platform of `inputs` as `options` say.
+pub fn build(inputs: &[SelectorInput], options: &SelectorOptions) -> Result<Vec<SelectorWheel>, SelectorError> {
+    let (name, version, output_dir) = (options.name.as_str(), options.version.as_deref(), options.output_dir.as_path());
+    let source_date_epoch = options.source_date_epoch;
     if !super::is_project_name(name) {
         return Err(SelectorError::Name(name.to_string()));
     }
@@ -198,6 +206,7 @@ pub fn build(
             ),
             provides_extra,
             requires_dist: requirements.clone(),
+            index_url: options.index_url.clone(),
             file_tags: format!("py3-none-{}", tag_text.join(".")),
             tags: tag_text.iter().map(|t| format!("py3-none-{t}")).collect(),
             root_is_purelib: false,

@@ -70,6 +70,8 @@ pub struct Changes<'a> {
     pub platform_tags: &'a [PlatformTag],
     pub new_version: Option<&'a DistVersion>,
     pub pins: &'a [PinRewrite],
+    /// The index the release is published in, recorded in METADATA (`--index-url`).
+    pub index_url: Option<&'a str>,
 }
 
 /// The WHEEL `Tag:` lines for `platform_tags`: every `{python}-{abi}` pair the WHEEL file (or,
@@ -133,7 +135,11 @@ pub fn retag(input: &Input<'_>, changes: &Changes<'_>) -> Plan {
     if wheel_text != wheel_info.text {
         plan.replace.insert(format!("{dist_info}/WHEEL"), NewMember::new(wheel_text.into_bytes(), None));
     }
-    let metadata = rewrite_metadata(input.metadata_text, changes.new_version.map(|v| v.text.as_str()), changes.pins);
+    let mut metadata =
+        rewrite_metadata(input.metadata_text, changes.new_version.map(|v| v.text.as_str()), changes.pins);
+    if let Some(url) = changes.index_url {
+        metadata = crate::wheel::metadata::with_index_url(&metadata, url);
+    }
     if metadata != input.metadata_text {
         plan.replace.insert(format!("{dist_info}/METADATA"), NewMember::new(metadata.into_bytes(), None));
     }
@@ -203,7 +209,7 @@ mod tests {
             message: String::new(),
         }];
         let version = DistVersion::parse("1.0+rocm10.1.0").unwrap();
-        let changes = Changes { platform_tags: &tags, new_version: Some(&version), pins: &pins };
+        let changes = Changes { platform_tags: &tags, new_version: Some(&version), pins: &pins, index_url: None };
         let plan = retag(&input(&filename, &info), &changes);
         assert_eq!(plan.filename.to_string(), "pkg-1.0+rocm10.1.0-cp312-cp312-linux_x86_64.whl");
         assert_eq!(plan.renames["pkg-1.0.data/scripts/tool"], "pkg-1.0+rocm10.1.0.data/scripts/tool");
@@ -241,7 +247,8 @@ mod tests {
         let metadata = "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\nRequires-Dist: dep==1.0\n\n";
         let input = Input { metadata_text: metadata, ..input(&filename, &info) };
         let tags = vec![PlatformTag::parse("linux_x86_64")];
-        let changes = Changes { platform_tags: &tags, new_version: change.new_version(), pins: &change.pins };
+        let changes =
+            Changes { platform_tags: &tags, new_version: change.new_version(), pins: &change.pins, index_url: None };
         let plan = retag(&input, &changes);
         assert_eq!(plan.filename.to_string(), "pkg-1.0+rocm10.1.0-cp312-cp312-linux_x86_64.whl");
         let metadata =

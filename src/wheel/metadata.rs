@@ -237,14 +237,34 @@ pub struct CoreMetadata {
     pub requires_python: Option<String>,
     pub requires_dist: Vec<Requirement>,
     pub provides_extra: Vec<String>,
+    /// `Project-URL` lines: (label, URL). Ex) (`Package index`, `https://rocm.example/simple/`)
+    pub project_urls: Vec<(String, String)>,
+}
+
+/// The `Project-URL` label under which wheelfix records the index a release is published in
+/// (`--index-url`), so that `doctor`'s fixes name it.
+pub const INDEX_LABEL: &str = "Package index";
+
+/// A `Project-URL` label as PEP 753 compares them: lower case, without punctuation or
+/// whitespace. Ex) `Package index` → `packageindex`
+fn normalized_label(label: &str) -> String {
+    label.chars().filter(|c| !c.is_ascii_punctuation() && !c.is_whitespace()).flat_map(char::to_lowercase).collect()
 }
 
 impl CoreMetadata {
+    /// The index the release was published in, as `--index-url` recorded it
+    /// ([`INDEX_LABEL`]).
+    pub fn index_url(&self) -> Option<&str> {
+        let wanted = normalized_label(INDEX_LABEL);
+        self.project_urls.iter().find(|(label, _)| normalized_label(label) == wanted).map(|(_, url)| url.as_str())
+    }
+
     /// Parse core metadata; a missing `Name` or `Version`, or a version PEP 440 cannot read,
     /// is an error (pip refuses such a distribution too).
     pub fn parse(text: &str) -> Result<Self, MetadataError> {
         let (mut name, mut version) = (None, None);
         let (mut requires_python, mut requires_dist, mut provides_extra) = (None, Vec::new(), Vec::new());
+        let mut project_urls = Vec::new();
         for (key, value) in parse_headers(text) {
             match key.to_ascii_lowercase().as_str() {
                 "name" => name = Some(value),
@@ -252,6 +272,11 @@ impl CoreMetadata {
                 "requires-python" => requires_python = Some(value),
                 "requires-dist" => requires_dist.push(Requirement::parse(&value)),
                 "provides-extra" => provides_extra.push(value),
+                "project-url" => {
+                    if let Some((label, url)) = value.split_once(',') {
+                        project_urls.push((label.trim().to_string(), url.trim().to_string()));
+                    }
+                }
                 _ => {}
             }
         }
@@ -264,8 +289,30 @@ impl CoreMetadata {
             requires_python,
             requires_dist,
             provides_extra,
+            project_urls,
         })
     }
+}
+
+/// METADATA with `Project-URL: Package index, <url>` ([`INDEX_LABEL`]) among its headers, in
+/// place of one it had; the other lines and the description as they were.
+pub fn with_index_url(metadata: &str, url: &str) -> String {
+    let line = format!("Project-URL: {INDEX_LABEL}, {url}");
+    let wanted = normalized_label(INDEX_LABEL);
+    let (head, body) = match metadata.find("\n\n") {
+        Some(i) => (&metadata[..i + 1], &metadata[i + 1..]),
+        None => (metadata, ""),
+    };
+    let mut lines: Vec<&str> = head.lines().collect();
+    let ours = |l: &&str| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("Project-URL")
+                && v.split_once(',').is_some_and(|(label, _)| normalized_label(label) == wanted)
+        })
+    };
+    lines.retain(|l| !ours(l));
+    lines.push(&line);
+    format!("{}\n{body}", lines.join("\n"))
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ pub struct NewWheel {
     pub provides_extra: Vec<String>,
     /// `Requires-Dist` lines, in order. Ex) `torch==2.9.0; extra == "device-gfx942"`
     pub requires_dist: Vec<String>,
+    /// The index the release is published in (`--index-url`): a `Project-URL` line.
+    pub index_url: Option<String>,
     /// The file name's tag triple, each part compressed. Ex) `py3-none-manylinux_2_28_x86_64`
     pub file_tags: String,
     /// WHEEL's `Tag:` lines, in order. Ex) `py3-none-manylinux_2_28_x86_64`
@@ -64,6 +66,9 @@ impl NewWheel {
         }
         for requirement in &self.requires_dist {
             text.push_str(&format!("Requires-Dist: {requirement}\n"));
+        }
+        if let Some(url) = &self.index_url {
+            text.push_str(&format!("Project-URL: {}, {url}\n", crate::wheel::metadata::INDEX_LABEL));
         }
         text
     }

@@ -179,6 +179,8 @@ pub struct DeviceWheelPlan {
     pub extra: DeviceExtra,
     /// The host at its exact version, `--device-requires-dist`'s, then its family's wheel.
     pub requires_dist: Vec<String>,
+    /// The index the release is published in (`--index-url`), recorded in its METADATA.
+    pub index_url: Option<String>,
 }
 
 /// The device wheels of a split of `wheel` whose device wheels hold `processors` (in the order
@@ -189,6 +191,7 @@ pub fn device_wheels(
     processors: &[String],
     families: &[FamilyWheel],
     naming: &DeviceNaming,
+    index_url: Option<&str>,
 ) -> Vec<DeviceWheelPlan> {
     let host = &wheel.metadata.name;
     let version = &wheel.filename.version.text;
@@ -218,6 +221,7 @@ pub fn device_wheels(
             processors: members,
             family_of: Vec::new(),
             requires_dist,
+            index_url: index_url.map(str::to_string),
         });
     }
     for family in families {
@@ -232,6 +236,7 @@ pub fn device_wheels(
             family_of: family.processors.clone(),
             extra: DeviceExtra::All,
             requires_dist,
+            index_url: index_url.map(str::to_string),
         });
     }
     wheels

@@ -137,6 +137,8 @@ pub struct SplitOptions<'a> {
     /// Where the archives are made.
     pub dir: &'a std::path::Path,
     pub layout: ArchiveLayout<'a>,
+    /// The index the release is published in (`--index-url`), recorded in every METADATA.
+    pub index_url: Option<&'a str>,
 }
 
 /// Why a split setting (a flag, or its `[tool.wheelfix]` key) is refused: a usage error, the
@@ -241,7 +243,7 @@ pub struct ArchiveLayout<'a> {
 
 /// Plan the split of one wheel as `options` ask.
 pub fn split(wheel: &Wheel, analysis: &Analysis, options: &SplitOptions<'_>) -> SplitPlan {
-    let SplitOptions { groups, naming, compact, compression_level, dir, layout } = *options;
+    let SplitOptions { groups, naming, compact, compression_level, dir, layout, index_url } = *options;
     let mut plan = Plan::new(wheel.filename.clone());
     plan.compression_level = compression_level;
     let groups = Arc::new(groups.to_vec());
@@ -294,14 +296,17 @@ pub fn split(wheel: &Wheel, analysis: &Analysis, options: &SplitOptions<'_>) -> 
     }
     if !binaries.is_empty() || !databases.is_empty() {
         let extras = device_extras(&wheel.metadata.name, &processors, &families, naming);
-        let metadata = with_device_extras(&wheel.metadata_text, &extras, &wheel.metadata.version.text);
+        let mut metadata = with_device_extras(&wheel.metadata_text, &extras, &wheel.metadata.version.text);
+        if let Some(url) = index_url {
+            metadata = crate::wheel::metadata::with_index_url(&metadata, url);
+        }
         let path = format!("{}/METADATA", wheel.dist_info);
         plan.replace.insert(path, NewMember { content: Content::Bytes(metadata.into_bytes()), mode: None });
     }
     let requested: Vec<_> = processors.iter().filter_map(|g| TargetId::parse(g).ok()).collect();
     let moved: Vec<GpuCode> = analysis.gpu.iter().filter(|c| cut.iter().any(|f| f.file == c.file)).cloned().collect();
     let uncovered = crate::gpu::targets::uncovered(&moved, &requested);
-    let devices = device_wheels(wheel, &processors, &families, naming);
+    let devices = device_wheels(wheel, &processors, &families, naming, index_url);
     SplitPlan { plan, binaries, cut, left, unreadable, groups: processors, databases, families, uncovered, devices }
 }
 

@@ -53,6 +53,7 @@ fn plan_of(wheel: &Wheel, facts: &Analysis, naming: &DeviceNaming, layout: Archi
         compression_level: 6,
         dir: std::path::Path::new("/stage"),
         layout,
+        index_url: None,
     };
     split(wheel, facts, &options)
 }
