@@ -148,6 +148,10 @@ pub struct GpuCode {
     /// note): that code fails to load.
     #[serde(skip)]
     pub kpack_marker_problems: Vec<String>,
+    /// The target IDs of each offload bundle read, in the order read: a binary runs on a GPU
+    /// only where every bundle (each a translation unit's kernels) has code for it.
+    #[serde(skip)]
+    pub bundle_targets: Vec<Vec<TargetId>>,
 }
 
 impl GpuCode {
@@ -167,6 +171,7 @@ impl GpuCode {
             kpack_kernel: None,
             kpack_toc: Default::default(),
             kpack_marker_problems: Vec::new(),
+            bundle_targets: Vec::new(),
         }
     }
 
@@ -540,7 +545,9 @@ fn kpack_referenced<V: FileView + ?Sized>(
 ) -> GpuCode {
     let mut code = GpuCode::new(file, Container::KpackSplit);
     code.notes.push("device code was split out by kpack: it lives in .kpack archives, not in this file".into());
-    if let Ok(bytes) = view.get(reference.offset, reference.size) {
+    // The runtime reads at most a marker's worth at the wrapper's pointer, whatever the section
+    // header claims (a header may claim more than any file holds).
+    if let Ok(bytes) = view.get(reference.offset, reference.size.min(kpack::MARKER_MAX)) {
         match msgpack::parse(bytes) {
             Ok(value) => {
                 if let Some(name) = value.get("kernel_name").and_then(|v| v.as_str()) {
@@ -730,14 +737,15 @@ pub const MARKERS_READ_MAX: u64 = 16 << 20;
 /// Whether a wrapper of the host's `.hipFatBinSegment` (as far as the view holds it) is `HIPK`.
 fn any_wrapper_hipk<V: FileView + ?Sized>(facts: &ElfFacts, view: &V) -> bool {
     let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes()) else { return false };
-    view.get(s.offset, s.size).is_ok_and(|b| b.chunks_exact(kpack::WRAPPER_LEN as usize).any(|w| w[..4] == kpack::HIPK))
+    view.get(s.offset, wrappers_len(s))
+        .is_ok_and(|b| b.chunks_exact(kpack::WRAPPER_LEN as usize).any(|w| w[..4] == kpack::HIPK))
 }
 
 /// A kpack-split host whose wrappers are not all `HIPK`: a wrapper still `HIPF` points at
 /// device code that is no longer there.
 fn kpack_wrapper_problems<V: FileView + ?Sized>(facts: &ElfFacts, view: &V, code: &mut GpuCode) {
     let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes()) else { return };
-    let Ok(bytes) = view.get(s.offset, s.size) else { return };
+    let Ok(bytes) = view.get(s.offset, wrappers_len(s)) else { return };
     let wrappers = bytes.chunks_exact(kpack::WRAPPER_LEN as usize);
     let not_hipk: Vec<usize> = wrappers.enumerate().filter(|(_, w)| w[..4] != kpack::HIPK).map(|(i, _)| i).collect();
     if let Some(first) = not_hipk.first() {
@@ -818,9 +826,15 @@ fn spent_fatbins(facts: &ElfFacts) -> impl Iterator<Item = &wheelfix_elf::Sectio
     facts.sections.iter().filter(|s| (s.name == ".hip_fatbin" || s.name == kpack::MOVED_SECTION) && s.has_file_bytes())
 }
 
+/// The bytes of a `.hipFatBinSegment` read: as its header says, up to [`MARKERS_READ_MAX`] (some
+/// 700,000 wrappers, far more than any build has; a header may claim more than any file holds).
+fn wrappers_len(section: &wheelfix_elf::SectionInfo) -> u64 {
+    section.size.min(MARKERS_READ_MAX)
+}
+
 /// How many `__hip_fatbin_wrapper` records a host binary's `.hipFatBinSegment` holds.
 fn wrapper_count(facts: &ElfFacts) -> usize {
-    facts.section(".hipFatBinSegment").map_or(0, |s| (s.size / kpack::WRAPPER_LEN) as usize)
+    facts.section(".hipFatBinSegment").map_or(0, |s| (wrappers_len(s) / kpack::WRAPPER_LEN) as usize)
 }
 
 /// The sections [`host_binary_view`] reads from the view itself (not from the scan's hits):
@@ -828,8 +842,12 @@ fn wrapper_count(facts: &ElfFacts) -> usize {
 /// `split` leaves its kpack marker): a binary streamed past is read again for them rather than
 /// called empty.
 pub fn host_sections_read(facts: &ElfFacts, hits: &scan::Hits) -> Vec<(u64, u64)> {
-    let mut read: Vec<(u64, u64)> =
-        facts.sections.iter().filter(|s| s.name == kpack::MARKER_SECTION).map(|s| (s.offset, s.size)).collect();
+    let mut read: Vec<(u64, u64)> = facts
+        .sections
+        .iter()
+        .filter(|s| s.name == kpack::MARKER_SECTION)
+        .map(|s| (s.offset, s.size.min(kpack::MARKER_MAX)))
+        .collect();
     let moved: Vec<(u64, u64)> = facts.sections_named(kpack::MOVED_SECTION).map(|s| (s.offset, s.size)).collect();
     if moved.iter().map(|p| p.1).sum::<u64>() <= MARKERS_READ_MAX {
         read.extend(moved);
@@ -857,7 +875,7 @@ pub fn host_sections_read(facts: &ElfFacts, hits: &scan::Hits) -> Vec<(u64, u64)
     if let Some(s) = facts.section(".hipFatBinSegment").filter(|s| s.has_file_bytes())
         && !read.is_empty()
     {
-        read.push((s.offset, s.size));
+        read.push((s.offset, wrappers_len(s)));
     }
     read.dedup();
     read

@@ -715,6 +715,7 @@ impl Hits {
             }
             code.objects += one.objects;
             code.targets.extend(one.targets);
+            code.bundle_targets.extend(one.bundle_targets);
             code.code_object_versions.extend(one.code_object_versions);
             super::Count::sum_into(&mut code.target_bytes, one.target_bytes);
             code.notes.extend(one.notes);
@@ -942,6 +943,7 @@ fn record_entries<'a>(
     header: impl Fn(&super::BundleEntry) -> Option<&'a [u8]>,
     code: &mut GpuCode,
 ) {
+    let mut this_bundle = Vec::new();
     for entry in table {
         if entry.id.starts_with("host-") {
             continue;
@@ -965,11 +967,13 @@ fn record_entries<'a>(
         };
         code.objects += 1;
         code.target_bytes.entry(target.clone()).or_default().add(entry.size);
+        this_bundle.push(target.clone());
         code.targets.push(target);
         if let Some((_, Some(cov))) = amdgpu {
             code.code_object_versions.push(cov);
         }
     }
+    code.bundle_targets.push(this_bundle);
 }
 
 /// The target an offload bundle entry id names, in every form clang has written:
