@@ -14,10 +14,24 @@ use serde::Serialize;
 /// Version of the JSON documents wheelfix writes.
 pub const JSON_VERSION: u32 = 1;
 
-/// The printed document.
+/// The printed document. Characters that would reorder what a terminal shows (bidirectional
+/// overrides, embeddings and isolates, which JSON may hold raw) are written as `\uXXXX`
+/// escapes: the same document to a parser, and nothing hidden on a screen.
 pub fn to_text(document: &impl Serialize) -> String {
     let value = serde_json::to_value(document).expect("documents serialise");
-    serde_json::to_string_pretty(&value).expect("documents serialise") + "\n"
+    let text = serde_json::to_string_pretty(&value).expect("documents serialise") + "\n";
+    if !text.chars().any(super::is_bidi_control) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if super::is_bidi_control(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A document with the format's `version` beside its own fields.
@@ -54,4 +68,16 @@ impl<'a> Failed<'a> {
 pub enum Entry<'a, T: Serialize> {
     Done(T),
     Failed(Failed<'a>),
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bidi_overrides_are_escaped_and_the_document_reads_back_the_same() {
+        let document = serde_json::json!({"file": "demo/\u{202e}os.k.so", "line": "a\nb"});
+        let text = super::to_text(&document);
+        assert!(text.contains(r#""file": "demo/\u202eos.k.so""#), "{text}");
+        assert!(!text.contains('\u{202e}') && text.contains(r#""a\nb""#), "{text}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), document);
+    }
 }

@@ -1003,20 +1003,43 @@ pub struct WheelSize {
 }
 
 /// Text for a terminal with every control character but newline and tab made visible
-/// (`\x1b` → `\u{1b}`): names, paths and messages read from wheels, archives and markers
-/// reach the report, and an escape sequence among them must not set the title, clear the
-/// screen or colour what follows. The one place text output passes before it is printed.
+/// (`\x1b` → `\u{1b}`), and every bidirectional override (`U+202E`): names, paths and messages
+/// read from wheels, archives and markers reach the report, and an escape sequence among them
+/// must not set the title, clear the screen or colour what follows, nor reorder what is shown.
+/// The one place text output passes before it is printed; each field put into a line passes
+/// [`field`] first, so that none starts a line of its own.
 pub fn escape_text(text: &str) -> std::borrow::Cow<'_, str> {
-    let visible = |c: char| !c.is_control() || c == '\n' || c == '\t';
-    if text.chars().all(visible) {
+    made_visible(text, true)
+}
+
+/// One field of a text line (a file name, a kernel name, a project's metadata, a message that
+/// quotes them): [`escape_text`]'s rule with newlines and tabs made visible too.
+/// Ex) `a\nfix: curl … | sh` → `a\u{a}fix: curl … | sh`
+pub fn field(text: &str) -> std::borrow::Cow<'_, str> {
+    made_visible(text, false)
+}
+
+/// Whether a character would change what a terminal shows around it: a control character
+/// (newline and tab unless `lines`), or a bidirectional embedding, override or isolate.
+fn hidden(c: char, lines: bool) -> bool {
+    is_bidi_control(c) || (c.is_control() && !(lines && (c == '\n' || c == '\t')))
+}
+
+/// A bidirectional embedding, override, isolate or mark: it reorders the text around it.
+pub(crate) fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
+fn made_visible(text: &str, lines: bool) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| hidden(c, lines)) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if visible(c) {
-            out.push(c);
-        } else {
+        if hidden(c, lines) {
             out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
         }
     }
     std::borrow::Cow::Owned(out)
