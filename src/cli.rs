@@ -123,8 +123,8 @@ pub enum Command {
 
 #[derive(Args)]
 pub struct DoctorArgs {
-    /// site-packages directories, virtual environments or Python executables (default: the
-    /// python3 on PATH, as pip would pick it).
+    /// site-packages directories, virtual environments or Python executables, each a path
+    /// (default: the python3 on PATH, as pip would pick it).
     #[arg(value_name = "PATH")]
     paths: Vec<PathBuf>,
     /// Check for this GPU instead of this machine's (repeatable). Ex) gfx942, gfx90a:xnack+
@@ -136,6 +136,10 @@ pub struct DoctorArgs {
     /// Search these directories (colon-separated) instead of the system's library path.
     #[arg(long, value_name = "PATHS")]
     ldpaths: Option<String>,
+    /// The index the fixes install from, over the one a distribution's METADATA records
+    /// (`--index-url` of split, retag and selector).
+    #[arg(long, value_name = "URL", value_parser = index_url)]
+    index_url: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -195,7 +199,7 @@ pub struct SelectorArgs {
     version: Option<String>,
     /// The index the release will be published in (its simple index URL): recorded in the
     /// METADATA written (`Project-URL: Package index, <URL>`), so that `doctor`'s fixes install
-    /// from it. 
+    /// from it.
     #[arg(long, value_name = "URL", value_parser = index_url)]
     index_url: Option<String>,
 
@@ -937,6 +941,7 @@ impl Command {
                 gpus: args.gpus,
                 sysfs: args.sysfs,
                 ldpaths: args.ldpaths,
+                index_url: args.index_url,
                 json: args.json,
             }),
             Command::Completions { shell } => return Run::Completions(shell),

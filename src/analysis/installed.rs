@@ -29,6 +29,10 @@ pub struct Distribution {
     /// The tool that installed it (`INSTALLER`). Ex) `pip`, `uv`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installer: Option<String>,
+    /// The index its release is published in, as its METADATA records it
+    /// (`Project-URL: Package index`, `--index-url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_url: Option<String>,
     /// The files its RECORD names inside site-packages, relative to it.
     #[serde(skip)]
     pub files: Vec<String>,
@@ -45,6 +49,45 @@ pub struct Site {
     pub distributions: Vec<Distribution>,
     /// Distributions that could not be read: (dist-info directory, why).
     pub unreadable: Vec<(String, String)>,
+    /// How packages get into it.
+    pub installer: InstallerFacts,
+}
+
+/// How packages get into an environment: what a fix that installs runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct InstallerFacts {
+    /// The virtual environment `site-packages` belongs to (the directory of its `pyvenv.cfg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub venv: Option<PathBuf>,
+    /// Its Python: the virtual environment's `bin/python`, or the Python given as the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<PathBuf>,
+    /// pip is installed in it.
+    pub has_pip: bool,
+    /// uv made it (`uv = …` in `pyvenv.cfg`), or installed what is in it.
+    pub made_by_uv: bool,
+    /// uv, where the PATH doctor ran with finds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uv: Option<PathBuf>,
+}
+
+impl InstallerFacts {
+    /// What `root` (a real `site-packages` path) and its distributions say: its virtual
+    /// environment (`root` is `<venv>/lib/pythonX.Y/site-packages`), pip among them, uv's mark.
+    fn of(root: &Path, distributions: &[Distribution]) -> InstallerFacts {
+        let venv = root.ancestors().skip(1).take(3).find(|d| d.join("pyvenv.cfg").is_file()).map(Path::to_path_buf);
+        let cfg = venv.as_ref().and_then(|v| crate::files::read_text_bounded(&v.join("pyvenv.cfg"), 1 << 16).ok());
+        let uv_cfg = cfg.is_some_and(|c| c.lines().any(|l| l.split('=').next().is_some_and(|k| k.trim() == "uv")));
+        let by_uv = distributions.iter().filter(|d| d.installer.as_deref() == Some("uv")).count();
+        let python = venv.as_ref().map(|v| v.join("bin/python")).filter(|p| p.exists());
+        InstallerFacts {
+            venv,
+            python,
+            has_pip: distributions.iter().any(|d| d.name == "pip"),
+            made_by_uv: uv_cfg || (by_uv > 0 && by_uv * 2 >= distributions.len()),
+            uv: None,
+        }
+    }
 }
 
 /// Why an installed directory, distribution or file cannot be read (the caller names the
@@ -58,6 +101,11 @@ pub enum InstalledError {
     MetadataRead(std::io::Error),
     #[error("METADATA: {0}")]
     Metadata(#[from] crate::wheel::metadata::MetadataError),
+    /// RECORD cannot be read: it is missing, not a file, or larger than any RECORD.
+    #[error("RECORD: {0}")]
+    RecordRead(std::io::Error),
+    #[error("RECORD: {0}")]
+    Record(String),
     /// The file cannot be opened (or is not a regular file), or its size read.
     #[error("{0}")]
     Open(std::io::Error),
@@ -84,7 +132,12 @@ impl Site {
             .filter(|n| n.ends_with(".dist-info"))
             .collect();
         dist_infos.sort();
-        let mut site = Site { root: root.to_path_buf(), distributions: Vec::new(), unreadable: Vec::new() };
+        let mut site = Site {
+            root: root.to_path_buf(),
+            distributions: Vec::new(),
+            unreadable: Vec::new(),
+            installer: InstallerFacts::default(),
+        };
         for dist_info in dist_infos {
             match read_distribution(root, &dist_info) {
                 Ok(d) => site.distributions.push(d),
@@ -92,6 +145,7 @@ impl Site {
             }
         }
         site.distributions.sort_by(|a, b| a.name.cmp(&b.name));
+        site.installer = InstallerFacts::of(root, &site.distributions);
         Ok(site)
     }
 
@@ -106,11 +160,9 @@ fn read_distribution(root: &Path, dist_info: &str) -> Result<Distribution, Insta
     let text = |name: &str| crate::files::read_text_bounded(&dir.join(name), TEXT_MAX);
     let metadata = text("METADATA").map_err(InstalledError::MetadataRead)?;
     let metadata = CoreMetadata::parse(&metadata)?;
-    let record = crate::files::read_bounded(&dir.join("RECORD"), TEXT_MAX).unwrap_or_default();
-    let mut files: Vec<String> = match crate::wheel::record::Record::parse(&record) {
-        Ok(record) => record.rows().filter_map(|r| crate::wheel::normalize_path(r.path)).collect(),
-        Err(_) => Vec::new(),
-    };
+    let record = crate::files::read_bounded(&dir.join("RECORD"), TEXT_MAX).map_err(InstalledError::RecordRead)?;
+    let record = crate::wheel::record::Record::parse(&record).map_err(|e| InstalledError::Record(e.to_string()))?;
+    let mut files: Vec<String> = record.rows().filter_map(|r| crate::wheel::normalize_path(r.path)).collect();
     files.sort();
     files.dedup();
     let direct_url = text("direct_url.json")
@@ -123,6 +175,7 @@ fn read_distribution(root: &Path, dist_info: &str) -> Result<Distribution, Insta
         dist_info: dist_info.to_string(),
         direct_url,
         installer: text("INSTALLER").ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()),
+        index_url: metadata.index_url().map(str::to_string),
         files,
         provides_extra: metadata.provides_extra,
         requires_dist: metadata.requires_dist,
@@ -302,6 +355,13 @@ pub fn examine(site: Site, devices: &[gpu::TargetId], search: &super::linkage::L
             file_names.entry(name).or_default().push(f.clone());
         }
     }
+    // A shared library its distribution lists that cannot be opened as a file (gone, a FIFO,
+    // a directory, no permission): nothing can be said of its code, which is said.
+    let mut unreadable: Vec<(String, String)> = owned
+        .iter()
+        .filter(|(f, _)| is_library_name(f))
+        .filter_map(|(f, _)| crate::files::open_regular(&site.root.join(f)).err().map(|e| (f.clone(), e.to_string())))
+        .collect();
     let hosts: Vec<(String, Option<usize>, u64)> = owned
         .into_iter()
         .filter(|(f, _)| file_kind(&site.root.join(f)) == FileKind::HostElf)
@@ -343,7 +403,6 @@ pub fn examine(site: Site, devices: &[gpu::TargetId], search: &super::linkage::L
     )
     .unwrap_or_default();
     let mut binaries = Vec::new();
-    let mut unreadable = Vec::new();
     for r in read {
         match r {
             Ok(b) => binaries.push(b),
@@ -356,8 +415,8 @@ pub fn examine(site: Site, devices: &[gpu::TargetId], search: &super::linkage::L
     for b in &binaries {
         for code in b.gpu.iter().filter(|c| c.kpack_kernel.is_some()) {
             let lookup = code.kpack_lookup(&b.real_path);
-            for device in devices {
-                wanted.extend(lookup.archive_paths(device));
+            for mode in devices.iter().flat_map(gpu::resolve::modes_of) {
+                wanted.extend(lookup.archive_paths(&mode));
             }
         }
     }
@@ -377,7 +436,14 @@ pub fn examine(site: Site, devices: &[gpu::TargetId], search: &super::linkage::L
     })
     .into_iter()
     .collect();
+    unreadable.sort();
     Environment { site, binaries, archives, unreadable, file_names }
+}
+
+/// A shared library's file name: `x.so`, `libx.so.1.2`.
+fn is_library_name(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.ends_with(".so") || name.contains(".so.")
 }
 
 /// Installed files read as `show` reads a wheel's members, each named by its path relative to

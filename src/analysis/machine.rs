@@ -226,7 +226,8 @@ impl Machine {
     fn select(&mut self, name: &str, value: &str) {
         let mut keep = Vec::new();
         for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let by_uuid = || self.gpus.iter().position(|g| g.uuid.as_deref().is_some_and(|u| u.eq_ignore_ascii_case(item)));
+            let by_uuid =
+                || self.gpus.iter().position(|g| g.uuid.as_deref().is_some_and(|u| u.eq_ignore_ascii_case(item)));
             let found = match item.parse::<usize>() {
                 Ok(i) => (i < self.gpus.len()).then_some(i),
                 Err(_) => by_uuid(),
@@ -343,5 +344,4 @@ mod tests {
         assert!(notes.contains("node 3: properties not read (a device"), "{notes}");
         assert!(notes.contains("noretry: not read (a FIFO"), "{notes}");
     }
-
 }

@@ -203,6 +203,14 @@ kinds! {
     NoDatabaseForGpu = "no-database-for-gpu", Error, Doctor, None;
     /// A library the loader finds nowhere.
     LibraryNotFound = "library-not-found", Error, Doctor, None;
+    /// A distribution whose METADATA or RECORD cannot be read: the verdict is "cannot tell".
+    DistributionUnreadable = "distribution-unreadable", Error, Doctor, None;
+    /// A host binary that cannot be read: the verdict is "cannot tell".
+    BinaryUnreadable = "binary-unreadable", Error, Doctor, None;
+    /// Device wheels for another GPU installed where this GPU's are missing.
+    WrongGpuInstalled = "wrong-gpu-installed", Error, Doctor, None;
+    /// An exact pin between installed distributions that no longer holds.
+    PinNotHeld = "pin-not-held", Error, Doctor, None;
 }
 
 const REBUILD_SELECTOR: &str = "rebuild it from the set as it is: `wheelfix selector` for a selector, `wheelfix metapackage` for a per-architecture metapackage";

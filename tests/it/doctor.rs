@@ -5,132 +5,14 @@
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use support::elfgen::ElfSpec;
-use support::gpugen::{GFX90A, GFX942, bundle_for, section};
+use support::envs::{Release, doctor, fat_wheel, hip_extension, hip_runtimes, new_venv, pip_install, sysfs};
 use support::python::{run, system_python, validate};
 use support::wheelgen::WheelSpec;
-use support::{stderr, stdout, wheelfix, wheelfix_env};
+use support::{stderr, stdout, wheelfix};
 use wheelfix::report::ShowReport;
-use wheelfix::report::doctor::DoctorDocument;
-
-/// A HIP extension with one wrapped bundle: gfx942 (either mode) and gfx90a with XNACK on only;
-/// it needs the HIP runtime of ROCm `rocm_major`.
-fn hip_extension(rocm_major: u32) -> Vec<u8> {
-    // e_flags: the processor, XNACK any (0x100) or on (0x300), SRAMECC any (0x400).
-    let fatbin = bundle_for(&[("gfx942", GFX942 | 0x500), ("gfx90a:xnack+", GFX90A | 0x700)], 5);
-    let wrapper = [0x4849_5046u32.to_le_bytes(), 1u32.to_le_bytes()].concat();
-    let wrapper = [wrapper, vec![0u8; 16]].concat();
-    ElfSpec {
-        sections: vec![section(".hip_fatbin", 1, fatbin), section(".hipFatBinSegment", 1, wrapper)],
-        ..ElfSpec::extension("_k")
-    }
-    .needs(&format!("libamdhip64.so.{rocm_major}"))
-    .build()
-}
-
-fn fat_wheel(dir: &Path) -> PathBuf {
-    WheelSpec::new("demo_gpu", "1.0", "py3-none-linux_x86_64")
-        .file("demo_gpu/__init__.py", "")
-        .file("demo_gpu/_k.so", hip_extension(7))
-        .write(dir)
-}
-
-/// A virtual environment with pip, its site-packages.
-fn new_venv(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let venv = dir.join(name);
-    run(Command::new(system_python()).args(["-m", "venv"]).arg(&venv));
-    let lib = venv.join("lib");
-    let python = std::fs::read_dir(&lib).unwrap().next().unwrap().unwrap().file_name();
-    let site = lib.join(python).join("site-packages");
-    assert!(site.is_dir(), "{}", site.display());
-    (venv, site)
-}
-
-fn pip_install(venv: &Path, wheels: &Path, requirement: &str) {
-    run(Command::new(venv.join("bin/python"))
-        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-index", "--find-links"])
-        .arg(wheels)
-        .arg(requirement));
-}
-
-/// A fake `/sys`: KFD nodes `(gfx_target_version, capability)` (0: a CPU node), and the
-/// driver's `noretry` when given.
-fn sysfs(dir: &Path, name: &str, nodes: &[(u32, u64)], noretry: Option<i32>) -> PathBuf {
-    let root = dir.join(name);
-    for (n, (version, capability)) in nodes.iter().enumerate() {
-        let node = root.join(format!("class/kfd/kfd/topology/nodes/{n}"));
-        std::fs::create_dir_all(&node).unwrap();
-        let text =
-            format!("cpu_cores_count 0\nsimd_count 304\ngfx_target_version {version}\ncapability {capability}\n");
-        std::fs::write(node.join("properties"), text).unwrap();
-    }
-    if let Some(noretry) = noretry {
-        let p = root.join("module/amdgpu/parameters");
-        std::fs::create_dir_all(&p).unwrap();
-        std::fs::write(p.join("noretry"), format!("{noretry}\n")).unwrap();
-    }
-    root
-}
-
-/// The stub HIP runtimes of ROCm 6 and 7, in one directory for `LD_LIBRARY_PATH`.
-fn hip_runtimes(dir: &Path) -> PathBuf {
-    let lib = dir.join("rocm-lib");
-    std::fs::create_dir_all(&lib).unwrap();
-    for major in [6, 7] {
-        let name = format!("libamdhip64.so.{major}");
-        support::python::cc_shared(&lib, "int hipInit(unsigned f) { return (int)f; }\n", &name, &[]);
-    }
-    lib
-}
-
-struct Doctor {
-    code: i32,
-    text: String,
-    json: DoctorDocument,
-}
-
-/// `doctor` twice (text and JSON, the JSON validated against its schema), with `env`.
-fn doctor(d: &Path, args: &[&str], env: &[(&str, &str)]) -> Doctor {
-    let out = wheelfix_env(d, &[&["doctor"], args].concat(), env);
-    let json = wheelfix_env(d, &[&["doctor", "--json"], args].concat(), env);
-    assert_eq!(out.status.code(), json.status.code(), "{}", stderr(&json));
-    validate("doctor.schema.json", &json.stdout);
-    Doctor { code: out.status.code().unwrap(), text: stdout(&out), json: support::document(&json, &[]) }
-}
-
-impl Doctor {
-    fn problems(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for e in &self.json.environments {
-            for p in &e.diagnosis.problems {
-                out.push((p.kind.to_string(), p.fix.clone().unwrap_or_default()));
-            }
-        }
-        out
-    }
-
-    fn kinds(&self) -> Vec<String> {
-        self.problems().into_iter().map(|(k, _)| k).collect()
-    }
-
-    fn fix(&self, kind: &str) -> String {
-        self.problems().into_iter().find(|(k, _)| k == kind).map(|(_, f)| f).unwrap_or_else(|| panic!("{}", self.text))
-    }
-}
-
-/// Run a fix exactly as printed, in a shell whose `pip` is the environment's, from `wheels` alone.
-fn run_fix(fix: &str, venv: &Path, wheels: &Path) {
-    let path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap_or_default());
-    run(Command::new("sh")
-        .args(["-c", fix])
-        .env("PATH", path)
-        .env("PIP_NO_INDEX", "1")
-        .env("PIP_FIND_LINKS", wheels)
-        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"));
-}
 
 #[test]
 fn doctor_judges_fat_and_thin_builds_on_each_gpu_as_the_runtime_would() {
@@ -200,68 +82,6 @@ fn doctor_judges_fat_and_thin_builds_on_each_gpu_as_the_runtime_would() {
     assert!(stderr(&out).contains("gfx942"), "{}", stderr(&out));
     let out = wheelfix(d, &["doctor", "--gpu", "gfx942", d.join("wheels").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-}
-
-#[test]
-fn doctor_follows_a_split_set_to_its_archives_and_its_fixes_make_the_environment_ready() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let lib = hip_runtimes(d);
-    let ld = [("LD_LIBRARY_PATH", lib.to_str().unwrap())];
-    let fat = fat_wheel(&d.join("fat"));
-    let out = wheelfix(d, &["split", "--all-targets", "-w", "wheels", fat.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let wheels = d.join("wheels");
-    let (venv, site) = new_venv(d, "split");
-    let site_arg = site.to_str().unwrap();
-
-    // The host alone: no archive; the fix installs the device wheel through the host's extra.
-    pip_install(&venv, &wheels, "demo_gpu");
-    let host_only = doctor(d, &["--gpu", "gfx942", site_arg], &ld);
-    assert_eq!((host_only.code, host_only.kinds()), (1, vec!["kpack-unresolved".to_string()]), "{}", host_only.text);
-    let fix = host_only.fix("kpack-unresolved");
-    assert_eq!(fix, "pip install 'demo-gpu[device-gfx942]==1.0'");
-    run_fix(&fix, &venv, &wheels);
-    let ready = doctor(d, &["--gpu", "gfx942", site_arg], &ld);
-    assert_eq!(ready.code, 0, "{}", ready.text);
-    assert!(ready.text.contains("archive demo_gpu/.kpack/"), "{}", ready.text);
-    // gfx90a with XNACK off: the gfx90a archive is not installed either, and would not serve it.
-    let other = doctor(d, &["--gpu", "gfx90a:xnack+", site_arg], &ld);
-    assert_eq!(other.fix("kpack-unresolved"), "pip install 'demo-gpu[device-gfx90a]==1.0'", "{}", other.text);
-
-    // A library reached through a symlink finds its archive from its real path.
-    let alias_info = site.join("alias-1.0.dist-info");
-    std::fs::create_dir_all(site.join("alias")).unwrap();
-    std::os::unix::fs::symlink("../demo_gpu/_k.so", site.join("alias/_k.so")).unwrap();
-    std::fs::create_dir_all(&alias_info).unwrap();
-    std::fs::write(alias_info.join("METADATA"), "Metadata-Version: 2.1\nName: alias\nVersion: 1.0\n").unwrap();
-    std::fs::write(alias_info.join("RECORD"), "alias/_k.so,,\nalias-1.0.dist-info/RECORD,,\n").unwrap();
-    let linked = doctor(d, &["--gpu", "gfx942", site_arg], &ld);
-    assert_eq!(linked.code, 0, "{}", linked.text);
-    let served = &linked.json.environments[0].diagnosis.binaries;
-    assert_eq!(served.len(), 2, "{}", linked.text);
-    assert!(served.iter().all(|b| b.gpus[0].runs), "{}", linked.text);
-    std::fs::remove_dir_all(&alias_info).unwrap();
-    std::fs::remove_dir_all(site.join("alias")).unwrap();
-
-    // A damaged archive (a frame cut short): named with its distribution; the fix reinstalls it.
-    let archive = std::fs::read_dir(site.join("demo_gpu/.kpack"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("gfx942.kpack"))
-        .unwrap();
-    let mut bytes = std::fs::read(&archive).unwrap();
-    // The frames follow the 16-byte header: spoil the first frame's zstd magic.
-    let at = bytes.windows(4).position(|w| w == [0x28, 0xb5, 0x2f, 0xfd]).expect("a zstd frame");
-    bytes[at + 5] ^= 0xff;
-    bytes[at..at + 4].copy_from_slice(b"XXXX");
-    std::fs::write(&archive, &bytes).unwrap();
-    let damaged = doctor(d, &["--gpu", "gfx942", site_arg], &ld);
-    assert_eq!(damaged.kinds(), ["kpack-archive-damaged"], "{}", damaged.text);
-    let fix = damaged.fix("kpack-archive-damaged");
-    assert_eq!(fix, "pip install --force-reinstall --no-deps 'demo-gpu-device-gfx942==1.0'");
-    run_fix(&fix, &venv, &wheels);
-    assert_eq!(doctor(d, &["--gpu", "gfx942", site_arg], &ld).code, 0);
 }
 
 #[test]
@@ -362,12 +182,16 @@ fn show_lddtree_and_doctor_read_a_clang_built_library_where_pip_installed_it() {
     let none = doctor(d, &["--gpu", "gfx1030", site_arg], &ld);
     assert_eq!(none.kinds(), ["no-code-for-gpu"], "{}", none.text);
 
-    // Split, the host and the gfx942 device wheel installed: show follows the markers to the
-    // archives on disk, and a GPU whose archive is not installed is missing.
-    let out = wheelfix(d, &["split", "--all-targets", "-w", "split", wheel.to_str().unwrap()]);
+    // Split for the index it is served from, the host and the gfx942 device wheel installed
+    // from it: show follows the markers to the archives on disk, and a GPU whose archive is not
+    // installed is missing.
+    let release = Release::serve(d);
+    let out =
+        wheelfix(d, &["split", "--all-targets", "--index-url", &release.url, "-w", "split", wheel.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
+    release.publish(d, &["split"]);
     let (venv, site) = new_venv(d, "split");
-    pip_install(&venv, &d.join("split"), "clang_gpu[device-gfx942]");
+    release.pip_install(d, &venv, "clang_gpu[device-gfx942]");
     let host = site.join("clang_gpu/libk.so");
     let (code, report) = show_one(d, &["--expect-gpu-target", "gfx942", host.to_str().unwrap()]);
     assert_eq!(code, 0, "{report:#?}");
@@ -378,10 +202,21 @@ fn show_lddtree_and_doctor_read_a_clang_built_library_where_pip_installed_it() {
     assert_eq!(dir_report.gpu_targets, ["gfx942"], "{dir_report:#?}");
     let site_arg = site.to_str().unwrap();
     assert_eq!(doctor(d, &["--gpu", "gfx942", site_arg], &ld).code, 0);
+    // On a gfx1100, gfx942's device wheel is the wrong GPU's code: its fix, pasted, installs
+    // gfx1100's from the index the release names.
     let unresolved = doctor(d, &["--gpu", "gfx1100", site_arg], &ld);
-    let fix = unresolved.fix("kpack-unresolved");
-    assert_eq!(fix, "pip install 'clang-gpu[device-gfx1100]==1.0'", "{}", unresolved.text);
-    run_fix(&fix, &venv, &d.join("split"));
+    assert_eq!(unresolved.kinds(), ["wrong-gpu-installed"], "{}", unresolved.text);
+    assert!(
+        unresolved.text.contains("you installed gfx942 code (clang-gpu-device-gfx942==1.0)"),
+        "{}",
+        unresolved.text
+    );
+    let fix = unresolved.fix("wrong-gpu-installed");
+    let python = venv.join("bin/python");
+    let expected =
+        format!("{} -m pip install --index-url {} 'clang-gpu[device-gfx1100]==1.0'", python.display(), release.url);
+    assert_eq!(fix, expected, "{}", unresolved.text);
+    support::envs::paste(d, &fix);
     assert_eq!(doctor(d, &["--gpu", "gfx1100", site_arg], &ld).code, 0);
     let (code, _) = show_one(d, &["--expect-gpu-target", "gfx1100", host.to_str().unwrap()]);
     assert_eq!(code, 0);

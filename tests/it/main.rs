@@ -10,6 +10,8 @@ mod check_flags;
 mod compact;
 mod docs;
 mod doctor;
+mod doctor_fixes;
+mod doctor_hostile;
 mod dropin;
 mod golden;
 mod gpu;

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests.
 
 pub mod browser;
+pub mod envs;
 pub use wheelfix::elf::fixtures as elfgen;
 pub mod gpugen;
 pub mod hip;
