@@ -717,6 +717,11 @@ pub struct VariantsArgs {
     /// for a site index that serves one kind of machine; the installer then needs no plugin.
     #[arg(long = "static-gpu-target", value_name = "TARGET", conflicts_with = "provider")]
     static_gpu_targets: Vec<String>,
+    /// The index the variants will be published in (its simple index URL): recorded in the
+    /// METADATA of each (`Project-URL: Package index, <URL>`), so that `doctor`'s fixes install
+    /// from it. Default: `index-url` of [tool.wheelfix].
+    #[arg(long, value_name = "URL", value_parser = index_url)]
+    index_url: Option<String>,
     #[command(flatten)]
     rewrite: RewriteArgs,
     #[command(flatten)]
@@ -724,7 +729,8 @@ pub struct VariantsArgs {
 }
 
 fn variants_request(args: VariantsArgs) -> cmd::variants::VariantsRequest {
-    let common = args.rewrite.common(&args.common, &args.gpu_targets);
+    let mut common = args.rewrite.common(&args.common, &args.gpu_targets);
+    common.flags.index_url = args.index_url;
     cmd::variants::VariantsRequest {
         wheels: args.wheels,
         common,

@@ -33,6 +33,9 @@ pub struct Distribution {
     /// (`Project-URL: Package index`, `--index-url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index_url: Option<String>,
+    /// A variant wheel's label (PEP 825: its `variant.json`), when it was installed from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     /// The files its RECORD names inside site-packages, relative to it.
     #[serde(skip)]
     pub files: Vec<String>,
@@ -176,10 +179,19 @@ fn read_distribution(root: &Path, dist_info: &str) -> Result<Distribution, Insta
         direct_url,
         installer: text("INSTALLER").ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()),
         index_url: metadata.index_url().map(str::to_string),
+        variant: text(crate::wheel::variant::DIST_INFO_FILE).ok().map(|t| variant_label(&t)),
         files,
         provides_extra: metadata.provides_extra,
         requires_dist: metadata.requires_dist,
     })
+}
+
+/// A variant's label as its `variant.json` gives it (the one key of `variants`), or `?` when
+/// the file names none.
+fn variant_label(json: &str) -> String {
+    let value: Option<serde_json::Value> = serde_json::from_str(json).ok();
+    let label = value.as_ref().and_then(|v| v.get("variants")?.as_object()?.keys().next().cloned());
+    label.unwrap_or_else(|| "?".to_string())
 }
 
 /// What a file on disk is, from its first bytes.

@@ -247,6 +247,13 @@ fn write_variant(
     p.plan.plan.filename.variant = Some(p.label.clone());
     let member = format!("{}/{}", p.plan.plan.output_dist_info(&wheel.dist_info), variant::DIST_INFO_FILE);
     p.plan.plan.add.insert(member, NewMember::new(metadata.to_bytes(), Some(0o644)));
+    if let Some(url) = settings.index_url.value.as_deref() {
+        let text = crate::wheel::metadata::with_index_url(&wheel.metadata_text, url);
+        if text != wheel.metadata_text {
+            let member = format!("{}/METADATA", p.plan.plan.output_dist_info(&wheel.dist_info));
+            p.plan.plan.replace.insert(member, NewMember::new(text.into_bytes(), None));
+        }
+    }
     let destination = Destination::Directory(p.dest.parent().unwrap_or(Path::new(".")).to_path_buf());
     let at = super::write::Placement { path, dest: &p.dest, destination: &destination, head: None };
     let written = super::thin::write_one(examined, &p.plan, settings, at);

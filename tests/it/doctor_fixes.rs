@@ -312,3 +312,48 @@ fn without_a_recorded_index_the_fix_says_so_and_doctor_index_url_completes_it() 
     let out = wheelfix(d, &["doctor", "--gpu", "gfx942", "--index-url", "not a url", env.site.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn a_variant_for_another_gpu_is_replaced_by_the_variant_uv_picks_for_this_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let release = Release::serve(d);
+    let fat = fat_wheel_at(&d.join("fat"), "1.0");
+    // Variants declared for a gfx90a machine (a static provider stands for the machine's own).
+    let variants = |target: &str, out: &str| {
+        let args = ["variants", "--gpu-target", target, "--static-gpu-target", target, "--index-url", &release.url];
+        let done = wheelfix(d, &[&args[..], &["-w", out, fat.to_str().unwrap()]].concat());
+        assert!(done.status.success(), "{}", stderr(&done));
+        release.publish(d, &[out]);
+    };
+    variants("gfx90a", "for-gfx90a");
+    let (venv, site) = new_uv_venv(d, "uvenv");
+    let uv = support::envs::uv();
+    let py = venv.join("bin/python");
+    let install = format!(
+        "{} pip install -q --preview-features wheel-variants --python {} --index-url {} demo-gpu",
+        uv.display(),
+        py.display(),
+        release.url
+    );
+    paste(d, &install);
+    let path = format!("{}:/usr/bin:/bin", uv.parent().unwrap().display());
+    let env = Judged { d, site, ld: hip_runtimes(d).to_str().unwrap().to_string() };
+    let v = env.on(&["--gpu", "gfx942"], &[("PATH", &path)]);
+    assert_eq!(v.kinds(), ["no-code-for-gpu"], "{}", v.text);
+    assert_eq!(v.json.environments[0].diagnosis.distributions[0].variant.as_deref(), Some("gfx90a"), "{}", v.text);
+    let fix = v.fix("no-code-for-gpu");
+    let expected = format!(
+        "{} pip install --preview-features wheel-variants --python {} --index-url {} --reinstall --no-deps demo-gpu==1.0",
+        uv.display(),
+        py.display(),
+        release.url
+    );
+    assert_eq!(fix, expected, "{}", v.text);
+    // On the gfx942 machine uv's provider says gfx942: the index declaring it stands for that.
+    variants("gfx942", "for-gfx942");
+    paste(d, &fix);
+    let ready = env.on(&["--gpu", "gfx942"], &[("PATH", &path)]);
+    assert_eq!(ready.code, 0, "{}", ready.text);
+    assert_eq!(ready.json.environments[0].diagnosis.distributions[0].variant.as_deref(), Some("gfx942"));
+}

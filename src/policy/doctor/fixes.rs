@@ -53,7 +53,7 @@ impl Fixes<'_> {
 
     /// [`Fixes::install`]: the command when doctor knows all of it, else the words.
     pub fn try_install(&self, from: &[&Distribution], requirements: &[String], how: Install) -> Result<String, String> {
-        let index = self.index_url.or_else(|| from.iter().find_map(|d| d.index_url.as_deref())).or(self.recorded);
+        let index = self.index_of(from);
         let command = self.command(index.unwrap_or(INDEX), requirements, how)?;
         match index {
             Some(_) => Ok(command),
@@ -64,9 +64,20 @@ impl Fixes<'_> {
         }
     }
 
+    /// The index a fix installs `from`'s release from: `--index-url`, the one it records, or
+    /// the one the environment's distributions record.
+    fn index_of<'b>(&'b self, from: &[&'b Distribution]) -> Option<&'b str> {
+        self.index_url.or_else(|| from.iter().find_map(|d| d.index_url.as_deref())).or(self.recorded)
+    }
+
     /// A build of `d` for `processor`, which its own release does not have: from the index of
     /// a release for that processor (a per-architecture index), which only the person knows.
+    /// A variant wheel's release has the variant in the same index, for an installer that
+    /// picks variants to choose.
     pub fn build_for(&self, d: &Distribution, processor: &str) -> String {
+        if let Some(label) = &d.variant {
+            return self.variant_for(d, label, processor);
+        }
         let requirement = [pinned(&d.name, None, &d.version)];
         match self.command(INDEX, &requirement, Install::Reinstall) {
             Ok(command) => format!(
@@ -74,6 +85,41 @@ impl Fixes<'_> {
                 d.name, d.version
             ),
             Err(why) => why,
+        }
+    }
+
+    /// The variant of `d`'s release for this machine, in place of `label`: uv (with its wheel
+    /// variants preview) reads the machine's GPU and picks it from the release's index.
+    fn variant_for(&self, d: &Distribution, label: &str, processor: &str) -> String {
+        let facts = self.installer;
+        let index = self.index_of(&[d]);
+        let uv = facts.uv.as_ref().map_or_else(|| "uv".to_string(), |u| u.display().to_string());
+        let python = facts.python.as_ref().map_or_else(|| "PYTHON".to_string(), |p| p.display().to_string());
+        let words = [
+            uv.as_str(),
+            "pip",
+            "install",
+            "--preview-features",
+            "wheel-variants",
+            "--python",
+            &python,
+            "--index-url",
+            index.unwrap_or(INDEX),
+            "--reinstall",
+            "--no-deps",
+            &pinned(&d.name, None, &d.version),
+        ];
+        let command = crate::html::shell_words(&words);
+        let installed = format!("{}=={} is its variant `{label}`, which has no {processor} code", d.name, d.version);
+        match (facts.uv.is_some() && facts.python.is_some(), index) {
+            (true, Some(_)) => command,
+            (_, None) => format!(
+                "{installed}: on this machine, run `{command}` with {INDEX} the URL of the index its release was published in (uv picks the variant for the GPU)"
+            ),
+            (false, Some(_)) => format!(
+                "{installed}: on this machine, with uv installed, run `{command}`{} (uv picks the variant for the GPU)",
+                if facts.python.is_none() { " with PYTHON the environment's Python" } else { "" }
+            ),
         }
     }
 
@@ -141,6 +187,7 @@ mod tests {
             direct_url: None,
             installer: Some("pip".into()),
             index_url: index.map(str::to_string),
+            variant: None,
             files: Vec::new(),
             provides_extra: Vec::new(),
             requires_dist: Vec::new(),

@@ -14,6 +14,7 @@ fn dist(name: &str, version: &str, files: &[&str], requires: &[&str], extras: &[
         direct_url: None,
         installer: Some("pip".into()),
         index_url: Some("http://127.0.0.1:8000/simple/".into()),
+        variant: None,
         files: files.iter().map(|f| f.to_string()).collect(),
         provides_extra: extras.iter().map(|e| e.to_string()).collect(),
         requires_dist: requires.iter().map(|r| Requirement::parse(r)).collect(),
