@@ -76,9 +76,11 @@ impl Problem {
         self
     }
 
-    /// A kind whose problem means something was not read, so nothing can be said of it.
+    /// A kind whose problem means something was not read, so nothing can be said of it: a
+    /// distribution or binary, or a kpack marker that cannot be parsed (where its code is, and
+    /// whether it is installed, cannot be known).
     fn is_unread(&self) -> bool {
-        matches!(self.kind, Kind::DistributionUnreadable | Kind::BinaryUnreadable)
+        matches!(self.kind, Kind::DistributionUnreadable | Kind::BinaryUnreadable | Kind::KpackMarkerUnusable)
     }
 }
 
@@ -147,7 +149,7 @@ impl Diagnosis {
     }
 
     /// The first line a person reads. Ex) `ready for gfx942`, `ready for gfx942 (1 warning)`,
-    /// `3 problems`, `cannot tell: 1 distribution not read`, `nothing to check: …`
+    /// `3 problems`, `cannot tell: 1 file it cannot read`, `nothing to check: …`
     pub fn summary(&self) -> String {
         let errors = self.errors();
         let warnings = self.problems.len() - errors;
@@ -157,7 +159,7 @@ impl Diagnosis {
                 let others = errors - unread;
                 let also =
                     if others > 0 { format!(", and {}", crate::log::plural(others, "problem")) } else { String::new() };
-                format!("cannot tell: {} not read{also}", crate::log::plural(unread, "file"))
+                format!("cannot tell: {} it cannot read{also}", crate::log::plural(unread, "file"))
             }
             Status::Problems => crate::log::plural(errors, "problem"),
             Status::NothingToCheck => format!(
