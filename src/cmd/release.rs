@@ -46,6 +46,7 @@ pub fn run_selector(request: &SelectorRequest) -> Output {
                 version: wheel.metadata.version.text.clone(),
                 platform_tags: wheel.filename.platform_tags.clone(),
                 wheel: wheel.filename.to_string(),
+                wheelfix_metapackage: wheel.is_wheelfix_metapackage(),
             })
         });
     let mut inputs = Vec::new();

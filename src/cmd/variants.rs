@@ -286,6 +286,15 @@ fn collect(
             let wheel = &examined[index].as_ref().expect("examined").wheel;
             let plain = if request.plain {
                 let dest = request.wheel_dir.join(wheel.filename.to_string());
+                // `-w` is the input's own directory: the plain wheel is already there, the
+                // input itself, which is never replaced (not even by its own bytes).
+                if crate::output::OutputKey::of(&dest) == crate::output::OutputKey::of(path) {
+                    return Ok(WheelVariants {
+                        wheel: wheel.filename.to_string(),
+                        variants: variants.remove(&index).unwrap_or_default(),
+                        plain: Some(dest.display().to_string()),
+                    });
+                }
                 let copied =
                     crate::writer::copy_wheel(&request.wheels[index], &dest, crate::output::Commit::Replace, None);
                 match copied {

@@ -29,6 +29,8 @@ pub struct SelectorInput {
     pub version: String,
     pub platform_tags: Vec<PlatformTag>,
     pub wheel: String,
+    /// A metapackage or selector wheelfix wrote (an earlier run's selector is read past).
+    pub wheelfix_metapackage: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,9 +95,10 @@ fn projects_by_platform(
     for input in inputs {
         let project = PackageName::new(&input.name);
         if project == own {
-            // An earlier selector (a pure `py3-none` wheel of this name) is read past; a wheel
-            // with code of this project would be replaced by a selector without it.
-            if !input.wheel.contains("-py3-none-") {
+            // An earlier selector of this name (one wheelfix wrote, nothing but requirements)
+            // is read past; any other wheel of this project would be shadowed on the index, or
+            // replaced, by a selector without its files.
+            if !input.wheelfix_metapackage {
                 return Err(SelectorError::NameOfAnInput { name: name.to_string(), wheel: input.wheel.clone() });
             }
             continue;

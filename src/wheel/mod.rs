@@ -65,6 +65,11 @@ pub struct WheelMetadata {
 }
 
 impl WheelMetadata {
+    /// [`Wheel::is_wheelfix_metapackage`], from what opening it read.
+    pub fn is_wheelfix_metapackage(&self) -> bool {
+        wheelfix_metapackage(&self.wheel_text, &self.metadata, &self.archive, &self.dist_info)
+    }
+
     /// Open a wheel's archive and read METADATA and WHEEL, and check what pip checks before it
     /// installs a wheel ([`installer_problems`]); RECORD is only decoded.
     pub fn open(path: &Path) -> Result<WheelMetadata, WheelError> {
@@ -209,15 +214,7 @@ impl Wheel {
     /// A metapackage `wheelfix metapackage` wrote: WHEEL's `Generator: wheelfix …`, nothing
     /// but its `.dist-info`, and requirements.
     pub fn is_wheelfix_metapackage(&self) -> bool {
-        let generator = parse_generator(&self.wheel_info.text);
-        generator.is_some_and(|g| g.starts_with("wheelfix"))
-            && !self.metadata.requires_dist.is_empty()
-            && self
-                .archive
-                .members()
-                .iter()
-                .filter(|m| !m.is_dir())
-                .all(|m| m.name.starts_with(&format!("{}/", self.dist_info)))
+        wheelfix_metapackage(&self.wheel_info.text, &self.metadata, &self.archive, &self.dist_info)
     }
 
     /// Open a wheel: parse its name, read WHEEL, METADATA and RECORD, and compare RECORD with
@@ -428,6 +425,14 @@ fn find_dist_info(archive: &Archive) -> Result<String, WheelError> {
 }
 
 /// WHEEL's `Generator:` value. Ex) `wheelfix 0.1.0`
+/// WHEEL's `Generator: wheelfix …`, nothing but its `.dist-info`, and requirements: a
+/// metapackage or selector wheelfix wrote.
+fn wheelfix_metapackage(wheel_text: &str, metadata: &CoreMetadata, archive: &Archive, dist_info: &str) -> bool {
+    parse_generator(wheel_text).is_some_and(|g| g.starts_with("wheelfix"))
+        && !metadata.requires_dist.is_empty()
+        && archive.members().iter().filter(|m| !m.is_dir()).all(|m| m.name.starts_with(&format!("{dist_info}/")))
+}
+
 fn parse_generator(wheel_text: &str) -> Option<&str> {
     wheel_text.lines().find_map(|l| {
         let (key, value) = l.split_once(':')?;

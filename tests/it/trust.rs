@@ -630,3 +630,75 @@ fn metapackage_works_on_windows_wheels_and_stale_records() {
     assert_eq!(written.len(), 1);
     assert!(written[0].ends_with("-py3-none-win_amd64.whl"), "{written:?}");
 }
+
+#[test]
+fn every_command_that_writes_leaves_its_inputs_when_pointed_at_their_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A set as a release engineer has one: a split HIP wheel (host and device wheels), a fat
+    // one, and a pure one, all retagged for ROCm.
+    let house = d.join("set");
+    let fat = support::envs::fat_wheel_at(&d.join("fat"), "1.0");
+    let out = wheelfix(d, &["retag", "--rocm-version", "7.1.0", "-w", "retagged", fat.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let retagged = d.join("retagged").join(&files_in(&d.join("retagged"))[0]);
+    let out = wheelfix(d, &["split", "--all-targets", "-w", "set", retagged.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let other = WheelSpec::new("fat_other", "1.0+rocm7.1.0", "py3-none-manylinux_2_17_x86_64")
+        .file("fat_other/_k.so", support::envs::hip_extension(7));
+    other.write(&house);
+    WheelSpec::new("tools", "1.0+rocm7.1.0", "py3-none-any").file("tools/__init__.py", "").write(&house);
+    let inputs: Vec<PathBuf> = files_in(&house).iter().map(|n| house.join(n)).collect();
+    let input_args: Vec<&str> = inputs.iter().map(|p| p.to_str().unwrap()).collect();
+    let before: Vec<_> = inputs.iter().map(|w| fingerprint(w)).collect();
+    // Each command with its exit status: refused (1 for a wheel, 2 for the run) or done
+    // beside the inputs (0).
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["retag", "-w", "set"], 1),
+        (vec!["retag", "--rocm-version", "7.1.0", "-w", "set"], 1),
+        (vec!["repair", "-w", "set"], 1),
+        (vec!["thin", "--gpu-target", "gfx942", "-w", "set"], 1),
+        (vec!["split", "--all-targets", "-w", "set"], 1),
+        (vec!["variants", "--all-targets", "--plain", "--null", "-w", "set"], 1),
+        (vec!["selector", "--name", "demo-gpu", "-o", "set"], 2),
+        (vec!["selector", "--name", "tools", "-o", "set"], 2),
+        (vec!["selector", "--name", "rocm-gpu", "-o", "set"], 0),
+        (
+            vec![
+                "metapackage",
+                "--name",
+                "demo-gpu-set",
+                "--rocm-version",
+                "7.1.0",
+                "--gpu-target",
+                "gfx942",
+                "-o",
+                "set",
+            ],
+            0,
+        ),
+        (vec!["index", "-o", "set"], 2),
+    ];
+    for (case, code) in cases {
+        let args = [&case[..], &input_args[..]].concat();
+        let out = wheelfix(d, &args);
+        assert_eq!(out.status.code(), Some(code), "{case:?}: {}", stderr(&out));
+        for (w, b) in inputs.iter().zip(&before) {
+            assert_eq!(
+                &fingerprint(w),
+                b,
+                "{case:?} (exit {:?}): {} changed\n{}",
+                out.status.code(),
+                w.display(),
+                stderr(&out)
+            );
+        }
+        no_part_files(&house);
+        // What it wrote beside them it may keep; the next command sees only the inputs.
+        for name in files_in(&house) {
+            if !inputs.iter().any(|i| i.file_name().unwrap().to_str() == Some(name.as_str())) {
+                std::fs::remove_file(house.join(name)).unwrap();
+            }
+        }
+    }
+}
