@@ -73,7 +73,7 @@ pub enum Command {
     /// Write the selector of a multi-architecture release: one wheel per platform whose extras
     /// (`device-<target>`, `device-all`) are that platform's device wheels, pinned exactly.
     #[command(
-        after_help = "Example:\n  wheelfix selector --name rocm -o selector/ dist-linux/*.whl dist-windows/*.whl\n  pip install --find-links selector/ --find-links dist-linux/ 'rocm[device-gfx950]'\n\nEvery input that is not a device wheel (`<name>-device-<target>`) is required at its exact\nversion on its platform. The output depends only on the set of inputs, not their order: build it\nonce from every platform's wheels, never once per platform."
+        after_help = "Example:\n  wheelfix selector --name rocm -o selector/ dist-linux/*.whl dist-windows/*.whl\n  pip install --find-links selector/ --find-links dist-linux/ 'rocm[device-gfx950]'\n\nEvery input is required at its exact version on its platform; a host whose device wheels\n(`<name>-device-<target>`) serve some of its GPUs only, only under those GPUs' extras. The output depends only on the set of inputs, not their order: build it\nonce from every platform's wheels, never once per platform."
     )]
     Selector(SelectorArgs),
     /// Write a static pip index (PEP 503 HTML, PEP 691 JSON, PEP 658 metadata) for directories of wheels.

@@ -47,6 +47,13 @@ pub fn run_selector(request: &SelectorRequest) -> Output {
                 platform_tags: wheel.filename.platform_tags.clone(),
                 wheel: wheel.filename.to_string(),
                 wheelfix_metapackage: wheel.is_wheelfix_metapackage(),
+                requires: wheel
+                    .metadata
+                    .requires_dist
+                    .iter()
+                    .filter(|r| r.marker_extras.is_empty())
+                    .map(|r| r.package.to_string())
+                    .collect(),
             })
         });
     let mut inputs = Vec::new();

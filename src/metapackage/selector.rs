@@ -31,6 +31,8 @@ pub struct SelectorInput {
     pub wheel: String,
     /// A metapackage or selector wheelfix wrote (an earlier run's selector is read past).
     pub wheelfix_metapackage: bool,
+    /// The projects it requires with no extra of its own (a device wheel: its host).
+    pub requires: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +127,22 @@ fn projects_by_platform(
     Ok(platforms)
 }
 
+/// Per host of the platform's device wheels, the device extras its device wheels serve.
+fn hosts_by_extra(
+    projects: &Projects,
+    devices: &[(&str, &str, &str)],
+    hosts_of: &BTreeMap<PackageName, Vec<PackageName>>,
+) -> BTreeMap<PackageName, BTreeSet<String>> {
+    let mut serving: BTreeMap<PackageName, BTreeSet<String>> = BTreeMap::new();
+    for (target, device, _) in devices {
+        let requires = hosts_of.get(&PackageName::new(device)).map(Vec::as_slice).unwrap_or_default();
+        for host in requires.iter().filter(|h| projects.get(*h).is_some_and(|(_, _, t)| t.is_none())) {
+            serving.entry(host.clone()).or_default().insert(DeviceExtra::of(target).to_string());
+        }
+    }
+    serving
+}
+
 /// The selector's version: the one asked for, else the one version every input has.
 fn selector_version(
     version: Option<&str>,
@@ -167,6 +185,12 @@ pub fn build(inputs: &[SelectorInput], options: &SelectorOptions) -> Result<Vec<
         return Err(SelectorError::Name(name.to_string()));
     }
     let platforms = projects_by_platform(inputs, name)?;
+    // Each device project's host: the project it requires that is not a device project.
+    let hosts_of: BTreeMap<PackageName, Vec<PackageName>> = inputs
+        .iter()
+        .filter(|i| crate::extra::device_project_target(PackageName::new(&i.name).as_str()).is_some())
+        .map(|i| (PackageName::new(&i.name), i.requires.iter().map(|r| PackageName::new(r)).collect()))
+        .collect();
     let version = selector_version(version, &platforms)?;
     std::fs::create_dir_all(output_dir)
         .map_err(|source| SelectorError::CreateDir { path: output_dir.display().to_string(), source })?;
@@ -184,17 +208,35 @@ pub fn build(inputs: &[SelectorInput], options: &SelectorOptions) -> Result<Vec<
         if devices.is_empty() {
             return Err(SelectorError::NoDevices(platform));
         }
-        let mut requirements: Vec<String> =
-            projects.values().filter(|(_, _, t)| t.is_none()).map(|(v, n, _)| format!("{n}=={v}")).collect();
+        // Each GPU's extra brings what serves it: a host whose device wheels are not for every
+        // target of the platform comes only with the extras of its targets (its tags, its
+        // Python, its glibc never stand in the way of a GPU it has no code for); hosts for
+        // every target and projects without device code come with the selector itself.
+        let serving = hosts_by_extra(&projects, &devices, &hosts_of);
+        let every: BTreeSet<String> = devices.iter().map(|d| DeviceExtra::of(d.0).to_string()).collect();
+        let partial = |host: &PackageName| serving.get(host).is_some_and(|extras| *extras != every);
+        let mut requirements: Vec<String> = projects
+            .iter()
+            .filter(|(p, (_, _, t))| t.is_none() && !partial(p))
+            .map(|(_, (v, n, _))| format!("{n}=={v}"))
+            .collect();
         let mut extras = Vec::new();
         for (target, device, v) in &devices {
             let extra = DeviceExtra::of(target).to_string();
             if !extras.contains(&extra) {
                 extras.push(extra.clone());
+                for (host, (hv, hn, _)) in projects.iter().filter(|(p, _)| partial(p)) {
+                    if serving[host].contains(&extra) {
+                        requirements.push(format!("{hn}=={hv}; extra == \"{extra}\""));
+                    }
+                }
             }
             requirements.push(format!("{device}=={v}; extra == \"{extra}\""));
         }
         let all = DeviceExtra::All.to_string();
+        for (_, (hv, hn, _)) in projects.iter().filter(|(p, _)| partial(p)) {
+            requirements.push(format!("{hn}=={hv}; extra == \"{all}\""));
+        }
         for (_, device, v) in &devices {
             requirements.push(format!("{device}=={v}; extra == \"{all}\""));
         }

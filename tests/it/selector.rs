@@ -156,3 +156,70 @@ fn a_selector_needs_one_version_or_says_which() {
     let out = wheelfix(d, &["selector", "--name", "bad name", "-o", "sel", wheels[0].to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A project at `version` with one device wheel per target (`py3-none-<tag>` each), the device
+/// wheels pinning it as `split` writes them.
+fn split_project(dir: &Path, name: &str, tag: &str, targets: &[&str]) -> Vec<PathBuf> {
+    let version = "1.0+rocm7.1.0";
+    let mut wheels = vec![WheelSpec::new(name, version, tag).file(&format!("{name}/__init__.py"), "").write(dir)];
+    for t in targets {
+        let device = format!("{name}_device_{t}");
+        let member = format!("{name}/.kpack/k_{t}.kpack");
+        let project = name.replace('_', "-");
+        let mut spec = WheelSpec::new(&device, version, tag).file(&member, format!("KPAK {t}"));
+        spec.metadata.push(format!("Requires-Dist: {project}=={version}"));
+        wheels.push(spec.write(dir));
+    }
+    wheels
+}
+
+#[test]
+fn each_gpus_extra_pulls_only_the_projects_that_serve_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let set = d.join("set");
+    // `base` serves both GPUs; `nlm` serves gfx1100 only and needs glibc 2.39.
+    split_project(&set, "base", "py3-none-manylinux_2_28_x86_64", &["gfx942", "gfx1100"]);
+    split_project(&set, "nlm", "py3-none-manylinux_2_39_x86_64", &["gfx1100"]);
+    let inputs: Vec<String> =
+        std::fs::read_dir(&set).unwrap().map(|e| e.unwrap().path().display().to_string()).collect();
+    let mut args = vec!["selector", "--name", "rocm-gpu", "-o", "sel"];
+    args.extend(inputs.iter().map(String::as_str));
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let www = d.join("www");
+    let out = wheelfix(d, &["index", "--no-page", "-o", www.join("simple").to_str().unwrap(), "set", "sel"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let server = support::http::Server::start(&www);
+    let url = server.url("simple/");
+    // On a glibc 2.36 machine, as pip resolves for one (every manylinux_2_x it accepts named:
+    // pip takes `--platform` tags as they are).
+    let platforms: Vec<String> =
+        (17..=36).flat_map(|m| ["--platform".to_string(), format!("manylinux_2_{m}_x86_64")]).collect();
+    let resolve = |extra: &str| {
+        let report = d.join(format!("{extra}.json"));
+        let requirement = format!("rocm-gpu[{extra}]==1.0+rocm7.1.0");
+        let out = Command::new(system_python())
+            .args(["-m", "pip", "install", "--disable-pip-version-check", "--dry-run", "--ignore-installed"])
+            .args(["--only-binary=:all:", "--python-version", "3.11"])
+            .args(&platforms)
+            .args(["--target", "t", "--index-url", &url, "--report"])
+            .arg(&report)
+            .arg(&requirement)
+            .env_remove("PIP_FIND_LINKS")
+            .current_dir(d)
+            .output()
+            .unwrap();
+        (out.status.success(), if out.status.success() { would_install(&report) } else { Vec::new() }, stderr(&out))
+    };
+    let (ok, installs, err) = resolve("device-gfx942");
+    assert!(ok, "gfx942 is not stopped by a project it has no code for: {err}");
+    assert_eq!(installs, ["base", "base-device-gfx942", "rocm-gpu"]);
+    // gfx1100 needs nlm, which this machine's glibc cannot take: pip says so.
+    let (ok, _, err) = resolve("device-gfx1100");
+    assert!(!ok && err.contains("nlm"), "{err}");
+    // check finds no fault in the selector's extras.
+    let out = wheelfix(d, &["check", "--json", "set", "sel"]);
+    let report = support::check_document(&out);
+    assert!(!report.kinds().iter().any(|k| k.contains("extra") || k.contains("pin")), "{report:#?}");
+}
