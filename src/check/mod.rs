@@ -37,7 +37,7 @@ pub use facts::{DistFacts, DistVariant, TagFacts};
 use rules::{
     abi_findings, architecture_dir, archive_damage_findings, interpreter_findings, kpack_findings,
     metapackage_findings, path_conflict_findings, provider_findings, selector_findings, self_requirement_findings,
-    split_set_findings, unmet_requirement_findings, version_findings, wheel_findings,
+    serving_findings, split_set_findings, unmet_requirement_findings, version_findings, wheel_findings,
 };
 pub use upstream::{ResolutionError, resolution_findings};
 
@@ -170,6 +170,7 @@ pub fn survey(
         }
     }
     findings.extend(selector_findings(&dists));
+    findings.extend(serving_findings(&dists));
     findings.extend(version_findings(&dists));
     findings.extend(wheel_findings(&dists, options.strict_record));
     findings.extend(provider_findings(&dists));

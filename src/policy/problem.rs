@@ -101,6 +101,11 @@ kinds! {
     MissingExtra = "missing-extra", Error, Check, Some(REBUILD_SELECTOR);
     /// A selector's `device-all` that leaves out a device package of the set.
     DeviceAllIncomplete = "device-all-incomplete", Error, Check, Some(REBUILD_SELECTOR);
+    /// A GPU's extra (or the selector itself, so every GPU's) pulls a project whose device
+    /// wheels are for other GPUs only: its tags and floor stand in that GPU's way for nothing.
+    ExtraPullsOtherGpu = "extra-pulls-other-gpu", Error, Check, Some("rebuild the selector with `wheelfix selector`: each GPU's extra then pulls only the projects that serve it");
+    /// One project raises the glibc a GPU's command needs above what the rest of what it pulls needs.
+    FloorRaisedBy = "floor-raised-by", Warning, Check, Some("build that project on the older glibc the rest of the set is built on (its manylinux image), or say on the page that those GPUs need the newer one");
     /// An extra that requires a project the set does not hold.
     AbsentPin = "absent-pin", Error, Check, None;
     /// An extra whose requirement exists for some platforms only, with no marker saying so.

@@ -218,8 +218,39 @@ fn each_gpus_extra_pulls_only_the_projects_that_serve_it() {
     // gfx1100 needs nlm, which this machine's glibc cannot take: pip says so.
     let (ok, _, err) = resolve("device-gfx1100");
     assert!(!ok && err.contains("nlm"), "{err}");
-    // check finds no fault in the selector's extras.
+    // check finds no fault in the selector's extras, and names the project that raises
+    // gfx1100's glibc floor.
     let out = wheelfix(d, &["check", "--json", "set", "sel"]);
     let report = support::check_document(&out);
     assert!(!report.kinds().iter().any(|k| k.contains("extra") || k.contains("pin")), "{report:#?}");
+    let text = stdout(&wheelfix(d, &["check", "set", "sel"]));
+    assert!(
+        text.contains("warning: floor-raised-by: nlm raises the glibc that rocm-gpu's command for gfx1100 needs to 2.39; everything else it pulls installs on glibc 2.28"),
+        "{text}"
+    );
+    // A selector written by hand that requires every host for every GPU: an error, naming
+    // the project and the GPUs it is pulled for without code.
+    let mut old = WheelSpec::new("old_sel", "1.0+rocm7.1.0", "py3-none-manylinux_2_28_x86_64");
+    let v = "1.0+rocm7.1.0";
+    old.metadata.extend([
+        "Provides-Extra: device-gfx942".to_string(),
+        "Provides-Extra: device-gfx1100".to_string(),
+        "Provides-Extra: device-all".to_string(),
+        format!("Requires-Dist: base=={v}"),
+        format!("Requires-Dist: nlm=={v}"),
+    ]);
+    for (t, projects) in [("gfx942", &["base"][..]), ("gfx1100", &["base", "nlm"][..]), ("all", &["base", "nlm"][..])] {
+        for p in projects {
+            let device = if t == "all" { "gfx942" } else { t };
+            old.metadata.push(format!("Requires-Dist: {p}-device-{device}=={v}; extra == \"device-{t}\""));
+        }
+    }
+    old.metadata.push(format!("Requires-Dist: nlm-device-gfx1100=={v}; extra == \"device-all\""));
+    old.metadata.push(format!("Requires-Dist: base-device-gfx1100=={v}; extra == \"device-all\""));
+    old.write(&d.join("old"));
+    let text = stdout(&wheelfix(d, &["check", "set", "old"]));
+    assert!(
+        text.contains("error: extra-pulls-other-gpu: old-sel 1.0+rocm7.1.0 requires it for every GPU, but nlm has device code for gfx1100 only: the commands for gfx942 install it for nothing"),
+        "{text}"
+    );
 }

@@ -18,7 +18,7 @@ mod wheels;
 
 pub(super) use abis::abi_findings;
 pub(super) use kpack::{archive_damage_findings, kpack_findings, split_set_findings};
-pub(super) use selectors::{metapackage_findings, selector_findings, self_requirement_findings};
+pub(super) use selectors::{metapackage_findings, selector_findings, self_requirement_findings, serving_findings};
 pub(super) use versions::{interpreter_findings, unmet_requirement_findings, version_findings};
 pub(super) use wheels::{path_conflict_findings, provider_findings, wheel_findings};
 

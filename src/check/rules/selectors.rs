@@ -232,3 +232,118 @@ pub(in crate::check) fn self_requirement_findings(dists: &[Dist]) -> Vec<Finding
     }
     findings
 }
+
+/// Per host of the set's device wheels, the targets they serve (`gfx942`, `gfx11`): a device
+/// wheel's host is the project it requires with no extra that is not itself a device project.
+/// Also, per device project, its host.
+fn served_targets(dists: &[Dist]) -> (BTreeMap<&str, BTreeSet<&str>>, BTreeMap<&str, &str>) {
+    let mut served: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut host_of: BTreeMap<&str, &str> = BTreeMap::new();
+    for d in dists {
+        let Some(target) = device_project_target(&d.project) else { continue };
+        let hosts = d.metadata.requires_dist.iter().filter(|r| r.marker_extras.is_empty());
+        for r in hosts.filter(|r| device_project_target(r.package.as_str()).is_none()) {
+            if let Some(host) = dists.iter().find(|h| h.project == r.package.as_str()) {
+                served.entry(host.project.as_str()).or_default().insert(target);
+                host_of.insert(d.project.as_str(), host.project.as_str());
+            }
+        }
+    }
+    (served, host_of)
+}
+
+/// A glibc version: (major, minor).
+type Glibc = (u32, u32);
+
+/// The lowest glibc any wheel of `project` the selector `s` can reach installs on (a wheel
+/// with several tags installs where its oldest does).
+fn glibc_floor(dists: &[Dist], s: &Dist, project: &str) -> Option<(u32, u32)> {
+    let family = s.platform.as_deref().map(os_family);
+    dists
+        .iter()
+        .filter(|d| d.project == project)
+        .filter(|d| family.is_none_or(|f| d.platform.as_deref().is_none_or(|p| os_family(p) == f)))
+        .filter_map(|d| d.wheel.as_ref()?.filename_tags.iter().filter_map(|t| t.glibc()).min())
+        .min()
+}
+
+/// What each GPU's extra of a selector pulls, against what serves that GPU: a project with
+/// device wheels for other GPUs only, pulled by the extra (or by the selector itself, so by
+/// every GPU's), is an error; one project whose glibc floor is above that of everything else
+/// a GPU's extra pulls is a warning, naming the GPUs it raises.
+pub(in crate::check) fn serving_findings(dists: &[Dist]) -> Vec<Finding> {
+    let (served, host_of) = served_targets(dists);
+    let mut findings = Vec::new();
+    for s in dists.iter().filter(|d| is_metapackage(d)) {
+        let extras: Vec<DeviceExtra> = device_extras(&s.metadata.provides_extra).filter(|e| !e.is_all()).collect();
+        if extras.is_empty() {
+            continue;
+        }
+        let file = vec![s.path.display().to_string()];
+        // Project → the extras that pull it for GPUs it has no code for; → the extras whose
+        // floor it alone raises, and to what.
+        let mut unserved: BTreeMap<&str, (bool, Vec<String>)> = BTreeMap::new();
+        let mut raised: BTreeMap<&str, (Glibc, Glibc, Vec<String>)> = BTreeMap::new();
+        for extra in &extras {
+            let name = extra.to_string();
+            let target = name.strip_prefix("device-").unwrap_or(&name);
+            let pulled: Vec<(&str, bool)> = s
+                .metadata
+                .requires_dist
+                .iter()
+                .filter(|r| r.marker_extras.is_empty() || r.under_extra(&name))
+                .map(|r| (r.package.as_str(), r.marker_extras.is_empty()))
+                .collect();
+            for &(project, always) in &pulled {
+                if let Some(targets) = served.get(project)
+                    && !targets.contains(target)
+                {
+                    let entry = unserved.entry(project).or_insert((always, Vec::new()));
+                    entry.1.push(target.to_string());
+                }
+            }
+            // A host and its device wheels are one project here: theirs is one floor.
+            let floors: Vec<(&str, (u32, u32))> = pulled
+                .iter()
+                .filter_map(|&(p, _)| Some((host_of.get(p).copied().unwrap_or(p), glibc_floor(dists, s, p)?)))
+                .collect();
+            let Some(&(top, floor)) = floors.iter().max_by_key(|(_, f)| *f) else { continue };
+            let rest = floors.iter().filter(|(p, _)| *p != top).map(|(_, f)| *f).max();
+            if let Some(rest) = rest
+                && floor > rest
+            {
+                let entry = raised.entry(top).or_insert((floor, rest, Vec::new()));
+                entry.2.push(target.to_string());
+            }
+        }
+        for (project, (always, targets)) in unserved {
+            let how = if always { "requires it for every GPU" } else { "its extras pull it" };
+            let has = crate::gpu::targets::natural_order(served[project].iter().copied());
+            findings.push(Finding {
+                kind: Kind::ExtraPullsOtherGpu,
+                severity: Severity::Error,
+                message: format!(
+                    "{} {} {how}, but {project} has device code for {} only: the commands for {} install it for nothing, and its tags and glibc stand in their way",
+                    s.project,
+                    s.version,
+                    has.join(", "),
+                    targets.join(", ")
+                ),
+                files: file.clone(),
+            });
+        }
+        for (project, ((major, minor), (rest_major, rest_minor), targets)) in raised {
+            findings.push(Finding {
+                kind: Kind::FloorRaisedBy,
+                severity: Severity::Warning,
+                message: format!(
+                    "{project} raises the glibc that {}'s command for {} needs to {major}.{minor}; everything else it pulls installs on glibc {rest_major}.{rest_minor}",
+                    s.project,
+                    targets.join(", ")
+                ),
+                files: file.clone(),
+            });
+        }
+    }
+    findings
+}
