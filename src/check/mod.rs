@@ -185,7 +185,7 @@ pub fn survey(
     findings.extend(path_conflict_findings(&dists));
     findings.extend(variants::variant_findings(&dists));
     for url in &upstream.urls {
-        findings.extend(upstream_findings(&dists, &crate::upstream::Upstream::new(url, upstream.timeout)));
+        findings.extend(upstream_findings(&dists, &sha256, &crate::upstream::Upstream::new(url, upstream.timeout)));
     }
     findings.sort();
     findings.dedup();

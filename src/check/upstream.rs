@@ -125,7 +125,11 @@ pub(super) fn upstream_meets(r: &crate::wheel::requirement::Requirement, f: &cra
 /// (or, for a project nothing requires, `pip install <name>` itself) could be met by an upstream
 /// file; `upstream-shadow` where the upstream has the name but every requirement pins the set's
 /// own label. An upstream that cannot be reached is an error finding, never a silent pass.
-pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::upstream::Upstream) -> Vec<Finding> {
+pub(super) fn upstream_findings(
+    dists: &[Dist],
+    sha256: &BTreeMap<std::path::PathBuf, Option<String>>,
+    upstream: &crate::upstream::Upstream,
+) -> Vec<Finding> {
     let projects: Vec<&str> = dists.iter().map(|d| d.project.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
     let pages = crate::parallel::map(&projects, |p| upstream.files(p));
     let projects_of_set = by_project(dists);
@@ -143,6 +147,20 @@ pub(super) fn upstream_findings(dists: &[Dist], upstream: &crate::upstream::Upst
         match page {
             Ok(Some(files)) => {
                 let ours = projects_of_set.get(project).cloned().unwrap_or_default();
+                // A file the upstream has with the same name and bytes as the set's is the
+                // set's own (the set checked against its own index, or a mirror): installers
+                // take the same thing from either.
+                let same = |f: &crate::upstream::UpstreamFile| {
+                    ours.iter().any(|d| {
+                        d.file_name == f.filename
+                            && f.sha256.is_some()
+                            && sha256.get(&d.path).and_then(|h| h.as_deref()) == f.sha256.as_deref()
+                    })
+                };
+                let files: Vec<crate::upstream::UpstreamFile> = files.into_iter().filter(|f| !same(f)).collect();
+                if files.is_empty() {
+                    continue;
+                }
                 let requirements = required.get(project).cloned().unwrap_or_default();
                 findings.extend(project_findings(project, &files, &ours, &requirements, url));
             }

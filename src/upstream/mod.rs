@@ -51,6 +51,8 @@ pub struct UpstreamFile {
     pub yanked: bool,
     /// Its absolute URL, without the `#sha256=` fragment.
     pub url: String,
+    /// Its sha256, where the page gives it (PEP 503's `#sha256=` fragment, PEP 691's `hashes`).
+    pub sha256: Option<String>,
 }
 
 /// An upstream index, reached over HTTP(S) with a timeout, or a local `file://` one.
@@ -206,7 +208,14 @@ pub fn redact(url: &str) -> String {
 
 fn upstream_file(project: &str, page: &str, link: Link) -> Option<UpstreamFile> {
     let version = file_version(project, &link.filename)?;
-    Some(UpstreamFile { version, yanked: link.yanked, url: join_url(page, &link.href), filename: link.filename })
+    let sha256 = link.href.split_once("#sha256=").map(|(_, h)| h.split('&').next().unwrap_or(h).to_ascii_lowercase());
+    Some(UpstreamFile {
+        version,
+        yanked: link.yanked,
+        url: join_url(page, &link.href),
+        filename: link.filename,
+        sha256,
+    })
 }
 
 /// One file link of a project page.
@@ -283,6 +292,8 @@ fn json_files_from(reader: impl std::io::Read) -> Result<Vec<Link>, PageProblem>
         url: String,
         #[serde(default)]
         yanked: Yanked,
+        #[serde(default)]
+        hashes: std::collections::BTreeMap<String, String>,
     }
     /// PEP 592: `true`, or the reason, which also means yanked.
     #[derive(serde::Deserialize, Default)]
@@ -302,7 +313,11 @@ fn json_files_from(reader: impl std::io::Read) -> Result<Vec<Link>, PageProblem>
         .into_iter()
         .map(|f| Link {
             filename: f.filename,
-            href: f.url,
+            // The hash travels as PEP 503 carries it, in the link's fragment.
+            href: match f.hashes.get("sha256") {
+                Some(hash) if !f.url.contains('#') => format!("{}#sha256={hash}", f.url),
+                _ => f.url,
+            },
             yanked: matches!(f.yanked, Yanked::Flag(true) | Yanked::Reason(_)),
         })
         .collect())
@@ -411,11 +426,13 @@ mod tests {
                 link("nixl-1.5.1.tar.gz", "nixl-1.5.1.tar.gz", true)
             ]
         );
-        let json = r#"{"meta":{"api-version":"1.1"},"name":"nixl","files":[{"filename":"nixl-1.5.2-py3-none-any.whl","url":"x","hashes":{}},{"filename":"nixl-1.5.0.tar.gz","yanked":"broken","url":"y","hashes":{}}]}"#;
+        let json = r#"{"meta":{"api-version":"1.1"},"name":"nixl","files":[{"filename":"nixl-1.5.2-py3-none-any.whl","url":"x","hashes":{"sha256":"cd"}},{"filename":"nixl-1.5.0.tar.gz","yanked":"broken","url":"y","hashes":{}}]}"#;
         assert_eq!(
             json_files(json).unwrap(),
-            vec![link("nixl-1.5.2-py3-none-any.whl", "x", false), link("nixl-1.5.0.tar.gz", "y", true)]
+            vec![link("nixl-1.5.2-py3-none-any.whl", "x#sha256=cd", false), link("nixl-1.5.0.tar.gz", "y", true)]
         );
+        let file = upstream_file("nixl", "http://h/simple/nixl/", json_files(json).unwrap().remove(0)).unwrap();
+        assert_eq!((file.url.as_str(), file.sha256.as_deref()), ("http://h/simple/nixl/x", Some("cd")));
         assert_eq!(join_url("http://h:8/simple/nixl/", "../../f/nixl.whl#sha256=ab"), "http://h:8/f/nixl.whl");
         assert_eq!(join_url("http://h/simple/nixl/", "nixl.whl"), "http://h/simple/nixl/nixl.whl");
         assert_eq!(join_url("http://h/simple/nixl/", "/p/n.whl"), "http://h/p/n.whl");

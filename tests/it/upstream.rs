@@ -114,6 +114,11 @@ fn check_upstream_finds_collisions_and_shadows() {
     assert_eq!(shadow.1, "error", "{list:#?}");
     assert!(shadow.2.contains("the set holds atom at 2 versions") && shadow.2.contains("atom 9.0"), "{list:#?}");
 
+    // The set against its own index: the same files (name and sha256) are the set's own, never
+    // collisions; nor against an index that mirrors one of them beside a file of its own.
+    let (_, list, _) = check(d, &["--upstream", &server.url("site/"), "loose"]);
+    assert!(!list.iter().any(|(k, _, _)| k.starts_with("upstream-")), "{list:#?}");
+
     // An upstream that cannot be reached is an error, not a pass.
     drop(server);
     let (code, list, _) = check(d, &["--upstream", &upstream, "--timeout", "5", "exact"]);
