@@ -226,6 +226,18 @@ fn one_rocm_abi_per_set_and_the_one_its_label_names() {
     let json = support::check_document(&out);
     let kinds = json.kinds();
     assert!(kinds.contains(&"rocm-abi-mixed") && kinds.contains(&"rocm-abi-label"), "{kinds:?}");
+    // The same project's wheel for another Python: one mistake, one finding naming both files.
+    let mut other = rocm_linking("jax_rocm_plugin", "0.6+rocm7.1.0", &["libamdhip64.so.6", "librocblas.so.4"]);
+    other.python = "cp313".into();
+    other.abi = "cp313".into();
+    other.wheel_tags = Some(vec!["cp313-cp313-linux_x86_64".into()]);
+    other.write(&d.join("mixed"));
+    let out = wheelfix(d, &["check", "--json", "mixed"]);
+    let json = support::check_document(&out);
+    let labels: Vec<_> = json.findings.iter().filter(|f| f.kind.to_string() == "rocm-abi-label").collect();
+    assert_eq!(labels.len(), 1, "{labels:#?}");
+    assert_eq!(labels[0].files.len(), 2, "{labels:#?}");
+    assert!(labels[0].message.starts_with("jax-rocm-plugin 0.6+rocm7.1.0 (2 files, "), "{labels:#?}");
 }
 
 #[test]

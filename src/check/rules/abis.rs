@@ -35,26 +35,40 @@ pub(in crate::check) fn abi_findings(dists: &[Dist]) -> Vec<Finding> {
     };
     let listed = |sonames: &BTreeSet<String>| sonames.iter().cloned().collect::<Vec<_>>().join(", ");
     let mut findings = Vec::new();
+    // One finding per project and what is wrong with its label, naming every file it holds for
+    // (a project's variants, or its wheels for several Pythons, are one mistake).
+    let mut mislabelled: BTreeMap<(&str, &str, String), (String, Vec<&Dist>)> = BTreeMap::new();
     for (d, sonames, lines) in &linking {
         let Some(release) = crate::version::rocm_release(d.metadata.version.parsed.local()) else { continue };
         let Some(line) = table.line_of(&release) else { continue };
         if !lines.contains(&line) {
             let bases: BTreeSet<&str> = sonames.iter().filter_map(|s| split_soname(s)).map(|(b, _)| b).collect();
-            findings.push(Finding {
-                kind: Kind::RocmAbiLabel,
-                severity: Severity::Error,
-                message: format!(
-                    "{} is labelled for ROCm {} but links {} ({}); {} ships {}: on a host with the ROCm its label names it fails to load. Rebuild it against that ROCm, or label it with the ROCm it was built for",
-                    d.file_name,
-                    release.iter().map(u64::to_string).collect::<Vec<_>>().join("."),
-                    listed(sonames),
-                    lines_text(lines),
-                    line_text(line),
-                    table.describe(line, &bases)
-                ),
-                files: vec![d.path.display().to_string()],
-            });
+            let why = format!(
+                "labelled for ROCm {} but links {} ({}); {} ships {}: on a host with the ROCm its label names it fails to load. Rebuild it against that ROCm, or label it with the ROCm it was built for",
+                release.iter().map(u64::to_string).collect::<Vec<_>>().join("."),
+                listed(sonames),
+                lines_text(lines),
+                line_text(line),
+                table.describe(line, &bases)
+            );
+            let key = (d.project.as_str(), d.version.as_str(), why.clone());
+            mislabelled.entry(key).or_insert_with(|| (why, Vec::new())).1.push(d);
         }
+    }
+    for (_, (why, wheels)) in mislabelled {
+        let who = match wheels.as_slice() {
+            [one] => one.file_name.clone(),
+            [first, ..] => {
+                format!("{} {} ({} files, {} among them)", first.project, first.version, wheels.len(), first.file_name)
+            }
+            [] => continue,
+        };
+        findings.push(Finding {
+            kind: Kind::RocmAbiLabel,
+            severity: Severity::Error,
+            message: format!("{who} is {why}"),
+            files: wheels.iter().map(|d| d.path.display().to_string()).collect(),
+        });
     }
     // The wheels each index serves: those of an architecture directory with those of none.
     let arches: BTreeSet<Option<String>> = linking.iter().map(|(d, _, _)| architecture_dir(&d.path)).collect();
