@@ -234,7 +234,7 @@ fn one_rocm_abi_per_set_and_the_one_its_label_names() {
     other.write(&d.join("mixed"));
     let out = wheelfix(d, &["check", "--json", "mixed"]);
     let json = support::check_document(&out);
-    let labels: Vec<_> = json.findings.iter().filter(|f| f.kind.to_string() == "rocm-abi-label").collect();
+    let labels: Vec<_> = json.findings.iter().filter(|f| f.kind == "rocm-abi-label").collect();
     assert_eq!(labels.len(), 1, "{labels:#?}");
     assert_eq!(labels[0].files.len(), 2, "{labels:#?}");
     assert!(labels[0].message.starts_with("jax-rocm-plugin 0.6+rocm7.1.0 (2 files, "), "{labels:#?}");
