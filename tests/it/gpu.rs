@@ -458,10 +458,15 @@ fn windows_kpack_split_binaries_give_their_marker_and_check_follows_it() {
         .write(&set);
     assert_eq!(check(&set), (Some(0), Vec::new()));
 
-    // A marker the runtime cannot read, or a wrapper left HIPF, is named.
+    // A marker the runtime cannot read, a wrapper left HIPF, or a marker section cut off the
+    // end of the file (the last section) is named.
+    let mut cut = therock_split_dll(marker.clone(), [b"HIPK"; 2]);
+    let at = cut.windows(marker.len()).position(|w| w == marker.as_slice()).expect("the marker is in the DLL");
+    cut.truncate(at + 4);
     for (dll, why) in [
         (therock_split_dll(b"\xc1junk".to_vec(), [b"HIPK"; 2]), "its .kpackrf marker: not MessagePack"),
         (therock_split_dll(marker, [b"HIPK", b"FPIH"]), "1 of its 2 HIP wrappers are not HIPK"),
+        (cut, "its .kpackrf section lies past the end of the file"),
     ] {
         let bad = d.join("bad");
         let _ = std::fs::remove_dir_all(&bad);

@@ -145,7 +145,9 @@ fn split_binary<V: FileView + ?Sized>(
             }
             Err(e) => problems.push(format!("its {MARKER_SECTION} marker: {e}")),
         },
-        Err(_) => code.notes.push(format!("its {MARKER_SECTION} section lies past the end of the file")),
+        // The runtime reads the marker from there: a file cut short (or a section header that
+        // lies) leaves it nothing to read, and the kernels nowhere to be found.
+        Err(_) => problems.push(format!("its {MARKER_SECTION} section lies past the end of the file")),
     }
     match wrapper_bytes {
         Some(bytes) => {
