@@ -102,6 +102,7 @@ pub fn run(request: &SplitRequest) -> Output {
         })
         .collect();
     refuse_unsafe_outputs(&mut planned, request);
+    refuse_shared_archives(&mut planned);
     let work: Vec<_> = planned.into_iter().zip(&request.wheels).collect();
     let destination = Destination::Directory(staged.clone());
     let mut written: Vec<Result<SplitOutcome, Error>> = parallel::map_owned(work, |(planned, path)| {
@@ -224,6 +225,42 @@ fn refuse_unsafe_outputs(planned: &mut [Result<Planned, Error>], request: &Split
                 });
                 break;
             }
+        }
+    }
+}
+
+/// Refuse, before anything is written, the splits of different projects whose device wheels
+/// would install archives at one path (`--overlay-root common --group rocm` over two projects
+/// with binaries under `common/`): installed together, one project's kernels would replace the
+/// other's. The same project's wheels for several Pythons share their device wheels: no clash.
+fn refuse_shared_archives(planned: &mut [Result<Planned, Error>]) {
+    let mut users: std::collections::BTreeMap<String, Vec<(usize, String)>> = Default::default();
+    for (i, p) in planned.iter().enumerate() {
+        let Ok(Planned::Split(split)) = p else { continue };
+        let project = split.0.wheel.metadata.package.to_string();
+        let stems: std::collections::BTreeSet<&str> =
+            split.1.binaries.iter().map(|b| b.archive_stem.as_str()).collect();
+        for stem in stems {
+            users.entry(stem.to_string()).or_default().push((i, project.clone()));
+        }
+    }
+    for (stem, list) in users {
+        let projects: std::collections::BTreeSet<&str> = list.iter().map(|(_, p)| p.as_str()).collect();
+        if projects.len() < 2 {
+            continue;
+        }
+        let names = projects.iter().copied().collect::<Vec<_>>().join(", ");
+        for (i, _) in &list {
+            let file = match &planned[*i] {
+                Ok(Planned::Split(split)) => split.0.wheel.filename.to_string(),
+                _ => continue,
+            };
+            planned[*i] = Err(Error::Unsplittable {
+                file,
+                problem: format!(
+                    "the device wheels of {names} would each install `{stem}_<target>.kpack`: installed together, one's kernels would replace the other's (give each project its own --group)"
+                ),
+            });
         }
     }
 }

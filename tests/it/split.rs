@@ -1674,3 +1674,33 @@ fn device_wheels_require_what_device_requires_dist_names_for_their_processor() {
         assert!(!d.join("bad").exists());
     }
 }
+
+#[test]
+fn two_projects_whose_device_wheels_would_install_one_archive_path_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Two projects with binaries under one overlay root (`common/`), one kpack group.
+    let mut args = vec!["split", "--all-targets", "--overlay-root", "common", "--group", "rocm", "-w", "out"];
+    let wheels: Vec<PathBuf> = ["alpha", "beta"]
+        .iter()
+        .map(|p| {
+            WheelSpec::new(p, "1.0", "py3-none-linux_x86_64")
+                .file(&format!("common/_{p}.so"), support::envs::hip_extension(7))
+                .write(&d.join("in"))
+        })
+        .collect();
+    args.extend(wheels.iter().map(|w| w.to_str().unwrap()));
+    let out = wheelfix(d, &args);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("would each install `common/.kpack/rocm_<target>.kpack`").count(), 2, "{err}");
+    assert!(!d.join("out").exists() || std::fs::read_dir(d.join("out")).unwrap().next().is_none(), "nothing written");
+    // One at a time, each its own group: both split.
+    for (w, group) in wheels.iter().zip(["alpha", "beta"]) {
+        let args = ["split", "--all-targets", "--overlay-root", "common", "--group", group, "-w", "out"];
+        let out = wheelfix(d, &[&args[..], &[w.to_str().unwrap()]].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let out = wheelfix(d, &["check", "out"]);
+    assert!(!stdout(&out).contains("path-conflict"), "{}", stdout(&out));
+}
