@@ -6,10 +6,9 @@
 use crate::support;
 
 use std::path::Path;
-use std::process::Command;
 
 use support::envs::{Release, doctor, fat_wheel, hip_extension, hip_runtimes, new_venv, pip_install, sysfs};
-use support::python::{run, system_python, validate};
+use support::python::validate;
 use support::wheelgen::WheelSpec;
 use support::{stderr, stdout, wheelfix};
 use wheelfix::report::ShowReport;
@@ -222,23 +221,6 @@ fn show_lddtree_and_doctor_read_a_clang_built_library_where_pip_installed_it() {
     assert_eq!(code, 0);
 }
 
-/// Rename, in a wheel, every member `from` → `to` (RECORD's rows too), as another tool would
-/// have named it; written with Python's zipfile.
-fn rename_member(wheel: &Path, from: &str, to: &str) {
-    let script = r#"
-import sys, zipfile
-path, old, new = sys.argv[1:4]
-members = [(i, zipfile.ZipFile(path).read(i.filename)) for i in zipfile.ZipFile(path).infolist()]
-with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as z:
-    for info, data in members:
-        name = info.filename.replace(old, new)
-        if name.endswith('.dist-info/RECORD'):
-            data = data.replace(old.encode(), new.encode())
-        z.writestr(name, data)
-"#;
-    run(Command::new(system_python()).args(["-c", script]).arg(wheel).args([from, to]));
-}
-
 #[test]
 fn a_per_target_id_archive_as_therock_names_it_serves_its_mode() {
     let dir = tempfile::tempdir().unwrap();
@@ -248,7 +230,7 @@ fn a_per_target_id_archive_as_therock_names_it_serves_its_mode() {
     assert!(out.status.success(), "{}", stderr(&out));
     // The gfx90a code is `gfx90a:xnack+` only: its archive named for that target id.
     let device = d.join("wheels/demo_gpu_device_gfx90a-1.0-py3-none-linux_x86_64.whl");
-    rename_member(&device, "_k.so_gfx90a.kpack", "_k.so_gfx90a:xnack+.kpack");
+    support::rename_member(&device, "_k.so_gfx90a.kpack", "_k.so_gfx90a:xnack+.kpack");
     let check = wheelfix(d, &["check", "wheels"]);
     let text = stdout(&check);
     assert!(!text.contains("kpack-unresolved") && !text.contains("kpack-kernel-missing"), "{text}");

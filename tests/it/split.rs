@@ -1704,3 +1704,56 @@ fn two_projects_whose_device_wheels_would_install_one_archive_path_are_refused()
     let out = wheelfix(d, &["check", "out"]);
     assert!(!stdout(&out).contains("path-conflict"), "{}", stdout(&out));
 }
+
+/// A HIP extension with gfx90a code objects for XNACK on and off, and one for gfx942.
+fn both_modes_extension() -> Vec<u8> {
+    use support::gpugen::{GFX90A, GFX942, bundle_for, section};
+    // e_flags: XNACK on 0x300, off 0x200; SRAMECC any 0x400.
+    let fatbin = bundle_for(
+        &[("gfx90a:xnack+", GFX90A | 0x700), ("gfx90a:xnack-", GFX90A | 0x600), ("gfx942", GFX942 | 0x500)],
+        5,
+    );
+    let wrapper = [0x4849_5046u32.to_le_bytes(), 1u32.to_le_bytes()].concat();
+    let wrapper = [wrapper, vec![0u8; 16]].concat();
+    support::elfgen::ElfSpec {
+        sections: vec![section(".hip_fatbin", 1, fatbin), section(".hipFatBinSegment", 1, wrapper)],
+        ..support::elfgen::ElfSpec::extension("_m")
+    }
+    .needs("libamdhip64.so.7")
+    .build()
+}
+
+#[test]
+fn per_target_id_archives_are_judged_by_their_content_and_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fat = WheelSpec::new("modes", "1.0+rocm7.1.0", "py3-none-linux_x86_64")
+        .file("modes/_m.so", both_modes_extension())
+        .write(&d.join("fat"));
+    let args = ["split", "--all-targets", "--archive-per", "target-id", "-w", "set", fat.to_str().unwrap()];
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kinds = |dir: &str| -> Vec<String> {
+        let out = wheelfix(d, &["check", "--json", dir]);
+        support::check_document(&out).kinds().iter().map(|k| k.to_string()).collect()
+    };
+    let clean = kinds("set");
+    assert!(!clean.iter().any(|k| k.starts_with("kpack")), "{clean:?}");
+    let device = d.join("set/modes_device_gfx90a-1.0+rocm7.1.0-py3-none-linux_x86_64.whl");
+    let before = std::fs::read(&device).unwrap();
+    // The two archives' names swapped: each holds the other mode's code.
+    let rename = support::rename_member;
+    rename(&device, "_m.so_gfx90a:xnack+.kpack", "_m.so_gfx90a:SWAP.kpack");
+    rename(&device, "_m.so_gfx90a:xnack-.kpack", "_m.so_gfx90a:xnack+.kpack");
+    rename(&device, "_m.so_gfx90a:SWAP.kpack", "_m.so_gfx90a:xnack-.kpack");
+    let out = wheelfix(d, &["check", "set"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("is named for gfx90a:xnack+ but holds code for gfx90a:xnack-"), "{text}");
+    assert!(text.contains("is named for gfx90a:xnack- but holds code for gfx90a:xnack+"), "{text}");
+    // The XNACK-off archive missing: a gfx90a in the driver's default mode finds none.
+    std::fs::write(&device, &before).unwrap();
+    rename(&device, "_m.so_gfx90a:xnack-.kpack", "_m.so_gfx90a-gone.bin");
+    let found = kinds("set");
+    assert!(found.iter().any(|k| k == "kpack-mode-unserved"), "{found:?}");
+}

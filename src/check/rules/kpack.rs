@@ -57,6 +57,18 @@ pub(in crate::check) fn split_set_findings(dists: &[Dist]) -> Vec<Finding> {
                     list.dedup();
                     list
                 };
+                // TheRock's per-target-id archives for one mode of a feature only: the devices in
+                // the other mode find none.
+                let named: Vec<String> =
+                    archives.iter().filter_map(|p| archive_target(p).map(|t| t.to_string())).collect();
+                if let Some(message) = unserved_mode(target, &named) {
+                    findings.push(Finding {
+                        kind: Kind::KpackModeUnserved,
+                        severity: Severity::Warning,
+                        message: format!("{}: `{extra}`: {binary}: {message}", host.file_name),
+                        files: file.clone(),
+                    });
+                }
                 let Some(first) = archives.first() else {
                     let names: Vec<&str> = devices.iter().map(|d| d.file_name.as_str()).collect();
                     let bare = lookup.archive_paths(&TargetId::from_code(target));
@@ -187,6 +199,28 @@ pub(in crate::check) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> 
         format!("{}{more}", first.join("; "))
     };
     for d in dists {
+        // A per-target-id archive (`…_gfx90a:xnack+.kpack`) whose code objects are for another
+        // mode: a device in the mode its name says finds it, loads them, and they fail.
+        for (path, toc) in d.wheel.iter().flat_map(|w| &w.kpack_tocs) {
+            let Some(named) = archive_target(path).filter(|t| t.features().next().is_some()) else { continue };
+            let keep = crate::gpu::targets::Keep::new(crate::gpu::resolve::modes_of(&named));
+            let mut wrong: Vec<String> =
+                toc.values().flatten().filter(|t| !keep.runs(*t)).map(|t| t.to_string()).collect();
+            wrong.sort();
+            wrong.dedup();
+            if !wrong.is_empty() {
+                findings.push(Finding {
+                    kind: Kind::KpackArchiveDamaged,
+                    severity: Severity::Error,
+                    message: format!(
+                        "{}: the kpack archive {path} is named for {named} but holds code for {}: a {named} device finds it, and its kernels fail to load (hipErrorInvalidImage)",
+                        d.file_name,
+                        wrong.join(", ")
+                    ),
+                    files: vec![d.path.display().to_string()],
+                });
+            }
+        }
         for (path, problems) in d.wheel.iter().flat_map(|w| &w.kpack_damage) {
             findings.push(Finding {
                 kind: Kind::KpackArchiveDamaged,
@@ -213,6 +247,14 @@ pub(in crate::check) fn archive_damage_findings(dists: &[Dist]) -> Vec<Finding> 
         }
     }
     findings
+}
+
+/// The target ID an archive's name ends with. Ex) `p/.kpack/libk.so_gfx90a:xnack+.kpack` →
+/// `gfx90a:xnack+`; a name that ends with none (`rocm.kpack`) → `None`.
+fn archive_target(path: &str) -> Option<TargetId> {
+    let stem = path.rsplit('/').next()?.strip_suffix(".kpack")?;
+    let (_, target) = stem.rsplit_once('_')?;
+    TargetId::parse(target).ok()
 }
 
 /// When a binary finds only target-id archives of a processor (TheRock's per-target-id

@@ -232,3 +232,20 @@ pub fn opt_in_file(var: &str, what: &str) -> std::path::PathBuf {
     assert!(path.exists(), "{var}={}: no such file; set it to {what}", path.display());
     path
 }
+
+/// Rename, in a wheel, every member `from` → `to` (RECORD's rows too), as another tool would
+/// have named it; written with Python's zipfile.
+pub fn rename_member(wheel: &Path, from: &str, to: &str) {
+    let script = r#"
+import sys, zipfile
+path, old, new = sys.argv[1:4]
+members = [(i, zipfile.ZipFile(path).read(i.filename)) for i in zipfile.ZipFile(path).infolist()]
+with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as z:
+    for info, data in members:
+        name = info.filename.replace(old, new)
+        if name.endswith('.dist-info/RECORD'):
+            data = data.replace(old.encode(), new.encode())
+        z.writestr(name, data)
+"#;
+    python::run(std::process::Command::new(python::system_python()).args(["-c", script]).arg(wheel).args([from, to]));
+}
