@@ -322,38 +322,29 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     if !out.success {
         return failed(resolver, command, &out.stderr_tail);
     }
-    let text = crate::files::read_text_bounded(&report, REPORT_MAX).map_err(|e| ResolveError::Report(e.to_string()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| ResolveError::Report(e.to_string()))?;
-    let items: &[serde_json::Value] = value["install"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let name_of = |item: &serde_json::Value| {
-        crate::wheel::name::PackageName::new(item["metadata"]["name"].as_str().unwrap_or_default()).to_string()
-    };
+    let items = read_report(&report)?;
+    let name_of = |item: &ReportItem| crate::wheel::name::PackageName::new(&item.metadata.name).to_string();
     let mut distributions: Vec<Resolved> = items
         .iter()
         .map(|item| Resolved {
             name: name_of(item),
-            version: item["metadata"]["version"].as_str().unwrap_or_default().to_string(),
-            source: item["download_info"]["url"].as_str().unwrap_or_default().to_string(),
+            version: item.metadata.version.clone(),
+            source: item.download_info.url.clone(),
             required_by: Vec::new(),
         })
         .collect();
     // Who requires whom, from each item's Requires-Dist: a requirement counts when its marker
     // holds for the item's active extras (asked for, or named by a requirement on the item).
     // Other markers are not evaluated: this names a chain, it decides nothing.
-    let mut extras: std::collections::BTreeMap<String, BTreeSet<String>> = items
-        .iter()
-        .map(|item| {
-            let asked = item["requested_extras"].as_array().into_iter().flatten().filter_map(|e| e.as_str());
-            (name_of(item), asked.map(String::from).collect())
-        })
-        .collect();
+    let mut extras: std::collections::BTreeMap<String, BTreeSet<String>> =
+        items.iter().map(|item| (name_of(item), item.requested_extras.iter().cloned().collect())).collect();
     let mut edges: BTreeSet<(String, String)> = BTreeSet::new();
     for _ in 0..items.len().max(1) {
         let before = (edges.len(), extras.values().map(BTreeSet::len).sum::<usize>());
-        for item in items {
+        for item in &items {
             let parent = name_of(item);
             let active = extras.get(&parent).cloned().unwrap_or_default();
-            for text in item["metadata"]["requires_dist"].as_array().into_iter().flatten().filter_map(|r| r.as_str()) {
+            for text in &item.metadata.requires_dist {
                 let r = crate::wheel::requirement::Requirement::parse(text);
                 let child = r.package.to_string();
                 if child == parent || !extras.contains_key(&child) || !r.active_with(&active) {
@@ -373,6 +364,53 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
     }
     distributions.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Resolution { resolver, command, distributions, failure: None })
+}
+
+/// What a pip report says of one distribution to install; the rest of it (descriptions,
+/// hashes, the environment) is skipped as it streams by, never held.
+#[derive(serde::Deserialize)]
+struct ReportItem {
+    #[serde(default)]
+    metadata: ReportMetadata,
+    #[serde(default)]
+    download_info: ReportDownload,
+    #[serde(default)]
+    requested_extras: Vec<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ReportMetadata {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    requires_dist: Vec<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ReportDownload {
+    #[serde(default)]
+    url: String,
+}
+
+/// pip's `--report`, read as a stream into what a resolution needs: memory follows the
+/// distributions it installs, not the report's size (a report of 256 MiB, most of it
+/// descriptions, costs a few MB); a report over [`REPORT_MAX`] is refused.
+fn read_report(path: &std::path::Path) -> Result<Vec<ReportItem>, ResolveError> {
+    #[derive(serde::Deserialize)]
+    struct Report {
+        #[serde(default)]
+        install: Vec<ReportItem>,
+    }
+    let file = crate::files::open_regular(path).map_err(|e| ResolveError::Report(e.to_string()))?;
+    let len = file.metadata().map_err(|e| ResolveError::Report(e.to_string()))?.len();
+    if len > REPORT_MAX {
+        return Err(ResolveError::Report(format!("{len} bytes, over the {REPORT_MAX} read")));
+    }
+    let reader = std::io::BufReader::new(std::io::Read::take(file, REPORT_MAX));
+    let report: Report = serde_json::from_reader(reader).map_err(|e| ResolveError::Report(e.to_string()))?;
+    Ok(report.install)
 }
 
 /// A resolver that exited non-zero: no resolution of the requirements (a finding of the
@@ -625,5 +663,36 @@ mod tests {
         assert_eq!(uv_platform("manylinux_2_28_x86_64"), "x86_64-manylinux_2_28");
         assert_eq!(uv_platform("linux_aarch64"), "aarch64-unknown-linux-gnu");
         assert_eq!(uv_platform("win_amd64"), "x86_64-pc-windows-msvc");
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use std::io::Write;
+
+    #[test]
+    fn a_report_streams_by_and_only_what_a_resolution_needs_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        // One item whose description is 48 MiB: the report's size is not what is kept.
+        write!(f, r#"{{"version":"1","install":[{{"metadata":{{"name":"Nixl","version":"1.5.2","description":""#)
+            .unwrap();
+        for _ in 0..(48 << 10) {
+            f.write_all(&[b'x'; 1024]).unwrap();
+        }
+        write!(
+            f,
+            r#"","requires_dist":["nixl-cu12; extra == \"cu12\""]}},"download_info":{{"url":"https://u/nixl.whl","archive_info":{{}}}},"requested_extras":["cu12"]}}],"environment":{{}}}}"#
+        )
+        .unwrap();
+        f.flush().unwrap();
+        drop(f);
+        let items = super::read_report(&path).unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!((items[0].metadata.name.as_str(), items[0].metadata.version.as_str()), ("Nixl", "1.5.2"));
+        assert_eq!(items[0].download_info.url, "https://u/nixl.whl");
+        assert_eq!(items[0].requested_extras, ["cu12"]);
+        assert_eq!(items[0].metadata.requires_dist, ["nixl-cu12; extra == \"cu12\""]);
     }
 }
