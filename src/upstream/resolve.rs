@@ -320,7 +320,19 @@ fn resolve_with_pip(request: &ResolveRequest, scratch: &std::path::Path) -> Resu
         .map_err(|problem| ResolveError::Run { what: format!("{python} -m pip"), problem })?;
     let command = shown_command(python, args);
     if !out.success {
-        return failed(resolver, command, &out.stderr_tail);
+        let mut stderr = out.stderr_tail.clone();
+        // pip resolves for the Python it runs on unless told another: a set of wheels for
+        // another Python "requires a different Python". Say what to run.
+        let runs_on = version.rsplit_once("(python ").map(|(_, v)| v.trim_end_matches(')').to_string());
+        let lower = stderr.to_ascii_lowercase();
+        let other_python = lower.contains("a different python");
+        if request.python.is_none() && other_python {
+            let on = runs_on.as_deref().unwrap_or("this machine's");
+            stderr.push_str(&format!(
+                "\npip resolved for the Python it runs on ({python} is Python {on}); the set's wheels are for another: give check --python X.Y (the Python your users run) to resolve for it"
+            ));
+        }
+        return failed(resolver, command, &stderr);
     }
     let items = read_report(&report)?;
     let name_of = |item: &ReportItem| crate::wheel::name::PackageName::new(&item.metadata.name).to_string();

@@ -274,3 +274,24 @@ fn check_resolve_with_pip_admits_every_older_manylinux_tag() {
         assert!(command.contains("manylinux2014_x86_64") && command.contains("manylinux_2_5_x86_64"), "{command}");
     }
 }
+
+#[test]
+fn a_set_for_another_python_says_to_give_check_its_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let set = d.join("set");
+    // A set for Python 3.99 only; pip runs on the test environment's Python.
+    let mut wheel = py3_wheel("future_stack", "1.0+rocm10.1.0", &[]);
+    wheel.metadata.push("Requires-Python: >=3.99".into());
+    wheel.write(&set);
+    upstream_and_site(d, &set);
+    let server = Server::start_pep691(&d.join("www"));
+    let site = server.url("site/");
+    let (code, list, _) = check(d, &["--resolve", "future-stack", "--index-url", &site]);
+    assert_eq!(code, 1, "{list:#?}");
+    let failed = list.iter().find(|(k, _, _)| k == "resolve-failed").expect("the resolution fails");
+    assert!(failed.2.contains("give check --python X.Y"), "{list:#?}");
+    // Told the Python, pip resolves for it.
+    let (code, list, _) = check(d, &["--resolve", "future-stack", "--index-url", &site, "--python", "3.99"]);
+    assert_eq!(code, 0, "{list:#?}");
+}
