@@ -194,6 +194,7 @@ impl ReleasePage {
             .into_iter()
             .map(|t| serde_json::json!({"target": t, "serves": self.serves(t)}))
             .collect();
+        let mut used_anchors: BTreeSet<String> = self.gpus.iter().map(|g| g.target.clone()).collect();
         let gpu_rows: Vec<serde_json::Value> = self
             .gpus
             .iter()
@@ -201,10 +202,12 @@ impl ReleasePage {
                 serde_json::json!({
                     "target": g.target,
                     "serves": self.serves(&g.target),
+                    "anchors": product_anchors(self.serves(&g.target), &mut used_anchors),
                     "family": crate::plan::kpack::family(&g.target),
                     "pip": pip_command(&self.site_url, &g.install),
                     "uv": uv_command(&self.site_url, &g.install),
                     "size": human_bytes(g.size),
+                    "glibc": glibc_floor(&self.pulled_for(&g.target))["version"],
                 })
             })
             .collect();
@@ -286,6 +289,41 @@ impl ReleasePage {
         self.gpu_names.get(target).or_else(|| gpu_names().get(target))
     }
 
+    /// The files one GPU's command installs, as far as the page knows them: the hosts its
+    /// device rows name and their device wheels. Their tags give the command's glibc floor.
+    fn pulled_for(&self, target: &str) -> Vec<PageFile> {
+        let rows: Vec<&DeviceRow> = self.devices.iter().filter(|r| r.target == target).collect();
+        let hosts: BTreeSet<&str> = rows.iter().filter_map(|r| r.install.split_once('[').map(|(h, _)| h)).collect();
+        self.files
+            .iter()
+            .filter(|f| hosts.contains(f.project.as_str()) || rows.iter().any(|r| r.files.contains(&f.file_name)))
+            .cloned()
+            .collect()
+    }
+
+    /// Each GPU's command on the landing page, with its anchors.
+    fn gpu_cards(&self, used: &mut BTreeSet<String>) -> Vec<serde_json::Value> {
+        self.gpus
+            .iter()
+            .map(|g| {
+                let id = (!used.contains(&g.target)).then(|| g.target.clone());
+                if let Some(id) = &id {
+                    used.insert(id.clone());
+                }
+                serde_json::json!({
+                    "target": g.target,
+                    "id": id,
+                    "serves": self.serves(&g.target),
+                    "anchors": product_anchors(self.serves(&g.target), used),
+                    "pip": pip_command(&self.site_url, &g.install),
+                    "uv": uv_command(&self.site_url, &g.install),
+                    "size": human_bytes(g.size),
+                    "glibc": glibc_floor(&self.pulled_for(&g.target))["version"],
+                })
+            })
+            .collect()
+    }
+
     /// The machine-readable page (`release.json`), which `site` renders again.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("serialises") + "\n"
@@ -298,6 +336,7 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
     let rocm: BTreeSet<&String> = sites.iter().flat_map(|(_, p)| p.rocm.iter()).collect();
     let mut rocm: Vec<&String> = rocm.into_iter().collect();
     rocm.sort_by(|a, b| crate::policy::verdict::compare_versions(a, b));
+    let mut used_anchors: BTreeSet<String> = BTreeSet::new();
     let views: Vec<serde_json::Value> = sites
         .iter()
         .map(|(dir, page)| {
@@ -312,6 +351,14 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
                 });
                 named.collect::<Vec<_>>().join(", ")
             };
+            // A per-architecture index is its GPU's anchor (`#gfx942`, `#mi300x`).
+            let arch = crate::gpu::targets::is_known_processor(dir)
+                && page.gpus.is_empty()
+                && used_anchors.insert(dir.clone());
+            let site_anchors = if arch { product_anchors(page.serves(dir), &mut used_anchors) } else { Vec::new() };
+            // The command for every GPU, said so, with what it downloads.
+            let every = page.install.iter().any(|i| i.contains(&format!("[{}]", DeviceExtra::All)));
+            let all_size: u64 = page.gpus.iter().map(|g| g.size).sum();
             serde_json::json!({
                 "path": crate::index::url_quote(dir),
                 "title": page.title,
@@ -319,6 +366,10 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
                 "files": page.files.len(),
                 "targets": targets,
                 "check": CheckView::new(&page.check),
+                "gpus": page.gpu_cards(&mut used_anchors),
+                "id": arch.then_some(dir),
+                "anchors": site_anchors,
+                "every": every.then(|| serde_json::json!({"gpus": page.gpus.len(), "size": human_bytes(all_size)})),
                 "pip": pip_command(&page.site_url, &page.install),
                 "uv": uv_command(&page.site_url, &page.install),
             })
@@ -359,6 +410,29 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
 }
 
 use crate::policy::gpus::names as gpu_names;
+
+/// Anchors for the products a GPU row serves, each once on a page. Ex) `Instinct MI300X,
+/// Instinct MI300A` → [`instinct-mi300x`, `mi300x`, `instinct-mi300a`, `mi300a`]
+fn product_anchors(serves: Option<&String>, used: &mut BTreeSet<String>) -> Vec<String> {
+    let mut anchors = Vec::new();
+    for product in serves.map(|s| s.split(", ").collect::<Vec<_>>()).unwrap_or_default() {
+        let slug = |text: &str| -> String {
+            let words: Vec<String> = text
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_ascii_lowercase)
+                .collect();
+            words.join("-")
+        };
+        let last = product.rsplit(' ').next().unwrap_or(product);
+        for id in [slug(product), slug(last)] {
+            if !id.is_empty() && used.insert(id.clone()) {
+                anchors.push(id);
+            }
+        }
+    }
+    anchors
+}
 
 /// A file's row, as the template writes it.
 #[derive(Serialize)]
@@ -700,7 +774,13 @@ a { color: inherit; }
 small, .file, td, li, p { overflow-wrap: anywhere; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.9em; }
 pre { background: var(--code); border: 1px solid var(--line); border-radius: 6px; padding: 0.6rem 0.8rem; white-space: pre-wrap; overflow-wrap: anywhere; overflow-x: auto; margin: 0.2rem 0 0.8rem; }
-.cmd { user-select: all; }
+.cmd { user-select: all; white-space: pre; }
+td pre.scroll { width: 0; min-width: 100%; }
+@media (min-width: 761px) { table.files td[data-label="install"] { width: 62%; } }
+.copy { float: right; font: inherit; font-size: 0.8em; margin: 0.2rem 0 0 0.4rem; padding: 0.1rem 0.6rem; border: 1px solid var(--line); border-radius: 6px; background: var(--code); color: var(--fg); cursor: pointer; }
+.gpu-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 26rem), 1fr)); gap: 0.6rem; }
+.gpu-card { border: 1px solid var(--line); border-radius: 8px; padding: 0.4rem 0.7rem; }
+.gpu-card:target, tr:target { outline: 2px solid var(--accent); }
 .label { margin: 0.6rem 0 0; font-weight: 600; }
 .local { color: var(--fg); background: var(--code); border: 1px solid var(--line); border-radius: 4px; padding: 0 0.25em; font-weight: 600; }
 .gpus { margin: 0.4rem 0; padding-left: 1.2rem; }

@@ -121,6 +121,11 @@ fn release_pages_render_in_a_browser_with_every_wheel_and_the_install_commands()
         assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
     }
     let landing = dump_dom(&server.url("public/index.html"));
+    // Each architecture's index is its GPU's anchor, and its products'.
+    assert!(
+        landing.contains("<article class=\"site\" data-site=\"gfx942\" id=\"gfx942\"><a id=\"instinct-mi300x\"></a>"),
+        "{landing}"
+    );
     for target in ["gfx950", "gfx942"] {
         assert!(landing.contains(&format!("<a href=\"{target}/release.html\">{target}</a>")), "{landing}");
         assert!(landing.contains(&format!("--index-url {base}{target}/")), "{landing}");
@@ -362,7 +367,8 @@ fn the_multi_arch_page_starts_from_the_gpu_and_fits_every_width() {
     let server = Server::start(&d.join("www"));
     let dom = dump_dom(&server.url("multi/release.html"));
     for target in ["gfx942", "gfx950"] {
-        assert!(dom.contains(&format!("<tr data-gpu=\"{target}\">")), "{dom}");
+        // Each GPU's row is its anchor (`#gfx942`), as are its products (`#mi300x`).
+        assert!(dom.contains(&format!("<tr data-gpu=\"{target}\" id=\"{target}\">")), "{dom}");
         assert!(
             dom.contains(&format!(
                 "--extra-index-url https://rocm.example/multi/ 'rocm-demo-gpu[device-{target}]==1.0.0+rocm7.1.0'"
@@ -371,6 +377,14 @@ fn the_multi_arch_page_starts_from_the_gpu_and_fits_every_width() {
         );
     }
     assert!(dom.contains("AMD Instinct MI300X, MI300A, MI325X") && dom.contains("family gfx9"), "{dom}");
+    assert!(dom.contains("<a id=\"instinct-mi300x\"></a><a id=\"mi300x\"></a><a id=\"mi300a\"></a>"), "{dom}");
+    // Each command has its copy button; the command scrolls instead of wrapping.
+    assert!(
+        dom.contains(
+            "<button type=\"button\" class=\"copy\">copy</button><pre class=\"scroll\"><code class=\"cmd pip\">"
+        ),
+        "{dom}"
+    );
     assert!(dom.contains("<details class=\"per-project\">"), "{dom}");
     assert!(dom.contains("'rocm-demo-gpu[device-all]==1.0.0+rocm7.1.0'"), "{dom}");
     for width in [390, 1400] {
