@@ -112,6 +112,7 @@ pub fn run(request: &VariantsRequest) -> Output {
             }
         }
     }
+    refuse_shared_outputs(request, &mut planned, &mut failures);
     let written: Vec<(usize, Result<VariantOutcome, VariantsError>)> = parallel::map_owned(planned, |p| {
         let examined = examined_ok[p.wheel].as_ref().expect("planned wheels were examined");
         write_variant(examined, p, request, &settings)
@@ -123,6 +124,39 @@ pub fn run(request: &VariantsRequest) -> Output {
     let stderr = named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
     let failed = results.iter().filter(|r| r.is_err()).count();
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
+}
+
+/// Refuse, before anything is written, every input whose variants another input of the run
+/// would also write (two builds under one file name: which lands where would depend on timing),
+/// or that would replace another input; as `split` refuses them.
+fn refuse_shared_outputs(
+    request: &VariantsRequest,
+    planned: &mut Vec<Planned>,
+    failures: &mut BTreeMap<usize, VariantsError>,
+) {
+    use crate::output::OutputKey;
+    let mut writers: BTreeMap<OutputKey, (PathBuf, std::collections::BTreeSet<usize>)> = BTreeMap::new();
+    for p in planned.iter() {
+        writers.entry(OutputKey::of(&p.dest)).or_insert_with(|| (p.dest.clone(), Default::default())).1.insert(p.wheel);
+    }
+    let inputs: Vec<OutputKey> = request.wheels.iter().map(|w| OutputKey::of(w)).collect();
+    for (key, (dest, wheels)) in &writers {
+        let output = dest.display().to_string();
+        if wheels.len() > 1 {
+            let names: Vec<String> = wheels.iter().map(|&i| request.wheels[i].display().to_string()).collect();
+            for &i in wheels {
+                let error = Error::Collision { output: output.clone(), wheels: names.clone() };
+                failures.entry(i).or_insert(VariantsError::Wheel(Box::new(error)));
+            }
+        } else if let Some(j) = inputs.iter().position(|input| input == key) {
+            for &i in wheels {
+                let input = request.wheels[j].display().to_string();
+                let error = Error::ReplacesOtherInput { output: output.clone(), input };
+                failures.entry(i).or_insert(VariantsError::Wheel(Box::new(error)));
+            }
+        }
+    }
+    planned.retain(|p| !failures.contains_key(&p.wheel));
 }
 
 /// The flags that declare a provider make sense together.

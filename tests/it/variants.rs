@@ -402,3 +402,25 @@ fn done(entry: &VariantsEntry) -> &WheelVariants {
         VariantsEntry::Failed { wheel, error, .. } => panic!("{wheel}: {error}"),
     }
 }
+
+#[test]
+fn two_builds_under_one_file_name_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Two builds of fat-1.0: different code under one file name.
+    let build = |sub: &str, flags: u32| {
+        WheelSpec::new("fat", "1.0+rocm7.1.0", "py3-none-linux_x86_64")
+            .file("fat/_k.so", host_with_fatbin("_k", bundle_for(&[("gfx942", GFX942), ("gfx950", flags)], 6)))
+            .write(&d.join(sub))
+    };
+    let a = build("a", GFX950);
+    let b = build("b", GFX950 | 0x100);
+    assert_ne!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let out =
+        wheelfix(d, &["variants", "--all-targets", "--null", "-w", "wh", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("2 wheels of this run would be written to"), "{err}");
+    let written: Vec<_> = std::fs::read_dir(d.join("wh")).map(|r| r.collect()).unwrap_or_default();
+    assert!(written.is_empty(), "nothing written: {written:?}");
+}
