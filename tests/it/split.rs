@@ -585,7 +585,7 @@ impl SplitSet {
         // through the selector's extra. Each, run as printed while another source serves a newer
         // same-named release, installs the release with that GPU's device code and no other.
         let html = support::browser::dump_dom(&server.url("site-selected/release.html"));
-        let row = &html[html.find("<tr data-gpu=\"gfx942\">").expect("a gfx942 GPU row")..];
+        let row = &html[html.find("<tr data-gpu=\"gfx942\" id=\"gfx942\">").expect("a gfx942 GPU row")..];
         let row = &row[..row.find("</tr>").unwrap()];
         assert!(row.contains("AMD Instinct MI300X"), "{row}");
         let command_of = |class: &str| {
