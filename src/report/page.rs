@@ -57,6 +57,10 @@ pub struct GpuInstall {
     pub install: Vec<String>,
     /// The download size of the device wheels it brings.
     pub size: u64,
+    /// The projects with device code for other GPUs only, which this GPU's command does not
+    /// install. Ex) [`vapoursynth-nlm-hip`]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_for: Vec<String>,
 }
 
 /// What installs one processor's device code from a multi-architecture index.
@@ -199,16 +203,10 @@ impl ReleasePage {
             .gpus
             .iter()
             .map(|g| {
-                serde_json::json!({
-                    "target": g.target,
-                    "serves": self.serves(&g.target),
-                    "anchors": product_anchors(self.serves(&g.target), &mut used_anchors),
-                    "family": crate::plan::kpack::family(&g.target),
-                    "pip": pip_command(&self.site_url, &g.install),
-                    "uv": uv_command(&self.site_url, &g.install),
-                    "size": human_bytes(g.size),
-                    "glibc": glibc_floor(&self.pulled_for(&g.target))["version"],
-                })
+                let mut view = self.gpu_view(g);
+                view["anchors"] = serde_json::json!(product_anchors(self.serves(&g.target), &mut used_anchors));
+                view["family"] = serde_json::json!(crate::plan::kpack::family(&g.target));
+                view
             })
             .collect();
         crate::html::render_page(
@@ -289,16 +287,49 @@ impl ReleasePage {
         self.gpu_names.get(target).or_else(|| gpu_names().get(target))
     }
 
-    /// The files one GPU's command installs, as far as the page knows them: the hosts its
-    /// device rows name and their device wheels. Their tags give the command's glibc floor.
+    /// The files one GPU's command installs, as far as the page knows them: every file but the
+    /// device wheels of other GPUs and the projects that have device code for other GPUs only
+    /// (which its extra does not pull). Their tags give the command's glibc floor and Pythons.
     fn pulled_for(&self, target: &str) -> Vec<PageFile> {
-        let rows: Vec<&DeviceRow> = self.devices.iter().filter(|r| r.target == target).collect();
-        let hosts: BTreeSet<&str> = rows.iter().filter_map(|r| r.install.split_once('[').map(|(h, _)| h)).collect();
+        let not_for: BTreeSet<&str> = self
+            .gpus
+            .iter()
+            .filter(|g| g.target == target)
+            .flat_map(|g| g.not_for.iter().map(String::as_str))
+            .collect();
+        let other_devices: BTreeSet<&str> = self
+            .devices
+            .iter()
+            .filter(|r| r.target != target)
+            .flat_map(|r| r.files.iter().map(String::as_str))
+            .collect();
+        let own_devices: BTreeSet<&str> = self
+            .devices
+            .iter()
+            .filter(|r| r.target == target)
+            .flat_map(|r| r.files.iter().map(String::as_str))
+            .collect();
         self.files
             .iter()
-            .filter(|f| hosts.contains(f.project.as_str()) || rows.iter().any(|r| r.files.contains(&f.file_name)))
+            .filter(|f| !not_for.contains(f.project.as_str()))
+            .filter(|f| own_devices.contains(f.file_name.as_str()) || !other_devices.contains(f.file_name.as_str()))
             .cloned()
             .collect()
+    }
+
+    /// What one GPU's command needs of the machine, for its row or card.
+    fn gpu_view(&self, g: &GpuInstall) -> serde_json::Value {
+        let pulled = self.pulled_for(&g.target);
+        serde_json::json!({
+            "target": g.target,
+            "serves": self.serves(&g.target),
+            "pip": pip_command(&self.site_url, &g.install),
+            "uv": uv_command(&self.site_url, &g.install),
+            "size": human_bytes(g.size),
+            "glibc": glibc_floor(&pulled)["version"],
+            "pythons": command_pythons(&pulled),
+            "not_for": g.not_for,
+        })
     }
 
     /// Each GPU's command on the landing page, with its anchors.
@@ -310,16 +341,10 @@ impl ReleasePage {
                 if let Some(id) = &id {
                     used.insert(id.clone());
                 }
-                serde_json::json!({
-                    "target": g.target,
-                    "id": id,
-                    "serves": self.serves(&g.target),
-                    "anchors": product_anchors(self.serves(&g.target), used),
-                    "pip": pip_command(&self.site_url, &g.install),
-                    "uv": uv_command(&self.site_url, &g.install),
-                    "size": human_bytes(g.size),
-                    "glibc": glibc_floor(&self.pulled_for(&g.target))["version"],
-                })
+                let mut view = self.gpu_view(g);
+                view["id"] = serde_json::json!(id);
+                view["anchors"] = serde_json::json!(product_anchors(self.serves(&g.target), used));
+                view
             })
             .collect()
     }
@@ -357,7 +382,8 @@ pub fn landing_html(title: &str, sites: &[(String, ReleasePage)]) -> String {
                 && used_anchors.insert(dir.clone());
             let site_anchors = if arch { product_anchors(page.serves(dir), &mut used_anchors) } else { Vec::new() };
             // The command for every GPU, said so, with what it downloads.
-            let every = page.install.iter().any(|i| i.contains(&format!("[{}]", DeviceExtra::All)));
+            let every =
+                !page.gpus.is_empty() && page.install.iter().any(|i| i.contains(&format!("[{}]", DeviceExtra::All)));
             let all_size: u64 = page.gpus.iter().map(|g| g.size).sum();
             serde_json::json!({
                 "path": crate::index::url_quote(dir),
@@ -645,7 +671,16 @@ fn gpu_installs(survey: &Survey, devices: &[DeviceRow]) -> Vec<GpuInstall> {
             } else {
                 selectors.into_iter().collect()
             };
-            GpuInstall { target: target.to_string(), install, size: rows.iter().map(|r| r.size).sum() }
+            let serving: BTreeSet<&str> =
+                rows.iter().filter_map(|r| r.install.split_once('[')).map(|(h, _)| h).collect();
+            let not_for: BTreeSet<String> = devices
+                .iter()
+                .filter_map(|r| r.install.split_once('[').map(|(h, _)| h))
+                .filter(|h| !serving.contains(h))
+                .map(str::to_string)
+                .collect();
+            let size = rows.iter().map(|r| r.size).sum();
+            GpuInstall { target: target.to_string(), install, size, not_for: not_for.into_iter().collect() }
         })
         .collect()
 }
@@ -705,6 +740,53 @@ fn pythons(files: &[PageFile]) -> Vec<String> {
         .collect();
     list.extend(other);
     list
+}
+
+/// The Pythons one command can install on: those every project it pulls has a wheel for (a
+/// project with wheels for CPython 3.11 only holds the whole command to 3.11). Ex)
+/// [`CPython 3.11`, `CPython 3.12`]; [`any Python 3`] when no wheel names a CPython; empty when
+/// no one Python serves every project.
+fn command_pythons(files: &[PageFile]) -> Vec<String> {
+    /// What one project's wheels serve: CPython minors exactly, abi3 from a minor on, any.
+    #[derive(Default)]
+    struct Serves {
+        exact: BTreeSet<u32>,
+        abi3_from: Option<u32>,
+        any: bool,
+    }
+    let mut projects: BTreeMap<&str, Serves> = BTreeMap::new();
+    let mut minors = BTreeSet::new();
+    for f in files {
+        let Ok(name) = crate::wheel::WheelFilename::parse(&f.file_name) else { continue };
+        let serves = projects.entry(&f.project).or_default();
+        let abi3 = name.abi_tags.iter().any(|a| a == "abi3");
+        for tag in &name.python_tags {
+            match tag.strip_prefix("cp3").and_then(|m| m.parse::<u32>().ok()) {
+                Some(minor) if abi3 => {
+                    serves.abi3_from = Some(serves.abi3_from.map_or(minor, |m| m.min(minor)));
+                    minors.insert(minor);
+                }
+                Some(minor) => {
+                    serves.exact.insert(minor);
+                    minors.insert(minor);
+                }
+                None => serves.any = true,
+            }
+        }
+    }
+    if minors.is_empty() {
+        return if projects.is_empty() { Vec::new() } else { vec!["any Python 3".to_string()] };
+    }
+    let newest = *minors.last().expect("not empty");
+    let serves =
+        |m: u32| projects.values().all(|s| s.any || s.exact.contains(&m) || s.abi3_from.is_some_and(|from| from <= m));
+    // Every project serves the Pythons after the newest one named too (abi3, py3): say so.
+    let open_ended = serves(newest + 1);
+    minors
+        .into_iter()
+        .filter(|m| serves(*m))
+        .map(|m| format!("CPython 3.{m}{}", if open_ended && m == newest { " or newer" } else { "" }))
+        .collect()
 }
 
 fn page_check(findings: &[Finding]) -> PageCheck {
@@ -812,3 +894,42 @@ td.size { white-space: nowrap; }
   table.files td::before { content: attr(data-label); color: var(--muted); font-size: 0.85em; }
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(project: &str, file_name: &str) -> PageFile {
+        PageFile {
+            project: project.into(),
+            file_name: file_name.into(),
+            href: String::new(),
+            public: "1.0".into(),
+            local: None,
+            tag: None,
+            basis: None,
+            tag_note: String::new(),
+            gpu: Vec::new(),
+            size: 0,
+            sha256: String::new(),
+            requires_python: None,
+            metapackage: false,
+            variant: None,
+        }
+    }
+
+    #[test]
+    fn a_command_serves_the_pythons_every_project_it_pulls_serves() {
+        let any = file("sel", "sel-1.0-py3-none-any.whl");
+        let a311 = file("a", "a-1.0-cp311-cp311-manylinux_2_28_x86_64.whl");
+        let a312 = file("a", "a-1.0-cp312-cp312-manylinux_2_28_x86_64.whl");
+        let b312 = file("b", "b-1.0-cp312-cp312-manylinux_2_28_x86_64.whl");
+        let abi3 = file("c", "c-1.0-cp310-abi3-manylinux_2_28_x86_64.whl");
+        assert_eq!(command_pythons(std::slice::from_ref(&any)), ["any Python 3"]);
+        assert_eq!(command_pythons(&[any.clone(), a311.clone(), a312.clone()]), ["CPython 3.11", "CPython 3.12"]);
+        assert_eq!(command_pythons(&[a311.clone(), a312, b312.clone()]), ["CPython 3.12"]);
+        assert_eq!(command_pythons(&[abi3.clone(), any]), ["CPython 3.10 or newer"]);
+        assert_eq!(command_pythons(&[abi3, b312.clone()]), ["CPython 3.12"]);
+        assert!(command_pythons(&[a311, b312]).is_empty(), "no one Python serves both");
+    }
+}

@@ -78,6 +78,12 @@ fn a_runtimes_built_in_kernels_never_count_as_the_packages_code() {
     assert_eq!(claimed, ["gfx90a"], "{page:#?}");
     let html = support::html_text(&std::fs::read_to_string(d.join("site/release.html")).unwrap());
     assert!(!html.contains("gfx942") && !html.contains("MI300"), "{html}");
+    // The landing page across indexes too.
+    let out = wheelfix(d, &["site", "-o", "public", "site"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let landing = support::html_text(&std::fs::read_to_string(d.join("public/index.html")).unwrap());
+    assert!(landing.contains("GPU targets: gfx90a (AMD "), "{landing}");
+    assert!(!landing.contains("gfx942") && !landing.contains("gfx950") && !landing.contains("MI300"), "{landing}");
 }
 
 #[test]

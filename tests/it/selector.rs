@@ -160,8 +160,24 @@ fn a_selector_needs_one_version_or_says_which() {
 /// A project at `version` with one device wheel per target (`py3-none-<tag>` each), the device
 /// wheels pinning it as `split` writes them.
 fn split_project(dir: &Path, name: &str, tag: &str, targets: &[&str]) -> Vec<PathBuf> {
+    split_project_with(dir, name, tag, targets, false)
+}
+
+/// [`split_project`], the host declaring a `device-<target>` extra per device wheel (and
+/// `device-all`) as `split` writes it, when `extras`.
+fn split_project_with(dir: &Path, name: &str, tag: &str, targets: &[&str], extras: bool) -> Vec<PathBuf> {
     let version = "1.0+rocm7.1.0";
-    let mut wheels = vec![WheelSpec::new(name, version, tag).file(&format!("{name}/__init__.py"), "").write(dir)];
+    let mut host = WheelSpec::new(name, version, tag).file(&format!("{name}/__init__.py"), "");
+    if extras {
+        let project = name.replace('_', "-");
+        for t in targets {
+            host.metadata.push(format!("Provides-Extra: device-{t}"));
+            host.metadata.push(format!("Requires-Dist: {project}-device-{t}=={version}; extra == \"device-{t}\""));
+            host.metadata.push(format!("Requires-Dist: {project}[device-{t}]; extra == \"device-all\""));
+        }
+        host.metadata.push("Provides-Extra: device-all".into());
+    }
+    let mut wheels = vec![host.write(dir)];
     for t in targets {
         let device = format!("{name}_device_{t}");
         let member = format!("{name}/.kpack/k_{t}.kpack");
@@ -253,4 +269,111 @@ fn each_gpus_extra_pulls_only_the_projects_that_serve_it() {
         text.contains("error: extra-pulls-other-gpu: old-sel 1.0+rocm7.1.0 requires it for every GPU, but nlm has device code for gfx1100 only: the commands for gfx942 install it for nothing"),
         "{text}"
     );
+}
+
+/// The glibc of this machine, as `(2, minor)`'s minor (pip's platform tags go up to it).
+fn machine_glibc_minor() -> u32 {
+    let out =
+        Command::new(system_python()).args(["-c", "import platform; print(platform.libc_ver()[1])"]).output().unwrap();
+    let version = String::from_utf8(out.stdout).unwrap();
+    let minor = version.trim().split_once('.').and_then(|(_, m)| m.parse().ok());
+    minor.unwrap_or_else(|| panic!("a glibc machine: {version:?}"))
+}
+
+/// The pip and uv commands of one GPU's card (landing page) or row (release page), as the
+/// browser shows them.
+fn gpu_commands(dom: &str, start: &str, end: &str) -> (String, String, String) {
+    let block = &dom[dom.find(start).unwrap_or_else(|| panic!("no `{start}` in {dom}"))..];
+    let block = &block[..block.find(end).unwrap()];
+    let command_of = |class: &str| {
+        let open = format!("<code class=\"cmd {class}\">");
+        let at = block.find(&open).unwrap() + open.len();
+        support::html_text(&block[at..at + block[at..].find("</code>").unwrap()])
+    };
+    // Its text, tags taken out.
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in block.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    (command_of("pip"), command_of("uv"), support::html_text(&text))
+}
+
+#[test]
+fn every_gpu_command_on_both_pages_runs_as_printed_and_says_what_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let set = d.join("set");
+    // `wfxbase` serves both GPUs on any Python 3; `wfxnlm` serves gfx1100 only, for CPython
+    // 3.11, and needs a glibc newer than this machine's.
+    let newer = machine_glibc_minor() + 3;
+    split_project_with(&set, "wfxbase", "py3-none-manylinux_2_28_x86_64", &["gfx942", "gfx1100"], true);
+    split_project_with(&set, "wfxnlm", &format!("cp311-cp311-manylinux_2_{newer}_x86_64"), &["gfx1100"], true);
+    let inputs: Vec<String> =
+        std::fs::read_dir(&set).unwrap().map(|e| e.unwrap().path().display().to_string()).collect();
+    let mut args = vec!["selector", "--name", "wfx-gpu", "-o", "sel"];
+    args.extend(inputs.iter().map(String::as_str));
+    let out = wheelfix(d, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let www = d.join("www");
+    let server = support::http::Server::start(&www);
+    let base = server.url("public/");
+    let out = wheelfix(d, &["index", "-o", "built/rel", "set", "sel"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    support::python::validate("release.schema.json", &std::fs::read(d.join("built/rel/release.json")).unwrap());
+    let out = wheelfix(d, &["site", "-o", www.join("public").to_str().unwrap(), "--site-url", &base, "built/rel"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let landing = support::browser::dump_dom(&server.url("public/index.html"));
+    let release = support::browser::dump_dom(&server.url("public/rel/release.html"));
+
+    let card =
+        |target: &str| gpu_commands(&landing, &format!("<div class=\"gpu-card\" data-gpu=\"{target}\""), "</div>");
+    let row = |target: &str| gpu_commands(&release, &format!("<tr data-gpu=\"{target}\""), "</tr>");
+    let (pip942, uv942, card942) = card("gfx942");
+    let (pip1100, _, card1100) = card("gfx1100");
+    // The landing page's commands are the release page's, exactly.
+    assert_eq!(row("gfx942").0, pip942);
+    assert_eq!(row("gfx942").1, uv942);
+    assert_eq!(row("gfx1100").0, pip1100);
+    // Each says what it needs of the machine and names what it leaves out.
+    assert!(card942.contains("Linux with glibc 2.28+ · Python: any Python 3"), "{card942}");
+    assert!(card942.contains("Not for this GPU (no device code for it): wfxnlm"), "{card942}");
+    assert!(row("gfx942").2.contains("Not for this GPU (no device code for it): wfxnlm"), "{}", row("gfx942").2);
+    assert!(card1100.contains(&format!("Linux with glibc 2.{newer}+ · Python: CPython 3.11")), "{card1100}");
+    assert!(!card1100.contains("Not for this GPU"), "{card1100}");
+    assert!(row("gfx1100").2.contains(&format!("glibc 2.{newer}+")), "{}", row("gfx1100").2);
+
+    // Run as printed in a fresh shell on this machine: gfx942's commands install the release
+    // without wfxnlm, whose glibc this machine lacks.
+    let uv_dir = support::envs::uv().parent().unwrap().display().to_string();
+    for (tool, command) in [("pip", &pip942), ("uv", &uv942)] {
+        let (venv, site) = support::envs::new_venv(d, &format!("venv-{tool}"));
+        let line = format!(". {}/bin/activate && PATH=$PATH:{uv_dir} && {command}", venv.display());
+        support::envs::paste(d, &line);
+        let mut installed: Vec<String> = std::fs::read_dir(&site)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".dist-info") && n.starts_with("wfx"))
+            .collect();
+        installed.sort();
+        assert_eq!(
+            installed,
+            [
+                "wfx_gpu-1.0+rocm7.1.0.dist-info",
+                "wfxbase-1.0+rocm7.1.0.dist-info",
+                "wfxbase_device_gfx942-1.0+rocm7.1.0.dist-info"
+            ],
+            "{tool}: `{command}`"
+        );
+    }
+    // gfx1100's needs wfxnlm: pip says it cannot have it here, as the card's glibc said.
+    let (venv, _) = support::envs::new_venv(d, "venv-gfx1100");
+    let out = support::envs::fresh_shell(d, &format!(". {}/bin/activate && {pip1100}", venv.display()));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wfxnlm"), "{}", String::from_utf8_lossy(&out.stderr));
 }
