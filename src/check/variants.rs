@@ -4,18 +4,19 @@
 //! merge them; each variant's device code is what its `amd :: gfx_arch` properties say; and a
 //! version with variants has a wheel for machines no variant fits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use super::facts::Dist;
 use super::{Finding, Kind, Severity};
 use crate::gpu::TargetId;
 use crate::gpu::targets::{Keep, is_known_processor};
-use crate::wheel::variant::{NULL_LABEL, Properties, VariantMetadata, amd};
+use crate::wheel::variant::{self, NULL_LABEL, Properties, Provider, VariantMetadata, amd};
 
 /// A version's variant wheels, as read, and whether a plain (unlabelled) wheel is there too.
 type VersionVariants<'a> = (Vec<(&'a Dist, &'a VariantMetadata)>, bool);
 
-pub(super) fn variant_findings(dists: &[Dist]) -> Vec<Finding> {
+pub(super) fn variant_findings(dists: &[Dist], set_files: &[PathBuf]) -> Vec<Finding> {
     let mut findings = Vec::new();
     let mut versions: BTreeMap<(&str, &str), VersionVariants<'_>> = BTreeMap::new();
     for d in dists {
@@ -23,22 +24,31 @@ pub(super) fn variant_findings(dists: &[Dist]) -> Vec<Finding> {
         let entry = versions.entry((d.project.as_str(), d.version.as_str())).or_default();
         match &w.variant {
             None => entry.1 |= d.platform.is_some() || d.pure,
-            Some((_, Err(problem))) => findings.push(error(
-                Kind::VariantMetadata,
-                format!("{}: {problem}; installers cannot choose it", d.file_name),
-                vec![d],
-            )),
+            Some((_, Err(problem))) => {
+                use crate::wheel::variant::{VariantError, VariantReadError};
+                let kind = match problem {
+                    VariantReadError::Invalid { source: VariantError::Provider { .. }, .. } => {
+                        Kind::VariantProviderInvalid
+                    }
+                    _ => Kind::VariantMetadata,
+                };
+                findings.push(error(kind, format!("{}: {problem}; installers cannot choose it", d.file_name), vec![d]))
+            }
             Some((label, Ok(metadata))) => {
                 entry.0.push((d, metadata));
                 findings.extend(code_findings(d, label, &metadata.variants[label], &w.gpu_targets));
             }
         }
     }
+    let mut named_sets = BTreeSet::new();
     for ((project, version), (variants, has_plain)) in versions {
         if variants.is_empty() {
             continue;
         }
+        named_sets.insert(set_name_of(project, version, &variants));
         findings.extend(agreement_findings(&variants));
+        findings.extend(static_findings(&variants));
+        findings.extend(set_findings(project, version, &variants, set_files));
         let has_null = variants
             .iter()
             .any(|(d, _)| d.wheel.as_ref().and_then(|w| w.variant.as_ref()).is_some_and(|(l, _)| l == NULL_LABEL));
@@ -50,6 +60,18 @@ pub(super) fn variant_findings(dists: &[Dist]) -> Vec<Finding> {
                     "{project} {version} has variant wheels but no null variant and no plain wheel: a machine no variant fits (another GPU, no GPU, an installer without variant support) gets nothing"
                 ),
                 files: variants.iter().map(|(d, _)| d.path.display().to_string()).collect(),
+            });
+        }
+    }
+    // A set file whose release has no variant wheel here at all.
+    for f in set_files {
+        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if !named_sets.contains(&name) {
+            findings.push(Finding {
+                kind: Kind::VariantSetIncomplete,
+                severity: Severity::Error,
+                message: format!("{name} names variants of a release none of whose variant wheels is here"),
+                files: vec![f.display().to_string()],
             });
         }
     }
@@ -150,4 +172,118 @@ fn code_findings(d: &Dist, label: &str, properties: &Properties, targets: &[Stri
         });
     }
     findings
+}
+
+/// The label of a variant wheel, and its build: its file name without the label (one build per
+/// Python and platform tag). Ex) (`gfx942`, `torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64.whl`)
+fn label_and_build(d: &Dist) -> Option<(&str, String)> {
+    let (label, _) = d.wheel.as_ref()?.variant.as_ref()?;
+    let name = crate::wheel::WheelFilename::parse(&d.file_name).ok()?;
+    Some((label, crate::wheel::WheelFilename { variant: None, ..name }.to_string()))
+}
+
+/// A release's variant set is whole. Its `{name}-{version}-variants.json`, where the
+/// directory holds one (`variants` publishes it with the set), names the labels: every build
+/// of the release has a wheel of each, whose variant.json says what the set file says of it.
+/// Without one, every build has the labels the others have.
+fn set_findings(
+    project: &str,
+    version: &str,
+    variants: &[(&Dist, &VariantMetadata)],
+    set_files: &[PathBuf],
+) -> Vec<Finding> {
+    let files: Vec<String> = variants.iter().map(|(d, _)| d.path.display().to_string()).collect();
+    let incomplete = |message: String, files: Vec<String>| Finding {
+        kind: Kind::VariantSetIncomplete,
+        severity: Severity::Error,
+        message,
+        files,
+    };
+    let set_name = set_name_of(project, version, variants);
+    let set_file = set_files.iter().find(|f| f.file_name().is_some_and(|n| n.to_string_lossy() == set_name));
+    let set = match set_file.map(|path| (path, variant::read_set_file(path))) {
+        None => None,
+        Some((_, Ok(set))) => Some(set),
+        Some((path, Err(e))) => {
+            let message = format!("{}: {e}: the release's set cannot be told whole", path.display());
+            return vec![incomplete(message, vec![path.display().to_string()])];
+        }
+    };
+    let mut findings = Vec::new();
+    if let Some(set) = &set {
+        for (d, metadata) in variants {
+            let Some((label, _)) = d.wheel.as_ref().and_then(|w| w.variant.as_ref()) else { continue };
+            if set.variants.get(label) != metadata.variants.get(label) {
+                findings.push(incomplete(
+                    format!(
+                        "{}: variant `{label}` says other properties than {set_name} does: one set was mixed with another",
+                        d.file_name
+                    ),
+                    vec![d.path.display().to_string()],
+                ));
+            }
+        }
+    }
+    let whose = if set.is_some() { format!("{set_name} names") } else { "another build has".to_string() };
+    for (build, missing) in
+        variant::missing_variants(variants.iter().filter_map(|(d, _)| label_and_build(d)), set.as_ref())
+    {
+        findings.push(incomplete(
+            format!(
+                "{build}: the variants {} that {whose} are missing: a part of a set (an interrupted run, a partial copy) would be published as if it were whole",
+                missing.join(", ")
+            ),
+            files.clone(),
+        ));
+    }
+    findings
+}
+
+/// A release's set file name, as `variants` names it: from the wheels' file names.
+fn set_name_of(project: &str, version: &str, variants: &[(&Dist, &VariantMetadata)]) -> String {
+    match crate::wheel::WheelFilename::parse(&variants[0].0.file_name) {
+        Ok(name) => variant::set_file_name(name.name.as_str(), &name.version.parsed.to_string()),
+        Err(_) => variant::set_file_name(project, version),
+    }
+}
+
+/// Static properties (`--static-gpu-target`) declare every machine that installs from the
+/// index one GPU: a variant for other GPUs beside them is never chosen, on any machine.
+fn static_findings(variants: &[(&Dist, &VariantMetadata)]) -> Vec<Finding> {
+    let declared: BTreeSet<&str> = variants
+        .iter()
+        .flat_map(|(_, m)| m.providers.get(amd::NAMESPACE))
+        .filter_map(|p| match p {
+            Provider::Static { static_properties, .. } => static_properties.get(amd::GFX_ARCH),
+            Provider::Plugin { .. } => None,
+        })
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    if declared.is_empty() {
+        return Vec::new();
+    }
+    let hidden: Vec<&Dist> = variants
+        .iter()
+        .filter(|(d, m)| {
+            let Some((label, _)) = d.wheel.as_ref().and_then(|w| w.variant.as_ref()) else { return false };
+            let named = m.variants.get(label).and_then(|p| p.get(amd::NAMESPACE)).and_then(|f| f.get(amd::GFX_ARCH));
+            named.is_some_and(|named| !named.iter().any(|n| declared.contains(n.as_str())))
+        })
+        .map(|(d, _)| *d)
+        .collect();
+    if hidden.is_empty() {
+        return Vec::new();
+    }
+    let declared: Vec<&str> = declared.into_iter().collect();
+    let names: Vec<&str> = hidden.iter().map(|d| d.file_name.as_str()).collect();
+    vec![error(
+        Kind::VariantStaticHides,
+        format!(
+            "static properties declare every machine {}: {} can never be chosen, on any machine (one run with --static-gpu-target decides for the whole version)",
+            declared.join(", "),
+            names.join(", ")
+        ),
+        hidden,
+    )]
 }

@@ -6,6 +6,12 @@
 //!
 //! Each wheel is examined once; every variant of it is planned from that one analysis, and
 //! written from the one inflated copy of each fat member the analysis kept.
+//!
+//! A release's variants are one set: every variant of every input of one name and version, the
+//! null variant, the plain copy and the release's `{name}-{version}-variants.json` are written
+//! into a directory of the run inside `-w` and published together once all are whole
+//! ([`publish_set`]), so that a failure or a signal leaves `-w` with the earlier set or none,
+//! never a part an index would publish.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +24,7 @@ use super::{Common, Output, UsageError, WheelFailed, display_name};
 use crate::analysis::copy::CopyRoom;
 use crate::gpu::TargetId;
 use crate::gpu::targets::Keep;
+use crate::output::{OutputKey, TempDir, publish_set};
 use crate::plan::edit::{NewMember, Plan};
 use crate::plan::kpack::Group;
 use crate::plan::split::{GroupBy, all_groups, grouped};
@@ -56,7 +63,10 @@ struct Planned {
     label: String,
     properties: Properties,
     plan: ThinPlan,
+    /// Where it is published.
     dest: PathBuf,
+    /// Where it is written first, in the run's directory.
+    staged: PathBuf,
     /// The ROCm release the wheel names, if any.
     rocm: Option<String>,
 }
@@ -77,6 +87,11 @@ pub fn run(request: &VariantsRequest) -> Output {
     if let Err(e) = std::fs::create_dir_all(&request.wheel_dir) {
         return Output::failure(format!("cannot create {}: {e}", request.wheel_dir.display()));
     }
+    // Every output is written in this run's directory and published per release, whole.
+    let stage = match TempDir::create(&request.wheel_dir.join(".variants")) {
+        Ok(stage) => stage,
+        Err(e) => return Output::failure(format!("cannot write in {}: {e}", request.wheel_dir.display())),
+    };
     // The members with bundles are inflated once, by the analysis, into copies where the
     // variants go, that every variant's rewrite reads (each writes an overlay of its own);
     // beyond the room the writer inflates again, per variant.
@@ -98,7 +113,7 @@ pub fn run(request: &VariantsRequest) -> Output {
     let mut planned: Vec<Planned> = Vec::new();
     for (index, result) in examined.into_iter().enumerate() {
         let outcome = result.and_then(|e| {
-            let plans = plan_wheel(index, &e, request, &asked, options)?;
+            let plans = plan_wheel(index, &e, request, &asked, options, stage.path())?;
             Ok((e, plans))
         });
         match outcome {
@@ -113,11 +128,12 @@ pub fn run(request: &VariantsRequest) -> Output {
         }
     }
     refuse_shared_outputs(request, &mut planned, &mut failures);
-    let written: Vec<(usize, Result<VariantOutcome, VariantsError>)> = parallel::map_owned(planned, |p| {
+    let written: Vec<(usize, Result<WrittenVariant, VariantsError>)> = parallel::map_owned(planned, |p| {
         let examined = examined_ok[p.wheel].as_ref().expect("planned wheels were examined");
         write_variant(examined, p, request, &settings)
     });
-    let results = collect(request, &examined_ok, written, failures);
+    let results = collect(request, &examined_ok, written, failures, stage.path());
+    drop(stage);
     let named: Vec<(String, &Result<WheelVariants, WheelFailed<VariantsError>>)> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
@@ -134,7 +150,6 @@ fn refuse_shared_outputs(
     planned: &mut Vec<Planned>,
     failures: &mut BTreeMap<usize, VariantsError>,
 ) {
-    use crate::output::OutputKey;
     let mut writers: BTreeMap<OutputKey, (PathBuf, std::collections::BTreeSet<usize>)> = BTreeMap::new();
     for p in planned.iter() {
         writers.entry(OutputKey::of(&p.dest)).or_insert_with(|| (p.dest.clone(), Default::default())).1.insert(p.wheel);
@@ -183,6 +198,7 @@ fn plan_wheel(
     request: &VariantsRequest,
     asked: &[Group],
     options: ThinOptions,
+    stage: &Path,
 ) -> Result<Vec<Planned>, Error> {
     let (wheel, analysis) = (&examined.wheel, &examined.analysis);
     writable(DeviceCommand::Variants, wheel, &[])?;
@@ -214,8 +230,8 @@ fn plan_wheel(
         let label = variant::label_of(&group.name);
         let processors = processors_of(group);
         let properties = amd::properties(&processors, rocm.as_deref());
-        let dest = dest_of(request, wheel, &label);
-        planned.push(Planned { wheel: index, dest, label, properties, plan, rocm: rocm.clone() });
+        let (dest, staged) = dest_of(request, wheel, &label, stage);
+        planned.push(Planned { wheel: index, dest, staged, label, properties, plan, rocm: rocm.clone() });
     }
     if request.null {
         let plan = ThinPlan {
@@ -227,9 +243,9 @@ fn plan_wheel(
             uncovered: Vec::new(),
             unreadable: Vec::new(),
         };
-        let dest = dest_of(request, wheel, NULL_LABEL);
+        let (dest, staged) = dest_of(request, wheel, NULL_LABEL, stage);
         let properties = Properties::new();
-        planned.push(Planned { wheel: index, label: NULL_LABEL.into(), properties, plan, dest, rocm });
+        planned.push(Planned { wheel: index, label: NULL_LABEL.into(), properties, plan, dest, staged, rocm });
     }
     Ok(planned)
 }
@@ -261,22 +277,33 @@ fn rocm_version(wheel: &wheel::Wheel) -> Option<String> {
     Some(release.iter().map(u64::to_string).collect::<Vec<_>>().join("."))
 }
 
-fn dest_of(request: &VariantsRequest, wheel: &wheel::Wheel, label: &str) -> PathBuf {
-    let name = wheel::WheelFilename { variant: Some(label.to_string()), ..wheel.filename.clone() };
-    request.wheel_dir.join(name.to_string())
+/// Where a variant is published, and where it is written first.
+fn dest_of(request: &VariantsRequest, wheel: &wheel::Wheel, label: &str, stage: &Path) -> (PathBuf, PathBuf) {
+    let name = wheel::WheelFilename { variant: Some(label.to_string()), ..wheel.filename.clone() }.to_string();
+    (request.wheel_dir.join(&name), stage.join(&name))
 }
 
-/// Write one variant: the thinned wheel, labelled, with its variant.json.
+/// One variant written into the run's directory, with what its variant.json says and where it
+/// is to be published.
+struct WrittenVariant {
+    outcome: VariantOutcome,
+    metadata: VariantMetadata,
+    staged: PathBuf,
+    dest: PathBuf,
+}
+
+/// Write one variant: the thinned wheel, labelled, with its variant.json, into the run's directory.
 fn write_variant(
     examined: &Examined,
     mut p: Planned,
     request: &VariantsRequest,
     settings: &crate::settings::Settings,
-) -> (usize, Result<VariantOutcome, VariantsError>) {
+) -> (usize, Result<WrittenVariant, VariantsError>) {
     let wheel = &examined.wheel;
     let path = &request.wheels[p.wheel];
     let providers = providers(request, p.rocm.as_deref());
     let metadata = VariantMetadata::of_variant(&p.label, &[amd::NAMESPACE], p.properties.clone(), providers);
+    let document = metadata.clone();
     let lines = VariantMetadata::property_lines(&p.properties);
     p.plan.plan.filename.variant = Some(p.label.clone());
     let member = format!("{}/{}", p.plan.plan.output_dist_info(&wheel.dist_info), variant::DIST_INFO_FILE);
@@ -288,21 +315,29 @@ fn write_variant(
             p.plan.plan.replace.insert(member, NewMember::new(text.into_bytes(), None));
         }
     }
-    let destination = Destination::Directory(p.dest.parent().unwrap_or(Path::new(".")).to_path_buf());
-    let at = super::write::Placement { path, dest: &p.dest, destination: &destination, head: None };
+    let destination = Destination::Directory(p.staged.parent().unwrap_or(Path::new(".")).to_path_buf());
+    let at = super::write::Placement { path, dest: &p.staged, destination: &destination, head: None };
     let written = super::thin::write_one(examined, &p.plan, settings, at);
-    let result = written.map(|thin| VariantOutcome { label: p.label.clone(), properties: lines, thin });
+    let result = written.map(|thin| WrittenVariant {
+        outcome: VariantOutcome { label: p.label.clone(), properties: lines, thin },
+        metadata: document,
+        staged: p.staged,
+        dest: p.dest,
+    });
     (p.wheel, result.map_err(|error| VariantsError::Variant { label: p.label.clone(), error: Box::new(error) }))
 }
 
-/// Each input's outcome: its variants, or its first failure.
+/// Each input's outcome: its variants, published with the rest of its release, or its first
+/// failure. A release (one name and version) is published whole: every input of it written, or
+/// none of it published.
 fn collect(
     request: &VariantsRequest,
     examined: &[Option<Examined>],
-    written: Vec<(usize, Result<VariantOutcome, VariantsError>)>,
+    written: Vec<(usize, Result<WrittenVariant, VariantsError>)>,
     mut failures: BTreeMap<usize, VariantsError>,
+    stage: &Path,
 ) -> Vec<Result<WheelVariants, WheelFailed<VariantsError>>> {
-    let mut variants: BTreeMap<usize, Vec<VariantOutcome>> = BTreeMap::new();
+    let mut variants: BTreeMap<usize, Vec<WrittenVariant>> = BTreeMap::new();
     for (index, result) in written {
         match result {
             Ok(v) => variants.entry(index).or_default().push(v),
@@ -311,38 +346,102 @@ fn collect(
             }
         }
     }
-    (0..request.wheels.len())
-        .map(|index| {
-            let path = &request.wheels[index];
-            if let Some(e) = failures.remove(&index) {
-                return Err(WheelFailed::new(path, e));
+    // The plain copies, into the run's directory too.
+    let mut plain: BTreeMap<usize, Option<(PathBuf, PathBuf)>> = BTreeMap::new();
+    for (index, e) in examined.iter().enumerate() {
+        let Some(e) = e.as_ref().filter(|_| request.plain && !failures.contains_key(&index)) else { continue };
+        let path = &request.wheels[index];
+        let name = e.wheel.filename.to_string();
+        let dest = request.wheel_dir.join(&name);
+        // `-w` is the input's own directory: the plain wheel is already there, the input
+        // itself, which is never replaced (not even by its own bytes).
+        if OutputKey::of(&dest) == OutputKey::of(path) {
+            plain.insert(index, None);
+            continue;
+        }
+        match crate::writer::copy_wheel(path, &stage.join(&name), crate::output::Commit::Replace, None) {
+            Ok(staged) => {
+                plain.insert(index, Some((staged, dest)));
             }
-            let wheel = &examined[index].as_ref().expect("examined").wheel;
-            let plain = if request.plain {
-                let dest = request.wheel_dir.join(wheel.filename.to_string());
-                // `-w` is the input's own directory: the plain wheel is already there, the
-                // input itself, which is never replaced (not even by its own bytes).
-                if crate::output::OutputKey::of(&dest) == crate::output::OutputKey::of(path) {
-                    return Ok(WheelVariants {
-                        wheel: wheel.filename.to_string(),
-                        variants: variants.remove(&index).unwrap_or_default(),
-                        plain: Some(dest.display().to_string()),
-                    });
+            Err(e) => {
+                failures.insert(index, VariantsError::Plain(e));
+            }
+        }
+    }
+    // Each release: its inputs, by the name and version their file names give (an input that
+    // could not be read belongs to the release its file name names, and holds it back).
+    let mut releases: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    for (index, path) in request.wheels.iter().enumerate() {
+        let name = match &examined[index] {
+            Some(e) => Some(e.wheel.filename.clone()),
+            None => path.file_name().and_then(|n| wheel::WheelFilename::parse(&n.to_string_lossy()).ok()),
+        };
+        if let Some(name) = name {
+            releases.entry((name.name.as_str().to_string(), name.version.parsed.to_string())).or_default().push(index);
+        }
+    }
+    let mut published: BTreeMap<usize, WheelVariants> = BTreeMap::new();
+    for ((project, version), inputs) in releases {
+        let publish = || -> Result<(), VariantsError> {
+            if let Some(failed) = inputs.iter().find(|i| failures.contains_key(i)) {
+                return Err(VariantsError::ReleaseFailed(request.wheels[*failed].display().to_string()));
+            }
+            let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
+            let mut set: Option<VariantMetadata> = None;
+            for i in &inputs {
+                for v in variants.get(i).into_iter().flatten() {
+                    files.push((v.staged.clone(), v.dest.clone()));
+                    match &mut set {
+                        None => set = Some(v.metadata.clone()),
+                        Some(set) => set.merge(&v.metadata).map_err(VariantsError::Disagree)?,
+                    }
                 }
-                let copied =
-                    crate::writer::copy_wheel(&request.wheels[index], &dest, crate::output::Commit::Replace, None);
-                match copied {
-                    Ok(p) => Some(p.display().to_string()),
-                    Err(e) => return Err(WheelFailed::new(path, VariantsError::Plain(e))),
-                }
-            } else {
-                None
+                files.extend(plain.get(i).cloned().flatten());
+            }
+            let set_name = variant::set_file_name(&project, &version);
+            if let Some(set) = &set {
+                let staged = stage.join(&set_name);
+                std::fs::write(&staged, set.to_bytes()).map_err(|source| {
+                    VariantsError::Plain(crate::writer::WriteError::Io { path: staged.display().to_string(), source })
+                })?;
+                files.push((staged, request.wheel_dir.join(&set_name)));
+            }
+            publish_set(&files).map_err(VariantsError::Publish)?;
+            Ok(())
+        };
+        let result = publish();
+        for i in inputs {
+            if let Err(e) = &result {
+                failures.entry(i).or_insert_with(|| e.again());
+                continue;
+            }
+            let at = |staged: &Path| request.wheel_dir.join(staged.file_name().unwrap_or_default());
+            let mut outcomes = Vec::new();
+            for mut v in variants.remove(&i).unwrap_or_default() {
+                v.outcome.thin.output = Some(v.dest.display().to_string());
+                outcomes.push(v.outcome);
+            }
+            let plain = match plain.get(&i) {
+                Some(Some((staged, _))) => Some(at(staged).display().to_string()),
+                Some(None) => Some(
+                    request
+                        .wheel_dir
+                        .join(examined[i].as_ref().expect("examined").wheel.filename.to_string())
+                        .display()
+                        .to_string(),
+                ),
+                None => None,
             };
-            Ok(WheelVariants {
-                wheel: wheel.filename.to_string(),
-                variants: variants.remove(&index).unwrap_or_default(),
-                plain,
-            })
+            let wheel = examined[i].as_ref().expect("examined").wheel.filename.to_string();
+            let set_file =
+                Some(request.wheel_dir.join(variant::set_file_name(&project, &version)).display().to_string());
+            published.insert(i, WheelVariants { wheel, variants: outcomes, plain, set_file });
+        }
+    }
+    (0..request.wheels.len())
+        .map(|index| match failures.remove(&index) {
+            Some(e) => Err(WheelFailed::new(&request.wheels[index], e)),
+            None => Ok(published.remove(&index).expect("every input is failed or published")),
         })
         .collect()
 }
@@ -356,4 +455,23 @@ enum VariantsError {
     Variant { label: String, error: Box<Error> },
     #[error("the plain copy: {0}")]
     Plain(crate::writer::WriteError),
+    #[error(
+        "nothing of its release was published: {0}, of the same name and version, failed, and a release's variants are published whole"
+    )]
+    ReleaseFailed(String),
+    #[error("its release's variants disagree: {0}")]
+    Disagree(crate::wheel::variant::VariantError),
+    #[error("nothing of its release was published: {0}")]
+    Publish(crate::output::OutputError),
+}
+
+impl VariantsError {
+    /// The same failure, for another input of the release it stopped.
+    fn again(&self) -> VariantsError {
+        match self {
+            VariantsError::ReleaseFailed(input) => VariantsError::ReleaseFailed(input.clone()),
+            VariantsError::Disagree(e) => VariantsError::Disagree(e.clone()),
+            other => VariantsError::ReleaseFailed(format!("publishing the set ({other})")),
+        }
+    }
 }

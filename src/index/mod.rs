@@ -41,6 +41,8 @@ pub enum IndexError {
     Output(#[from] crate::output::OutputError),
     #[error(transparent)]
     Upload(#[from] upload::UploadError),
+    #[error("a part of a variant set, which the index does not publish (write the release's variants again into an empty directory): {}", .0.join("; "))]
+    PartialVariantSet(Vec<String>),
     #[error("no wheels found in the inputs")]
     Empty,
     #[error("no such file or directory: {0}")]
@@ -250,6 +252,7 @@ pub fn build(inputs: &[PathBuf], options: &IndexOptions) -> Result<IndexSummary,
     }
     let mut notes = Vec::new();
     let mut files = one_per_name(files, &mut notes)?;
+    refuse_partial_variant_sets(inputs, &files)?;
     variants_files(&mut files, &mut skipped);
     if files.is_empty() && !skipped.is_empty() {
         // Nothing could be read: no site to write.
@@ -435,6 +438,45 @@ fn read_variant(path: &Path, label: &str) -> Result<VariantMetadata, LeftOut> {
     Ok(variant::read(&archive, label)?)
 }
 
+/// A release's variant set is published whole or not at all: every build has a wheel of each
+/// label its `{name}-{version}-variants.json` names (where the inputs hold the one `variants`
+/// published with the set), else of each label another build has; a set file needs its wheels.
+fn refuse_partial_variant_sets(inputs: &[PathBuf], files: &[IndexedFile]) -> Result<(), IndexError> {
+    let mut releases: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for f in files {
+        let Ok(name) = crate::wheel::WheelFilename::parse(&f.filename) else { continue };
+        let Some(label) = name.variant.clone() else { continue };
+        let set_name = variant::set_file_name(name.name.as_str(), &name.version.parsed.to_string());
+        let build = crate::wheel::WheelFilename { variant: None, ..name.clone() }.to_string();
+        releases.entry(set_name).or_default().push((label, build));
+    }
+    let mut problems = Vec::new();
+    let mut set_files: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for path in crate::files::collect_files(inputs, &["-variants.json"]) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if !releases.contains_key(&name) {
+            problems.push(format!("{}: none of the variant wheels it names is here", path.display()));
+        }
+        set_files.insert(name, path);
+    }
+    for (set_name, present) in releases {
+        let set = match set_files.get(&set_name).map(|p| (p, variant::read_set_file(p))) {
+            Some((path, Err(e))) => {
+                problems.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+            Some((_, Ok(set))) => Some(set),
+            None => None,
+        };
+        for (build, missing) in
+            variant::missing_variants(present.iter().map(|(l, b)| (l.as_str(), b.clone())), set.as_ref())
+        {
+            problems.push(format!("{build}: no wheel of the variants {}", missing.join(", ")));
+        }
+    }
+    if problems.is_empty() { Ok(()) } else { Err(IndexError::PartialVariantSet(problems)) }
+}
+
 /// Each version's `{name}-{version}-variants.json`: every variant wheel's variant.json merged.
 /// A wheel whose variant.json contradicts the others' is left out, with the reason.
 fn variants_files(files: &mut Vec<IndexedFile>, skipped: &mut Vec<Skipped>) {
@@ -467,11 +509,7 @@ fn variants_files(files: &mut Vec<IndexedFile>, skipped: &mut Vec<Skipped>) {
     for ((project, version), (metadata, _)) in merged {
         let bytes = metadata.to_bytes();
         files.push(IndexedFile {
-            filename: format!(
-                "{}-{}-variants.json",
-                project.replace('-', "_"),
-                crate::wheel::filename::escape_version(&version)
-            ),
+            filename: variant::set_file_name(&project, &version),
             project,
             version,
             sha256: crate::wheel::digest::hex(&Sha256::digest(&bytes)),

@@ -186,6 +186,15 @@ kinds! {
     VariantExtraCode = "variant-extra-code", Warning, Check, None;
     /// Variant wheels without a null variant or a plain wheel.
     VariantNoFallback = "variant-no-fallback", Warning, Check, Some("publish the fat wheel as the null variant (`wheelfix variants --null`) or plain (`--plain`) beside the variants");
+    /// A release's variant set with wheels missing: a part an interrupted run left, or a build
+    /// without labels another build has.
+    VariantSetIncomplete = "variant-set-incomplete", Error, Check, Some("write the release's variants again into an empty directory (`wheelfix variants … -w DIR`), which publishes a release whole, and index that directory");
+    /// Provider data no installer may act on: a requirement that is not PEP 508 or names a
+    /// URL, a plugin-api not of the form `module:object`.
+    VariantProviderInvalid = "variant-provider-invalid", Error, Check, Some(REWRITE_VARIANTS);
+    /// Static properties that declare every machine one GPU, with variants for others beside
+    /// them that no machine can then choose.
+    VariantStaticHides = "variant-static-hides", Error, Check, Some("declare static GPU targets (`--static-gpu-target`) only on an index that serves that kind of machine alone, with its variants only; for an index of every GPU, leave them out");
 
     // Both.
     /// A kpack-split binary whose archive for a GPU no file installs.

@@ -180,8 +180,15 @@ impl ReleasePage {
     pub fn to_html(&self, landing: Option<&str>) -> String {
         let projects: BTreeSet<&str> = self.files.iter().map(|f| f.project.as_str()).collect();
         let files: Vec<FileView> = self.files.iter().map(FileView::new).collect();
-        let targets: BTreeSet<&str> =
-            self.files.iter().flat_map(|f| f.gpu.iter().map(|(t, _)| crate::gpu::targets::processor_of(t))).collect();
+        // With variant wheels, the processors that have a variant: the fat wheels (the null
+        // variant, the plain copy) list every processor, and only the variants choose one.
+        let has_variants = self.files.iter().any(|f| f.variant.as_ref().is_some_and(|v| v.label != NULL_LABEL));
+        let targets: BTreeSet<&str> = self
+            .files
+            .iter()
+            .filter(|f| !has_variants || f.variant.as_ref().is_some_and(|v| v.label != NULL_LABEL))
+            .flat_map(|f| f.gpu.iter().map(|(t, _)| crate::gpu::targets::processor_of(t)))
+            .collect();
         let devices: Vec<serde_json::Value> = self
             .devices
             .iter()
@@ -216,6 +223,7 @@ impl ReleasePage {
                 "page_title": format!("{} — release", self.title),
                 "landing": landing,
                 "gpus": gpus,
+                "has_variants": has_variants,
                 "title": self.title,
                 "rocm": self.rocm,
                 "projects": projects.len(),

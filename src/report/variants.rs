@@ -23,6 +23,10 @@ pub struct WheelVariants {
     pub variants: Vec<VariantOutcome>,
     /// The plain (unlabelled) copy, if asked for.
     pub plain: Option<String>,
+    /// The release's `{name}-{version}-variants.json`, published with its wheels (one file
+    /// for every input of the release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_file: Option<String>,
 }
 
 /// `variants --json`: one entry per fat wheel.
@@ -82,6 +86,9 @@ pub fn to_text<E>(results: &[Input<'_, E>]) -> String {
         }
         if let Some(plain) = &w.plain {
             let _ = writeln!(out, "  {:<16} {plain}", "(plain)");
+        }
+        if let Some(set_file) = &w.set_file {
+            let _ = writeln!(out, "  {:<16} {set_file}", "(the set)");
         }
     }
     out

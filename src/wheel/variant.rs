@@ -24,6 +24,18 @@ pub const DIST_INFO_FILE: &str = "variant.json";
 /// The label of the variant with no properties, always compatible.
 pub const NULL_LABEL: &str = "null";
 
+/// The name of a release's index file: `{name}-{version}-variants.json`, the name and version
+/// escaped as in a wheel's file name. Ex) (`rocm-torch`, `2.9.0+rocm7.0.2`) → `rocm_torch-2.9.0+rocm7.0.2-variants.json`
+pub fn set_file_name(project: &str, version: &str) -> String {
+    format!("{}-{}-variants.json", project.replace('-', "_"), super::filename::escape_version(version))
+}
+
+/// The release a set file names, from its file name: (name as written, version). Ex)
+/// `rocm_torch-2.9.0-variants.json` → (`rocm_torch`, `2.9.0`)
+pub fn set_file_release(file_name: &str) -> Option<(&str, &str)> {
+    file_name.strip_suffix("-variants.json")?.split_once('-')
+}
+
 /// The properties of one variant: namespace → feature → values (any one value is enough).
 pub type Properties = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
@@ -37,13 +49,61 @@ fn is_name(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase() || b == b'_')
 }
 
+/// An object reference as entry points write them: a dotted module path, then `:` and a
+/// dotted attribute path. Ex) `amd_variant_provider.plugin:AMDVariantPlugin`
+fn is_object_reference(text: &str) -> bool {
+    let dotted = |part: &str| {
+        !part.is_empty()
+            && part.split('.').all(|id| {
+                let mut chars = id.chars();
+                chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+    };
+    text.split_once(':').is_some_and(|(module, object)| dotted(module) && dotted(object))
+}
+
+/// The largest `{name}-{version}-variants.json` read: thousands of variants fit in far less.
+const SET_FILE_LIMIT: u64 = 16 << 20;
+
+/// A `{name}-{version}-variants.json`, read and checked.
+pub fn read_set_file(path: &std::path::Path) -> Result<VariantMetadata, String> {
+    crate::files::read_bounded(path, SET_FILE_LIMIT)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| VariantMetadata::parse(&bytes).map_err(|e| e.to_string()))
+}
+
+/// What a release's variant set lacks: per build (a wheel file name without its label), the
+/// labels it has no wheel of. The labels are the set file's where there is one (what
+/// `variants` published), else every label some build has. Ex) [(`torch-2.9.0-cp312-cp312-linux_x86_64.whl`, [`gfx950`])]
+pub fn missing_variants<'a>(
+    present: impl IntoIterator<Item = (&'a str, String)>,
+    set: Option<&VariantMetadata>,
+) -> Vec<(String, Vec<String>)> {
+    let mut builds: BTreeMap<String, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for (label, build) in present {
+        builds.entry(build).or_default().insert(label);
+    }
+    let labels: std::collections::BTreeSet<&str> = match set {
+        Some(set) => set.variants.keys().map(String::as_str).collect(),
+        None => builds.values().flatten().copied().collect(),
+    };
+    builds
+        .into_iter()
+        .filter_map(|(build, have)| {
+            let missing: Vec<String> = labels.iter().filter(|l| !have.contains(*l)).map(|l| l.to_string()).collect();
+            (!missing.is_empty()).then_some((build, missing))
+        })
+        .collect()
+}
+
 /// A variant label made from a group name: lowercase, `-` as `_`. Ex) `gfx9-4-generic` → `gfx9_4_generic`
 pub fn label_of(name: &str) -> String {
     name.to_ascii_lowercase().replace('-', "_")
 }
 
 /// Why a variant document is refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum VariantError {
     #[error("not JSON of the variant format: {0}")]
     Json(String),
@@ -71,6 +131,8 @@ pub enum VariantError {
     InconsistentPriorities(Vec<String>, Vec<String>),
     #[error("providers of namespace `{0}` differ between files")]
     InconsistentProvider(String),
+    #[error("the provider of namespace `{namespace}`: {problem}")]
+    Provider { namespace: String, problem: String },
 }
 
 /// `default-priorities`.
@@ -101,11 +163,68 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// What an installer acts on is safe to act on: requirements it installs are PEP 508
+    /// requirements of an index's projects (never a URL it would fetch and run), the plugin is
+    /// an object reference (`module.path:Object`), static properties are feature names with
+    /// values. Ex) refused: `evil @ https://evil.example/e.whl`, `plugin-api: "os; rm -rf"`
+    fn check(&self) -> Result<(), String> {
+        match self {
+            Provider::Plugin { requires, plugin_api } => {
+                if requires.is_empty() {
+                    return Err("`requires` names no package that provides the plugin".into());
+                }
+                for r in requires {
+                    match <pep508_rs::Requirement as std::str::FromStr>::from_str(r) {
+                        Err(e) => {
+                            return Err(format!("`requires` entry {r:?} is not a PEP 508 requirement: {}", e.message));
+                        }
+                        Ok(req) if matches!(req.version_or_url, Some(pep508_rs::VersionOrUrl::Url(_))) => {
+                            return Err(format!(
+                                "`requires` entry {r:?} names a URL: an installer would fetch and run code from outside any index"
+                            ));
+                        }
+                        Ok(_) => {}
+                    }
+                }
+                if !is_object_reference(plugin_api) {
+                    return Err(format!("`plugin-api` {plugin_api:?} is not of the form `module.path:Object`"));
+                }
+                Ok(())
+            }
+            Provider::Static { static_properties, feature_order } => {
+                if static_properties.is_empty() {
+                    return Err("`static-properties` is empty".into());
+                }
+                for (feature, values) in static_properties {
+                    let mut unique = values.clone();
+                    unique.sort();
+                    unique.dedup();
+                    if !is_name(feature)
+                        || values.is_empty()
+                        || unique.len() != values.len()
+                        || !values.iter().all(|v| is_label(v))
+                    {
+                        return Err(format!(
+                            "static property {feature:?} needs a feature name (0-9, a-z, `_`) and values, each once, of 0-9, a-z, `_` and `.`"
+                        ));
+                    }
+                }
+                if let Some(f) = feature_order.iter().find(|f| !static_properties.contains_key(*f)) {
+                    return Err(format!("`feature-order` names {f:?}, which `static-properties` does not declare"));
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// How an installer learns a machine's properties through it, in a few words.
-    /// Ex) `plugin amd-variant-provider, which uv installs and runs`, `declared for every machine: gfx_arch gfx942`
+    /// Ex) `plugin amd-variant-provider, which an installer must know to run (…)`, `declared for every machine: gfx_arch gfx942`
     pub fn describe(&self) -> String {
         match self {
-            Provider::Plugin { requires, .. } => format!("plugin {}, which uv installs and runs", requires.join(", ")),
+            Provider::Plugin { requires, .. } => format!(
+                "plugin {}, which an installer must know to run (uv 0.13 skips a plugin it does not know and takes the null variant)",
+                requires.join(", ")
+            ),
             Provider::Static { static_properties, .. } => {
                 let each = static_properties.iter().map(|(feature, values)| format!("{feature} {}", values.join(", ")));
                 format!("declared for every machine: {}", each.collect::<Vec<_>>().join("; "))
@@ -172,6 +291,13 @@ impl VariantMetadata {
     pub fn check(&self) -> Result<(), VariantError> {
         if !KNOWN_SCHEMAS.contains(&self.schema.as_str()) {
             return Err(VariantError::UnknownSchema(self.schema.clone()));
+        }
+        for (namespace, provider) in &self.providers {
+            provider.check().map_err(|problem| VariantError::Provider { namespace: namespace.clone(), problem })?;
+            if !is_name(namespace) {
+                let problem = "its namespace is not a name (0-9, a-z and `_`)".to_string();
+                return Err(VariantError::Provider { namespace: namespace.clone(), problem });
+            }
         }
         let namespaces = &self.default_priorities.namespace;
         let mut unique = namespaces.clone();
@@ -365,6 +491,37 @@ mod tests {
         let null =
             VariantMetadata::of_variant(NULL_LABEL, &[], amd::properties(&["gfx942".into()], None), BTreeMap::new());
         assert_eq!(null.check(), Err(VariantError::NullProperties));
+    }
+
+    #[test]
+    fn provider_data_an_installer_acts_on_is_checked() {
+        let with = |provider: Provider| {
+            let mut doc = one("gfx942", "gfx942");
+            doc.providers.insert("amd".into(), provider);
+            doc.schema = PROVIDER_SCHEMA.into();
+            doc.check()
+        };
+        let plugin =
+            |requires: &str, api: &str| Provider::Plugin { requires: vec![requires.into()], plugin_api: api.into() };
+        assert_eq!(with(amd::provider(&[], None)), Ok(()));
+        assert_eq!(with(amd::provider(&["gfx942".into()], Some("7.0.2"))), Ok(()));
+        assert_eq!(with(plugin("amd-variant-provider>=0.1; python_version >= '3.9'", "a.b:C")), Ok(()));
+        for (requires, api) in [
+            ("evil @ https://evil.example/e.whl", "a.b:C"),
+            ("not a requirement!", "a.b:C"),
+            ("<script>alert(1)</script>", "a.b:C"),
+            ("ok", "os; rm -rf /"),
+            ("ok", "module_only"),
+            ("ok", "a.b:<b>C</b>"),
+        ] {
+            assert!(matches!(with(plugin(requires, api)), Err(VariantError::Provider { .. })), "{requires} {api}");
+        }
+        let statics = |feature: &str, value: &str| Provider::Static {
+            static_properties: BTreeMap::from([(feature.to_string(), vec![value.to_string()])]),
+            feature_order: Vec::new(),
+        };
+        assert!(matches!(with(statics("gfx_arch", "<i>gfx942</i>")), Err(VariantError::Provider { .. })));
+        assert!(matches!(with(statics("Gfx Arch", "gfx942")), Err(VariantError::Provider { .. })));
     }
 
     #[test]

@@ -47,5 +47,6 @@ mod testdata;
 mod thin;
 mod trust;
 mod upstream;
+mod variant_sets;
 mod variants;
 mod versions;

@@ -164,11 +164,16 @@ fn remove_marked_dir(dir: &Path) {
         let _ = std::fs::remove_file(dir);
         return;
     }
-    if let Ok(entries) = std::fs::read_dir(dir) {
+    // On a signal the run's other threads go on for a moment, and may still rename a finished
+    // file into the directory: it is emptied again until nothing but the marker is left.
+    for _ in 0..100 {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let mut removed_any = false;
         for entry in entries.flatten() {
             if entry.file_name() == DIR_MARKER {
                 continue;
             }
+            removed_any = true;
             let path = entry.path();
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 let _ = std::fs::remove_dir_all(&path);
@@ -176,9 +181,17 @@ fn remove_marked_dir(dir: &Path) {
                 let _ = std::fs::remove_file(&path);
             }
         }
+        if !removed_any {
+            let _ = std::fs::remove_file(dir.join(DIR_MARKER));
+            if std::fs::remove_dir(dir).is_ok() {
+                return;
+            }
+            // Something arrived after the marker went: mark it again, so that it stays ours.
+            let _ =
+                std::fs::write(dir.join(DIR_MARKER), b"written by wheelfix; a later run may replace this directory\n");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    let _ = std::fs::remove_file(dir.join(DIR_MARKER));
-    let _ = std::fs::remove_dir(dir);
 }
 
 /// Register a temporary path made by `make` so that a signal removes it; refused once the
