@@ -35,7 +35,7 @@ def fat_wheel() -> Path:
 
 def processors(wheel: Path) -> list:
     with tempfile.TemporaryDirectory(dir=wheel.parent) as out:
-        printed = subprocess.run([str(BINARY), "variants", "--json", "--all-targets", "-w", out, str(wheel)],
+        printed = subprocess.run([str(BINARY), "variants", "--json", "--one-index", "--all-targets", "-w", out, str(wheel)],
                                  check=True, capture_output=True, text=True).stdout
     return [v["label"] for v in json.loads(printed)["wheels"][0]["variants"]]
 
@@ -51,7 +51,7 @@ def main():
     targets = processors(wheel)
     commands = {
         "retag": [["retag", "-q", "-w", "{out}", str(wheel)]],
-        "variants --all-targets": [["variants", "-q", "--all-targets", "-w", "{out}", str(wheel)]],
+        "variants --all-targets": [["variants", "-q", "--one-index", "--all-targets", "-w", "{out}", str(wheel)]],
         "thin per target": [["thin", "-q", "--gpu-target", t, "-w", "{out}", str(wheel)] for t in targets],
         "split --all-targets": [["split", "-q", "--all-targets", "-w", "{out}", str(wheel)]],
     }

@@ -62,7 +62,7 @@ pub enum Command {
     /// Write variant wheels (PEP 825): one per GPU processor, each thinned to its code and
     /// labelled, for installers that pick the wheel for the machine's GPU.
     #[command(
-        after_help = "Examples:\n  wheelfix variants --all-targets --null --plain -w wheelhouse/ dist/*.whl\n  wheelfix index -o site wheelhouse/\n  uv pip install --preview-features wheel-variants --index-url file://$PWD/site torch\n\nEach variant is the fat wheel thinned to one processor's code (as thin does it, proof included),\nnamed with a variant label after its platform tag (`-gfx942.whl`) and carrying\n`*.dist-info/variant.json`: the properties `amd :: gfx_arch :: <processor>` (and\n`amd :: rocm_version` where the version names ROCm). --null writes the fat wheel as the `null`\nvariant, --plain the fat wheel unlabelled. `index` writes `<name>-<version>-variants.json`."
+        after_help = "Examples:\n  wheelfix variants --all-targets --null --plain -w wheelhouse/ dist/*.whl\n  wheelfix index -o site/gfx942 wheelhouse/gfx942/\n  uv pip install --preview-features wheel-variants --index-url file://$PWD/site/gfx942 torch\n\nBy default each processor gets an index of its own (`-w DIR/<processor>/`): its variant, the\nnull and plain copies, all declaring the processor statically, which is the one form uv chooses\nfrom today (it runs no provider plugin for `amd`); --one-index puts every variant in `-w`.\n\nEach variant is the fat wheel thinned to one processor's code (as thin does it, proof included),\nnamed with a variant label after its platform tag (`-gfx942.whl`) and carrying\n`*.dist-info/variant.json`: the properties `amd :: gfx_arch :: <processor>` (and\n`amd :: rocm_version` where the version names ROCm). --null writes the fat wheel as the `null`\nvariant, --plain the fat wheel unlabelled. `index` writes `<name>-<version>-variants.json`."
     )]
     Variants(VariantsArgs),
     /// Write a metapackage wheel that pins every given wheel at its exact version.
@@ -717,6 +717,12 @@ pub struct VariantsArgs {
     /// for a site index that serves one kind of machine; the installer then needs no plugin.
     #[arg(long = "static-gpu-target", value_name = "TARGET", conflicts_with = "provider")]
     static_gpu_targets: Vec<String>,
+    /// Every variant in `-w`, one index, declaring no provider (PEP 825 alone: an installer
+    /// that knows no provider for `amd`, uv today included, takes the null variant). Implied by
+    /// --provider and --static-gpu-target. Default: one index per GPU, `-w DIR/<processor>/`,
+    /// whose variants declare that processor statically, the one form uv chooses from today.
+    #[arg(long)]
+    one_index: bool,
     /// The index the variants will be published in (its simple index URL): recorded in the
     /// METADATA of each (`Project-URL: Package index, <URL>`), so that `doctor`'s fixes install
     /// from it. Default: `index-url` of [tool.wheelfix].
@@ -741,6 +747,7 @@ fn variants_request(args: VariantsArgs) -> cmd::variants::VariantsRequest {
         null: args.null,
         plain: args.plain,
         provider_plugin: args.provider.is_some(),
+        per_gpu_index: !args.one_index && args.provider.is_none() && args.static_gpu_targets.is_empty(),
         static_targets: args.static_gpu_targets,
         compact: !args.rewrite.no_compact,
     }

@@ -54,6 +54,9 @@ pub struct VariantsRequest {
     /// Declare these processors supported on every machine (`--static-gpu-target`): for an index
     /// that serves one kind of machine.
     pub static_targets: Vec<String>,
+    /// One directory per group under `wheel_dir`, each an index of its own whose variants
+    /// declare the group's processors statically (`--per-gpu-index`).
+    pub per_gpu_index: bool,
     pub compact: bool,
 }
 
@@ -67,8 +70,8 @@ struct Planned {
     dest: PathBuf,
     /// Where it is written first, in the run's directory.
     staged: PathBuf,
-    /// The ROCm release the wheel names, if any.
-    rocm: Option<String>,
+    /// Its variant.json's `providers`.
+    providers: BTreeMap<String, variant::Provider>,
 }
 
 /// Run `variants`.
@@ -128,6 +131,12 @@ pub fn run(request: &VariantsRequest) -> Output {
         }
     }
     refuse_shared_outputs(request, &mut planned, &mut failures);
+    // Each GPU's index has its directory in the run's directory too.
+    for p in &planned {
+        if let Err(e) = std::fs::create_dir_all(crate::output::parent_dir(&p.staged)) {
+            return Output::failure(format!("cannot write in {}: {e}", stage.path().display()));
+        }
+    }
     let written: Vec<(usize, Result<WrittenVariant, VariantsError>)> = parallel::map_owned(planned, |p| {
         let examined = examined_ok[p.wheel].as_ref().expect("planned wheels were examined");
         write_variant(examined, p, request, &settings)
@@ -182,9 +191,16 @@ fn check_provider_flags(request: &VariantsRequest) -> Result<(), UsageError> {
     Ok(request.static_targets.iter().try_for_each(|t| TargetId::parse(t).map(drop))?)
 }
 
-/// The `providers` table a wheel's variant.json carries, if one is asked for.
-fn providers(request: &VariantsRequest, rocm: Option<&str>) -> BTreeMap<String, variant::Provider> {
-    if request.provider_plugin || !request.static_targets.is_empty() {
+/// The `providers` table a wheel's variant.json carries, if one is asked for: with
+/// `--per-gpu-index`, the processors of the index (`group`) the variant goes in.
+fn providers(
+    request: &VariantsRequest,
+    group: Option<&[String]>,
+    rocm: Option<&str>,
+) -> BTreeMap<String, variant::Provider> {
+    if let (true, Some(processors)) = (request.per_gpu_index, group) {
+        BTreeMap::from([(amd::NAMESPACE.to_string(), amd::provider(processors, rocm))])
+    } else if request.provider_plugin || !request.static_targets.is_empty() {
         BTreeMap::from([(amd::NAMESPACE.to_string(), amd::provider(&request.static_targets, rocm))])
     } else {
         BTreeMap::new()
@@ -230,22 +246,32 @@ fn plan_wheel(
         let label = variant::label_of(&group.name);
         let processors = processors_of(group);
         let properties = amd::properties(&processors, rocm.as_deref());
-        let (dest, staged) = dest_of(request, wheel, &label, stage);
-        planned.push(Planned { wheel: index, dest, staged, label, properties, plan, rocm: rocm.clone() });
+        let dir = request.per_gpu_index.then_some(group.name.as_str());
+        let (dest, staged) = dest_of(request, wheel, &label, dir, stage);
+        let providers = providers(request, Some(&processors), rocm.as_deref());
+        planned.push(Planned { wheel: index, dest, staged, providers, label, properties, plan });
     }
     if request.null {
-        let plan = ThinPlan {
-            plan: Plan::new(wheel.filename.clone()),
-            cut: Vec::new(),
-            pruned: Vec::new(),
-            left: Vec::new(),
-            missing: Vec::new(),
-            uncovered: Vec::new(),
-            unreadable: Vec::new(),
-        };
-        let (dest, staged) = dest_of(request, wheel, NULL_LABEL, stage);
-        let properties = Properties::new();
-        planned.push(Planned { wheel: index, label: NULL_LABEL.into(), properties, plan, dest, staged, rocm });
+        // One null variant, or one per GPU's index (each declaring that GPU).
+        let indexes: Vec<Option<&Group>> =
+            if request.per_gpu_index { groups.iter().map(Some).collect() } else { vec![None] };
+        for group in indexes {
+            let plan = ThinPlan {
+                plan: Plan::new(wheel.filename.clone()),
+                cut: Vec::new(),
+                pruned: Vec::new(),
+                left: Vec::new(),
+                missing: Vec::new(),
+                uncovered: Vec::new(),
+                unreadable: Vec::new(),
+            };
+            let (dest, staged) = dest_of(request, wheel, NULL_LABEL, group.map(|g| g.name.as_str()), stage);
+            let processors = group.map(processors_of);
+            let providers = providers(request, processors.as_deref(), rocm.as_deref());
+            let properties = Properties::new();
+            let label = NULL_LABEL.to_string();
+            planned.push(Planned { wheel: index, label, properties, plan, dest, staged, providers });
+        }
     }
     Ok(planned)
 }
@@ -277,10 +303,21 @@ fn rocm_version(wheel: &wheel::Wheel) -> Option<String> {
     Some(release.iter().map(u64::to_string).collect::<Vec<_>>().join("."))
 }
 
-/// Where a variant is published, and where it is written first.
-fn dest_of(request: &VariantsRequest, wheel: &wheel::Wheel, label: &str, stage: &Path) -> (PathBuf, PathBuf) {
+/// Where a variant is published, and where it is written first: in `-w`, or in its GPU's
+/// index `-w/<dir>/` (`--per-gpu-index`).
+fn dest_of(
+    request: &VariantsRequest,
+    wheel: &wheel::Wheel,
+    label: &str,
+    dir: Option<&str>,
+    stage: &Path,
+) -> (PathBuf, PathBuf) {
     let name = wheel::WheelFilename { variant: Some(label.to_string()), ..wheel.filename.clone() }.to_string();
-    (request.wheel_dir.join(&name), stage.join(&name))
+    let (out, staged) = match dir {
+        Some(dir) => (request.wheel_dir.join(dir), stage.join(dir)),
+        None => (request.wheel_dir.clone(), stage.to_path_buf()),
+    };
+    (out.join(&name), staged.join(&name))
 }
 
 /// One variant written into the run's directory, with what its variant.json says and where it
@@ -301,8 +338,7 @@ fn write_variant(
 ) -> (usize, Result<WrittenVariant, VariantsError>) {
     let wheel = &examined.wheel;
     let path = &request.wheels[p.wheel];
-    let providers = providers(request, p.rocm.as_deref());
-    let metadata = VariantMetadata::of_variant(&p.label, &[amd::NAMESPACE], p.properties.clone(), providers);
+    let metadata = VariantMetadata::of_variant(&p.label, &[amd::NAMESPACE], p.properties.clone(), p.providers.clone());
     let document = metadata.clone();
     let lines = VariantMetadata::property_lines(&p.properties);
     p.plan.plan.filename.variant = Some(p.label.clone());
@@ -346,25 +382,48 @@ fn collect(
             }
         }
     }
-    // The plain copies, into the run's directory too.
-    let mut plain: BTreeMap<usize, Option<(PathBuf, PathBuf)>> = BTreeMap::new();
+    // The directories each input's variants go to: `-w`, or each GPU's index under it.
+    let dirs_of = |index: usize| -> Vec<(PathBuf, PathBuf)> {
+        let mut dirs: Vec<(PathBuf, PathBuf)> = variants
+            .get(&index)
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                (crate::output::parent_dir(&v.staged).to_path_buf(), crate::output::parent_dir(&v.dest).to_path_buf())
+            })
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        if dirs.is_empty() {
+            dirs.push((stage.to_path_buf(), request.wheel_dir.clone()));
+        }
+        dirs
+    };
+    // The plain copies, into the run's directory too: one in each directory the variants go to.
+    let mut plain: BTreeMap<usize, Vec<(Option<PathBuf>, PathBuf)>> = BTreeMap::new();
     for (index, e) in examined.iter().enumerate() {
         let Some(e) = e.as_ref().filter(|_| request.plain && !failures.contains_key(&index)) else { continue };
         let path = &request.wheels[index];
         let name = e.wheel.filename.to_string();
-        let dest = request.wheel_dir.join(&name);
-        // `-w` is the input's own directory: the plain wheel is already there, the input
-        // itself, which is never replaced (not even by its own bytes).
-        if OutputKey::of(&dest) == OutputKey::of(path) {
-            plain.insert(index, None);
-            continue;
-        }
-        match crate::writer::copy_wheel(path, &stage.join(&name), crate::output::Commit::Replace, None) {
-            Ok(staged) => {
-                plain.insert(index, Some((staged, dest)));
+        for (staged_dir, dir) in dirs_of(index) {
+            let dest = dir.join(&name);
+            // `-w` is the input's own directory: the plain wheel is already there, the input
+            // itself, which is never replaced (not even by its own bytes).
+            if OutputKey::of(&dest) == OutputKey::of(path) {
+                plain.entry(index).or_default().push((None, dest));
+                continue;
             }
-            Err(e) => {
-                failures.insert(index, VariantsError::Plain(e));
+            let copied = std::fs::create_dir_all(&staged_dir)
+                .map_err(|source| crate::writer::WriteError::Io { path: staged_dir.display().to_string(), source })
+                .and_then(|()| {
+                    crate::writer::copy_wheel(path, &staged_dir.join(&name), crate::output::Commit::Replace, None)
+                });
+            match copied {
+                Ok(staged) => plain.entry(index).or_default().push((Some(staged), dest)),
+                Err(e) => {
+                    failures.insert(index, VariantsError::Plain(e));
+                    break;
+                }
             }
         }
     }
@@ -382,60 +441,72 @@ fn collect(
     }
     let mut published: BTreeMap<usize, WheelVariants> = BTreeMap::new();
     for ((project, version), inputs) in releases {
-        let publish = || -> Result<(), VariantsError> {
+        let set_name = variant::set_file_name(&project, &version);
+        // Everything of the release, in every directory, moved together; each directory (an
+        // index of its own) gets the set file of its variants.
+        let publish = || -> Result<Vec<String>, VariantsError> {
             if let Some(failed) = inputs.iter().find(|i| failures.contains_key(i)) {
                 return Err(VariantsError::ReleaseFailed(request.wheels[*failed].display().to_string()));
             }
             let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
-            let mut set: Option<VariantMetadata> = None;
+            let mut sets: BTreeMap<(PathBuf, PathBuf), VariantMetadata> = BTreeMap::new();
             for i in &inputs {
                 for v in variants.get(i).into_iter().flatten() {
                     files.push((v.staged.clone(), v.dest.clone()));
-                    match &mut set {
-                        None => set = Some(v.metadata.clone()),
+                    let dir = (
+                        crate::output::parent_dir(&v.staged).to_path_buf(),
+                        crate::output::parent_dir(&v.dest).to_path_buf(),
+                    );
+                    match sets.get_mut(&dir) {
+                        None => {
+                            sets.insert(dir, v.metadata.clone());
+                        }
                         Some(set) => set.merge(&v.metadata).map_err(VariantsError::Disagree)?,
                     }
                 }
-                files.extend(plain.get(i).cloned().flatten());
+                files.extend(
+                    plain
+                        .get(i)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|(staged, dest)| Some((staged.clone()?, dest.clone()))),
+                );
             }
-            let set_name = variant::set_file_name(&project, &version);
-            if let Some(set) = &set {
-                let staged = stage.join(&set_name);
+            let mut set_files = Vec::new();
+            for ((staged_dir, dir), set) in &sets {
+                let staged = staged_dir.join(&set_name);
                 std::fs::write(&staged, set.to_bytes()).map_err(|source| {
                     VariantsError::Plain(crate::writer::WriteError::Io { path: staged.display().to_string(), source })
                 })?;
-                files.push((staged, request.wheel_dir.join(&set_name)));
+                files.push((staged, dir.join(&set_name)));
+                set_files.push(dir.join(&set_name).display().to_string());
+            }
+            for dir in sets.keys().map(|(_, dir)| dir) {
+                std::fs::create_dir_all(dir).map_err(|source| {
+                    VariantsError::Plain(crate::writer::WriteError::Io { path: dir.display().to_string(), source })
+                })?;
             }
             publish_set(&files).map_err(VariantsError::Publish)?;
-            Ok(())
+            Ok(set_files)
         };
         let result = publish();
         for i in inputs {
-            if let Err(e) = &result {
-                failures.entry(i).or_insert_with(|| e.again());
-                continue;
-            }
-            let at = |staged: &Path| request.wheel_dir.join(staged.file_name().unwrap_or_default());
+            let set_files = match &result {
+                Err(e) => {
+                    failures.entry(i).or_insert_with(|| e.again());
+                    continue;
+                }
+                Ok(set_files) => set_files.clone(),
+            };
             let mut outcomes = Vec::new();
             for mut v in variants.remove(&i).unwrap_or_default() {
                 v.outcome.thin.output = Some(v.dest.display().to_string());
                 outcomes.push(v.outcome);
             }
-            let plain = match plain.get(&i) {
-                Some(Some((staged, _))) => Some(at(staged).display().to_string()),
-                Some(None) => Some(
-                    request
-                        .wheel_dir
-                        .join(examined[i].as_ref().expect("examined").wheel.filename.to_string())
-                        .display()
-                        .to_string(),
-                ),
-                None => None,
-            };
+            let plain =
+                plain.remove(&i).unwrap_or_default().into_iter().map(|(_, dest)| dest.display().to_string()).collect();
             let wheel = examined[i].as_ref().expect("examined").wheel.filename.to_string();
-            let set_file =
-                Some(request.wheel_dir.join(variant::set_file_name(&project, &version)).display().to_string());
-            published.insert(i, WheelVariants { wheel, variants: outcomes, plain, set_file });
+            published.insert(i, WheelVariants { wheel, variants: outcomes, plain, set_files });
         }
     }
     (0..request.wheels.len())

@@ -21,12 +21,13 @@ pub struct VariantOutcome {
 pub struct WheelVariants {
     pub wheel: String,
     pub variants: Vec<VariantOutcome>,
-    /// The plain (unlabelled) copy, if asked for.
-    pub plain: Option<String>,
-    /// The release's `{name}-{version}-variants.json`, published with its wheels (one file
-    /// for every input of the release).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub set_file: Option<String>,
+    /// The plain (unlabelled) copies, if asked for: one in `-w`, or one per GPU's index.
+    #[serde(default)]
+    pub plain: Vec<String>,
+    /// The release's `{name}-{version}-variants.json`, published with its wheels: one in `-w`,
+    /// or one per GPU's index (the same for every input of the release).
+    #[serde(default)]
+    pub set_files: Vec<String>,
 }
 
 /// `variants --json`: one entry per fat wheel.
@@ -84,10 +85,10 @@ pub fn to_text<E>(results: &[Input<'_, E>]) -> String {
             let props = if v.properties.is_empty() { "no properties".to_string() } else { v.properties.join(", ") };
             let _ = writeln!(out, "  {:<16} {output} ({size}): {props}", v.label);
         }
-        if let Some(plain) = &w.plain {
+        for plain in &w.plain {
             let _ = writeln!(out, "  {:<16} {plain}", "(plain)");
         }
-        if let Some(set_file) = &w.set_file {
+        for set_file in &w.set_files {
             let _ = writeln!(out, "  {:<16} {set_file}", "(the set)");
         }
     }

@@ -659,7 +659,7 @@ fn every_command_that_writes_leaves_its_inputs_when_pointed_at_their_directory()
         (vec!["repair", "-w", "set"], 1),
         (vec!["thin", "--gpu-target", "gfx942", "-w", "set"], 1),
         (vec!["split", "--all-targets", "-w", "set"], 1),
-        (vec!["variants", "--all-targets", "--plain", "--null", "-w", "set"], 1),
+        (vec!["variants", "--one-index", "--all-targets", "--plain", "--null", "-w", "set"], 1),
         (vec!["selector", "--name", "demo-gpu", "-o", "set"], 2),
         (vec!["selector", "--name", "tools", "-o", "set"], 2),
         (vec!["selector", "--name", "rocm-gpu", "-o", "set"], 0),

@@ -8,7 +8,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::gpugen::{GFX942, GFX950, bundle_for, host_with_fatbin};
+use support::gpugen::{GFX90A, GFX942, GFX950, bundle_for, host_with_fatbin};
 use support::wheelgen::{WheelSpec, write_zip};
 use support::{stderr, stdout, wheelfix};
 use wheelfix::report::variants::{VariantsDocument, VariantsEntry};
@@ -51,7 +51,7 @@ fn a_release_is_published_whole_and_a_part_of_one_is_refused() {
     let cp311 = fat(&d.join("in"), "fat", "cp311", GFX950);
     let cp312 = fat(&d.join("in"), "fat", "cp312", GFX950);
     let args = |w: &str| -> Vec<String> {
-        ["variants", "--json", "--all-targets", "--null", "--plain", "-w", w]
+        ["variants", "--json", "--one-index", "--all-targets", "--null", "--plain", "-w", w]
             .iter()
             .map(|s| s.to_string())
             .chain([cp311.display().to_string(), cp312.display().to_string()])
@@ -63,7 +63,7 @@ fn a_release_is_published_whole_and_a_part_of_one_is_refused() {
     let doc: VariantsDocument = support::document(&out, &[]);
     for entry in &doc.wheels {
         let VariantsEntry::Done { variants, .. } = entry else { panic!("{entry:?}") };
-        assert_eq!(variants.set_file.as_deref(), Some("wh/fat-1.0+rocm7.1.0-variants.json"));
+        assert_eq!(variants.set_files, ["wh/fat-1.0+rocm7.1.0-variants.json"]);
         assert!(variants.variants.iter().all(|v| v.thin.output.as_deref().unwrap().starts_with("wh/")));
     }
     let written = names(&d.join("wh"));
@@ -116,7 +116,7 @@ fn a_release_is_published_whole_and_a_part_of_one_is_refused() {
     // Another build under the same file names into the same wheelhouse: refused, and the set
     // there stays the earlier one, whole.
     let other = fat(&d.join("other"), "fat", "cp311", GFX950 | 0x100);
-    let out = wheelfix(d, &["variants", "--all-targets", "--null", "-w", "wh", other.to_str().unwrap()]);
+    let out = wheelfix(d, &["variants", "--one-index", "--all-targets", "--null", "-w", "wh", other.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stderr(&out).contains("nothing of its release was published"), "{}", stderr(&out));
     assert_eq!(names(&d.join("wh")), written);
@@ -128,7 +128,10 @@ fn a_release_is_published_whole_and_a_part_of_one_is_refused() {
     let good = fat(&broken, "fat", "cp311", GFX950);
     let bad = broken.join("fat-1.0+rocm7.1.0-cp312-cp312-linux_x86_64.whl");
     std::fs::write(&bad, b"PK\x03\x04 not a zip").unwrap();
-    let out = wheelfix(d, &["variants", "--all-targets", "-w", "wh2", good.to_str().unwrap(), bad.to_str().unwrap()]);
+    let out = wheelfix(
+        d,
+        &["variants", "--one-index", "--all-targets", "-w", "wh2", good.to_str().unwrap(), bad.to_str().unwrap()],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("of the same name and version, failed"), "{}", stderr(&out));
     assert!(names(&d.join("wh2")).is_empty(), "{:?}", names(&d.join("wh2")));
@@ -226,7 +229,7 @@ fn a_signal_at_any_point_leaves_each_release_whole_or_absent() {
         std::fs::create_dir_all(&wh).unwrap();
         std::fs::write(wh.join("earlier.txt"), "kept").unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_wheelfix"))
-            .args(["variants", "--all-targets", "--null", "-w", wh.to_str().unwrap()])
+            .args(["variants", "--one-index", "--all-targets", "--null", "-w", wh.to_str().unwrap()])
             .args(&inputs)
             .current_dir(d)
             .stdout(std::process::Stdio::null())
@@ -263,5 +266,83 @@ fn a_signal_at_any_point_leaves_each_release_whole_or_absent() {
         if status.code() == Some(0) {
             assert_eq!(left.len(), 1 + 3 * per_release, "{at}: {left:?}");
         }
+    }
+}
+
+/// The command of `class` on a release page, as a person copies it.
+fn page_command(page: &str, class: &str) -> String {
+    let marker = format!("<code class=\"cmd{class}\"");
+    let rest = &page[page.find(&marker).unwrap_or_else(|| panic!("no {marker} in {page}"))..];
+    support::html_text(&rest[rest.find('>').unwrap() + 1..rest.find("</code>").unwrap()])
+}
+
+/// The label of the variant of `project` installed in the environment `venv` (empty for a
+/// plain wheel).
+fn installed_label(venv: &Path, project: &str) -> String {
+    let site = support::envs::site_of(venv);
+    let dist_info = std::fs::read_dir(&site)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".dist-info") && p.to_string_lossy().contains(project))
+        .unwrap_or_else(|| panic!("no {project} installed in {}", site.display()));
+    match std::fs::read(dist_info.join("variant.json")) {
+        Ok(bytes) => {
+            let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            doc["variants"].as_object().unwrap().keys().next().unwrap().clone()
+        }
+        Err(_) => String::new(),
+    }
+}
+
+#[test]
+fn uv_from_pypi_installs_each_gpus_variant_from_its_index_and_pip_the_plain_wheel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let uv = support::envs::uv();
+    let version = Command::new(&uv).arg("--version").output().unwrap();
+    eprintln!("uv from PyPI: {}", String::from_utf8_lossy(&version.stdout).trim());
+    let wheel = WheelSpec::new("gpuvar", "1.0+rocm7.1.0", "py3-none-linux_x86_64")
+        .file(
+            "gpuvar/_k.so",
+            host_with_fatbin("_k", bundle_for(&[("gfx90a", GFX90A), ("gfx942", GFX942), ("gfx950", GFX950)], 6)),
+        )
+        .write(&d.join("in"));
+    // The default: one index per GPU.
+    let out = wheelfix(d, &["variants", "--all-targets", "--null", "--plain", "-w", "wh", wheel.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let gpus = ["gfx90a", "gfx942", "gfx950"];
+    assert_eq!(names(&d.join("wh")), gpus);
+    let www = d.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let server = support::http::Server::start(&www);
+    let uv_dir = uv.parent().unwrap().display().to_string();
+    for gpu in gpus {
+        assert_eq!(
+            names(&d.join("wh").join(gpu)),
+            [
+                format!("gpuvar-1.0+rocm7.1.0-py3-none-linux_x86_64-{gpu}.whl"),
+                "gpuvar-1.0+rocm7.1.0-py3-none-linux_x86_64-null.whl".to_string(),
+                "gpuvar-1.0+rocm7.1.0-py3-none-linux_x86_64.whl".to_string(),
+                "gpuvar-1.0+rocm7.1.0-variants.json".to_string(),
+            ]
+        );
+        let (code, found) = kinds(d, &format!("wh/{gpu}"));
+        assert!(!found.iter().any(|k| k.starts_with("variant-")), "{gpu}: {code:?} {found:?}");
+        let site = www.join(gpu);
+        let url = server.url(&format!("{gpu}/"));
+        let out = wheelfix(d, &["index", "-o", site.to_str().unwrap(), "--site-url", &url, &format!("wh/{gpu}")]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let page = std::fs::read_to_string(site.join("release.html")).unwrap();
+        // uv, run as the page prints it in a fresh shell, installs this GPU's variant.
+        let command = page_command(&page, " uv-variants");
+        assert!(command.contains(&url), "{command}");
+        let (venv, _) = support::envs::new_venv(d, &format!("venv-uv-{gpu}"));
+        support::envs::paste(d, &format!(". {}/bin/activate && PATH=$PATH:{uv_dir} && {command}", venv.display()));
+        assert_eq!(installed_label(&venv, "gpuvar"), gpu, "`{command}`");
+        // pip, which knows no variants, the plain (fat) wheel.
+        let command = page_command(&page, "\" id=\"pip");
+        let (venv, _) = support::envs::new_venv(d, &format!("venv-pip-{gpu}"));
+        support::envs::paste(d, &format!(". {}/bin/activate && {command}", venv.display()));
+        assert_eq!(installed_label(&venv, "gpuvar"), "", "`{command}`");
     }
 }

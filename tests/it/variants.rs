@@ -104,7 +104,10 @@ fn each_variant_holds_its_processors_code_and_uv_chooses_it_from_the_index() {
     let fat_targets = bundled_targets(d, &read_member(&fat, "hipdemo/libk.so"));
     assert!(fat_targets.contains(&"gfx11-generic".to_string()), "{fat_targets:?}");
 
-    let out = wheelfix(d, &["variants", "--all-targets", "--null", "--plain", "-w", "out", fat.to_str().unwrap()]);
+    let out = wheelfix(
+        d,
+        &["variants", "--one-index", "--all-targets", "--null", "--plain", "-w", "out", fat.to_str().unwrap()],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("4 variants"), "{text}");
@@ -279,7 +282,8 @@ fn check_and_index_catch_variants_that_lie_conflict_or_cannot_be_read() {
         .file("uneven/_a.so", host_with_fatbin("_a", bundle_for(&[("gfx942", GFX942), ("gfx950", GFX950)], 5)))
         .file("uneven/_b.so", host_with_fatbin("_b", bundle_for(&[("gfx942", GFX942)], 5)))
         .write(&d.join("in"));
-    let out = wheelfix(d, &["variants", "--json", "--all-targets", "-w", "uneven", uneven.to_str().unwrap()]);
+    let out =
+        wheelfix(d, &["variants", "--json", "--one-index", "--all-targets", "-w", "uneven", uneven.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let doc: VariantsDocument = support::document(&out, &[]);
     let gfx950 = done(&doc.wheels[0]).variants.iter().find(|v| v.label == "gfx950").unwrap();
@@ -356,7 +360,7 @@ fn every_variant_holds_exactly_its_processors_code_however_the_fat_member_was_re
     let mut labels_seen = Vec::new();
     for (way, flags, env) in ways {
         let out_dir = format!("out-{way}");
-        let mut args = vec!["variants", "--json", "--all-targets", "-w", &out_dir];
+        let mut args = vec!["variants", "--json", "--one-index", "--all-targets", "-w", &out_dir];
         args.extend_from_slice(flags);
         args.extend_from_slice(&paths);
         let out = support::wheelfix_env(d, &args, env);

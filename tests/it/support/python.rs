@@ -14,7 +14,7 @@ const TOOLS: &[&str] = &[
     "wheel==0.45.1",
     "maturin==1.16.0",
     "jsonschema==4.26.0",
-    "uv==0.13.9",
+    "uv==0.13.10",
     "cyclonedx-python-lib[json-validation]==11.12.0",
     "msgpack==1.1.2",
     "zstandard==0.25.0",
