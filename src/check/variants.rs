@@ -101,6 +101,35 @@ fn agreement_findings(variants: &[(&Dist, &VariantMetadata)]) -> Vec<Finding> {
             ));
         }
     }
+    // One schema of properties: every variant but the null one names the same features (a
+    // gfx942 variant with `rocm_version` beside a gfx950 one without comes from two runs).
+    let shapes: BTreeMap<Vec<(&String, &String)>, Vec<&str>> = merged
+        .variants
+        .iter()
+        .filter(|(label, _)| label.as_str() != NULL_LABEL)
+        .fold(BTreeMap::new(), |mut shapes, (label, properties)| {
+            let shape = properties.iter().flat_map(|(n, features)| features.keys().map(move |f| (n, f))).collect();
+            shapes.entry(shape).or_default().push(label.as_str());
+            shapes
+        });
+    if shapes.len() > 1 {
+        let each: Vec<String> = shapes
+            .iter()
+            .map(|(shape, labels)| {
+                let features: Vec<String> = shape.iter().map(|(n, f)| format!("{n} :: {f}")).collect();
+                format!("{} with {}", labels.join(", "), features.join(", "))
+            })
+            .collect();
+        let first = variants[0].0.file_name.clone();
+        findings.push(error(
+            Kind::VariantInconsistent,
+            format!(
+                "{first}: the version's variants name different features ({}): they come from different runs; write the release's variants in one run",
+                each.join("; ")
+            ),
+            variants.iter().map(|(d, _)| *d).collect(),
+        ));
+    }
     let mut by_properties: BTreeMap<&Properties, Vec<&str>> = BTreeMap::new();
     for (label, properties) in &merged.variants {
         by_properties.entry(properties).or_default().push(label);

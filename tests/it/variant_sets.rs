@@ -346,3 +346,27 @@ fn uv_from_pypi_installs_each_gpus_variant_from_its_index_and_pip_the_plain_whee
         assert_eq!(installed_label(&venv, "gpuvar"), "", "`{command}`");
     }
 }
+
+#[test]
+fn variants_of_one_version_that_name_different_features_are_inconsistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let set = d.join("set");
+    std::fs::create_dir_all(&set).unwrap();
+    let hand = |label: &str, target: u32, properties: &str| {
+        let json = format!(
+            r#"{{"$schema": "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json", "default-priorities": {{"namespace": ["amd"]}}, "variants": {{"{label}": {{"amd": {properties}}}}}}}"#
+        );
+        let spec = WheelSpec::new("mixed", "1.0", "py3-none-linux_x86_64")
+            .file("mixed/_k.so", host_with_fatbin("_k", bundle_for(&[(label, target)], 5)))
+            .file("mixed-1.0.dist-info/variant.json", json);
+        write_zip(&set.join(format!("mixed-1.0-py3-none-linux_x86_64-{label}.whl")), &spec.members());
+    };
+    hand("gfx942", GFX942, r#"{"gfx_arch": ["gfx942"]}"#);
+    hand("gfx950", GFX950, r#"{"gfx_arch": ["gfx950"], "rocm_version": ["7.1.0"]}"#);
+    let out = wheelfix(d, &["check", "set"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("variant-inconsistent") && text.contains("name different features"), "{text}");
+    assert!(text.contains("gfx950 with amd :: gfx_arch, amd :: rocm_version"), "{text}");
+}
