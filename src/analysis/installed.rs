@@ -3,6 +3,10 @@
 //! installed) and the host binaries among those files, read from disk with the readers `show`
 //! uses for wheel members. A file is read by position, a few ranges and a chunk at a time, so
 //! memory does not grow with its size (an installed rocBLAS is several GB).
+//!
+//! Why one file: the distributions and the files they own are read together (which
+//! distribution owns a binary, how its files resolve from where they lie), and every reader of
+//! an installed file (ELF host, device code, PE) shares the same bounded positional reads.
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -280,6 +284,42 @@ pub fn read_device_file(path: &Path, name: &str) -> Result<Option<GpuCode>, Inst
     Ok(gpu::container_view(name, &kept, &hits))
 }
 
+/// The device code of an installed PE file (a `.dll`, `.pyd`): its device sections from its
+/// headers, their bundles scanned where they lie, a split binary's marker and wrappers read
+/// (as [`gpu::pe::binary`] reads them in a wheel). `None` without device sections.
+pub fn read_pe_file(path: &Path, name: &str) -> Result<Option<GpuCode>, InstalledError> {
+    let file = crate::files::open_regular(path).map_err(InstalledError::Open)?;
+    let len = file.metadata().map_err(InstalledError::Open)?.len();
+    let mut head = vec![0u8; (gpu::pe::HEAD as u64).min(len) as usize];
+    file.read_exact_at(&mut head, 0).map_err(InstalledError::Read)?;
+    let sections = gpu::pe::device_sections(&head);
+    if sections.is_empty() {
+        return Ok(None);
+    }
+    let read = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at);
+    // One scan over the device sections (a `.hip_fat` and an `.nv_fatb` lie side by side).
+    let in_file = sections
+        .iter()
+        .filter(|s| s.name.starts_with(".hip_fat") || s.name.starts_with(".nv_fatb"))
+        .filter_map(|s| Some((s.offset, s.offset.checked_add(s.size).filter(|end| *end <= len)?)));
+    let span =
+        in_file.fold(None, |span: Option<(u64, u64)>, (a, b)| Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b)))));
+    let hits = match span {
+        Some((start, end)) => {
+            Hits::of_range_read(start, end, gpu::scan::Patterns::HOST, &read).map_err(InstalledError::Read)?
+        }
+        None => Hits::default(),
+    };
+    let mut kept = Kept::new(len);
+    for (offset, size) in gpu::pe::sections_read(&sections) {
+        let size = size.min(len.saturating_sub(offset));
+        let mut buf = vec![0u8; size as usize];
+        file.read_exact_at(&mut buf, offset).map_err(InstalledError::Read)?;
+        kept.insert(offset, &buf);
+    }
+    Ok(gpu::pe::binary(name, &sections, len, &hits, &kept))
+}
+
 /// Every regular file under `dir` (symlinks not followed: the files they name are listed
 /// where they lie), as (path relative to `dir`, path), sorted by path.
 pub fn files_under(dir: &Path) -> Result<Vec<(String, PathBuf)>, InstalledError> {
@@ -470,6 +510,7 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
         Host(Box<ElfFacts>, Vec<GpuCode>),
         Device(Option<Box<GpuCode>>),
         Foreign(Option<ForeignFormat>),
+        Pe(Option<Box<GpuCode>>),
         Failed(String),
     }
     let sizes: Vec<u64> = files.iter().map(|(_, p)| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).collect();
@@ -492,9 +533,14 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
                 FileKind::DeviceCode => read_device_file(path, name)
                     .map_or_else(|e| Read::Failed(e.to_string()), |c| Read::Device(c.map(Box::new))),
                 FileKind::Other => {
-                    let mut head = [0u8; 64];
+                    // A PE signature lies where the DOS header says, a few hundred bytes in.
+                    let mut head = [0u8; 512];
                     let n = crate::files::open_regular(path).map(|f| read_up_to(&f, &mut head, 0)).unwrap_or(0);
-                    Read::Foreign(ForeignFormat::sniff(&head[..n]))
+                    match ForeignFormat::sniff(&head[..n]) {
+                        Some(ForeignFormat::Pe) => read_pe_file(path, name)
+                            .map_or_else(|e| Read::Failed(e.to_string()), |c| Read::Pe(c.map(Box::new))),
+                        other => Read::Foreign(other),
+                    }
                 }
             })
         },
@@ -515,6 +561,10 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
             }
             Read::Device(code) => analysis.gpu.extend(code.map(|c| *c)),
             Read::Foreign(Some(ForeignFormat::Pe)) => analysis.binary_formats.pe += 1,
+            Read::Pe(code) => {
+                analysis.binary_formats.pe += 1;
+                analysis.gpu.extend(code.map(|c| *c));
+            }
             Read::Foreign(Some(ForeignFormat::MachO)) => analysis.binary_formats.mach_o += 1,
             Read::Foreign(None) => {}
             Read::Failed(why) => analysis.notes.push(note(format!("skipped: {why}"))),

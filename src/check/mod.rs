@@ -183,8 +183,7 @@ pub fn survey(
     findings.extend(archive_damage_findings(&dists));
     findings.extend(split_set_findings(&dists));
     findings.extend(path_conflict_findings(&dists));
-    let set_files = crate::files::collect_files(dirs, &["-variants.json"]);
-    findings.extend(variants::variant_findings(&dists, &set_files));
+    findings.extend(variants::variant_findings(&dists, &crate::files::collect_files(dirs, &["-variants.json"])));
     for url in &upstream.urls {
         findings.extend(upstream_findings(&dists, &sha256, &crate::upstream::Upstream::new(url, upstream.timeout)));
     }

@@ -382,114 +382,14 @@ fn collect(
             }
         }
     }
-    // The directories each input's variants go to: `-w`, or each GPU's index under it.
-    let dirs_of = |index: usize| -> Vec<(PathBuf, PathBuf)> {
-        let mut dirs: Vec<(PathBuf, PathBuf)> = variants
-            .get(&index)
-            .into_iter()
-            .flatten()
-            .map(|v| {
-                (crate::output::parent_dir(&v.staged).to_path_buf(), crate::output::parent_dir(&v.dest).to_path_buf())
-            })
-            .collect();
-        dirs.sort();
-        dirs.dedup();
-        if dirs.is_empty() {
-            dirs.push((stage.to_path_buf(), request.wheel_dir.clone()));
-        }
-        dirs
-    };
-    // The plain copies, into the run's directory too: one in each directory the variants go to.
-    let mut plain: BTreeMap<usize, Vec<(Option<PathBuf>, PathBuf)>> = BTreeMap::new();
-    for (index, e) in examined.iter().enumerate() {
-        let Some(e) = e.as_ref().filter(|_| request.plain && !failures.contains_key(&index)) else { continue };
-        let path = &request.wheels[index];
-        let name = e.wheel.filename.to_string();
-        for (staged_dir, dir) in dirs_of(index) {
-            let dest = dir.join(&name);
-            // `-w` is the input's own directory: the plain wheel is already there, the input
-            // itself, which is never replaced (not even by its own bytes).
-            if OutputKey::of(&dest) == OutputKey::of(path) {
-                plain.entry(index).or_default().push((None, dest));
-                continue;
-            }
-            let copied = std::fs::create_dir_all(&staged_dir)
-                .map_err(|source| crate::writer::WriteError::Io { path: staged_dir.display().to_string(), source })
-                .and_then(|()| {
-                    crate::writer::copy_wheel(path, &staged_dir.join(&name), crate::output::Commit::Replace, None)
-                });
-            match copied {
-                Ok(staged) => plain.entry(index).or_default().push((Some(staged), dest)),
-                Err(e) => {
-                    failures.insert(index, VariantsError::Plain(e));
-                    break;
-                }
-            }
-        }
-    }
-    // Each release: its inputs, by the name and version their file names give (an input that
-    // could not be read belongs to the release its file name names, and holds it back).
-    let mut releases: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
-    for (index, path) in request.wheels.iter().enumerate() {
-        let name = match &examined[index] {
-            Some(e) => Some(e.wheel.filename.clone()),
-            None => path.file_name().and_then(|n| wheel::WheelFilename::parse(&n.to_string_lossy()).ok()),
-        };
-        if let Some(name) = name {
-            releases.entry((name.name.as_str().to_string(), name.version.parsed.to_string())).or_default().push(index);
-        }
-    }
+    let mut plain = stage_plain_copies(request, examined, &variants, &mut failures, stage);
     let mut published: BTreeMap<usize, WheelVariants> = BTreeMap::new();
-    for ((project, version), inputs) in releases {
+    for ((project, version), inputs) in releases(request, examined) {
         let set_name = variant::set_file_name(&project, &version);
-        // Everything of the release, in every directory, moved together; each directory (an
-        // index of its own) gets the set file of its variants.
-        let publish = || -> Result<Vec<String>, VariantsError> {
-            if let Some(failed) = inputs.iter().find(|i| failures.contains_key(i)) {
-                return Err(VariantsError::ReleaseFailed(request.wheels[*failed].display().to_string()));
-            }
-            let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
-            let mut sets: BTreeMap<(PathBuf, PathBuf), VariantMetadata> = BTreeMap::new();
-            for i in &inputs {
-                for v in variants.get(i).into_iter().flatten() {
-                    files.push((v.staged.clone(), v.dest.clone()));
-                    let dir = (
-                        crate::output::parent_dir(&v.staged).to_path_buf(),
-                        crate::output::parent_dir(&v.dest).to_path_buf(),
-                    );
-                    match sets.get_mut(&dir) {
-                        None => {
-                            sets.insert(dir, v.metadata.clone());
-                        }
-                        Some(set) => set.merge(&v.metadata).map_err(VariantsError::Disagree)?,
-                    }
-                }
-                files.extend(
-                    plain
-                        .get(i)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|(staged, dest)| Some((staged.clone()?, dest.clone()))),
-                );
-            }
-            let mut set_files = Vec::new();
-            for ((staged_dir, dir), set) in &sets {
-                let staged = staged_dir.join(&set_name);
-                std::fs::write(&staged, set.to_bytes()).map_err(|source| {
-                    VariantsError::Plain(crate::writer::WriteError::Io { path: staged.display().to_string(), source })
-                })?;
-                files.push((staged, dir.join(&set_name)));
-                set_files.push(dir.join(&set_name).display().to_string());
-            }
-            for dir in sets.keys().map(|(_, dir)| dir) {
-                std::fs::create_dir_all(dir).map_err(|source| {
-                    VariantsError::Plain(crate::writer::WriteError::Io { path: dir.display().to_string(), source })
-                })?;
-            }
-            publish_set(&files).map_err(VariantsError::Publish)?;
-            Ok(set_files)
+        let result = match inputs.iter().find(|i| failures.contains_key(i)) {
+            Some(failed) => Err(VariantsError::ReleaseFailed(request.wheels[*failed].display().to_string())),
+            None => publish_release(&inputs, &variants, &plain, &set_name),
         };
-        let result = publish();
         for i in inputs {
             let set_files = match &result {
                 Err(e) => {
@@ -503,10 +403,9 @@ fn collect(
                 v.outcome.thin.output = Some(v.dest.display().to_string());
                 outcomes.push(v.outcome);
             }
-            let plain =
-                plain.remove(&i).unwrap_or_default().into_iter().map(|(_, dest)| dest.display().to_string()).collect();
+            let plain = plain.remove(&i).unwrap_or_default().into_iter().map(|(_, dest)| dest.display().to_string());
             let wheel = examined[i].as_ref().expect("examined").wheel.filename.to_string();
-            published.insert(i, WheelVariants { wheel, variants: outcomes, plain, set_files });
+            published.insert(i, WheelVariants { wheel, variants: outcomes, plain: plain.collect(), set_files });
         }
     }
     (0..request.wheels.len())
@@ -515,6 +414,108 @@ fn collect(
             None => Ok(published.remove(&index).expect("every input is failed or published")),
         })
         .collect()
+}
+
+/// A variant's directory in the run's directory, and the one it is published in.
+type DirPair = (PathBuf, PathBuf);
+
+fn dirs_of(v: &WrittenVariant) -> DirPair {
+    (crate::output::parent_dir(&v.staged).to_path_buf(), crate::output::parent_dir(&v.dest).to_path_buf())
+}
+
+/// The plain copies (`--plain`), into the run's directory too: one in each directory the
+/// input's variants go to, as (staged, destination); no staged copy where the destination is
+/// the input itself, which is never replaced (not even by its own bytes).
+fn stage_plain_copies(
+    request: &VariantsRequest,
+    examined: &[Option<Examined>],
+    variants: &BTreeMap<usize, Vec<WrittenVariant>>,
+    failures: &mut BTreeMap<usize, VariantsError>,
+    stage: &Path,
+) -> BTreeMap<usize, Vec<(Option<PathBuf>, PathBuf)>> {
+    let mut plain: BTreeMap<usize, Vec<(Option<PathBuf>, PathBuf)>> = BTreeMap::new();
+    for (index, e) in examined.iter().enumerate() {
+        let Some(e) = e.as_ref().filter(|_| request.plain && !failures.contains_key(&index)) else { continue };
+        let path = &request.wheels[index];
+        let name = e.wheel.filename.to_string();
+        let mut dirs: Vec<DirPair> = variants.get(&index).into_iter().flatten().map(dirs_of).collect();
+        dirs.sort();
+        dirs.dedup();
+        if dirs.is_empty() {
+            dirs.push((stage.to_path_buf(), request.wheel_dir.clone()));
+        }
+        for (staged_dir, dir) in dirs {
+            let dest = dir.join(&name);
+            if OutputKey::of(&dest) == OutputKey::of(path) {
+                plain.entry(index).or_default().push((None, dest));
+                continue;
+            }
+            let staged = staged_dir.join(&name);
+            match crate::writer::copy_wheel(path, &staged, crate::output::Commit::Replace, None) {
+                Ok(staged) => plain.entry(index).or_default().push((Some(staged), dest)),
+                Err(e) => {
+                    failures.insert(index, VariantsError::Plain(e));
+                    break;
+                }
+            }
+        }
+    }
+    plain
+}
+
+/// Each release: its inputs, by the name and version their file names give (an input that
+/// could not be read belongs to the release its file name names, and holds it back).
+fn releases(request: &VariantsRequest, examined: &[Option<Examined>]) -> BTreeMap<(String, String), Vec<usize>> {
+    let mut releases: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    for (index, path) in request.wheels.iter().enumerate() {
+        let name = match &examined[index] {
+            Some(e) => Some(e.wheel.filename.clone()),
+            None => path.file_name().and_then(|n| wheel::WheelFilename::parse(&n.to_string_lossy()).ok()),
+        };
+        if let Some(name) = name {
+            releases.entry((name.name.as_str().to_string(), name.version.parsed.to_string())).or_default().push(index);
+        }
+    }
+    releases
+}
+
+/// Everything of one release, in every directory, moved into place together ([`publish_set`]);
+/// each directory (an index of its own) gets the set file of its variants. Returns the set
+/// files.
+fn publish_release(
+    inputs: &[usize],
+    variants: &BTreeMap<usize, Vec<WrittenVariant>>,
+    plain: &BTreeMap<usize, Vec<(Option<PathBuf>, PathBuf)>>,
+    set_name: &str,
+) -> Result<Vec<String>, VariantsError> {
+    let io = |path: &Path, source| {
+        VariantsError::Plain(crate::writer::WriteError::Io { path: path.display().to_string(), source })
+    };
+    let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut sets: BTreeMap<DirPair, VariantMetadata> = BTreeMap::new();
+    for i in inputs {
+        for v in variants.get(i).into_iter().flatten() {
+            files.push((v.staged.clone(), v.dest.clone()));
+            match sets.get_mut(&dirs_of(v)) {
+                None => {
+                    sets.insert(dirs_of(v), v.metadata.clone());
+                }
+                Some(set) => set.merge(&v.metadata).map_err(VariantsError::Disagree)?,
+            }
+        }
+        let copies = plain.get(i).into_iter().flatten();
+        files.extend(copies.filter_map(|(staged, dest)| Some((staged.clone()?, dest.clone()))));
+    }
+    let mut set_files = Vec::new();
+    for ((staged_dir, dir), set) in &sets {
+        let staged = staged_dir.join(set_name);
+        std::fs::write(&staged, set.to_bytes()).map_err(|e| io(&staged, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        files.push((staged, dir.join(set_name)));
+        set_files.push(dir.join(set_name).display().to_string());
+    }
+    publish_set(&files).map_err(VariantsError::Publish)?;
+    Ok(set_files)
 }
 
 /// Why one input's variants were not all written.

@@ -224,7 +224,9 @@ fn bundle_ranges(wheel: &Wheel, analysis: &Analysis, code: &GpuCode) -> Vec<(u64
             let pieces = member.facts.sections_named(".hip_fatbin").filter(|s| s.has_file_bytes());
             pieces.filter_map(|s| Some((s.offset, s.offset.checked_add(s.size)?))).collect()
         }
-        Container::BundleInData => code.bundle_spans.clone(),
+        // Bundles rewritten where they lie: in an ELF binary's data, in a PE binary's `.hip_fat`
+        // (whose layout, sections and relocations stay as they are).
+        Container::BundleInData | Container::PeHipFatbin => code.bundle_spans.clone(),
         _ => wheel.archive.member(&code.file).map(|m| (0, m.size)).into_iter().collect(),
     }
 }

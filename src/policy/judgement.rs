@@ -203,6 +203,12 @@ impl Policies {
         let foreign_elf = !analysis.elf.is_empty();
         if analysis.binaries.is_empty() && (foreign_elf || formats.total() > 0) {
             let tag = claimed.iter().find(|t| !t.is_any()).map(|t| t.to_string()).unwrap_or_else(|| "any".into());
+            // Installed files (no file name claims a tag): said of the files, plainly.
+            if claimed.is_empty() && formats.pe > 0 && formats.mach_o == 0 && !foreign_elf {
+                return Some(
+                    "Windows (PE) binaries: a wheel of them keeps its Windows tag (`win_amd64` for x86-64); no manylinux or musllinux analysis applies".into(),
+                );
+            }
             return Some(if formats.pe + formats.mach_o > 0 && !foreign_elf {
                 format!(
                     "the binaries of this `{tag}` wheel are PE or Mach-O files, which no manylinux or musllinux policy covers"

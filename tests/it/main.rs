@@ -27,6 +27,7 @@ mod metadata;
 mod page;
 mod parity;
 mod patch;
+mod pe;
 mod providers;
 mod python_package;
 mod recipes;

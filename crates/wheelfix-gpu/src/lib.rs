@@ -104,6 +104,7 @@ impl Container {
                 | Container::OffloadBundle
                 | Container::CompressedOffloadBundle
                 | Container::BundleInData
+                | Container::PeHipFatbin
         )
     }
 }

@@ -99,7 +99,11 @@ pub fn binary<V: FileView + ?Sized>(
     if let Some(s) = sections.iter().find(|s| s.name.starts_with(".hip_fat")) {
         let mut code = GpuCode::new(file, Container::PeHipFatbin);
         match in_file(s) {
-            Some(end) => hits.blob(s.offset, end, &mut code),
+            Some(end) => {
+                hits.blob(s.offset, end, &mut code);
+                // Where `thin` rewrites the bundles, in place: the section's raw data.
+                code.bundle_spans = vec![(s.offset, end)];
+            }
             None => code.notes.push(format!("the {} section lies past the end of the file", s.name)),
         }
         if code.objects == 0 && code.notes.is_empty() {
