@@ -271,8 +271,8 @@ fn set_findings(
 /// A release's set file name, as `variants` names it: from the wheels' file names.
 fn set_name_of(project: &str, version: &str, variants: &[(&Dist, &VariantMetadata)]) -> String {
     match crate::wheel::WheelFilename::parse(&variants[0].0.file_name) {
-        Ok(name) => variant::set_file_name(name.name.as_str(), &name.version.parsed.to_string()),
-        Err(_) => variant::set_file_name(project, version),
+        Ok(name) => crate::wheel::filename::variants_file_name(name.name.as_str(), &name.version.parsed.to_string()),
+        Err(_) => crate::wheel::filename::variants_file_name(project, version),
     }
 }
 

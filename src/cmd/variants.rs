@@ -385,7 +385,7 @@ fn collect(
     let mut plain = stage_plain_copies(request, examined, &variants, &mut failures, stage);
     let mut published: BTreeMap<usize, WheelVariants> = BTreeMap::new();
     for ((project, version), inputs) in releases(request, examined) {
-        let set_name = variant::set_file_name(&project, &version);
+        let set_name = crate::wheel::filename::variants_file_name(&project, &version);
         let result = match inputs.iter().find(|i| failures.contains_key(i)) {
             Some(failed) => Err(VariantsError::ReleaseFailed(request.wheels[*failed].display().to_string())),
             None => publish_release(&inputs, &variants, &plain, &set_name),

@@ -446,7 +446,7 @@ fn refuse_partial_variant_sets(inputs: &[PathBuf], files: &[IndexedFile]) -> Res
     for f in files {
         let Ok(name) = crate::wheel::WheelFilename::parse(&f.filename) else { continue };
         let Some(label) = name.variant.clone() else { continue };
-        let set_name = variant::set_file_name(name.name.as_str(), &name.version.parsed.to_string());
+        let set_name = crate::wheel::filename::variants_file_name(name.name.as_str(), &name.version.parsed.to_string());
         let build = crate::wheel::WheelFilename { variant: None, ..name.clone() }.to_string();
         releases.entry(set_name).or_default().push((label, build));
     }
@@ -509,7 +509,7 @@ fn variants_files(files: &mut Vec<IndexedFile>, skipped: &mut Vec<Skipped>) {
     for ((project, version), (metadata, _)) in merged {
         let bytes = metadata.to_bytes();
         files.push(IndexedFile {
-            filename: variant::set_file_name(&project, &version),
+            filename: crate::wheel::filename::variants_file_name(&project, &version),
             project,
             version,
             sha256: crate::wheel::digest::hex(&Sha256::digest(&bytes)),

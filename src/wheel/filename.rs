@@ -193,3 +193,10 @@ mod tests {
         assert!(matches!(WheelFilename::parse("foo-one-py3-none-any.whl"), Err(FilenameError::Version(..))));
     }
 }
+
+/// The name of a release's variant set file (PEP 825): `{name}-{version}-variants.json`, the
+/// name and version escaped as in a wheel's file name. Ex) (`rocm-torch`, `2.9.0+rocm7.0.2`) →
+/// `rocm_torch-2.9.0+rocm7.0.2-variants.json`
+pub fn variants_file_name(project: &str, version: &str) -> String {
+    format!("{}-{}-variants.json", project.replace('-', "_"), escape_version(version))
+}

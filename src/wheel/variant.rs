@@ -24,18 +24,6 @@ pub const DIST_INFO_FILE: &str = "variant.json";
 /// The label of the variant with no properties, always compatible.
 pub const NULL_LABEL: &str = "null";
 
-/// The name of a release's index file: `{name}-{version}-variants.json`, the name and version
-/// escaped as in a wheel's file name. Ex) (`rocm-torch`, `2.9.0+rocm7.0.2`) → `rocm_torch-2.9.0+rocm7.0.2-variants.json`
-pub fn set_file_name(project: &str, version: &str) -> String {
-    format!("{}-{}-variants.json", project.replace('-', "_"), super::filename::escape_version(version))
-}
-
-/// The release a set file names, from its file name: (name as written, version). Ex)
-/// `rocm_torch-2.9.0-variants.json` → (`rocm_torch`, `2.9.0`)
-pub fn set_file_release(file_name: &str) -> Option<(&str, &str)> {
-    file_name.strip_suffix("-variants.json")?.split_once('-')
-}
-
 /// The properties of one variant: namespace → feature → values (any one value is enough).
 pub type Properties = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
