@@ -72,6 +72,8 @@ struct Planned {
     staged: PathBuf,
     /// Its variant.json's `providers`.
     providers: BTreeMap<String, variant::Provider>,
+    /// The same file in other GPUs' indexes, (published, written): hard links of the one written.
+    links: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Run `variants`.
@@ -137,7 +139,7 @@ pub fn run(request: &VariantsRequest) -> Output {
             return Output::failure(format!("cannot write in {}: {e}", stage.path().display()));
         }
     }
-    let written: Vec<(usize, Result<WrittenVariant, VariantsError>)> = parallel::map_owned(planned, |p| {
+    let written: Vec<(usize, Result<Vec<WrittenVariant>, VariantsError>)> = parallel::map_owned(planned, |p| {
         let examined = examined_ok[p.wheel].as_ref().expect("planned wheels were examined");
         write_variant(examined, p, request, &settings)
     });
@@ -249,29 +251,31 @@ fn plan_wheel(
         let dir = request.per_gpu_index.then_some(group.name.as_str());
         let (dest, staged) = dest_of(request, wheel, &label, dir, stage);
         let providers = providers(request, Some(&processors), rocm.as_deref());
-        planned.push(Planned { wheel: index, dest, staged, providers, label, properties, plan });
+        let links = Vec::new();
+        planned.push(Planned { wheel: index, dest, staged, providers, label, properties, plan, links });
     }
     if request.null {
-        // One null variant, or one per GPU's index (each declaring that GPU).
-        let indexes: Vec<Option<&Group>> =
-            if request.per_gpu_index { groups.iter().map(Some).collect() } else { vec![None] };
-        for group in indexes {
-            let plan = ThinPlan {
-                plan: Plan::new(wheel.filename.clone()),
-                cut: Vec::new(),
-                pruned: Vec::new(),
-                left: Vec::new(),
-                missing: Vec::new(),
-                uncovered: Vec::new(),
-                unreadable: Vec::new(),
-            };
-            let (dest, staged) = dest_of(request, wheel, NULL_LABEL, group.map(|g| g.name.as_str()), stage);
-            let processors = group.map(processors_of);
-            let providers = providers(request, processors.as_deref(), rocm.as_deref());
-            let properties = Properties::new();
-            let label = NULL_LABEL.to_string();
-            planned.push(Planned { wheel: index, label, properties, plan, dest, staged, providers });
-        }
+        let plan = ThinPlan {
+            plan: Plan::new(wheel.filename.clone()),
+            cut: Vec::new(),
+            pruned: Vec::new(),
+            left: Vec::new(),
+            missing: Vec::new(),
+            uncovered: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        // One null variant. With an index per GPU it is written once, declaring no provider
+        // (it has no properties to declare), and linked into every GPU's index: the fat wheel
+        // is stored once, not once per GPU.
+        let dirs: Vec<Option<&str>> = match request.per_gpu_index {
+            true => groups.iter().map(|g| Some(g.name.as_str())).collect(),
+            false => vec![None],
+        };
+        let (dest, staged) = dest_of(request, wheel, NULL_LABEL, dirs[0], stage);
+        let links = dirs[1..].iter().map(|dir| dest_of(request, wheel, NULL_LABEL, *dir, stage)).collect();
+        let providers = if request.per_gpu_index { BTreeMap::new() } else { providers(request, None, rocm.as_deref()) };
+        let (properties, label) = (Properties::new(), NULL_LABEL.to_string());
+        planned.push(Planned { wheel: index, label, properties, plan, dest, staged, providers, links });
     }
     Ok(planned)
 }
@@ -322,6 +326,7 @@ fn dest_of(
 
 /// One variant written into the run's directory, with what its variant.json says and where it
 /// is to be published.
+#[derive(Clone)]
 struct WrittenVariant {
     outcome: VariantOutcome,
     metadata: VariantMetadata,
@@ -335,7 +340,7 @@ fn write_variant(
     mut p: Planned,
     request: &VariantsRequest,
     settings: &crate::settings::Settings,
-) -> (usize, Result<WrittenVariant, VariantsError>) {
+) -> (usize, Result<Vec<WrittenVariant>, VariantsError>) {
     let wheel = &examined.wheel;
     let path = &request.wheels[p.wheel];
     let metadata = VariantMetadata::of_variant(&p.label, &[amd::NAMESPACE], p.properties.clone(), p.providers.clone());
@@ -360,7 +365,16 @@ fn write_variant(
         staged: p.staged,
         dest: p.dest,
     });
-    (p.wheel, result.map_err(|error| VariantsError::Variant { label: p.label.clone(), error: Box::new(error) }))
+    let result = result.map_err(|error| VariantsError::Variant { label: p.label.clone(), error: Box::new(error) });
+    let linked = result.and_then(|first| {
+        let mut all = vec![first.clone()];
+        for (dest, staged) in &p.links {
+            link_or_copy(&first.staged, staged).map_err(VariantsError::Plain)?;
+            all.push(WrittenVariant { staged: staged.clone(), dest: dest.clone(), ..first.clone() });
+        }
+        Ok(all)
+    });
+    (p.wheel, linked)
 }
 
 /// Each input's outcome: its variants, published with the rest of its release, or its first
@@ -369,14 +383,14 @@ fn write_variant(
 fn collect(
     request: &VariantsRequest,
     examined: &[Option<Examined>],
-    written: Vec<(usize, Result<WrittenVariant, VariantsError>)>,
+    written: Vec<(usize, Result<Vec<WrittenVariant>, VariantsError>)>,
     mut failures: BTreeMap<usize, VariantsError>,
     stage: &Path,
 ) -> Vec<Result<WheelVariants, WheelFailed<VariantsError>>> {
     let mut variants: BTreeMap<usize, Vec<WrittenVariant>> = BTreeMap::new();
     for (index, result) in written {
         match result {
-            Ok(v) => variants.entry(index).or_default().push(v),
+            Ok(v) => variants.entry(index).or_default().extend(v),
             Err(e) => {
                 failures.entry(index).or_insert(e);
             }
@@ -416,6 +430,16 @@ fn collect(
         .collect()
 }
 
+/// `to` as a hard link of `from` (one file in every GPU's index, stored once), or a copy where
+/// the file system links nothing.
+fn link_or_copy(from: &Path, to: &Path) -> Result<(), crate::writer::WriteError> {
+    let io = |source| crate::writer::WriteError::Io { path: to.display().to_string(), source };
+    if std::fs::hard_link(from, to).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(from, to).map(drop).map_err(io)
+}
+
 /// A variant's directory in the run's directory, and the one it is published in.
 type DirPair = (PathBuf, PathBuf);
 
@@ -444,6 +468,8 @@ fn stage_plain_copies(
         if dirs.is_empty() {
             dirs.push((stage.to_path_buf(), request.wheel_dir.clone()));
         }
+        // Copied once, linked into every other GPU's index.
+        let mut first: Option<PathBuf> = None;
         for (staged_dir, dir) in dirs {
             let dest = dir.join(&name);
             if OutputKey::of(&dest) == OutputKey::of(path) {
@@ -451,8 +477,15 @@ fn stage_plain_copies(
                 continue;
             }
             let staged = staged_dir.join(&name);
-            match crate::writer::copy_wheel(path, &staged, crate::output::Commit::Replace, None) {
-                Ok(staged) => plain.entry(index).or_default().push((Some(staged), dest)),
+            let made = match &first {
+                Some(first) => link_or_copy(first, &staged).map(|()| staged),
+                None => crate::writer::copy_wheel(path, &staged, crate::output::Commit::Replace, None),
+            };
+            match made {
+                Ok(staged) => {
+                    first.get_or_insert_with(|| staged.clone());
+                    plain.entry(index).or_default().push((Some(staged), dest));
+                }
                 Err(e) => {
                     failures.insert(index, VariantsError::Plain(e));
                     break;

@@ -312,6 +312,15 @@ fn uv_from_pypi_installs_each_gpus_variant_from_its_index_and_pip_the_plain_whee
     assert!(out.status.success(), "{}", stderr(&out));
     let gpus = ["gfx90a", "gfx942", "gfx950"];
     assert_eq!(names(&d.join("wh")), gpus);
+    // The null variant and the plain copy are stored once, linked into every GPU's index.
+    for shared in
+        ["gpuvar-1.0+rocm7.1.0-py3-none-linux_x86_64-null.whl", "gpuvar-1.0+rocm7.1.0-py3-none-linux_x86_64.whl"]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let inodes: Vec<u64> =
+            gpus.iter().map(|g| std::fs::metadata(d.join("wh").join(g).join(shared)).unwrap().ino()).collect();
+        assert!(inodes.iter().all(|i| *i == inodes[0]), "{shared}: {inodes:?}");
+    }
     let www = d.join("www");
     std::fs::create_dir_all(&www).unwrap();
     let server = support::http::Server::start(&www);
