@@ -166,6 +166,13 @@ impl fmt::Display for WheelFilename {
     }
 }
 
+/// The name of a release's variant set file (PEP 825): `{name}-{version}-variants.json`, the
+/// name and version escaped as in a wheel's file name. Ex) (`rocm-torch`, `2.9.0+rocm7.0.2`) →
+/// `rocm_torch-2.9.0+rocm7.0.2-variants.json`
+pub fn variants_file_name(project: &str, version: &str) -> String {
+    format!("{}-{}-variants.json", project.replace('-', "_"), escape_version(version))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,11 +199,4 @@ mod tests {
         assert!(matches!(WheelFilename::parse("foo-1.0-py3.-none-any.whl"), Err(FilenameError::EmptyTag(..))));
         assert!(matches!(WheelFilename::parse("foo-one-py3-none-any.whl"), Err(FilenameError::Version(..))));
     }
-}
-
-/// The name of a release's variant set file (PEP 825): `{name}-{version}-variants.json`, the
-/// name and version escaped as in a wheel's file name. Ex) (`rocm-torch`, `2.9.0+rocm7.0.2`) →
-/// `rocm_torch-2.9.0+rocm7.0.2-variants.json`
-pub fn variants_file_name(project: &str, version: &str) -> String {
-    format!("{}-{}-variants.json", project.replace('-', "_"), escape_version(version))
 }
