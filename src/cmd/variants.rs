@@ -148,7 +148,14 @@ pub fn run(request: &VariantsRequest) -> Output {
     let named: Vec<(String, &Result<WheelVariants, WheelFailed<VariantsError>>)> =
         request.wheels.iter().zip(&results).map(|(path, r)| (display_name(path), r)).collect();
     let stdout = if request.common.json { to_json(&named) } else { to_text(&named) };
-    let stderr = named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
+    let mut stderr: Vec<String> =
+        named.iter().filter_map(|(_, r)| r.as_ref().err()).map(|e| format!("wheelfix: error: {e}")).collect();
+    let flat = !request.per_gpu_index && !request.provider_plugin && request.static_targets.is_empty();
+    if flat && results.iter().any(|r| r.is_ok()) {
+        stderr.push(
+            "wheelfix: note: these variants declare no provider: uv takes the null variant from them today (it runs no provider for `amd`); without --one-index, `variants` writes one index per GPU, from which uv installs that GPU's variant".into(),
+        );
+    }
     let failed = results.iter().filter(|r| r.is_err()).count();
     Output { stdout, stderr, code: 0 }.finish(failed, results.len())
 }

@@ -109,6 +109,7 @@ fn each_variant_holds_its_processors_code_and_uv_chooses_it_from_the_index() {
         &["variants", "--one-index", "--all-targets", "--null", "--plain", "-w", "out", fat.to_str().unwrap()],
     );
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("wheelfix: note: these variants declare no provider: uv takes the null variant"));
     let text = stdout(&out);
     assert!(text.contains("4 variants"), "{text}");
     let variant = |label: &str| d.join(format!("out/hipdemo-1.0+rocm7.0.2-py3-none-linux_x86_64-{label}.whl"));
