@@ -107,6 +107,110 @@ pub enum FactsError {
     Read(#[from] std::io::Error),
     #[error(transparent)]
     Elf(#[from] crate::elf::ElfError),
+    #[error("{0}")]
+    Pe(String),
+}
+
+/// Windows's own DLLs, and the API sets it resolves itself: found on every Windows machine.
+/// The VC++ runtime Python ships (`vcruntime140.dll`, `vcruntime140_1.dll`) is counted with them.
+fn windows_provides(dll: &str) -> bool {
+    const SYSTEM: &[&str] = &[
+        "kernel32",
+        "kernelbase",
+        "ntdll",
+        "user32",
+        "gdi32",
+        "advapi32",
+        "shell32",
+        "ole32",
+        "oleaut32",
+        "ws2_32",
+        "bcrypt",
+        "crypt32",
+        "msvcrt",
+        "ucrtbase",
+        "dbghelp",
+        "psapi",
+        "shlwapi",
+        "version",
+        "setupapi",
+        "winmm",
+        "comdlg32",
+        "secur32",
+        "iphlpapi",
+        "rpcrt4",
+        "imm32",
+        "cfgmgr32",
+        "dxgi",
+        "d3d12",
+        "dxcore",
+        "python3",
+        "vcruntime140",
+        "vcruntime140_1",
+    ];
+    let lower = dll.to_ascii_lowercase();
+    let stem = lower.strip_suffix(".dll").unwrap_or(&lower);
+    lower.starts_with("api-ms-win-")
+        || lower.starts_with("ext-ms-")
+        || SYSTEM.contains(&stem)
+        || stem.starts_with("python3")
+}
+
+/// The DLLs a Windows binary on disk imports, as Python's loader resolves an extension's
+/// DLLs: from the binary's own directory (names compared without case, as Windows does), or
+/// Windows's own; each found DLL's imports in turn, once per name.
+pub fn of_pe_file(path: &Path) -> Result<Tree, FileError> {
+    let error = |problem| FileError { path: path.to_path_buf(), problem };
+    let imports_of = |file: &Path| -> Result<Vec<String>, FactsError> {
+        use std::os::unix::fs::FileExt;
+        let f = crate::files::open_regular(file)?;
+        let len = f.metadata()?.len();
+        crate::elf::pe::imports(len, &|buf, at| f.read_exact_at(buf, at)).map_err(FactsError::Pe)
+    };
+    let needed = imports_of(path).map_err(error)?;
+    let parent = crate::output::parent_dir(path);
+    let dir = parent.canonicalize().unwrap_or_else(|_| parent.to_path_buf());
+    let beside: BTreeMap<String, PathBuf> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries.flatten().map(|e| (e.file_name().to_string_lossy().to_ascii_lowercase(), e.path())).collect()
+        })
+        .unwrap_or_default();
+    let mut libs = BTreeMap::new();
+    let mut pending: Vec<String> = needed.clone();
+    while let Some(name) = pending.pop() {
+        if libs.contains_key(&name) {
+            continue;
+        }
+        let library = match beside.get(&name.to_ascii_lowercase()) {
+            Some(file) => {
+                // A DLL that cannot be read is listed, found, with no imports.
+                let needed = imports_of(file).unwrap_or_default();
+                pending.extend(needed.iter().cloned());
+                Library {
+                    path: Some(file.display().to_string()),
+                    found_in: Some(dir.display().to_string()),
+                    source: Some("the DLL's directory".into()),
+                    needed,
+                }
+            }
+            None if windows_provides(&name) => Library {
+                path: Some(format!("windows:{name}")),
+                found_in: None,
+                source: Some("Windows".into()),
+                needed: Vec::new(),
+            },
+            None => Library { path: None, found_in: None, source: None, needed: Vec::new() },
+        };
+        libs.insert(name, library);
+    }
+    Ok(Tree {
+        file: path.display().to_string(),
+        interpreter: None,
+        rpath: Vec::new(),
+        runpath: Vec::new(),
+        needed,
+        libs,
+    })
 }
 
 /// The tree of a file on disk whose facts were read already.

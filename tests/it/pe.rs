@@ -189,3 +189,57 @@ fn thin_rewrites_a_windows_fat_wheels_bundles_in_place_as_llvm_reads_them() {
         assert_eq!(report.gpu_targets, want, "{keep}");
     }
 }
+
+/// A DLL built by clang from C `source`, linked against `libs` (import libraries).
+fn c_dll(dir: &Path, name: &str, source: &str, libs: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(format!("{name}.dll"));
+    run(Command::new("clang-19")
+        .args(["--target=x86_64-pc-windows-msvc", "-fuse-ld=lld", "-shared", "-nostdlib", "-Wl,/noentry", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(libs.iter().map(|l| dir.join(l))));
+    out
+}
+
+#[test]
+fn lddtree_names_the_dlls_a_dll_imports_found_beside_it_windows_or_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // KERNEL32's import library, as llvm-dlltool writes it from a .def file.
+    std::fs::write(d.join("k32.def"), "LIBRARY KERNEL32.dll\nEXPORTS\nGetTickCount\n").unwrap();
+    run(Command::new(llvm("llvm-dlltool"))
+        .args(["-m", "i386:x86-64", "-d"])
+        .arg(d.join("k32.def"))
+        .arg("-l")
+        .arg(d.join("kernel32.lib")));
+    c_dll(d, "Dep", "__declspec(dllexport) int dep_fn(void) { return 1; }\n", &[]);
+    c_dll(d, "gone", "__declspec(dllexport) int gone_fn(void) { return 2; }\n", &[]);
+    let top = c_dll(
+        d,
+        "top",
+        "__declspec(dllimport) int dep_fn(void);\n__declspec(dllimport) int gone_fn(void);\n__declspec(dllimport) unsigned long GetTickCount(void);\n__declspec(dllexport) int top_fn(void) { return dep_fn() + gone_fn() + (int)GetTickCount(); }\n",
+        &["Dep.lib", "gone.lib", "kernel32.lib"],
+    );
+    std::fs::remove_file(d.join("gone.dll")).unwrap();
+    // Found without case, as Windows finds it.
+    std::fs::rename(d.join("Dep.dll"), d.join("dep.dll")).unwrap();
+    let out = wheelfix(d, &["lddtree", top.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "gone.dll is missing: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "Dep.dll => {} (the DLL's directory)",
+            d.canonicalize().unwrap().join("dep.dll").display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("gone.dll => not found"), "{text}");
+    assert!(text.contains("KERNEL32.dll => windows:KERNEL32.dll (Windows)"), "{text}");
+    // llvm-readobj agrees on what it imports.
+    let listed = run(Command::new(llvm("llvm-readobj")).arg("--coff-imports").arg(&top));
+    for dll in ["Dep.dll", "gone.dll", "KERNEL32.dll"] {
+        assert!(listed.contains(&format!("Name: {dll}")), "{listed}");
+    }
+}

@@ -11,6 +11,7 @@ pub mod header;
 pub mod layout;
 pub mod lint;
 pub mod patch;
+pub mod pe;
 pub mod ranges;
 pub mod view;
 
