@@ -144,6 +144,29 @@ fn windows_provides(dll: &str) -> bool {
         "dxgi",
         "d3d12",
         "dxcore",
+        "d3d11",
+        "d3dcompiler_47",
+        "opengl32",
+        "bcryptprimitives",
+        "ncrypt",
+        "pdh",
+        "powrprof",
+        "netapi32",
+        "wintrust",
+        "userenv",
+        "dwmapi",
+        "uxtheme",
+        "comctl32",
+        "winhttp",
+        "wininet",
+        "normaliz",
+        "mpr",
+        "wldap32",
+        "dnsapi",
+        "ntdsapi",
+        "shcore",
+        "propsys",
+        "mswsock",
         "python3",
         "vcruntime140",
         "vcruntime140_1",
@@ -170,11 +193,28 @@ pub fn of_pe_file(path: &Path) -> Result<Tree, FileError> {
     let needed = imports_of(path).map_err(error)?;
     let parent = crate::output::parent_dir(path);
     let dir = parent.canonicalize().unwrap_or_else(|_| parent.to_path_buf());
-    let beside: BTreeMap<String, PathBuf> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries.flatten().map(|e| (e.file_name().to_string_lossy().to_ascii_lowercase(), e.path())).collect()
-        })
-        .unwrap_or_default();
+    // The binary's directory first; then the `<name>.libs` directories beside it and beside its
+    // parents (delvewheel's layout, which the package adds with `os.add_dll_directory`).
+    let mut dirs = vec![(dir.clone(), "the DLL's directory".to_string())];
+    for ancestor in dir.ancestors().take(4) {
+        let Ok(entries) = std::fs::read_dir(ancestor) else { continue };
+        let mut libs: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir() && p.extension().is_some_and(|e| e == "libs"))
+            .collect();
+        libs.sort();
+        dirs.extend(
+            libs.into_iter().map(|l| (l, "a .libs directory (delvewheel's, added by the package)".to_string())),
+        );
+    }
+    let mut beside: BTreeMap<String, (PathBuf, PathBuf, String)> = BTreeMap::new();
+    for (d, why) in &dirs {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().to_ascii_lowercase();
+            beside.entry(name).or_insert_with(|| (e.path(), d.clone(), why.clone()));
+        }
+    }
     let mut libs = BTreeMap::new();
     let mut pending: Vec<String> = needed.clone();
     while let Some(name) = pending.pop() {
@@ -182,14 +222,14 @@ pub fn of_pe_file(path: &Path) -> Result<Tree, FileError> {
             continue;
         }
         let library = match beside.get(&name.to_ascii_lowercase()) {
-            Some(file) => {
+            Some((file, found_in, why)) => {
                 // A DLL that cannot be read is listed, found, with no imports.
                 let needed = imports_of(file).unwrap_or_default();
                 pending.extend(needed.iter().cloned());
                 Library {
                     path: Some(file.display().to_string()),
-                    found_in: Some(dir.display().to_string()),
-                    source: Some("the DLL's directory".into()),
+                    found_in: Some(found_in.display().to_string()),
+                    source: Some(why.clone()),
                     needed,
                 }
             }

@@ -206,7 +206,7 @@ impl Policies {
             // Installed files (no file name claims a tag): said of the files, plainly.
             if claimed.is_empty() && formats.pe > 0 && formats.mach_o == 0 && !foreign_elf {
                 return Some(
-                    "Windows (PE) binaries: a wheel of them keeps its Windows tag (`win_amd64` for x86-64); no manylinux or musllinux analysis applies".into(),
+                    "Windows (PE) binaries: a wheel of them keeps its Windows tag (`win_amd64`, `win_arm64` or `win32`, by their machine); no manylinux or musllinux analysis applies".into(),
                 );
             }
             return Some(if formats.pe + formats.mach_o > 0 && !foreign_elf {

@@ -216,13 +216,17 @@ fn lddtree_names_the_dlls_a_dll_imports_found_beside_it_windows_or_missing() {
         .arg(d.join("kernel32.lib")));
     c_dll(d, "Dep", "__declspec(dllexport) int dep_fn(void) { return 1; }\n", &[]);
     c_dll(d, "gone", "__declspec(dllexport) int gone_fn(void) { return 2; }\n", &[]);
+    c_dll(d, "vend", "__declspec(dllexport) int vend_fn(void) { return 3; }\n", &[]);
     let top = c_dll(
         d,
         "top",
-        "__declspec(dllimport) int dep_fn(void);\n__declspec(dllimport) int gone_fn(void);\n__declspec(dllimport) unsigned long GetTickCount(void);\n__declspec(dllexport) int top_fn(void) { return dep_fn() + gone_fn() + (int)GetTickCount(); }\n",
-        &["Dep.lib", "gone.lib", "kernel32.lib"],
+        "__declspec(dllimport) int dep_fn(void);\n__declspec(dllimport) int gone_fn(void);\n__declspec(dllimport) int vend_fn(void);\n__declspec(dllimport) unsigned long GetTickCount(void);\n__declspec(dllexport) int top_fn(void) { return dep_fn() + gone_fn() + vend_fn() + (int)GetTickCount(); }\n",
+        &["Dep.lib", "gone.lib", "vend.lib", "kernel32.lib"],
     );
     std::fs::remove_file(d.join("gone.dll")).unwrap();
+    // delvewheel's layout: a vendored DLL in `<name>.libs` beside the package.
+    std::fs::create_dir_all(d.join("pkg.libs")).unwrap();
+    std::fs::rename(d.join("vend.dll"), d.join("pkg.libs/vend.dll")).unwrap();
     // Found without case, as Windows finds it.
     std::fs::rename(d.join("Dep.dll"), d.join("dep.dll")).unwrap();
     let out = wheelfix(d, &["lddtree", top.to_str().unwrap()]);
@@ -236,10 +240,11 @@ fn lddtree_names_the_dlls_a_dll_imports_found_beside_it_windows_or_missing() {
         "{text}"
     );
     assert!(text.contains("gone.dll => not found"), "{text}");
+    assert!(text.contains("pkg.libs/vend.dll (a .libs directory (delvewheel's, added by the package))"), "{text}");
     assert!(text.contains("KERNEL32.dll => windows:KERNEL32.dll (Windows)"), "{text}");
     // llvm-readobj agrees on what it imports.
     let listed = run(Command::new(llvm("llvm-readobj")).arg("--coff-imports").arg(&top));
-    for dll in ["Dep.dll", "gone.dll", "KERNEL32.dll"] {
+    for dll in ["Dep.dll", "gone.dll", "vend.dll", "KERNEL32.dll"] {
         assert!(listed.contains(&format!("Name: {dll}")), "{listed}");
     }
 }
