@@ -355,3 +355,77 @@ fn main_rs_reaches_the_library_only_through_its_front() {
     }
     assert!(wrong.is_empty(), "main.rs names what it should leave to cmd or settings:\n{}", wrong.join("\n"));
 }
+
+/// Within each crate of `crates/`, no two top-level modules use each other, directly or around
+/// a circle (a module's uses: `crate::<module>` anywhere in its files, `super::<module>` in its
+/// top-level file). Ex) `kpack` and `rewrite` of wheelfix-gpu used each other until the
+/// streaming limit they share moved to `kpack`.
+#[test]
+fn no_crates_modules_use_each_other() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut circles = Vec::new();
+    let mut read = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        // Each top-level module and the text of its files.
+        let mut modules: BTreeMap<String, String> = BTreeMap::new();
+        for e in std::fs::read_dir(&src).unwrap().flatten() {
+            let path = e.path();
+            let name = path.file_stem().unwrap().to_string_lossy().to_string();
+            if name == "lib" || name == "main" {
+                continue;
+            }
+            let text = if path.is_dir() {
+                let mut all = String::new();
+                let mut pending = vec![path.clone()];
+                while let Some(d) = pending.pop() {
+                    for f in std::fs::read_dir(&d).unwrap().flatten().map(|f| f.path()) {
+                        if f.is_dir() {
+                            pending.push(f);
+                        } else if f.extension().is_some_and(|x| x == "rs") {
+                            // `super::` in a nested file names its parent, not the crate.
+                            let own = std::fs::read_to_string(&f).unwrap();
+                            all.push_str(&own.replace("super::", "parent::"));
+                        }
+                    }
+                }
+                all
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                std::fs::read_to_string(&path).unwrap()
+            } else {
+                continue;
+            };
+            read += 1;
+            modules.entry(name).or_default().push_str(&text);
+        }
+        let names: Vec<String> = modules.keys().cloned().collect();
+        let uses: BTreeMap<&String, Vec<&String>> = modules
+            .iter()
+            .map(|(m, text)| {
+                let used = names
+                    .iter()
+                    .filter(|n| *n != m)
+                    .filter(|n| text.contains(&format!("crate::{n}::")) || text.contains(&format!("super::{n}::")))
+                    .collect();
+                (m, used)
+            })
+            .collect();
+        for start in uses.keys() {
+            let mut stack = vec![vec![*start]];
+            while let Some(chain) = stack.pop() {
+                for next in uses.get(chain.last().unwrap()).into_iter().flatten() {
+                    if next == start {
+                        let path: Vec<&str> = chain.iter().map(|s| s.as_str()).collect();
+                        circles.push(format!("{}: {} → {start}", src.display(), path.join(" → ")));
+                    } else if !chain.contains(next) && chain.len() < 8 {
+                        let mut longer = chain.clone();
+                        longer.push(next);
+                        stack.push(longer);
+                    }
+                }
+            }
+        }
+    }
+    assert!(read > 20, "only {read} modules read: the scan reads nothing");
+    assert!(circles.is_empty(), "modules of a crate that use each other:\n{}", circles.join("\n"));
+}

@@ -310,7 +310,11 @@ pub fn compress_frame(code_object: &[u8]) -> std::io::Result<(Object, Vec<u8>)> 
 /// A code object as one archive frame, into `frame` (its old content replaced; a buffer used
 /// again is not faulted in afresh for every object), and its description.
 ///
-/// An object of up to [`crate::rewrite::WHOLE_OBJECT`] bytes is compressed in one call: zstd
+/// Code objects larger than this are compressed, and reach a rewrite's sink, as a stream,
+/// never whole (`rewrite` streams them; an archive compresses them in frames).
+pub const WHOLE_OBJECT: u64 = 8 << 20;
+
+/// An object of up to [`WHOLE_OBJECT`] bytes is compressed in one call: zstd
 /// then matches within the object where it lies, where a stream copies every byte into its
 /// window first and matches across the window's wrap (on 1.2 GB of code objects, 5% of
 /// `split`'s time and frames 0.05% smaller). A larger one goes through [`FrameEncoder`], as
@@ -319,7 +323,7 @@ pub fn compress_frame(code_object: &[u8]) -> std::io::Result<(Object, Vec<u8>)> 
 pub fn compress_frame_into(code_object: &[u8], frame: &mut Vec<u8>) -> std::io::Result<Object> {
     frame.clear();
     frame.reserve(zstd::zstd_safe::compress_bound(code_object.len()));
-    if code_object.len() as u64 > crate::rewrite::WHOLE_OBJECT {
+    if code_object.len() as u64 > WHOLE_OBJECT {
         let mut encoder = FrameEncoder::new()?;
         let mut out = |bytes: &[u8]| {
             frame.extend_from_slice(bytes);
@@ -349,7 +353,7 @@ static SPARE_COMPRESSORS: std::sync::Mutex<Vec<zstd::bulk::Compressor<'static>>>
 /// handing the GPU other bytes). It streams: a code object of any size is compressed in bounded memory, fed
 /// in pieces as it arrives, and zstd's streaming output does not depend on how the input is
 /// cut, so a frame is the same bytes whether its object was held whole or streamed (objects
-/// of up to [`crate::rewrite::WHOLE_OBJECT`] bytes are compressed in one call instead:
+/// of up to [`WHOLE_OBJECT`] bytes are compressed in one call instead:
 /// [`compress_frame_into`]).
 pub struct FrameEncoder {
     encoder: zstd::stream::raw::Encoder<'static>,
@@ -771,7 +775,7 @@ mod tests {
 
     #[test]
     fn a_frame_made_in_one_call_names_its_size_and_carries_its_checksum() {
-        for len in [0usize, 1, 4096, 3 << 20, crate::rewrite::WHOLE_OBJECT as usize] {
+        for len in [0usize, 1, 4096, 3 << 20, WHOLE_OBJECT as usize] {
             let object: Vec<u8> = (0..len).map(|i| (i * 31 % 253) as u8).collect();
             let (described, frame) = compress_frame(&object).unwrap();
             assert_eq!(described, Object::of(&object));

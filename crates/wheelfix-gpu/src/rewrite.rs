@@ -1028,8 +1028,9 @@ pub type ObjectSink<'a> = dyn FnMut(&BundleEntry, Payload<'_>) -> io::Result<()>
 /// A code object of a bundle, given the bundle's ordinal in the range read.
 pub type BundleObjectSink<'a> = dyn FnMut(usize, &BundleEntry, Payload<'_>) -> io::Result<()> + 'a;
 
-/// Code objects larger than this reach a sink as a stream ([`Payload::Streamed`]), never whole.
-pub const WHOLE_OBJECT: u64 = 8 << 20;
+/// Code objects larger than this reach a sink as a stream ([`Payload::Streamed`]), never whole
+/// (defined with the archives that compress them, which this module writes into).
+pub use crate::kpack::WHOLE_OBJECT;
 
 /// A code object's bytes as a sink is given them.
 pub enum Payload<'r> {
