@@ -205,12 +205,15 @@ pub enum FileKind {
     HostElf,
     /// An AMDGPU code object, an offload bundle or a compressed one, a kpack archive.
     DeviceCode,
+    /// A Windows (PE) or macOS (Mach-O) binary.
+    Foreign(crate::elf::header::ForeignFormat),
     Other,
 }
 
-/// The kind of the file at `path` (a file that cannot be opened is `Other`).
+/// The kind of the file at `path` (a file that cannot be opened is `Other`). A PE signature
+/// lies where the DOS header says, a few hundred bytes in: that much is read.
 pub fn file_kind(path: &Path) -> FileKind {
-    let mut head = [0u8; 24];
+    let mut head = [0u8; 512];
     let Ok(file) = crate::files::open_regular(path) else { return FileKind::Other };
     let n = read_up_to(&file, &mut head, 0);
     let head = &head[..n];
@@ -218,7 +221,10 @@ pub fn file_kind(path: &Path) -> FileKind {
         let machine = head.get(18..20).map(|m| u16::from_le_bytes([m[0], m[1]])).unwrap_or(0);
         return if machine == crate::platform::EM_AMDGPU { FileKind::DeviceCode } else { FileKind::HostElf };
     }
-    if gpu::is_container_magic(head) || head.starts_with(b"KPAK") { FileKind::DeviceCode } else { FileKind::Other }
+    if gpu::is_container_magic(head) || head.starts_with(b"KPAK") {
+        return FileKind::DeviceCode;
+    }
+    crate::elf::header::ForeignFormat::sniff(head).map_or(FileKind::Other, FileKind::Foreign)
 }
 
 fn read_up_to(file: &std::fs::File, buf: &mut [u8], at: u64) -> usize {
@@ -509,8 +515,9 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
     enum Read {
         Host(Box<ElfFacts>, Vec<GpuCode>),
         Device(Option<Box<GpuCode>>),
-        Foreign(Option<ForeignFormat>),
         Pe(Option<Box<GpuCode>>),
+        MachO,
+        Other,
         Failed(String),
     }
     let sizes: Vec<u64> = files.iter().map(|(_, p)| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).collect();
@@ -532,16 +539,11 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
                 },
                 FileKind::DeviceCode => read_device_file(path, name)
                     .map_or_else(|e| Read::Failed(e.to_string()), |c| Read::Device(c.map(Box::new))),
-                FileKind::Other => {
-                    // A PE signature lies where the DOS header says, a few hundred bytes in.
-                    let mut head = [0u8; 512];
-                    let n = crate::files::open_regular(path).map(|f| read_up_to(&f, &mut head, 0)).unwrap_or(0);
-                    match ForeignFormat::sniff(&head[..n]) {
-                        Some(ForeignFormat::Pe) => read_pe_file(path, name)
-                            .map_or_else(|e| Read::Failed(e.to_string()), |c| Read::Pe(c.map(Box::new))),
-                        other => Read::Foreign(other),
-                    }
+                FileKind::Foreign(ForeignFormat::Pe) => {
+                    read_pe_file(path, name).map_or_else(|e| Read::Failed(e.to_string()), |c| Read::Pe(c.map(Box::new)))
                 }
+                FileKind::Foreign(ForeignFormat::MachO) => Read::MachO,
+                FileKind::Other => Read::Other,
             })
         },
         |_| {},
@@ -560,13 +562,12 @@ pub fn analyse_files(files: &[(String, PathBuf)]) -> super::Analysis {
                 analysis.gpu.extend(code);
             }
             Read::Device(code) => analysis.gpu.extend(code.map(|c| *c)),
-            Read::Foreign(Some(ForeignFormat::Pe)) => analysis.binary_formats.pe += 1,
             Read::Pe(code) => {
                 analysis.binary_formats.pe += 1;
                 analysis.gpu.extend(code.map(|c| *c));
             }
-            Read::Foreign(Some(ForeignFormat::MachO)) => analysis.binary_formats.mach_o += 1,
-            Read::Foreign(None) => {}
+            Read::MachO => analysis.binary_formats.mach_o += 1,
+            Read::Other => {}
             Read::Failed(why) => analysis.notes.push(note(format!("skipped: {why}"))),
         }
     }

@@ -59,7 +59,9 @@ pub fn lddtree(
         if member.is_some() {
             return Err(LddtreeError::MemberOfFile(path.to_path_buf()));
         }
-        if is_pe(path) {
+        use crate::elf::header::ForeignFormat;
+        use analysis::installed::{FileKind, file_kind};
+        if file_kind(path) == FileKind::Foreign(ForeignFormat::Pe) {
             return Ok(vec![analysis::lddtree::of_pe_file(path)?]);
         }
         return Ok(vec![analysis::lddtree::of_file(path, search)?]);
@@ -107,14 +109,6 @@ fn of_directory(
     }
     let trees = crate::parallel::map(&files, |(_, path)| analysis::lddtree::of_file(path, search));
     Ok(trees.into_iter().collect::<Result<_, _>>()?)
-}
-
-/// Whether a file on disk is a Windows binary (PE), by its headers.
-fn is_pe(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 512];
-    let n = crate::files::open_regular(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
-    crate::elf::header::ForeignFormat::sniff(&head[..n]) == Some(crate::elf::header::ForeignFormat::Pe)
 }
 
 /// Why `lddtree` shows no tree.

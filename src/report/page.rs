@@ -305,18 +305,12 @@ impl ReleasePage {
             .filter(|g| g.target == target)
             .flat_map(|g| g.not_for.iter().map(String::as_str))
             .collect();
-        let other_devices: BTreeSet<&str> = self
-            .devices
-            .iter()
-            .filter(|r| r.target != target)
-            .flat_map(|r| r.files.iter().map(String::as_str))
-            .collect();
-        let own_devices: BTreeSet<&str> = self
-            .devices
-            .iter()
-            .filter(|r| r.target == target)
-            .flat_map(|r| r.files.iter().map(String::as_str))
-            .collect();
+        // The device wheels of this GPU's rows (`true`) or of the other GPUs' (`false`).
+        let devices = |own: bool| -> BTreeSet<&str> {
+            let rows = self.devices.iter().filter(|r| (r.target == target) == own);
+            rows.flat_map(|r| r.files.iter().map(String::as_str)).collect()
+        };
+        let (own_devices, other_devices) = (devices(true), devices(false));
         self.files
             .iter()
             .filter(|f| !not_for.contains(f.project.as_str()))

@@ -134,8 +134,9 @@ pub struct GpuCode {
     /// note: a file `thin` must not rewrite.
     #[serde(skip)]
     pub bundle_problems: Vec<String>,
-    /// Where the bundles lie in the file, [start, end), when they are not a section of their own
-    /// ([`Container::BundleInData`]): what `thin` rewrites.
+    /// Where `thin` rewrites the bundles in place, [start, end): each bundle in an ELF file's
+    /// data ([`Container::BundleInData`]), a PE file's `.hip_fat` raw data
+    /// ([`Container::PeHipFatbin`]).
     #[serde(skip)]
     pub bundle_spans: Vec<(u64, u64)>,
     /// A kpack-split binary: its kernel name and how many HIP wrappers it has (each looks up
